@@ -1,0 +1,29 @@
+# The two commands a fresh machine needs (both build .venv themselves):
+#   make cora   -- the main job: the Cora benchmark on its small default
+#   make test   -- the test suite
+# torch==2.13.0 is installed first so that pip never pulls a CUDA build; the package itself asks for torch>=2.4.
+PYTHON ?= python3
+VENV   ?= .venv
+PY      = $(VENV)/bin/python
+# Offline data root: use ../shared/data when it is there, unless the caller set GRAPH_RMA_DATA.
+ifeq ($(origin GRAPH_RMA_DATA), undefined)
+  ifneq ($(wildcard ../shared/data),)
+    export GRAPH_RMA_DATA := $(abspath ../shared/data)
+  endif
+endif
+
+.PHONY: cora test env
+env: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e ".[dev]"
+	touch $@
+
+cora: $(VENV)/.installed
+	$(VENV)/bin/graph-rma cora $(ARGS)
+
+test: $(VENV)/.installed
+	$(PY) -m pytest -q $(ARGS)

@@ -1,0 +1,33 @@
+"""graph_rma: repulsive multi-head attention (heads as SVGD/SPOS particles) and DropAttention for PyG and torch."""
+from .convert import convert, register_conversion
+from .particles import (
+    SGLD,
+    SPOS,
+    SVGD,
+    HeadParam,
+    ParticleGroup,
+    find_particle_groups,
+    median_bandwidth,
+    rbf_kernel,
+    register_head_layout,
+    spos_direction,
+    svgd_direction,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "SGLD",
+    "SPOS",
+    "SVGD",
+    "HeadParam",
+    "ParticleGroup",
+    "convert",
+    "find_particle_groups",
+    "median_bandwidth",
+    "rbf_kernel",
+    "register_conversion",
+    "register_head_layout",
+    "spos_direction",
+    "svgd_direction",
+]

@@ -1,0 +1,3 @@
+from graph_rma.cli import main
+import sys
+sys.exit(main())

@@ -1,0 +1,94 @@
+r"""Where datasets live: an explicit ``root`` argument, else ``$GRAPH_RMA_DATA/<name>``, else a download.
+
+Every loader in :mod:`graph_rma.data` resolves its folder through :func:`resolve_root` and fetches missing files
+through :func:`download_verified`, so the rules are the same for Cora, AGENDA, WebNLG and the text sets:
+
+1. ``root`` given by the caller: used as is.
+2. ``$GRAPH_RMA_DATA`` set: ``$GRAPH_RMA_DATA/<name>``.
+3. Otherwise ``~/.cache/graph_rma/<name>`` (override with ``$GRAPH_RMA_CACHE``), filled by a checksum-verified
+   download from the canonical source when the machine is online.
+
+When the files are in none of these places and the download fails, :class:`DataNotFoundError` says where to put
+them. Data folders may be read-only: anything a loader derives (PyG's ``processed/``) goes to :func:`cache_dir`.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+import urllib.request
+from pathlib import Path
+from typing import Optional, Union
+
+ENV_VAR = "GRAPH_RMA_DATA"
+CACHE_ENV_VAR = "GRAPH_RMA_CACHE"
+
+PathLike = Union[str, os.PathLike]
+
+
+class DataNotFoundError(FileNotFoundError):
+    """A dataset file is missing (or corrupt) and could not be downloaded."""
+
+
+def cache_dir(*parts: str) -> Path:
+    """A writable cache folder (``$GRAPH_RMA_CACHE`` or ``~/.cache/graph_rma``), created on demand."""
+    base = os.environ.get(CACHE_ENV_VAR) or os.path.join(os.path.expanduser("~"), ".cache", "graph_rma")
+    path = Path(base, *parts)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def resolve_root(name: str, root: Optional[PathLike] = None) -> Path:
+    """The folder of dataset ``name``: ``root`` if given, else ``$GRAPH_RMA_DATA/name``, else the cache.
+
+    The folder is not required to exist yet (a download may create it); loaders check for their files.
+    """
+    if root is not None:
+        return Path(root).expanduser()
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return Path(env).expanduser() / name
+    return cache_dir("data") / name
+
+
+def sha256sum(path: PathLike, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(chunk), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def download_verified(url: str, dest: PathLike, sha256: Optional[str] = None, timeout: float = 30.0) -> Path:
+    """Download ``url`` to ``dest`` atomically and check its SHA-256; raise :class:`DataNotFoundError` if either fails."""
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as resp:
+            shutil.copyfileobj(resp, out)
+        if sha256 is not None:
+            got = sha256sum(tmp)
+            if got != sha256:
+                raise DataNotFoundError(f"checksum mismatch for {url}: expected sha256 {sha256}, got {got}")
+        os.replace(tmp, dest)
+    except DataNotFoundError:
+        raise
+    except Exception as exc:  # network down, HTTP error, disk full
+        raise DataNotFoundError(f"could not download {url} to {dest}: {exc}") from exc
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return dest
+
+
+def missing_data_message(name: str, root: Path, files, hint: str = "") -> str:
+    """One clear message: which files are missing, where they were looked for, and how to provide them."""
+    files = list(files)
+    shown = ", ".join(str(f) for f in files[:4]) + (" ..." if len(files) > 4 else "")
+    return (
+        f"{name}: missing {shown} under {root}. Put the dataset files there, pass root=... "
+        f"(or --root), or set ${ENV_VAR} to a folder that contains '{root.name}/'; "
+        f"downloading from the canonical source failed or was not possible. {hint}"
+    ).strip()
