@@ -36,7 +36,7 @@ from ..variants import make_drop_attention, make_sampler, parse_variant, regular
 
 PRESETS: Dict[str, Dict[str, Any]] = {
     # small enough to train and evaluate on 2 CPU cores in under 15 minutes (offline protocol)
-    "cpu": dict(hidden=128, layers=2, heads=4, dropout=0.1, attention_dropout=0.1, decoder_heads=4, epochs=6,
+    "cpu": dict(hidden=128, layers=2, heads=4, dropout=0.1, attention_dropout=0.1, decoder_heads=4, epochs=8,
                 batch_size=24, optimizer="adam", lr=2e-3, momentum=0.9, clip=1.0, min_freq=3,
                 max_target_len=120, beam=2, max_len=150, length_penalty=1.0),
     # GraphWriter's configuration (pargs.py / train.py of rikdz/GraphWriter): hidden 500, 6 blocks, 4 heads,
