@@ -185,7 +185,7 @@ def train(config: Dict[str, Any], out: Path, root=None, protocol: str = "auto", 
             optimizer.step()
             state["step"] += 1
             steps_this_call += 1
-            run_loss += float(loss)
+            run_loss += float(loss.detach())
             run_n += 1
             bar.set_postfix(loss=f"{run_loss / run_n:.3f}")
             if save_every and state["step"] % save_every == 0:
