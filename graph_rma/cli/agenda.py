@@ -30,8 +30,8 @@ from tqdm.auto import tqdm
 from ..data.agenda import AgendaEncoder, AgendaRecord, build_vocab, collate, load_agenda
 from ..data.graphs import Vocab
 from ..models.graphwriter import GraphWriter
-from ..training import (load_checkpoint, read_json, rng_state, save_checkpoint, seed_everything, set_rng_state,
-                        write_json)
+from ..training import (atomic_write_text, load_checkpoint, rng_state, save_checkpoint, seed_everything,
+                        set_rng_state, write_json)
 from ..variants import make_drop_attention, make_sampler, parse_variant, regularization_loss
 
 PRESETS: Dict[str, Dict[str, Any]] = {
@@ -73,6 +73,27 @@ def _fallback_scores(hypotheses, references, entities=None) -> Dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------------------------------------------
+def _device(device: Optional[str]) -> torch.device:
+    return torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+
+
+def _to(batch: Dict[str, Any], device: torch.device) -> Dict[str, Any]:
+    return {k: v.to(device) for k, v in batch.items()}
+
+
+def _rng_state(device: torch.device) -> Dict[str, Any]:
+    state = rng_state()
+    if device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
+    return state
+
+
+def _set_rng_state(state: Dict[str, Any], device: torch.device) -> None:
+    set_rng_state(state)
+    if device.type == "cuda" and "cuda" in state:
+        torch.cuda.set_rng_state(state["cuda"], device)
+
+
 def _batches(n: int, size: int, generator: Optional[torch.Generator] = None) -> List[List[int]]:
     order = torch.randperm(n, generator=generator).tolist() if generator is not None else list(range(n))
     return [order[i : i + size] for i in range(0, n, size)]
@@ -99,8 +120,9 @@ def dev_loss(model: GraphWriter, items, batch_size: int) -> float:
     was = model.training
     model.eval()
     total, tokens = 0.0, 0
+    device = next(model.parameters()).device
     for idx in _batches(len(items), batch_size):
-        batch = collate([items[i] for i in idx])
+        batch = _to(collate([items[i] for i in idx]), device)
         n = int((batch["target_out"] != 0).sum())
         total += float(model.loss(batch)) * n
         tokens += n
@@ -110,7 +132,8 @@ def dev_loss(model: GraphWriter, items, batch_size: int) -> float:
 
 def train(config: Dict[str, Any], out: Path, root=None, protocol: str = "auto", variant: str = "ma", seed: int = 0,
           max_train: Optional[int] = None, max_dev: Optional[int] = None, save_every: int = 0,
-          stop_after: Optional[int] = None, progress: bool = True, splits=None) -> Dict[str, Any]:
+          stop_after: Optional[int] = None, progress: bool = True, splits=None,
+          device: Optional[str] = None) -> Dict[str, Any]:
     """Train (or resume) into ``out``; returns the run summary. ``stop_after`` ends the run after that many
     optimizer steps in this call (to simulate a kill in tests)."""
     out = Path(out)
@@ -132,7 +155,8 @@ def train(config: Dict[str, Any], out: Path, root=None, protocol: str = "auto", 
         vocab = build_vocab(train_recs, min_freq=config["min_freq"])
     train_items = AgendaEncoder(vocab, splits.relation_names, config["max_target_len"]).encode_all(train_recs)
     dev_items = AgendaEncoder(vocab, splits.relation_names).encode_all(dev_recs)
-    model = build_model(config, len(vocab), len(splits.relation_names), v.spec)
+    dev = _device(device)
+    model = build_model(config, len(vocab), len(splits.relation_names), v.spec).to(dev)
     optimizer = _optimizer(config, model)
     sampler = make_sampler(v, model, seed=seed)
     if sampler is not None:
@@ -143,7 +167,7 @@ def train(config: Dict[str, Any], out: Path, root=None, protocol: str = "auto", 
         optimizer.load_state_dict(ckpt["optimizer"])
         if sampler is not None and ckpt.get("sampler"):
             sampler.load_state_dict(ckpt["sampler"])
-        set_rng_state(ckpt["rng"])
+        _set_rng_state(ckpt["rng"], dev)
         state = {k: ckpt[k] for k in state}
     write_json(out / "config.json", {"config": config, "variant": v.spec, "seed": seed, "protocol": splits.protocol,
                                      "data": splits.description, "vocab_size": len(vocab),
@@ -152,7 +176,7 @@ def train(config: Dict[str, Any], out: Path, root=None, protocol: str = "auto", 
     def save(epoch: int, batch: int) -> None:
         save_checkpoint(ckpt_path, {
             "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-            "sampler": sampler.state_dict() if sampler is not None else {}, "rng": rng_state(),
+            "sampler": sampler.state_dict() if sampler is not None else {}, "rng": _rng_state(dev),
             "config": config, "vocab": vocab.to_list(), "relations": list(splits.relation_names),
             "variant": v.spec, "seed": seed, "epoch": epoch, "batch": batch, "step": state["step"],
             "best_dev": state["best_dev"], "history": state["history"],
@@ -160,7 +184,8 @@ def train(config: Dict[str, Any], out: Path, root=None, protocol: str = "auto", 
 
     need_attention = v.reg is not None and v.reg_target == "attention"
     if v.reg is not None and v.reg_target == "outputs":
-        raise ValueError("variant: reg target=outputs is not supported by the AGENDA pipeline (use attention or parameters)")
+        raise ValueError("variant: reg target=outputs is not supported by the AGENDA pipeline "
+                         "(use target=attention or target=parameters)")
     steps_this_call = 0
     model.train()
     for epoch in range(state["epoch"], config["epochs"]):
@@ -170,7 +195,7 @@ def train(config: Dict[str, Any], out: Path, root=None, protocol: str = "auto", 
         bar = tqdm(range(start, len(batches)), desc=f"epoch {epoch + 1}/{config['epochs']}", disable=not progress,
                    leave=False)
         for b in bar:
-            batch = collate([train_items[i] for i in batches[b]])
+            batch = _to(collate([train_items[i] for i in batches[b]]), dev)
             optimizer.zero_grad(set_to_none=True)
             if need_attention:
                 loss, attention = model.loss(batch, return_attention=True)
@@ -197,8 +222,7 @@ def train(config: Dict[str, Any], out: Path, root=None, protocol: str = "auto", 
         entry = {"epoch": epoch + 1, "train_loss": run_loss / max(run_n, 1), "dev_loss": dl,
                  "dev_ppl": math.exp(min(dl, 50)), "seconds": round(time.time() - t0, 1)}
         state["history"].append(entry)
-        if progress:
-            print(json.dumps(entry), file=sys.stderr)
+        print(json.dumps(entry), file=sys.stderr, flush=True)
         if dl < state["best_dev"]:
             state["best_dev"] = dl
             save_checkpoint(out / "best.pt", {"model": model.state_dict(), "config": config,
@@ -212,22 +236,24 @@ def train(config: Dict[str, Any], out: Path, root=None, protocol: str = "auto", 
     return summary
 
 
-def load_model(path: Path):
+def load_model(path: Path, device: Optional[str] = None):
     ck = load_checkpoint(path)
     vocab = Vocab.from_list(ck["vocab"])
     model = build_model(ck["config"], len(vocab), len(ck["relations"]), ck["variant"])
     model.load_state_dict(ck["model"])
-    model.eval()
+    model.to(_device(device)).eval()
     return model, vocab, ck
 
 
 def generate(out: Path, split: str = "test", root=None, protocol: str = "auto", checkpoint: Optional[Path] = None,
              beam: Optional[int] = None, max_len: Optional[int] = None, length_penalty: Optional[float] = None,
-             batch_size: int = 32, limit: Optional[int] = None, progress: bool = True, splits=None) -> Dict[str, Path]:
+             batch_size: int = 32, limit: Optional[int] = None, progress: bool = True, splits=None,
+             device: Optional[str] = None) -> Dict[str, Path]:
     """Decode ``split`` with the best model and write ``hyp.<split>.txt``, ``gold.<split>.txt`` (relexicalised,
     line-aligned), ``hyp.<split>.delex.txt`` (with ``<type_i>`` placeholders) and ``side_by_side.<split>.tsv``."""
     out = Path(out)
-    model, vocab, ck = load_model(checkpoint or out / "best.pt")
+    model, vocab, ck = load_model(checkpoint or out / "best.pt", device)
+    dev = next(model.parameters()).device
     cfg = ck["config"]
     beam = beam or cfg["beam"]
     max_len = max_len or cfg["max_len"]
@@ -238,7 +264,7 @@ def generate(out: Path, split: str = "test", root=None, protocol: str = "auto", 
     items = enc.encode_all(recs)
     hyps: List[List[int]] = []
     for idx in tqdm(_batches(len(items), batch_size), desc=f"decoding {split}", disable=not progress, leave=False):
-        batch = collate([items[i] for i in idx])
+        batch = _to(collate([items[i] for i in idx]), dev)
         if beam == 1:
             hyps += model.greedy(batch, max_len=max_len)
         else:
@@ -248,7 +274,6 @@ def generate(out: Path, split: str = "test", root=None, protocol: str = "auto", 
     gold = [r.relexicalised() for r in recs]
     paths = {"hyp": out / f"hyp.{split}.txt", "gold": out / f"gold.{split}.txt",
              "delex": out / f"hyp.{split}.delex.txt", "side_by_side": out / f"side_by_side.{split}.tsv"}
-    from ..training import atomic_write_text
 
     atomic_write_text(paths["hyp"], "\n".join(relex) + "\n")
     atomic_write_text(paths["gold"], "\n".join(gold) + "\n")
@@ -287,9 +312,11 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--root", default=None, help="AGENDA folder (default $GRAPH_RMA_DATA/agenda)")
     common.add_argument("--protocol", default="auto", choices=["auto", "official", "offline"])
     common.add_argument("--quiet", action="store_true", help="no progress bars")
+    common.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     t = sub.add_parser("train", parents=[common], help="train (resumes from OUT/checkpoint.pt if present)")
     t.add_argument("--preset", default="cpu", choices=sorted(PRESETS))
-    t.add_argument("--variant", default="ma", help="ma, svgd:alpha=0.1, spos:..., dropattn:p=0.1, reg:... (graph_rma.variants)")
+    t.add_argument("--variant", default="ma",
+                   help="ma, svgd:alpha=0.1, spos:..., dropattn:p=0.1, reg:... (see graph_rma.variants)")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--max-train", type=int, default=None, help="use only the first N training records")
     t.add_argument("--max-dev", type=int, default=None)
@@ -324,18 +351,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             if val is not None:
                 config[key] = val
         summary = train(config, args.out, args.root, args.protocol, args.variant, args.seed, args.max_train,
-                        args.max_dev, args.save_every, progress=progress)
+                        args.max_dev, args.save_every, progress=progress, device=args.device)
         print(json.dumps({k: summary[k] for k in ("variant", "best_dev_loss", "steps")}))
         if args.evaluate:
-            print(json.dumps(evaluate(args.out, "test", args.root, args.protocol, regenerate=True, progress=progress)))
+            print(json.dumps(evaluate(args.out, "test", args.root, args.protocol, regenerate=True, progress=progress,
+                                      device=args.device)))
         return 0
     kwargs = dict(checkpoint=args.checkpoint, beam=args.beam, max_len=args.max_len,
-                  length_penalty=args.length_penalty, batch_size=args.batch_size, limit=args.limit, progress=progress)
+                  length_penalty=args.length_penalty, batch_size=args.batch_size, limit=args.limit, progress=progress,
+                  device=args.device)
     if args.cmd == "generate":
         paths = generate(args.out, args.split, args.root, args.protocol, **kwargs)
         print(json.dumps({k: str(v) for k, v in paths.items()}))
         return 0
-    result = evaluate(args.out, args.split, args.root, args.protocol, regenerate=args.regenerate or args.limit is not None,
+    regenerate = args.regenerate or args.limit is not None
+    result = evaluate(args.out, args.split, args.root, args.protocol, regenerate=regenerate,
                       **kwargs)
     print(json.dumps(result, indent=2))
     return 0

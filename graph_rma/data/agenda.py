@@ -118,7 +118,8 @@ def _check_record(where: str, rec: AgendaRecord, num_relations: Optional[int]) -
         if not (0 <= h < n and 0 <= t < n):
             raise AgendaFormatError(f"{where}: triple '{h} {r} {t}' names an entity outside 0..{n - 1}")
         if r < 0 or (num_relations is not None and r >= num_relations):
-            raise AgendaFormatError(f"{where}: triple '{h} {r} {t}' names a relation outside 0..{(num_relations or 1) - 1}")
+            top = (num_relations or 1) - 1
+            raise AgendaFormatError(f"{where}: triple '{h} {r} {t}' names a relation outside 0..{top}")
     if not rec.abstract.strip():
         raise AgendaFormatError(f"{where}: empty abstract")
     for tok in rec.abstract_tokens:
