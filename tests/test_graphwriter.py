@@ -1,4 +1,5 @@
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -139,3 +140,14 @@ def test_cli_train_generate_evaluate(tmp_path, capsys):
     result = json.loads(capsys.readouterr().out)
     assert result["records"] == 2 and 0.0 <= result["BLEU-4"] <= 100.0
     assert json.loads((out / "metrics.test.json").read_text())["BLEU-1"] == result["BLEU-1"]
+
+
+def test_regularised_variant_uses_encoder_attention(tmp_path, data):
+    splits, vocab, enc = data
+    torch.manual_seed(0)
+    model = GraphWriter(len(vocab), 7, hidden=32, num_layers=2, heads=2)
+    loss, attention = model.loss(collate(enc.encode_all(splits.train[:2])), return_attention=True)
+    assert len(attention) == 2 and attention[0][0].shape[1] == 2
+    summary = cli.train(dict(SMALL, epochs=1), tmp_path / "reg", FIXTURE, variant="reg:kind=frobenius,weight=0.01",
+                        progress=False)
+    assert summary["steps"] == 3 and math.isfinite(summary["best_dev_loss"])
