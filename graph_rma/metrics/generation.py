@@ -68,13 +68,20 @@ def _setup_nltk_path() -> None:
             nltk.data.path.insert(0, d)
 
 
+_FOUND_RESOURCES: set = set()
+
+
 def _require_nltk_resource(names: Sequence[str], what: str) -> None:
     import nltk
 
+    key = (tuple(names), tuple(nltk.data.path), os.environ.get("GRAPH_RMA_DATA"))
+    if key in _FOUND_RESOURCES:
+        return
     _setup_nltk_path()
     for name in names:
         try:
             nltk.data.find(name)
+            _FOUND_RESOURCES.add(key)
             return
         except LookupError:
             continue
