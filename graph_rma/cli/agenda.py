@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 
 from ..data.agenda import AgendaEncoder, AgendaRecord, build_vocab, collate, load_agenda
 from ..data.graphs import Vocab
+from ..metrics import evaluate_generation
 from ..models.graphwriter import GraphWriter
 from ..training import (atomic_write_text, load_checkpoint, rng_state, save_checkpoint, seed_everything,
                         set_rng_state, write_json)
@@ -45,31 +46,12 @@ PRESETS: Dict[str, Dict[str, Any]] = {
                  batch_size=32, optimizer="sgd", lr=0.1, momentum=0.9, clip=1.0, min_freq=5,
                  max_target_len=None, beam=4, max_len=200, length_penalty=1.0),
 }
-MODEL_KEYS = ("hidden", "layers", "heads", "dropout", "attention_dropout", "decoder_heads")
 
 
-def _evaluate_generation(hypotheses: List[str], references: List[str], entities: List[List[str]]) -> Dict[str, Any]:
-    """Score relexicalised outputs. The one place that calls the metrics (graph_rma.metrics when available)."""
-    try:
-        from ..metrics import evaluate_generation  # type: ignore[attr-defined]
-    except ImportError:
-        evaluate_generation = _fallback_scores
-    return evaluate_generation(hypotheses, references, entities=entities)
-
-
-def _fallback_scores(hypotheses, references, entities=None) -> Dict[str, Any]:
-    """BLEU-1..4 (pycocoevalcap) and entity coverage, used only until graph_rma.metrics exists."""
-    from pycocoevalcap.bleu.bleu import Bleu
-
-    gts = {i: [r] for i, r in enumerate(references)}
-    res = {i: [h] for i, h in enumerate(hypotheses)}
-    bleu, _ = Bleu(4).compute_score(gts, res, verbose=0)
-    out: Dict[str, Any] = {f"BLEU-{n + 1}": 100.0 * b for n, b in enumerate(bleu)}
-    if entities is not None:
-        hit = sum(sum(e in h for e in ents) for h, ents in zip(hypotheses, entities))
-        out["entity_coverage"] = 100.0 * hit / max(1, sum(len(e) for e in entities))
-    out["note"] = "fallback scorer (graph_rma.metrics not available): BLEU via pycocoevalcap only"
-    return out
+def _evaluate_generation(hypotheses: List[str], references: List[str], entities: List[List[str]],
+                         meteor: str = "auto") -> Dict[str, Any]:
+    """Score relexicalised outputs (already lower-cased and tokenised, as GraphWriter scored them)."""
+    return evaluate_generation(hypotheses, references, entities=entities, meteor=meteor, tokenize="split")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -286,8 +268,11 @@ def generate(out: Path, split: str = "test", root=None, protocol: str = "auto", 
 
 
 def evaluate(out: Path, split: str = "test", root=None, protocol: str = "auto", regenerate: bool = False,
-             splits=None, **gen_kwargs) -> Dict[str, Any]:
-    """Score ``hyp.<split>.txt`` against ``gold.<split>.txt`` (generating them first if missing)."""
+             splits=None, meteor: str = "auto", **gen_kwargs) -> Dict[str, Any]:
+    """Score ``hyp.<split>.txt`` against ``gold.<split>.txt`` (generating them first if missing).
+
+    ``meteor``: ``"auto"`` (METEOR 1.5 when Java is found, else nltk), ``"meteor-1.5"``, ``"nltk"`` or ``"none"``;
+    the result's ``METEOR_impl`` says which one produced ``METEOR``."""
     out = Path(out)
     splits = splits or load_agenda(root, protocol)
     hyp_path = out / f"hyp.{split}.txt"
@@ -296,7 +281,7 @@ def evaluate(out: Path, split: str = "test", root=None, protocol: str = "auto", 
     hyps = hyp_path.read_text(encoding="utf-8").split("\n")[:-1]
     refs = (out / f"gold.{split}.txt").read_text(encoding="utf-8").split("\n")[:-1]
     recs = splits.split(split)[: len(hyps)]
-    scores = _evaluate_generation(hyps, refs, [r.entities for r in recs])
+    scores = _evaluate_generation(hyps, refs, [r.entities for r in recs], meteor=meteor)
     result = {"split": split, "records": len(hyps), "data": splits.description, **scores}
     write_json(out / f"metrics.{split}.json", result)
     return result
@@ -337,6 +322,7 @@ def _parser() -> argparse.ArgumentParser:
         g.add_argument("--batch-size", type=int, default=32)
         g.add_argument("--limit", type=int, default=None, help="only the first N records")
         if name == "evaluate":
+            g.add_argument("--meteor", default="auto", choices=["auto", "meteor-1.5", "nltk", "none"])
             g.add_argument("--regenerate", action="store_true", help="decode again even if OUT/hyp.SPLIT.txt exists")
     return p
 
@@ -365,7 +351,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(json.dumps({k: str(v) for k, v in paths.items()}))
         return 0
     regenerate = args.regenerate or args.limit is not None
-    result = evaluate(args.out, args.split, args.root, args.protocol, regenerate=regenerate,
+    result = evaluate(args.out, args.split, args.root, args.protocol, regenerate=regenerate, meteor=args.meteor,
                       **kwargs)
     print(json.dumps(result, indent=2))
     return 0
