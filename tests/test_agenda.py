@@ -151,3 +151,13 @@ def test_encoder_and_collate():
     assert b["num_entities"].tolist() == [3, 3, 3]
     assert b["target_in"].shape == b["target_out"].shape
     assert relexicalise(["<task_1>", "x", "<task_9>"], ["a", "b c"]) == "b c x <task_9>"
+
+
+def test_same_graph_as_the_webnlg_builder():
+    from graph_rma.data.webnlg import build_graph
+
+    ents, triples = ["a", "b", "c", "d"], [(0, 2, 1), (3, 0, 0), (1, 6, 2)]
+    mine = build_graphwriter_graph(ents, triples, RELATIONS)
+    theirs = build_graph(ents, RELATIONS, triples)
+    assert torch.equal(mine.edge_index, theirs.edge_index)
+    assert torch.equal(mine.node_kind, theirs.node_kind)
