@@ -1,5 +1,6 @@
 """graph_rma: repulsive multi-head attention (heads as SVGD/SPOS particles) and DropAttention for PyG and torch."""
 from .convert import convert, register_conversion
+from .dropattention import DropAttention, drop_attention, drop_attention_dense
 from .particles import (
     SGLD,
     SPOS,
@@ -17,6 +18,9 @@ from .particles import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "DropAttention",
+    "drop_attention",
+    "drop_attention_dense",
     "SGLD",
     "SPOS",
     "SVGD",
