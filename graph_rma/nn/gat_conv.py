@@ -38,6 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.nn.conv import GATConv, GATv2Conv
+from torch_geometric.nn.resolver import aggregation_resolver as aggr_resolver
 from torch_geometric.typing import Adj, OptTensor, Size, SparseTensor
 from torch_geometric.utils import is_torch_sparse_tensor, softmax
 
@@ -132,7 +133,14 @@ def _check_drop_attention(drop_attention: Any) -> Optional[DropAttention]:
 
 def _message_passing_kwargs(conv: torch.nn.Module) -> Dict[str, Any]:
     """The ``MessagePassing`` options of an existing layer (aggregation, flow, decomposition)."""
-    return dict(aggr=copy.deepcopy(conv.aggr_module), flow=conv.flow, decomposed_layers=conv.decomposed_layers)
+    aggr: Any = copy.deepcopy(conv.aggr_module)
+    if isinstance(conv.aggr, str) and not any(True for _ in conv.aggr_module.state_dict()):
+        try:  # a plain named aggregation ('add', 'mean', ...): pass the name, as the user did
+            if type(aggr_resolver(conv.aggr)) is type(conv.aggr_module):
+                aggr = conv.aggr
+        except Exception:  # e.g. the name of an aggregation module given as an object
+            pass
+    return dict(aggr=aggr, flow=conv.flow, decomposed_layers=conv.decomposed_layers)
 
 
 def _conversion_options(options: Dict[str, Any]) -> Optional[DropAttention]:
