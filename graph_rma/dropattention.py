@@ -93,7 +93,7 @@ def draw_window_mask(
     count = F.pad(starts.to(torch.int32).cumsum(dim=-1), (1, 0))
     lo = torch.arange(P, device=device) + (1 - window)
     lo = lo.clamp(min=0) if segment_start is None else torch.maximum(lo, segment_start)
-    return (count[..., 1:] - count[..., lo]) > 0
+    return (count[..., 1:] - count.index_select(-1, lo)) > 0
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -105,16 +105,24 @@ def _work(x: Tensor) -> Tensor:
 
 def _rescale_sparse(alpha: Tensor, dropped: Tensor, dst: Tensor, num_dst: int, p: float, rescale: str) -> Tensor:
     work = _work(alpha)
-    kept = work.masked_fill(dropped, 0.0)
+    keep = (~dropped).to(work.dtype)
+    kept = work * keep
     if rescale == "normalized":
         total = scatter(kept, dst, dim=0, dim_size=num_dst, reduce="sum")  # [N_dst, H]
         alive = total > 0
-        denom = torch.where(alive, total, torch.ones_like(total))
-        out = torch.where(alive.index_select(0, dst), kept / denom.index_select(0, dst), work)
     else:
-        survivors = scatter((~dropped).to(torch.int32), dst, dim=0, dim_size=num_dst, reduce="sum")
-        out = torch.where(survivors.index_select(0, dst) > 0, kept * (1.0 / (1.0 - p)), work)
-    return out.to(alpha.dtype)
+        total = None
+        alive = scatter(keep, dst, dim=0, dim_size=num_dst, reduce="sum") > 0
+    # Rows with a survivor are rescaled; rows without one keep their weights: out = kept * scale + work * dead.
+    if total is None:
+        scale = alive.to(work.dtype) * (1.0 / (1.0 - p))
+    else:
+        scale = torch.where(alive, 1.0 / torch.where(alive, total, torch.ones_like(total)), torch.zeros_like(total))
+    out = kept * scale.index_select(0, dst)
+    dead = ~alive
+    if alpha.device.type == "cpu" and not _is_compiling() and not bool(dead.any()):  # skip a no-op (no sync on GPU)
+        return out.to(alpha.dtype)
+    return (out + work * dead.to(work.dtype).index_select(0, dst)).to(alpha.dtype)
 
 
 def _rescale_dense(attn: Tensor, dropped: Tensor, p: float, rescale: str) -> Tensor:
@@ -139,9 +147,9 @@ def _sparse_mask(src: Tensor, dst: Tensor, num_heads: int, num_src: int, num_dst
     E, device = src.numel(), src.device
     if mode == "column":
         dropped_nodes = draw_window_mask((num_heads, num_src), p, window, device, generator)  # [H, N_src]
-        return dropped_nodes.t().index_select(0, src)
+        return dropped_nodes.t().contiguous().index_select(0, src)
     if window == 1:
-        return draw_window_mask((num_heads, E), p, 1, device, generator).t()
+        return draw_window_mask((num_heads, E), p, 1, device, generator).t().contiguous()
     # Order edges by (destination, source): each destination's incoming edges become one consecutive segment.
     _, perm = index_sort(dst * num_src + src, max_value=num_dst * num_src, stable=True)
     ptr = cumsum(degree(dst, num_dst, dtype=torch.long))
