@@ -38,7 +38,7 @@ def dense_to_sparse(attn):  # [H, N, N] -> [N*N, H] in complete_graph's edge ord
 # ----------------------------------------------------------------------------------------------------------------
 # The mask: window semantics checked against a direct loop
 # ----------------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("p,w", [(0.3, 1), (0.4, 2), (0.5, 3)])
+@pytest.mark.parametrize("p,w", [(0.3, 1), (0.4, 2), (0.5, 3), (0.6, 5), (0.7, 6)])
 def test_window_mask_matches_loop(p, w):
     shape = (3, 5, 17)
     dropped = draw_window_mask(shape, p, w, torch.device("cpu"), gen(7))
@@ -57,7 +57,12 @@ def test_sparse_element_windows_follow_source_order_per_destination():
     edge_index = random_graph(9, 60, seed=3)
     edge_index = torch.unique(edge_index, dim=1)  # simple graph: (dst, src) keys are distinct
     edge_index = edge_index[:, torch.randperm(edge_index.size(1), generator=gen(1))]
-    E, H, p, w = edge_index.size(1), 2, 0.6, 3
+    E, p = edge_index.size(1), 0.6
+    for H, w in [(2, 3), (8, 2), (3, 5)]:  # head counts 2 and 8 take the packed row copy, 3 the plain one
+        _check_sparse_windows(edge_index, E, H, p, w)
+
+
+def _check_sparse_windows(edge_index, E, H, p, w):
     alpha = torch.ones(E, H)  # unnormalised ones: "inverse" keeps survivors at 1/(1-p), dropped at 0
     out = drop_attention(alpha, edge_index, p, window=w, rescale="inverse", num_nodes=9, generator=gen(5))
     starts = torch.rand(H, E, generator=gen(5)) < p / w
@@ -75,6 +80,21 @@ def test_sparse_element_windows_follow_source_order_per_destination():
     assert torch.equal((out == 0) & ~restored, expected & ~restored)
     assert torch.equal(out[restored], alpha[restored])
     assert torch.allclose(out[~expected], torch.full_like(out[~expected], 1 / (1 - p)))
+
+
+@pytest.mark.parametrize("H,w", [(8, 1), (3, 2), (4, 3)])
+def test_sparse_column_windows_follow_source_ids(H, w):
+    # Loop reference: per head, source node j is dropped when a start lies in [j - w + 1, j]; draws [H, N_src].
+    n, p = 11, 0.5
+    edge_index = random_graph(n, 80, seed=6)
+    alpha = torch.ones(edge_index.size(1), H)
+    out = drop_attention(alpha, edge_index, p, w, "column", "inverse", num_nodes=n, generator=gen(8))
+    starts = torch.rand(H, n, generator=gen(8)) < p / w
+    node = torch.tensor([[bool(starts[h, max(0, j - w + 1): j + 1].any()) for j in range(n)] for h in range(H)])
+    expected = node.t()[edge_index[0]]
+    restored = (scatter((~expected).int(), edge_index[1], dim=0, dim_size=n, reduce="sum") == 0)[edge_index[1]]
+    assert torch.equal((out == 0) & ~restored, expected & ~restored)
+    assert torch.equal(out[restored], alpha[restored])
 
 
 # ----------------------------------------------------------------------------------------------------------------
