@@ -41,7 +41,7 @@ from typing import Optional, Tuple, Union
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch_geometric.utils import cumsum, degree, index_sort, scatter
+from torch_geometric.utils import cumsum, degree, index_sort, scatter, softmax
 
 __all__ = ["DropAttention", "drop_attention", "drop_attention_dense"]
 
@@ -149,15 +149,12 @@ def _rescale_sparse(alpha: Tensor, dropped: Tensor, dst: Tensor, num_dst: int, p
     if rescale == "normalized":
         total = scatter(kept, dst, dim=0, dim_size=num_dst, reduce="sum")  # [N_dst, H]
         alive = total > 0
+        # Division (not a reciprocal): finite for tiny surviving sums, and its backward never squares the sum.
+        out = kept / torch.where(alive, total, torch.ones_like(total)).index_select(0, dst)
     else:
-        total = None
         alive = scatter(keep, dst, dim=0, dim_size=num_dst, reduce="sum") > 0
-    # Rows with a survivor are rescaled; rows without one keep their weights: out = kept * scale + work * dead.
-    if total is None:
-        scale = alive.to(work.dtype) * (1.0 / (1.0 - p))
-    else:
-        scale = torch.where(alive, 1.0 / torch.where(alive, total, torch.ones_like(total)), torch.zeros_like(total))
-    out = kept * scale.index_select(0, dst)
+        out = kept * (alive.to(work.dtype) * (1.0 / (1.0 - p))).index_select(0, dst)
+    # Rows with a survivor are rescaled; rows without one keep their weights: out + work * dead.
     dead = ~alive
     if alpha.device.type == "cpu" and not _is_compiling() and not bool(dead.any()):  # skip a no-op (no sync on GPU)
         return out.to(alpha.dtype)
@@ -356,6 +353,24 @@ class DropAttention(nn.Module):
             return alpha
         return _drop_sparse(alpha, src, dst, num_src, num_dst, self.p, self.window, self.mode, self.rescale,
                             generator)
+
+    def sparse_softmax(self, logits: Tensor, src: Tensor, dst: Tensor, num_src: int, num_dst: int,
+                       ptr: Optional[Tensor] = None, generator: Optional[torch.Generator] = None) -> Tensor:
+        r"""Edge softmax over each destination's incoming edges followed by DropAttention, for layers.
+
+        With ``rescale="normalized"`` this is computed as one softmax over the *surviving* edges (dropped logits
+        set to :math:`-\infty`), which equals renormalising the dropped softmax weights but stays finite, with
+        finite gradients, even when the survivors' weights underflow. Rows left without a survivor keep the plain
+        softmax. ``logits`` ``[E, H]``; ``ptr`` as in :func:`torch_geometric.utils.softmax`.
+        """
+        if not self.training or self.p == 0.0 or logits.numel() == 0:
+            return softmax(logits, dst, ptr, num_dst)
+        dropped = _sparse_mask(src, dst, logits.size(1), num_src, num_dst, self.p, self.window, self.mode, generator)
+        if self.rescale == "inverse":
+            return _rescale_sparse(softmax(logits, dst, ptr, num_dst), dropped, dst, num_dst, self.p, self.rescale)
+        survivors = scatter((~dropped).to(torch.int32), dst, dim=0, dim_size=num_dst, reduce="sum")
+        dropped = dropped & (survivors > 0).index_select(0, dst)
+        return softmax(logits.masked_fill(dropped, float("-inf")), dst, ptr, num_dst)
 
     def extra_repr(self) -> str:
         return f"p={self.p}, window={self.window}, mode={self.mode!r}, rescale={self.rescale!r}"

@@ -104,6 +104,13 @@ def test_equivalence_with_torch_sparse_adjacency(v2):
         if not add_self_loops:  # same result as the edge_index form
             ref = ours(x, edge_index)
             assert torch.allclose(ours(x, adj.t()), ref, atol=1e-6)
+    # DropAttention reads sources and destinations from the sparse adjacency too
+    conv = ours_cls(5, 4, heads=3, add_self_loops=False, drop_attention=DropAttention(0.3, window=2))
+    torch.manual_seed(3)
+    out, (adj_out, alpha) = conv(x, adj.t(), return_attention_weights=True)
+    torch.manual_seed(3)
+    out_ei, (ei, alpha_ei) = conv(x, edge_index, return_attention_weights=True)
+    assert (alpha == 0).any() and torch.allclose(out, out_ei, atol=1e-6)
 
 
 def test_state_dict_interchange():
@@ -156,6 +163,39 @@ def test_drop_attention_replaces_dropout_and_returned_weights_are_after_it(cls, 
     conv.train()
     conv(x, edge_index).sum().backward()
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in conv.parameters())
+
+
+@pytest.mark.parametrize("rescale", ["normalized", "inverse"])
+def test_layer_drop_attention_equals_drop_attention_on_the_stock_softmax(rescale):
+    from graph_rma import drop_attention
+
+    x, edge_index, _ = graph(4)
+    drop = DropAttention(0.4, window=2, mode="element", rescale=rescale)
+    stock, ours = pair(GATConv, RepulsiveGATConv, 5, 4, heads=3, add_self_loops=False)
+    ours.drop_attention = drop
+    _, (_, alpha_stock) = stock(x, edge_index, return_attention_weights=True)
+    torch.manual_seed(7)
+    expected = drop_attention(alpha_stock, edge_index, 0.4, 2, "element", rescale, num_nodes=N_SRC)
+    torch.manual_seed(7)
+    _, (_, alpha) = ours(x, edge_index, return_attention_weights=True)
+    assert (alpha == 0).any()
+    assert torch.allclose(alpha, expected, atol=1e-6)
+
+
+def test_layer_drop_attention_is_finite_for_extreme_logits():
+    # Survivors whose softmax weights underflow: the layer renormalises in logit space, so no NaN/Inf anywhere.
+    x, edge_index, _ = graph(5)
+    conv = RepulsiveGATConv(5, 4, heads=3, drop_attention=DropAttention(0.5, window=2))
+    with torch.no_grad():
+        conv.att_src.mul_(1e4)
+        conv.att_dst.mul_(1e4)
+    for seed in range(5):
+        torch.manual_seed(seed)
+        out, (_, alpha) = conv(x, edge_index, return_attention_weights=True)
+        out.square().sum().backward()
+        assert torch.isfinite(out).all() and torch.isfinite(alpha).all()
+        assert all(torch.isfinite(p.grad).all() for p in conv.parameters())
+        conv.zero_grad()
 
 
 # ----------------------------------------------------------------------------------------------------------------

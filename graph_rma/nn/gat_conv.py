@@ -224,8 +224,7 @@ class RepulsiveGATConv(GATConv):
             edge_attr = self.lin_edge(edge_attr).view(-1, self.heads, self.out_channels)
             alpha = alpha + (edge_attr * self.att_edge).sum(dim=-1)
         alpha = F.leaky_relu(alpha, self.negative_slope)
-        alpha = softmax(alpha, index, ptr, dim_size)
-        return _drop(self, alpha, edge_index_j, index, size_j, dim_size)
+        return _softmax_and_drop(self, alpha, edge_index_j, index, ptr, size_j, dim_size)
 
     def __repr__(self) -> str:
         extra = f", drop_attention={self.drop_attention!r}" if self.drop_attention is not None else ""
@@ -299,20 +298,20 @@ class RepulsiveGATv2Conv(GATv2Conv):
             x = x + self.lin_edge(edge_attr).view(-1, self.heads, self.out_channels)
         x = F.leaky_relu(x, self.negative_slope)
         alpha = (x * self.att).sum(dim=-1)
-        alpha = softmax(alpha, index, ptr, dim_size)
-        return _drop(self, alpha, edge_index_j, index, size_j, dim_size)
+        return _softmax_and_drop(self, alpha, edge_index_j, index, ptr, size_j, dim_size)
 
     def __repr__(self) -> str:
         extra = f", drop_attention={self.drop_attention!r}" if self.drop_attention is not None else ""
         return f"{type(self).__name__}({self.in_channels}, {self.out_channels}, heads={self.heads}{extra})"
 
 
-def _drop(layer: Union[RepulsiveGATConv, RepulsiveGATv2Conv], alpha: Tensor, src: Tensor, dst: Tensor,
-          num_src: Optional[int], num_dst: Optional[int]) -> Tensor:
-    """Plain attention dropout (stock behaviour) or DropAttention on the edge-softmax weights ``[E, H]``."""
+def _softmax_and_drop(layer: Union[RepulsiveGATConv, RepulsiveGATv2Conv], logits: Tensor, src: Tensor, dst: Tensor,
+                      ptr: OptTensor, num_src: Optional[int], num_dst: Optional[int]) -> Tensor:
+    """Edge softmax, then plain attention dropout (stock behaviour) or DropAttention, on ``[E, H]`` logits."""
     drop = layer.drop_attention
     if drop is None:
+        alpha = softmax(logits, dst, ptr, num_dst)
         return F.dropout(alpha, p=layer.dropout, training=layer.training)
     n_dst = num_dst if num_dst is not None else int(dst.max()) + 1
     n_src = num_src if num_src is not None else n_dst
-    return drop.sparse(alpha, src, dst, n_src, n_dst)
+    return drop.sparse_softmax(logits, src, dst, n_src, n_dst, ptr)
