@@ -19,7 +19,9 @@ bit-identical outputs. What they add:
   ``h*C:(h+1)*C`` of every projection weight and ``att_*[0, h]`` (the stock head layouts apply through
   inheritance; stock layers work with the samplers too).
 * ``drop_attention=DropAttention(p, ...)`` replaces the plain attention dropout (``dropout`` is then not applied
-  to the attention weights). The weights returned with ``return_attention_weights`` and seen by PyG's
+  to the attention weights). With ``rescale="normalized"`` the layer takes the edge softmax over the surviving
+  edges only, which equals dropping and renormalising the softmax weights but stays finite when the survivors'
+  weights underflow. The weights returned with ``return_attention_weights`` and seen by PyG's
   ``AttentionExplainer`` are, as in the stock layer, the ones used for aggregation: **after** DropAttention (or
   after plain dropout); in ``eval()`` mode they are the softmax weights.
 * Bad input (feature size, ``edge_index`` shape or range, ``edge_attr`` size) raises a ``ValueError`` naming the
