@@ -1,5 +1,11 @@
 """Layers: drop-in repulsive versions of PyG and torch attention layers, and GraphWriter's encoder block."""
-__all__ = []
-from .graph_transformer import GraphTransformerEncoder, GraphTransformerLayer  # noqa: E402
+from torch_geometric.nn.conv import GATConv, GATv2Conv
 
-__all__ += ["GraphTransformerLayer", "GraphTransformerEncoder"]
+from ..convert import register_conversion
+from .gat_conv import RepulsiveGATConv, RepulsiveGATv2Conv
+from .graph_transformer import GraphTransformerEncoder, GraphTransformerLayer
+
+register_conversion(GATConv, RepulsiveGATConv.from_stock)
+register_conversion(GATv2Conv, RepulsiveGATv2Conv.from_stock)
+
+__all__ = ["RepulsiveGATConv", "RepulsiveGATv2Conv", "GraphTransformerLayer", "GraphTransformerEncoder"]
