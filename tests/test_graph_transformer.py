@@ -168,3 +168,22 @@ def test_bad_arguments():
         layer(torch.randn(3, 8), torch.zeros(2, 1, dtype=torch.long))
     with pytest.raises(ValueError, match="num_layers"):
         GraphTransformerEncoder(16, num_layers=0)
+
+
+def test_with_graph_rma_drop_attention_variant():
+    from graph_rma import make_drop_attention
+
+    torch.manual_seed(0)
+    x, edge_index = small_graph()
+    drop = make_drop_attention("dropattn:p=0.5")
+    layer = GraphTransformerLayer(16, heads=4, dropout=0.0, drop_attention=drop)
+    plain = GraphTransformerLayer(16, heads=4, dropout=0.0, attention_dropout=0.0)
+    plain.load_state_dict(layer.state_dict())
+    layer.eval(), plain.eval()
+    torch.testing.assert_close(layer(x, edge_index), plain(x, edge_index))  # inactive at inference
+    layer.train(), plain.train()
+    torch.manual_seed(5)
+    a = layer(x, edge_index)
+    torch.manual_seed(5)
+    assert torch.equal(a, layer(x, edge_index))  # seeded: reproducible
+    assert not torch.allclose(a, plain(x, edge_index))

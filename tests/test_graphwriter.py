@@ -126,7 +126,7 @@ def test_cli_train_generate_evaluate(tmp_path, capsys):
     out = tmp_path / "run"
     args = ["--root", str(FIXTURE), "--out", str(out), "--quiet"]
     assert cli.main(["train", *args, "--hidden", "32", "--layers", "1", "--heads", "2", "--epochs", "1",
-                     "--batch-size", "3", "--min-freq", "1", "--variant", "svgd:alpha=0.1"]) == 0
+                     "--batch-size", "3", "--min-freq", "1", "--variant", "svgd:alpha=0.1+dropattn:p=0.1"]) == 0
     assert (out / "best.pt").exists() and (out / "checkpoint.pt").exists()
     assert cli.main(["generate", *args, "--split", "test", "--beam", "2", "--max-len", "15"]) == 0
     hyp = (out / "hyp.test.txt").read_text().split("\n")[:-1]
