@@ -29,7 +29,8 @@ for spec in args.variants:
     summary = train(dict(PRESETS[args.preset]), out, variant=spec, seed=args.seed, splits=splits, save_every=50)
     scores = evaluate(out, "test", splits=splits, regenerate=True)
     rows.append({"variant": spec, "dev_loss": round(summary["best_dev_loss"], 3),
-                 **{k: round(v, 2) for k, v in scores.items() if isinstance(v, float)}})
+                 **{k: round(v, 2) for k, v in scores.items() if isinstance(v, float)},
+                 "METEOR_impl": scores.get("METEOR_impl")})
     print(json.dumps(rows[-1]))
 keys = list(rows[0])
 print(" | ".join(keys))
