@@ -1,5 +1,6 @@
 """graph_rma: repulsive multi-head attention (heads as SVGD/SPOS particles) and DropAttention for PyG and torch."""
 from .convert import convert, register_conversion
+from .variants import Variant, make_drop_attention, make_sampler, parse_variant, regularization_loss
 from .particles import (
     SGLD,
     SPOS,
@@ -21,6 +22,11 @@ __all__ = [
     "SPOS",
     "SVGD",
     "HeadParam",
+    "Variant",
+    "make_drop_attention",
+    "make_sampler",
+    "parse_variant",
+    "regularization_loss",
     "ParticleGroup",
     "convert",
     "find_particle_groups",

@@ -1,0 +1,238 @@
+r"""Training variants as configuration: plain, regularised, SGLD, SVGD, SPOS and DropAttention, for any model.
+
+A variant is a short spec string, parsed by :func:`parse_variant`::
+
+    ma                                   plain multi-head attention
+    reg:kind=frobenius,weight=0.01       Lin et al. (2017) penalty on attention  (kind=disagreement: Li et al. 2018)
+    sgld:eps=1,beta=1000                 SGLD on every head (the paper's Table 8 baseline)
+    svgd:alpha=0.1,eps=1                 SVGD over heads (Eq. 4)
+    spos:alpha=0.1,eps=1,beta=1000       SPOS over heads (Eq. 5)
+    svgd:alpha=1,roles=query/key         only the query and key projections are particles (paper Table 10)
+    svgd:layers=conv1                    only the module named ``conv1``
+    dropattn:p=0.1,w=1,mode=column       DropAttention (column mode; ``mode=element`` is the default)
+    svgd:alpha=0.1+dropattn:p=0.1        combined with ``+``
+
+Pipelines never re-implement a variant: they build the model with ``drop_attention=make_drop_attention(v)``,
+attach ``make_sampler(v, model)`` to their optimizer, and add ``regularization_loss(v, ...)`` to the loss.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import torch
+from torch import Tensor, nn
+
+from .particles import SGLD, SPOS, SVGD, ParticleSampler
+from .regularizers import disagreement, frobenius_penalty, frobenius_penalty_sparse, parameter_disagreement
+
+__all__ = ["Variant", "parse_variant", "make_sampler", "make_drop_attention", "regularization_loss"]
+
+SAMPLERS = ("ma", "sgld", "svgd", "spos")
+REG_KINDS = ("frobenius", "disagreement")
+_MODE_ALIASES = {"e": "element", "element": "element", "c": "column", "column": "column"}
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A parsed variant. ``sampler`` is one of ``ma``, ``sgld``, ``svgd``, ``spos``."""
+
+    sampler: str = "ma"
+    alpha: float = 1.0
+    eps: float = 1.0
+    beta: float = 1.0
+    bandwidth: Union[str, float] = "median"
+    kernel_grad: bool = True
+    roles: Optional[Tuple[str, ...]] = None
+    layers: Optional[Tuple[str, ...]] = None
+    reg: Optional[str] = None
+    reg_weight: float = 0.0
+    reg_target: str = "attention"
+    drop_attention: Optional[Tuple[Tuple[str, Any], ...]] = None
+
+    @property
+    def name(self) -> str:
+        """Short family name, e.g. ``svgd+dropattn``."""
+        parts = [] if self.sampler == "ma" and (self.reg or self.drop_attention) else [self.sampler]
+        if self.reg:
+            parts.insert(0, "reg")
+        if self.drop_attention:
+            parts.append("dropattn")
+        return "+".join(parts)
+
+    @property
+    def drop_attention_kwargs(self) -> Optional[Dict[str, Any]]:
+        return dict(self.drop_attention) if self.drop_attention else None
+
+    @property
+    def spec(self) -> str:
+        """Canonical spec string; ``parse_variant(v.spec) == v``."""
+        default = Variant()
+        parts: List[str] = []
+        if self.reg:
+            opts = [f"kind={self.reg}", f"weight={self.reg_weight:g}"]
+            if self.reg_target != default.reg_target:
+                opts.append(f"target={self.reg_target}")
+            parts.append("reg:" + ",".join(opts))
+        if self.sampler != "ma" or not parts and not self.drop_attention:
+            keys = {"sgld": ("eps", "beta"), "svgd": ("alpha", "eps", "bandwidth", "kernel_grad"),
+                    "spos": ("alpha", "eps", "beta", "bandwidth", "kernel_grad"), "ma": ()}[self.sampler]
+            opts = [f"{k}={_fmt(getattr(self, k))}" for k in keys if getattr(self, k) != getattr(default, k)]
+            if self.sampler != "ma" and self.roles:
+                opts.append("roles=" + "/".join(self.roles))
+            if self.sampler != "ma" and self.layers:
+                opts.append("layers=" + "/".join(self.layers))
+            parts.append(self.sampler + (":" + ",".join(opts) if opts else ""))
+        if self.drop_attention:
+            d = dict(self.drop_attention)
+            parts.append("dropattn:" + ",".join(f"{k}={_fmt(v)}" for k, v in d.items()))
+        return "+".join(parts)
+
+    def __str__(self) -> str:
+        return self.spec
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    if isinstance(v, float):
+        return f"{v:g}"
+    return str(v)
+
+
+def _float(spec: str, key: str, value: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError(f"variant: {key}={value!r} in {spec!r} is not a number") from None
+
+
+def parse_variant(spec: Union[str, Variant]) -> Variant:
+    """Parse a spec string (see the module docstring) into a :class:`Variant`."""
+    if isinstance(spec, Variant):
+        return spec
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"variant: expected a spec string such as 'svgd:alpha=0.1', got {spec!r}")
+    fields: Dict[str, Any] = {}
+    for part in spec.strip().split("+"):
+        name, _, rest = part.strip().partition(":")
+        opts: Dict[str, str] = {}
+        for item in filter(None, (s.strip() for s in rest.split(","))):
+            key, eq, value = item.partition("=")
+            if not eq:
+                raise ValueError(f"variant: option {item!r} in {spec!r} is not key=value")
+            opts[key.strip()] = value.strip()
+        if name in SAMPLERS:
+            if "sampler" in fields and name != "ma":
+                raise ValueError(f"variant: {spec!r} names two samplers")
+            if name != "ma":
+                fields["sampler"] = name
+            allowed = {"ma": set(), "sgld": {"eps", "beta", "roles", "layers"},
+                       "svgd": {"alpha", "eps", "bandwidth", "kernel_grad", "roles", "layers"},
+                       "spos": {"alpha", "eps", "beta", "bandwidth", "kernel_grad", "roles", "layers"}}[name]
+            for key, value in opts.items():
+                if key not in allowed:
+                    raise ValueError(f"variant: unknown option {key!r} for {name!r} (allowed: {sorted(allowed)})")
+                if key in ("alpha", "eps", "beta"):
+                    fields[key] = _float(spec, key, value)
+                elif key == "bandwidth":
+                    fields[key] = value if value in ("median", "liu") else _float(spec, key, value)
+                elif key == "kernel_grad":
+                    fields[key] = value.lower() in ("1", "true", "yes")
+                else:
+                    fields[key] = tuple(v for v in value.split("/") if v)
+        elif name == "reg":
+            kind = opts.pop("kind", "frobenius")
+            if kind not in REG_KINDS:
+                raise ValueError(f"variant: reg kind must be one of {REG_KINDS}, got {kind!r}")
+            fields["reg"] = kind
+            fields["reg_weight"] = _float(spec, "weight", opts.pop("weight", "0.01"))
+            target = opts.pop("target", "attention")
+            if target not in ("attention", "parameters", "outputs"):
+                raise ValueError(f"variant: reg target must be attention, parameters or outputs, got {target!r}")
+            fields["reg_target"] = target
+            if opts:
+                raise ValueError(f"variant: unknown option(s) {sorted(opts)} for 'reg' (kind, weight, target)")
+        elif name == "dropattn":
+            d: Dict[str, Any] = {"p": _float(spec, "p", opts.pop("p", "0.1"))}
+            d["window"] = int(_float(spec, "window", opts.pop("w", opts.pop("window", "1"))))
+            mode = opts.pop("mode", "element")
+            if mode not in _MODE_ALIASES:
+                raise ValueError(f"variant: dropattn mode must be element (e) or column (c), got {mode!r}")
+            d["mode"] = _MODE_ALIASES[mode]
+            d["rescale"] = opts.pop("rescale", "normalized")
+            if opts:
+                raise ValueError(f"variant: unknown option(s) {sorted(opts)} for 'dropattn' (p, w, mode, rescale)")
+            fields["drop_attention"] = tuple(d.items())
+        else:
+            raise ValueError(f"variant: unknown part {name!r} in {spec!r}; expected one of "
+                             f"{', '.join(SAMPLERS + ('reg', 'dropattn'))}")
+    return Variant(**fields)
+
+
+def make_sampler(variant: Union[str, Variant], model: nn.Module, seed: int = 0) -> Optional[ParticleSampler]:
+    """The particle sampler of ``variant`` for ``model`` (``None`` for ``ma``/``reg``/``dropattn``)."""
+    v = parse_variant(variant)
+    common = dict(eps=v.eps, roles=v.roles, layers=list(v.layers) if v.layers else None, seed=seed)
+    if v.sampler == "svgd":
+        return SVGD(model, alpha=v.alpha, bandwidth=v.bandwidth, kernel_grad=v.kernel_grad, **common)
+    if v.sampler == "spos":
+        return SPOS(model, alpha=v.alpha, beta=v.beta, bandwidth=v.bandwidth, kernel_grad=v.kernel_grad, **common)
+    if v.sampler == "sgld":
+        return SGLD(model, beta=v.beta, **common)
+    return None
+
+
+def make_drop_attention(variant: Union[str, Variant]):
+    """A :class:`graph_rma.DropAttention` module for ``variant``, or ``None`` when it has no ``dropattn`` part."""
+    v = parse_variant(variant)
+    if not v.drop_attention:
+        return None
+    from .dropattention import DropAttention
+
+    return DropAttention(**dict(v.drop_attention))
+
+
+AttentionLike = Union[Tensor, Tuple[Tensor, Tensor]]
+
+
+def regularization_loss(
+    variant: Union[str, Variant],
+    model: Optional[nn.Module] = None,
+    attention: Sequence[AttentionLike] = (),
+    head_outputs: Sequence[Tensor] = (),
+) -> Optional[Tensor]:
+    """The weighted regularisation term of ``variant`` (``None`` when it has none).
+
+    Args:
+        model: needed for ``target=parameters`` (Li et al.'s parameter disagreement).
+        attention: per layer, dense attention ``[..., H, S]`` or a sparse pair ``(alpha [E, H], index [E])`` with
+            ``index`` the destination of each edge.
+        head_outputs: per layer, head outputs ``[N, H, C]`` (for ``kind=disagreement, target=outputs``).
+    """
+    v = parse_variant(variant)
+    if v.reg is None:
+        return None
+    terms: List[Tensor] = []
+    if v.reg_target == "parameters":
+        if model is None:
+            raise ValueError("model: needed for the parameter-disagreement regulariser")
+        terms.append(parameter_disagreement(model))
+    elif v.reg_target == "outputs":
+        if not head_outputs:
+            raise ValueError("head_outputs: needed for target=outputs")
+        terms += [disagreement(o, head_dim=-2) for o in head_outputs]
+    else:
+        if not attention:
+            raise ValueError("attention: needed for target=attention (dense [..., H, S] or (alpha, index) pairs)")
+        for a in attention:
+            if isinstance(a, (tuple, list)):
+                alpha, index = a
+                if v.reg == "frobenius":
+                    terms.append(frobenius_penalty_sparse(alpha, index))
+                else:
+                    terms.append(disagreement(alpha.t(), head_dim=0))
+            else:
+                terms.append(frobenius_penalty(a) if v.reg == "frobenius" else disagreement(a.flatten(-2), head_dim=-2))
+    return v.reg_weight * torch.stack(terms).mean()
