@@ -9,6 +9,7 @@ from torch_geometric.nn import GATConv
 from graph_rma.cli import main as cli_main
 from graph_rma.cli.report import ReportInputs, register_report_task
 from graph_rma.diagnostics import HeadCapture, expected_calibration_error, head_distance, overconfidence_error
+from graph_rma import SVGD
 from graph_rma.training import save_checkpoint
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -49,21 +50,26 @@ def build_standin(ckpt, root):
 register_report_task("standin", build_standin)
 
 
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
+def train_standin(path, variant="plain"):
     torch.manual_seed(0)
     x, edge_index, y, test_mask = toy_graph()
     kwargs = {"in_channels": 3, "out_channels": 3}
     model = StandInGAT(**kwargs)
     opt = torch.optim.Adam(model.parameters(), lr=0.02)
+    if variant == "svgd":
+        SVGD(model, alpha=0.1, layers=[model.conv1]).attach(opt)
     for _ in range(30):
         opt.zero_grad()
         F.cross_entropy(model(x, edge_index)[~test_mask], y[~test_mask]).backward()
         opt.step()
-    path = tmp_path_factory.mktemp("ckpt") / "standin.pt"
-    save_checkpoint(path, {"task": "standin", "dataset": "toy", "model_kwargs": kwargs, "variant": "plain",
+    save_checkpoint(path, {"task": "standin", "dataset": "toy", "model_kwargs": kwargs, "variant": variant,
                            "seed": 0, "model": model.state_dict(), "metrics": {"val_acc": 0.0}})
     return path, model.eval()
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    return train_standin(tmp_path_factory.mktemp("ckpt") / "standin.pt")
 
 
 def test_report_writes_json_and_pngs_matching_direct_computation(checkpoint, tmp_path):
@@ -105,3 +111,18 @@ def test_report_errors(checkpoint, tmp_path, capsys):
     assert cli_main(["report", "--checkpoint", str(path), "--no-plots"]) == 0
     assert (path.parent / "report_standin" / "report.json").is_file()
     assert not (path.parent / "report_standin" / "reliability.png").exists()
+
+
+def test_report_compares_a_plain_and_a_repulsive_checkpoint(checkpoint, tmp_path):
+    plain, _ = checkpoint
+    svgd, _ = train_standin(tmp_path / "svgd.pt", variant="svgd")
+    out = tmp_path / "cmp"
+    assert cli_main(["report", "--checkpoint", str(plain), str(svgd), "--out", str(out)]) == 0
+    comparison = json.loads((out / "comparison.json").read_text())
+    assert set(comparison) == {"plain (standin)", "svgd (svgd)"}
+    for stem, label in (("standin", "plain (standin)"), ("svgd", "svgd (svgd)")):
+        own = json.loads((out / stem / "report.json").read_text())
+        assert comparison[label]["accuracy"] == own["accuracy"]
+        assert comparison[label]["mean_drop"]["conv1"] == pytest.approx(sum(own["redundancy"]["drops"]["conv1"]) / 4)
+    data = (out / "head_importance_compare.png").read_bytes()
+    assert data[:8] == PNG and len(data) > 1000

@@ -55,8 +55,11 @@ register_report_task("cora", _planetoid_task)
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="graph-rma report", description=__doc__.split("\n\n")[0])
-    p.add_argument("--checkpoint", required=True, help="checkpoint written by a graph-rma pipeline")
-    p.add_argument("--out", default=None, help="output folder (default: <checkpoint dir>/report_<checkpoint stem>)")
+    p.add_argument("--checkpoint", required=True, nargs="+",
+                   help="checkpoint(s) written by a graph-rma pipeline; with several (e.g. a plain and a repulsive "
+                        "model), each gets a subfolder and their head-masking drops are plotted side by side")
+    p.add_argument("--out", default=None,
+                   help="output folder (default: <first checkpoint dir>/report_<checkpoint stem>)")
     p.add_argument("--root", default=None, help="dataset folder (default: $GRAPH_RMA_DATA/<dataset>)")
     p.add_argument("--bins", type=int, default=10, help="number M of equal-width confidence bins (default 10)")
     p.add_argument("--layers", nargs="+", default=None,
@@ -65,30 +68,24 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
+def _fail(msg: str) -> int:
+    print(f"graph-rma report: {msg}", file=sys.stderr)
+    return 2
+
+
+def _report_one(path: Path, out: Path, args) -> Dict[str, Any]:
     from ..diagnostics import node_classification_report
     from ..training import load_checkpoint
 
-    path = Path(args.checkpoint)
-    if not path.is_file():
-        print(f"graph-rma report: --checkpoint: no such file {path}", file=sys.stderr)
-        return 2
-    if args.bins < 1:
-        print(f"graph-rma report: --bins: expected a positive integer, got {args.bins}", file=sys.stderr)
-        return 2
     ckpt = load_checkpoint(path)
     for key in ("task", "model_kwargs", "model"):
         if key not in ckpt:
-            print(f"graph-rma report: {path}: checkpoint has no {key!r} entry", file=sys.stderr)
-            return 2
+            raise ValueError(f"{path}: checkpoint has no {key!r} entry")
     task = ckpt["task"]
     if task not in _TASKS:
-        print(f"graph-rma report: {path}: unknown task {task!r}; known: {', '.join(sorted(_TASKS))}", file=sys.stderr)
-        return 2
+        raise ValueError(f"{path}: unknown task {task!r}; known: {', '.join(sorted(_TASKS))}")
     inputs = _TASKS[task](ckpt, args.root)
     model: nn.Module = inputs["model"]
-    out = Path(args.out) if args.out else path.parent / f"report_{path.stem}"
     extra = {
         "checkpoint": str(path),
         "task": task,
@@ -103,14 +100,61 @@ def main(argv: Optional[List[str]] = None) -> int:
         plots=not args.no_plots,
     )
     cal = summary["calibration"]
-    print(f"accuracy {summary['accuracy']:.4f}  ECE {cal['ece']:.4f}  OE {cal['oe']:.4f}  "
+    label = f"[{summary['variant']}] " if summary.get("variant") else ""
+    print(f"{label}accuracy {summary['accuracy']:.4f}  ECE {cal['ece']:.4f}  OE {cal['oe']:.4f}  "
           f"(test nodes: {summary['num_nodes']}, M={cal['num_bins']})")
     for name, d in summary["diversity"].items():
         drops = summary["redundancy"]["drops"][name]
-        print(f"{name}: Dist {d['dist']:.4f}  Div {d['div']:.4f}  Disagreement {d['disagreement']:.4f}  "
+        print(f"{label}{name}: Dist {d['dist']:.4f}  Div {d['div']:.4f}  Disagreement {d['disagreement']:.4f}  "
               f"entropy {d['entropy_mean']:.4f} (uniform {d['uniform_entropy']:.4f})  "
               f"mean drop {sum(drops) / len(drops):.4f}  max drop {max(drops):.4f}")
     print(f"wrote {out}")
+    return summary
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    paths = [Path(p) for p in args.checkpoint]
+    for path in paths:
+        if not path.is_file():
+            return _fail(f"--checkpoint: no such file {path}")
+    if args.bins < 1:
+        return _fail(f"--bins: expected a positive integer, got {args.bins}")
+    if len({p.stem for p in paths}) != len(paths):
+        return _fail("--checkpoint: several checkpoints must have distinct file names (they name the subfolders)")
+    first = paths[0]
+    out = Path(args.out) if args.out else first.parent / f"report_{first.stem}"
+    summaries = {}
+    try:
+        for path in paths:
+            summaries[path.stem] = _report_one(path, out if len(paths) == 1 else out / path.stem, args)
+    except ValueError as exc:
+        return _fail(str(exc))
+    if len(paths) > 1:
+        from ..diagnostics import plot_head_importance
+        from ..training import write_json
+
+        def label(stem: str) -> str:
+            v = summaries[stem].get("variant")
+            return f"{v} ({stem})" if v else stem
+
+        comparison = {
+            label(stem): {
+                "accuracy": s["accuracy"],
+                "ece": s["calibration"]["ece"],
+                "oe": s["calibration"]["oe"],
+                "diversity": {k: {m: d[m] for m in ("dist", "div", "disagreement", "entropy_mean")}
+                              for k, d in s["diversity"].items()},
+                "mean_drop": {k: sum(v) / len(v) for k, v in s["redundancy"]["drops"].items()},
+            }
+            for stem, s in summaries.items()
+        }
+        write_json(out / "comparison.json", comparison)
+        if not args.no_plots:
+            drops = {label(stem): [d for v in s["redundancy"]["drops"].values() for d in v]
+                     for stem, s in summaries.items()}
+            plot_head_importance(drops, path=out / "head_importance_compare.png")
+        print(f"wrote {out / 'comparison.json'}")
     return 0
 
 
