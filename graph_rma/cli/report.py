@@ -43,11 +43,13 @@ def _planetoid_task(ckpt: Dict[str, Any], root: Optional[str]) -> ReportInputs:
     from ..data.planetoid import load_planetoid
     from ..models.gat import GAT
 
+    from .cora import prepare_features  # the features exactly as the pipeline trained on them
+
     data = load_planetoid(ckpt.get("dataset", "Cora"), root=root)[0]
     model = GAT(**ckpt["model_kwargs"])
     model.load_state_dict(ckpt["model"])
-    return ReportInputs(model=model, x=data.x, edge_index=data.edge_index, y=data.y, mask=data.test_mask,
-                        layers=["conv1"])
+    return ReportInputs(model=model, x=prepare_features(data.x), edge_index=data.edge_index, y=data.y,
+                        mask=data.test_mask, layers=["conv1"])
 
 
 register_report_task("cora", _planetoid_task)

@@ -106,8 +106,8 @@ def plot_head_importance(
         ax.hist(vals, bins=edges, color=f"C{i}", edgecolor="black")
         ax.axvline(0.0, color="k", lw=0.8, ls="--")
         mean = sum(vals) / max(len(vals), 1)
-        ax.set(title=f"{name} ({len(vals)} heads, mean drop {mean:.4f})", xlabel=f"{metric} drop when masked",
-               ylabel="heads" if i == 0 else None)
+        ax.set_title(f"{name}\n{len(vals)} heads, mean drop {mean:.4f}", fontsize=9)
+        ax.set(xlabel=f"{metric} drop when masked", ylabel="heads" if i == 0 else None)
     return _save(fig, path)
 
 
