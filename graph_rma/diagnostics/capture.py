@@ -91,7 +91,6 @@ class HeadCapture:
         self.attn: Optional[Tensor] = None
         self.calls = 0
         self._handles: List = []
-        self._params = list(inspect.signature(layer.forward).parameters)
         self._strip = False
         self._want_weights = True
         self._average = True
