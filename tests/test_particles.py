@@ -153,6 +153,10 @@ def test_bad_inputs_raise_value_errors():
         svgd_direction(torch.randn(3, 2), torch.tensor([[1.0, float("nan")]] * 3))
     with pytest.raises(ValueError, match="theta"):
         median_bandwidth(torch.randn(1, 2))
+    with pytest.raises(ValueError, match="theta"):
+        svgd_direction(torch.tensor([[0.0, float("nan")], [1.0, 2.0]]), torch.zeros(2, 2))
+    with pytest.raises(ValueError, match="theta"):
+        rbf_kernel(torch.tensor([[0.0, float("inf")], [1.0, 2.0]]))
     with pytest.raises(ValueError, match="h"):
         rbf_kernel(torch.randn(3, 2), h=-1.0)
     with pytest.raises(ValueError, match="beta"):
