@@ -7,6 +7,9 @@ import torch
 import torch.nn.functional as F
 from torch_geometric.nn import GATConv, GATv2Conv, TransformerConv
 
+from graph_rma.dropattention import DropAttention
+from graph_rma.nn import RepulsiveGATConv, RepulsiveGATv2Conv
+
 from graph_rma.diagnostics import (
     HeadCapture,
     attention_disagreement,
@@ -243,11 +246,19 @@ def small_graph(N=7, E=20, F_in=5, seed=0):
     return torch.randn(N, F_in, generator=g), torch.randint(0, N, (2, E), generator=g)
 
 
-@pytest.mark.parametrize("Conv", [GATConv, GATv2Conv, TransformerConv])
+def repulsive_gat(*a, **kw):
+    return RepulsiveGATConv(*a, drop_attention=DropAttention(0.3), **kw)
+
+
+def repulsive_gatv2(*a, **kw):
+    return RepulsiveGATv2Conv(*a, drop_attention=DropAttention(0.3), **kw)
+
+
+@pytest.mark.parametrize("Conv", [GATConv, GATv2Conv, TransformerConv, repulsive_gat, repulsive_gatv2])
 def test_capture_pyg_layers(Conv):
     torch.manual_seed(0)
     x, ei = small_graph()
-    conv = Conv(5, 3, heads=4).eval()
+    conv = Conv(5, 3, heads=4).eval()  # eval: DropAttention off, so both calls see the same attention
     ref_out, (ref_ei, ref_alpha) = conv(x, ei, return_attention_weights=True)
     with HeadCapture(conv) as cap:
         out = conv(x, ei)
@@ -255,7 +266,7 @@ def test_capture_pyg_layers(Conv):
     assert torch.equal(cap.alpha, ref_alpha) and torch.equal(cap.edge_index, ref_ei)
     assert cap.outputs.shape == (7, 4, 3)
     # the head outputs really are the per-head attention-weighted sums of messages
-    if Conv is GATConv:
+    if Conv in (GATConv, repulsive_gat):
         xs = conv.lin(x).view(-1, 4, 3)
         manual = torch.zeros(7, 4, 3)
         for e in range(ref_ei.size(1)):
