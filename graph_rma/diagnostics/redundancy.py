@@ -7,7 +7,7 @@ drops near zero mean many heads are redundant; repulsive heads should each matte
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Callable, Dict, List, Mapping, Sequence, Union
 
 import torch
 from torch import nn
