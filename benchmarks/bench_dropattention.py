@@ -66,7 +66,8 @@ def compare(name, fns, repeats):
             fn()
             times[k].append(time.perf_counter() - t)
     base_key = next(iter(fns))
-    print(f"\n{name}")
+    if name:
+        print(f"\n{name}")
     for k, v in times.items():
         m = statistics.median(v)
         paired = statistics.median(a / b for a, b in zip(v, times[base_key]))
