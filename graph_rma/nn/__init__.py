@@ -1,2 +1,10 @@
 """Layers: drop-in repulsive versions of PyG and torch attention layers, and GraphWriter's encoder block."""
-__all__ = []
+from torch_geometric.nn.conv import GATConv, GATv2Conv
+
+from ..convert import register_conversion
+from .gat_conv import RepulsiveGATConv, RepulsiveGATv2Conv
+
+register_conversion(GATConv, RepulsiveGATConv.from_stock)
+register_conversion(GATv2Conv, RepulsiveGATv2Conv.from_stock)
+
+__all__ = ["RepulsiveGATConv", "RepulsiveGATv2Conv"]
