@@ -146,3 +146,25 @@ def test_interrupted_study_resumes_without_redoing_finished_runs(tmp_path, cache
 def test_bad_variant_is_reported(tmp_path, capsys):
     assert cora.main(["--variants", "nonsense", "--out", str(tmp_path)]) == 2
     assert "unknown part 'nonsense'" in capsys.readouterr().err
+
+
+def test_every_full_study_variant_builds_on_the_gat():
+    from graph_rma.nn import RepulsiveGATConv
+    from graph_rma.variants import make_sampler, parse_variant
+
+    for spec in cora.FULL_VARIANTS:
+        v = parse_variant(spec)
+        model = GAT(30, 3, drop_attention=v.drop_attention_kwargs)
+        if v.drop_attention:
+            assert isinstance(model.conv1, RepulsiveGATConv) and model.conv1.drop_attention is not None
+            clone = GAT(**model.model_kwargs)
+            assert isinstance(clone.conv2, RepulsiveGATConv) and clone.drop_attention == model.drop_attention
+        if v.sampler == "ma":
+            assert make_sampler(v, model) is None
+            continue
+        with pytest.warns(UserWarning, match="conv2: 1 head"):  # the 1-head output layer is no particle group
+            sampler = make_sampler(v, model)
+        # Only the first layer's 8 heads are particles; the chosen SVGD/SPOS use the attention vectors only.
+        assert [(g.name, g.num_heads) for g in sampler.groups] == [("conv1", 8)]
+        expected = 2 * 8 if v.roles == ("att_src", "att_dst") else 30 * 8 + 2 * 8
+        assert sampler.groups[0].dim == expected
