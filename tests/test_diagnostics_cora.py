@@ -4,6 +4,7 @@ import json
 import pytest
 
 from graph_rma.cli import main as cli_main
+from graph_rma.data.planetoid import load_planetoid
 from graph_rma.data.root import DataNotFoundError
 from graph_rma.training import load_checkpoint
 
@@ -12,9 +13,6 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 @pytest.mark.slow
 def test_report_on_a_short_cora_run(tmp_path):
-    pytest.importorskip("graph_rma.cli.cora", reason="needs the Cora pipeline (graph_rma.cli.cora, models.gat)")
-    from graph_rma.data.planetoid import load_planetoid
-
     try:
         load_planetoid("Cora")
     except DataNotFoundError as exc:  # pragma: no cover - only without the data and offline
