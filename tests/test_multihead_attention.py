@@ -190,3 +190,51 @@ def test_particles_are_per_head_slices():
     # roles select the paper's Table 10 subsets
     (qk,) = find_particle_groups(m, roles=("query", "key"))
     assert qk.dim == 2 * (d * E + d) + d
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# With DropAttention (graph_rma.dropattention, the `layers` branch): all tests that need it are here.
+# ---------------------------------------------------------------------------------------------------------------
+def test_drop_attention_column_mode_on_probabilities():
+    from graph_rma.dropattention import DropAttention
+
+    torch.manual_seed(0)
+    m = RepulsiveMultiheadAttention(E, H, batch_first=True, drop_attention=DropAttention(0.4, mode="column"))
+    ref = nn.MultiheadAttention(E, H, batch_first=True)
+    ref.load_state_dict(m.state_dict())
+    x = torch.randn(B, 6, E)
+    m.train()
+    out, w = m(x, x, x, average_attn_weights=False)  # [B, H, L, S] after DropAttention
+    assert w.shape == (B, H, 6, 6) and torch.isfinite(out).all()
+    torch.testing.assert_close(w.sum(-1), torch.ones(B, H, 6))  # "normalized": rows renormalised
+    dropped = w == 0
+    assert dropped.any()
+    # column mode: a key is dropped for every query of that (batch, head), independently per head
+    assert torch.equal(dropped, dropped[:, :, :1].expand_as(dropped))
+    assert not torch.allclose(out, ref(x, x, x)[0])
+    out.sum().backward()
+    assert all(torch.isfinite(p.grad).all() for p in m.parameters())
+    # eval: DropAttention is off and the stock path is used
+    m.eval()
+    torch.testing.assert_close(m(x, x, x)[0], ref.eval()(x, x, x)[0])
+    # p = 0 in training: the explicit path equals the stock layer
+    m0 = RepulsiveMultiheadAttention(E, H, batch_first=True, drop_attention=DropAttention(0.0)).train()
+    m0.load_state_dict(ref.state_dict())
+    torch.testing.assert_close(m0(x, x, x)[0], ref.train()(x, x, x)[0])
+
+
+def test_convert_passes_drop_attention_to_every_layer():
+    from graph_rma.dropattention import DropAttention
+
+    enc = _stack()
+    da = DropAttention(0.2, mode="element")
+    model = graph_rma.convert(enc, drop_attention=da)
+    layers = [m for m in model.modules() if isinstance(m, RepulsiveMultiheadAttention)]
+    assert len(layers) == 2 and all(m.drop_attention is da for m in layers)
+    model.train()
+    x = torch.randn(2, 5, 16)
+    torch.manual_seed(1)
+    a = model(x)
+    torch.manual_seed(2)
+    b = model(x)
+    assert not torch.allclose(a, b)  # training is stochastic (dropout + DropAttention)
