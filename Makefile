@@ -20,6 +20,8 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e ".[dev]"
+	@# METEOR 1.5 (pycocoevalcap's jar) needs Java: install a headless JRE only if java is missing; never fatal.
+	-@command -v java >/dev/null 2>&1 || { (apt-get update -qq && apt-get install -y -qq default-jre-headless) >/dev/null 2>&1 || (sudo -n apt-get update -qq && sudo -n apt-get install -y -qq default-jre-headless) >/dev/null 2>&1 || echo "warning: java missing and not installable: METEOR falls back to nltk (numbers not comparable with METEOR 1.5)"; }
 	touch $@
 
 cora: $(VENV)/.installed

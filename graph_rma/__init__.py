@@ -1,5 +1,6 @@
 """graph_rma: repulsive multi-head attention (heads as SVGD/SPOS particles) and DropAttention for PyG and torch."""
 from .convert import convert, register_conversion
+from .dropattention import DropAttention, drop_attention, drop_attention_dense
 from .variants import Variant, make_drop_attention, make_sampler, parse_variant, regularization_loss
 from .particles import (
     SGLD,
@@ -18,6 +19,9 @@ from .particles import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "DropAttention",
+    "drop_attention",
+    "drop_attention_dense",
     "SGLD",
     "SPOS",
     "SVGD",

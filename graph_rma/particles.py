@@ -78,15 +78,23 @@ def _check_theta(theta: Tensor, name: str = "theta") -> None:
         raise ValueError(f"{name}: expected shape [M, D] (M particles of dimension D), got {list(theta.shape)}")
     if not theta.is_floating_point():
         raise ValueError(f"{name}: expected a floating-point tensor, got {theta.dtype}")
-    if not bool(torch.isfinite(theta).all()):
-        raise ValueError(f"{name}: contains NaN or Inf")
+
+
+def _all_finite(x: Tensor) -> bool:
+    # A sum is the cheapest vectorised pass and propagates NaN/Inf; only if it overflows is the exact check run.
+    return x.numel() == 0 or bool(torch.isfinite(x.sum())) or bool(torch.isfinite(x).all())
+
+
+def _max_abs(x: Tensor) -> Tensor:
+    lo, hi = torch.aminmax(x)  # NaN propagates
+    return torch.maximum(hi, -lo)
 
 
 def _check_grad(theta: Tensor, grad: Tensor) -> None:
     if not isinstance(grad, Tensor) or grad.shape != theta.shape:
         shape = list(grad.shape) if isinstance(grad, Tensor) else type(grad).__name__
         raise ValueError(f"grad: expected the shape of theta {list(theta.shape)}, got {shape}")
-    if not bool(torch.isfinite(grad).all()):
+    if not _all_finite(grad):
         raise ValueError("grad: contains NaN or Inf (non-finite loss gradient)")
 
 
@@ -94,17 +102,25 @@ def _normalize(theta: Tensor) -> Tuple[Tensor, Tensor]:
     """Centre and scale ``theta`` (in the working dtype) so that distances neither overflow nor underflow.
 
     Returns ``(theta_n, s)`` with ``theta = s * theta_n + mean``; ``s = 1`` when all particles coincide.
-    Distances scale by ``s``, the bandwidth by ``s**2``, and the kernel is unchanged.
+    Distances scale by ``s``, the bandwidth by ``s**2``, and the kernel is unchanged. Raises if ``theta`` is
+    not finite.
     """
     x = theta.to(_work_dtype(theta.dtype))
     x = x - x.mean(dim=0, keepdim=True)
-    s = x.abs().amax()
+    s = _max_abs(x)
+    if not bool(torch.isfinite(s)):
+        raise ValueError("theta: contains NaN or Inf")
     s = torch.where(s > 0, s, torch.ones_like(s))
     return x / s, s
 
 
 def _pairwise_distances(x: Tensor) -> Tensor:
-    return torch.cdist(x, x, compute_mode="donot_use_mm_for_euclid_dist")
+    # x is centred and scaled to max |x| = 1 (see _normalize), so the Gram form loses no useful precision: the
+    # kernel only needs d^2 / h, and the repulsion uses the differences x_i - x_j directly.
+    sq = (x * x).sum(dim=1)
+    d2 = (sq.unsqueeze(1) + sq.unsqueeze(0) - 2.0 * (x @ x.t())).clamp_min_(0.0)
+    d2.fill_diagonal_(0.0)
+    return d2.sqrt()
 
 
 def _median(values: Tensor) -> Tensor:
@@ -173,8 +189,13 @@ def _kernel_normalized(x: Tensor, s: Tensor, bandwidth: Bandwidth) -> Tuple[Tens
 
 
 def _finite(x: Tensor, dtype: torch.dtype) -> Tensor:
+    """``x`` cast to ``dtype``, with values beyond the dtype's range clamped to its largest finite value."""
     big = torch.finfo(dtype).max
-    return torch.nan_to_num(x, nan=0.0, posinf=big, neginf=-big).clamp(-big, big).to(dtype)
+    if dtype != x.dtype and torch.finfo(dtype).max < torch.finfo(x.dtype).max:
+        x = x.clamp(-big, big)
+    elif not _all_finite(x):  # overflow of the repulsion for absurdly close particles
+        x = torch.nan_to_num(x, nan=0.0, posinf=big, neginf=-big)
+    return x.to(dtype)
 
 
 def rbf_kernel(theta: Tensor, h: Bandwidth = None) -> Tuple[Tensor, Tensor]:
@@ -231,6 +252,10 @@ def svgd_direction(
     _check_grad(theta, grad)
     if not math.isfinite(float(alpha)):
         raise ValueError(f"alpha: expected a finite repulsive weight, got {alpha!r}")
+    return _svgd(theta, grad, alpha, h, kernel_grad)
+
+
+def _svgd(theta: Tensor, grad: Tensor, alpha: float, h: Bandwidth, kernel_grad: bool) -> Tensor:
     M = theta.size(0)
     if M == 1:
         return (-grad).to(theta.dtype)
@@ -277,6 +302,11 @@ def spos_direction(
     _check_positive("beta", beta)
     _check_positive("eps", eps)
     phi = svgd_direction(theta, grad, alpha=alpha, h=h, kernel_grad=kernel_grad)
+    return _spos_noise(phi, theta, grad, beta, eps, generator)
+
+
+def _spos_noise(phi: Tensor, theta: Tensor, grad: Tensor, beta: float, eps: float,
+                generator: Optional[torch.Generator]) -> Tensor:
     work = _work_dtype(theta.dtype)
     xi = _noise(theta.shape, theta.device, work, generator)
     out = phi.to(work) - grad.to(work) / beta + math.sqrt(2.0 / (beta * eps)) * xi
@@ -598,7 +628,7 @@ class ParticleSampler:
         """Replace every particle group's gradient by ``-eps * phi``."""
         for group in self.groups:
             theta, grad = group.theta(), group.grad()
-            if not bool(torch.isfinite(grad).all()):
+            if not _all_finite(grad):
                 bad = [p.name for p in group.params if p.param.grad is not None and not bool(torch.isfinite(p.param.grad).all())]
                 raise ValueError(f"grad: non-finite gradient in {group.name or 'model'} ({', '.join(bad)})")
             phi = self.direction(theta, grad)
@@ -646,7 +676,7 @@ class SVGD(ParticleSampler):
         self.alpha, self.bandwidth, self.kernel_grad = float(alpha), bandwidth, bool(kernel_grad)
 
     def direction(self, theta: Tensor, grad: Tensor) -> Tensor:
-        return svgd_direction(theta, grad, alpha=self.alpha, h=self.bandwidth, kernel_grad=self.kernel_grad)
+        return _svgd(theta, grad, self.alpha, self.bandwidth, self.kernel_grad)
 
     def _extra_repr(self) -> str:
         return f"alpha={self.alpha}, eps={self.eps}, bandwidth={self.bandwidth!r}"
@@ -667,8 +697,8 @@ class SPOS(SVGD):
         self.beta = float(beta)
 
     def direction(self, theta: Tensor, grad: Tensor) -> Tensor:
-        return spos_direction(theta, grad, alpha=self.alpha, beta=self.beta, eps=self.eps, h=self.bandwidth,
-                              generator=self.generator, kernel_grad=self.kernel_grad)
+        phi = _svgd(theta, grad, self.alpha, self.bandwidth, self.kernel_grad)
+        return _spos_noise(phi, theta, grad, self.beta, self.eps, self.generator)
 
     def _extra_repr(self) -> str:
         return f"alpha={self.alpha}, eps={self.eps}, beta={self.beta}, bandwidth={self.bandwidth!r}"

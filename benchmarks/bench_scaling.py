@@ -1,0 +1,123 @@
+"""Full-batch training of a 2-layer repulsive GAT (SVGD on every layer) on synthetic graphs of growing size.
+
+    python benchmarks/bench_scaling.py [--edges 1e4 1e5 1e6 1e7] [--steps 3] [--out results/scaling]
+
+Each size runs in its own process so that peak memory (max RSS on CPU, max allocated on GPU) is that size's own.
+Graphs have E edges over N = E / 10 nodes (average in-degree 10), 128 features, 7 classes; the model has 8 heads
+x 8 hidden units in layer 1 and 8 averaged output heads. Prints a table with the log-log slope of time and
+memory against edges (1.0 = linear) and saves a log-log PNG.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def one(num_edges: int, steps: int, device: str) -> dict:
+    from torch_geometric.nn import GATConv
+
+    try:
+        from graph_rma.nn import RepulsiveGATConv as Conv
+    except ImportError:  # before the layer lands
+        Conv = GATConv
+    from graph_rma import SVGD
+
+    g = torch.Generator().manual_seed(0)
+    N = max(num_edges // 10, 10)
+    x = torch.randn(N, 128, generator=g)
+    edge_index = torch.randint(0, N, (2, num_edges), generator=g)
+    y = torch.randint(0, 7, (N,), generator=g)
+    x, edge_index, y = x.to(device), edge_index.to(device), y.to(device)
+    torch.manual_seed(0)
+    model = nn.ModuleDict({"conv1": Conv(128, 8, heads=8), "conv2": Conv(64, 7, heads=8, concat=False)}).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=0.005)
+    SVGD(model, alpha=0.1).attach(opt)
+
+    def step():
+        opt.zero_grad()
+        h = F.elu(model["conv1"](x, edge_index))
+        F.cross_entropy(model["conv2"](h, edge_index), y).backward()
+        opt.step()
+
+    step()  # warm-up
+    if device == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    if device == "cuda":
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated()
+    else:
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return {"edges": num_edges, "nodes": N, "seconds_per_step": (time.perf_counter() - t0) / steps, "peak_bytes": peak}
+
+
+def slope(xs, ys):
+    lx, ly = [math.log(v) for v in xs], [math.log(v) for v in ys]
+    mx, my = sum(lx) / len(lx), sum(ly) / len(ly)
+    return sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sum((a - mx) ** 2 for a in lx)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--edges", type=float, nargs="+", default=[1e4, 1e5, 1e6, 1e7])
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--out", default="results/scaling")
+    ap.add_argument("--one", type=float, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    if args.one:
+        print(json.dumps(one(int(args.one), args.steps, args.device)))
+        return
+    rows = []
+    for e in args.edges:
+        cmd = [sys.executable, __file__, "--one", str(e), "--steps", str(args.steps), "--threads", str(args.threads),
+               "--device", args.device]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+        rows.append(json.loads(out))
+        r = rows[-1]
+        print(f"{r['edges']:>10d} edges {r['nodes']:>9d} nodes  {r['seconds_per_step']:9.3f} s/step  "
+              f"{r['peak_bytes'] / 2**20:9.1f} MiB peak", flush=True)
+    E = [r["edges"] for r in rows]
+    st = slope(E, [r["seconds_per_step"] for r in rows])
+    big = [r for r in rows if r["edges"] >= 1e5]
+    big = big if len(big) >= 2 else rows
+    sm = slope([r["edges"] for r in big], [r["peak_bytes"] for r in big])
+    print(f"log-log slope vs edges: time {st:.2f}, peak memory {sm:.2f} (from 1e5 edges; 1.00 = linear)")
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "scaling.json"), "w") as f:
+        json.dump({"rows": rows, "slope_time": st, "slope_memory": sm, "device": args.device}, f, indent=2)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(1, 2, figsize=(9, 3.6))
+    ax[0].loglog(E, [r["seconds_per_step"] for r in rows], "o-")
+    ax[0].set(xlabel="edges", ylabel="seconds per training step", title=f"time (slope {st:.2f})")
+    ax[1].loglog(E, [r["peak_bytes"] / 2**20 for r in rows], "o-", color="C1")
+    ax[1].set(xlabel="edges", ylabel="peak MiB", title=f"memory (slope {sm:.2f})")
+    for a in ax:
+        a.grid(True, which="both", alpha=0.3)
+    fig.suptitle(f"2-layer repulsive GAT (SVGD, 8 heads), full batch, {args.device}")
+    fig.tight_layout()
+    fig.savefig(os.path.join(args.out, "scaling.png"), dpi=120)
+    print(f"wrote {args.out}/scaling.png and scaling.json")
+
+
+if __name__ == "__main__":
+    main()

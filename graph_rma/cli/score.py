@@ -1,0 +1,84 @@
+"""``graph-rma score``: score a file of generated texts against one or more reference files.
+
+File formats (UTF-8, one example per line, line i of every file belongs to example i):
+
+* ``--hyp FILE``: one generated text per line.
+* ``--ref FILE [--ref FILE2 ...]``: one reference per line and file; several files give several references per
+  example (multi-reference, as for WebNLG). An empty line means "no reference from this file for this example" and is
+  skipped; every example needs at least one non-empty reference.
+* ``--entities FILE``: optional, the input graph's entities per line separated by ``--entity-sep`` (default
+  ``" ; "``, AGENDA's convention), for ``entity_coverage``.
+
+Prints the metrics (0-100) and, with ``--json OUT``, writes them as JSON. Every METEOR is printed with the
+implementation that produced it (``meteor-1.5`` or ``nltk``; the two are not comparable).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import List, Optional
+
+from ..metrics.generation import METEOR_CHOICES, METRIC_KEYS, evaluate_generation
+
+
+def read_lines(path: str) -> List[str]:
+    """Lines of ``path`` without their line ends (a missing final newline is fine; U+0085 etc. are not breaks)."""
+    with open(path, encoding="utf-8", newline="") as f:
+        text = f.read()
+    lines = text.replace("\r\n", "\n").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="graph-rma score", description=__doc__.split("\n")[0])
+    p.add_argument("--hyp", required=True, help="generated texts, one per line")
+    p.add_argument("--ref", required=True, action="append", help="references, one per line (repeat for more)")
+    p.add_argument("--entities", help="entities per line, separated by --entity-sep")
+    p.add_argument("--entity-sep", default=" ; ", help="separator of entities in --entities (default ' ; ')")
+    p.add_argument("--meteor", default="auto", choices=METEOR_CHOICES,
+                   help="METEOR implementation: auto (1.5 if java is found, else nltk), meteor-1.5, nltk, none")
+    p.add_argument("--tokenize", default="nltk", choices=("nltk", "split"),
+                   help="nltk: word_tokenize raw text; split: the text is already tokenised (e.g. AGENDA)")
+    p.add_argument("--json", help="write the metrics as JSON to this file")
+    return p
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    hyps = read_lines(args.hyp)
+    ref_files = [read_lines(r) for r in args.ref]
+    for path, lines in zip(args.ref, ref_files):
+        if len(lines) != len(hyps):
+            print(f"graph-rma score: --ref {path} has {len(lines)} lines but --hyp {args.hyp} has {len(hyps)}",
+                  file=sys.stderr)
+            return 2
+    refs = []
+    for i in range(len(hyps)):
+        rs = [lines[i] for lines in ref_files if lines[i].strip()]
+        if not rs:
+            print(f"graph-rma score: example {i + 1} (line {i + 1}) has no non-empty reference", file=sys.stderr)
+            return 2
+        refs.append(rs)
+    entities = None
+    if args.entities:
+        ent_lines = read_lines(args.entities)
+        if len(ent_lines) != len(hyps):
+            print(f"graph-rma score: --entities {args.entities} has {len(ent_lines)} lines but --hyp has "
+                  f"{len(hyps)}", file=sys.stderr)
+            return 2
+        entities = [[e.strip() for e in line.split(args.entity_sep) if e.strip()] for line in ent_lines]
+    result = evaluate_generation(hyps, refs, entities=entities, meteor=args.meteor, tokenize=args.tokenize)
+    result["tokenize"] = args.tokenize
+    result["num_references"] = sum(len(r) for r in refs)
+    for key in METRIC_KEYS:
+        value = result[key]
+        label = f"METEOR ({result['METEOR_impl']})" if key == "METEOR" else key
+        print(f"{label:<20} {'n/a' if value is None else f'{value:.2f}'}")
+    print(f"{'examples':<20} {result['n']} ({result['num_references']} references)")
+    if args.json:
+        from ..training import write_json
+
+        write_json(args.json, result)
+    return 0

@@ -1,0 +1,319 @@
+r"""Drop-in repulsive versions of PyG's ``GATConv`` and ``GATv2Conv``.
+
+:class:`RepulsiveGATConv` computes exactly what :class:`torch_geometric.nn.conv.GATConv` computes (GAT, Velickovic
+et al. 2018):
+
+.. math::
+    \mathbf{x}'_i = \sum_{j \in \mathcal{N}(i) \cup \{i\}} \alpha_{ij} \mathbf{\Theta}_s \mathbf{x}_j, \qquad
+    \alpha_{ij} = \operatorname{softmax}_j\left(\mathrm{LeakyReLU}\left(\mathbf{a}_s^\top \mathbf{\Theta}_s
+        \mathbf{x}_j + \mathbf{a}_t^\top \mathbf{\Theta}_t \mathbf{x}_i
+        + \mathbf{a}_e^\top \mathbf{\Theta}_e \mathbf{e}_{ij}\right)\right),
+
+per head, and :class:`RepulsiveGATv2Conv` what ``GATv2Conv`` computes (Brody et al. 2022,
+:math:`\alpha_{ij} = \operatorname{softmax}_j(\mathbf{a}^\top \mathrm{LeakyReLU}(\mathbf{\Theta}_s \mathbf{x}_j
++ \mathbf{\Theta}_t \mathbf{x}_i + \mathbf{\Theta}_e \mathbf{e}_{ij}))`). They subclass the stock layers: the same
+constructor arguments, forward signature, return values and ``state_dict``, and, with the extra options off,
+bit-identical outputs. What they add:
+
+* Each head is one particle for :class:`graph_rma.SVGD` / :class:`graph_rma.SPOS`: head :math:`h` owns rows
+  ``h*C:(h+1)*C`` of every projection weight and ``att_*[0, h]`` (the stock head layouts apply through
+  inheritance; stock layers work with the samplers too).
+* ``drop_attention=DropAttention(p, ...)`` replaces the plain attention dropout (``dropout`` is then not applied
+  to the attention weights). With ``rescale="normalized"`` the layer takes the edge softmax over the surviving
+  edges only, which equals dropping and renormalising the softmax weights but stays finite when the survivors'
+  weights underflow. The weights returned with ``return_attention_weights`` and seen by PyG's
+  ``AttentionExplainer`` are, as in the stock layer, the ones used for aggregation: **after** DropAttention (or
+  after plain dropout); in ``eval()`` mode they are the softmax weights.
+* Bad input (feature size, ``edge_index`` shape or range, ``edge_attr`` size) raises a ``ValueError`` naming the
+  argument. The data-dependent range check is skipped under ``torch.compile``, so compiled layers have no graph
+  break (with ``add_self_loops=False``).
+
+:func:`graph_rma.convert` swaps every stock ``GATConv`` / ``GATv2Conv`` of a model (e.g.
+``torch_geometric.nn.models.GAT``, also with ``v2=True``) for these, keeping weights, device, dtype and mode.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any, Dict, Optional, Tuple, Union
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch_geometric.nn.conv import GATConv, GATv2Conv
+from torch_geometric.nn.resolver import aggregation_resolver as aggr_resolver
+from torch_geometric.typing import Adj, OptTensor, Size, SparseTensor
+from torch_geometric.utils import is_torch_sparse_tensor, softmax
+
+from ..dropattention import DropAttention
+
+__all__ = ["RepulsiveGATConv", "RepulsiveGATv2Conv"]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Input checks (cheap; the data-dependent range check only runs eagerly)
+# ----------------------------------------------------------------------------------------------------------------
+def _channels(lin: Optional[torch.nn.Module]) -> int:
+    return int(getattr(lin, "in_channels", -1)) if lin is not None else -1
+
+
+def _check_features(name: str, x: Tensor, expected: int) -> None:
+    if not isinstance(x, Tensor) or x.dim() != 2:
+        desc = f"shape {list(x.shape)}" if isinstance(x, Tensor) else type(x).__name__
+        raise ValueError(f"{name}: expected node features of shape [num_nodes, {expected if expected > 0 else 'F'}], got {desc}")
+    if expected > 0 and x.size(1) != expected:
+        raise ValueError(f"{name}: expected {expected} features per node (in_channels), got {x.size(1)}")
+
+
+def _check_inputs(module: Union[GATConv, GATv2Conv], x: Any, edge_index: Any, edge_attr: Optional[Tensor],
+                  size: Size, lin_src: Optional[torch.nn.Module], lin_dst: Optional[torch.nn.Module]) -> None:
+    # Node features.
+    if isinstance(x, Tensor):
+        _check_features("x", x, _channels(lin_src))
+        _check_features("x", x, _channels(lin_dst))
+        num_src = num_dst = x.size(0)
+    elif isinstance(x, (tuple, list)) and len(x) == 2:
+        _check_features("x[0]", x[0], _channels(lin_src))
+        num_src = x[0].size(0)
+        num_dst = num_src
+        if x[1] is not None:
+            _check_features("x[1]", x[1], _channels(lin_dst))
+            num_dst = x[1].size(0)
+    else:
+        raise ValueError(f"x: expected a tensor [num_nodes, in_channels] or a pair (x_src, x_dst), got {type(x).__name__}")
+    if size is not None:
+        num_src, num_dst = size[0] if size[0] is not None else num_src, size[1] if size[1] is not None else num_dst
+    if module.flow == "target_to_source":
+        num_src, num_dst = num_dst, num_src
+
+    # Adjacency.
+    num_edges: Optional[int] = None
+    if isinstance(edge_index, SparseTensor):
+        pass
+    elif isinstance(edge_index, Tensor) and is_torch_sparse_tensor(edge_index):
+        if edge_index.dim() != 2 or tuple(edge_index.shape) != (num_dst, num_src):
+            raise ValueError(f"edge_index: expected a sparse adjacency of shape [{num_dst}, {num_src}] "
+                             f"(destinations x sources), got {list(edge_index.shape)}")
+    elif isinstance(edge_index, Tensor):
+        if edge_index.dim() != 2 or edge_index.size(0) != 2 or edge_index.is_floating_point() or edge_index.dtype == torch.bool:
+            raise ValueError(f"edge_index: expected an integer tensor of shape [2, num_edges], got "
+                             f"{edge_index.dtype} tensor of shape {list(edge_index.shape)}")
+        num_edges = edge_index.size(1)
+        if not torch.compiler.is_compiling() and num_edges > 0:
+            i, j = (1, 0) if module.flow == "source_to_target" else (0, 1)
+            lo = int(edge_index.min())
+            src_max, dst_max = int(edge_index[j].max()), int(edge_index[i].max())
+            if lo < 0 or src_max >= num_src or dst_max >= num_dst:
+                raise ValueError(f"edge_index: expected sources in [0, {num_src}) and destinations in [0, {num_dst}) "
+                                 f"(the node counts of x), got min {lo}, max source {src_max}, max destination {dst_max}")
+    else:
+        raise ValueError(f"edge_index: expected a [2, num_edges] tensor, a torch sparse tensor or a SparseTensor, got "
+                         f"{type(edge_index).__name__}")
+
+    # Edge features.
+    if edge_attr is not None and module.lin_edge is not None:
+        if not isinstance(edge_attr, Tensor) or edge_attr.dim() not in (1, 2):
+            raise ValueError(f"edge_attr: expected a tensor of shape [num_edges, {module.edge_dim}]")
+        dim = 1 if edge_attr.dim() == 1 else edge_attr.size(1)
+        if module.edge_dim is not None and dim != module.edge_dim:
+            raise ValueError(f"edge_attr: expected {module.edge_dim} features per edge (edge_dim), got {dim}")
+        if num_edges is not None and edge_attr.size(0) != num_edges:
+            raise ValueError(f"edge_attr: expected {num_edges} rows (one per edge of edge_index), got {edge_attr.size(0)}")
+
+
+def _check_heads(heads: Any, out_channels: Any) -> None:
+    if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1:
+        raise ValueError(f"heads: expected a positive integer, got {heads!r}")
+    if isinstance(out_channels, bool) or not isinstance(out_channels, int) or out_channels < 1:
+        raise ValueError(f"out_channels: expected a positive integer, got {out_channels!r}")
+
+
+def _check_drop_attention(drop_attention: Any) -> Optional[DropAttention]:
+    if drop_attention is not None and not isinstance(drop_attention, DropAttention):
+        raise ValueError(f"drop_attention: expected a graph_rma.DropAttention or None, got {type(drop_attention).__name__}")
+    return drop_attention
+
+
+def _message_passing_kwargs(conv: torch.nn.Module) -> Dict[str, Any]:
+    """The ``MessagePassing`` options of an existing layer (aggregation, flow, decomposition)."""
+    aggr: Any = copy.deepcopy(conv.aggr_module)
+    if isinstance(conv.aggr, str) and not any(True for _ in conv.aggr_module.state_dict()):
+        try:  # a plain named aggregation ('add', 'mean', ...): pass the name, as the user did
+            if type(aggr_resolver(conv.aggr)) is type(conv.aggr_module):
+                aggr = conv.aggr
+        except Exception:  # e.g. the name of an aggregation module given as an object
+            pass
+    return dict(aggr=aggr, flow=conv.flow, decomposed_layers=conv.decomposed_layers)
+
+
+def _conversion_options(options: Dict[str, Any]) -> Optional[DropAttention]:
+    unknown = sorted(set(options) - {"drop_attention"})
+    if unknown:
+        raise ValueError(f"options: unknown option(s) {unknown} for the GAT layers; expected 'drop_attention'")
+    drop = _check_drop_attention(options.get("drop_attention"))
+    return copy.deepcopy(drop)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Layers
+# ----------------------------------------------------------------------------------------------------------------
+class RepulsiveGATConv(GATConv):
+    r"""PyG's :class:`~torch_geometric.nn.conv.GATConv` with DropAttention and particle heads (see module docs).
+
+    Args:
+        in_channels, out_channels, heads, concat, negative_slope, dropout, add_self_loops, edge_dim,
+        fill_value, bias, residual, **kwargs: exactly as in ``GATConv``.
+        drop_attention: a :class:`graph_rma.DropAttention` applied to the normalised attention coefficients
+            (sparse, per head) in place of the plain attention ``dropout``; ``None`` keeps the stock behaviour.
+
+    Forward: ``(x, edge_index, edge_attr=None, size=None, return_attention_weights=None)`` with the stock
+    return values; returned attention weights are taken after DropAttention / dropout.
+    """
+
+    def __init__(
+        self,
+        in_channels: Union[int, Tuple[int, int]],
+        out_channels: int,
+        heads: int = 1,
+        concat: bool = True,
+        negative_slope: float = 0.2,
+        dropout: float = 0.0,
+        add_self_loops: bool = True,
+        edge_dim: Optional[int] = None,
+        fill_value: Union[float, Tensor, str] = "mean",
+        bias: bool = True,
+        residual: bool = False,
+        drop_attention: Optional[DropAttention] = None,
+        **kwargs,
+    ) -> None:
+        _check_heads(heads, out_channels)
+        super().__init__(in_channels, out_channels, heads=heads, concat=concat, negative_slope=negative_slope,
+                         dropout=dropout, add_self_loops=add_self_loops, edge_dim=edge_dim, fill_value=fill_value,
+                         bias=bias, residual=residual, **kwargs)
+        self.drop_attention = _check_drop_attention(drop_attention)
+
+    @classmethod
+    def from_stock(cls, conv: GATConv, **options) -> "RepulsiveGATConv":
+        """A new layer with ``conv``'s constructor arguments (weights are copied by :func:`graph_rma.convert`)."""
+        return cls(conv.in_channels, conv.out_channels, heads=conv.heads, concat=conv.concat,
+                   negative_slope=conv.negative_slope, dropout=conv.dropout, add_self_loops=conv.add_self_loops,
+                   edge_dim=conv.edge_dim, fill_value=conv.fill_value, bias=conv.bias is not None,
+                   residual=conv.residual, drop_attention=_conversion_options(options),
+                   **_message_passing_kwargs(conv))
+
+    def forward(  # type: ignore[override]
+        self,
+        x: Union[Tensor, Tuple[Tensor, Optional[Tensor]]],
+        edge_index: Adj,
+        edge_attr: OptTensor = None,
+        size: Size = None,
+        return_attention_weights: Optional[bool] = None,
+    ):
+        _check_inputs(self, x, edge_index, edge_attr, size,
+                      self.lin if self.lin is not None else self.lin_src,
+                      self.lin if self.lin is not None else self.lin_dst)
+        return super().forward(x, edge_index, edge_attr=edge_attr, size=size,
+                               return_attention_weights=return_attention_weights)
+
+    def edge_update(self, alpha_j: Tensor, alpha_i: OptTensor, edge_attr: OptTensor, index: Tensor,
+                    ptr: OptTensor, dim_size: Optional[int], edge_index_j: Tensor,
+                    size_j: Optional[int]) -> Tensor:
+        alpha = alpha_j if alpha_i is None else alpha_j + alpha_i
+        if index.numel() == 0:
+            return alpha
+        if edge_attr is not None and self.lin_edge is not None:
+            if edge_attr.dim() == 1:
+                edge_attr = edge_attr.view(-1, 1)
+            edge_attr = self.lin_edge(edge_attr).view(-1, self.heads, self.out_channels)
+            alpha = alpha + (edge_attr * self.att_edge).sum(dim=-1)
+        alpha = F.leaky_relu(alpha, self.negative_slope)
+        return _softmax_and_drop(self, alpha, edge_index_j, index, ptr, size_j, dim_size)
+
+    def __repr__(self) -> str:
+        extra = f", drop_attention={self.drop_attention!r}" if self.drop_attention is not None else ""
+        return f"{type(self).__name__}({self.in_channels}, {self.out_channels}, heads={self.heads}{extra})"
+
+
+class RepulsiveGATv2Conv(GATv2Conv):
+    r"""PyG's :class:`~torch_geometric.nn.conv.GATv2Conv` with DropAttention and particle heads (see module docs).
+
+    Args:
+        in_channels, out_channels, heads, concat, negative_slope, dropout, add_self_loops, edge_dim,
+        fill_value, bias, share_weights, residual, **kwargs: exactly as in ``GATv2Conv``.
+        drop_attention: a :class:`graph_rma.DropAttention` replacing the plain attention ``dropout``.
+
+    Forward: ``(x, edge_index, edge_attr=None, return_attention_weights=None)`` with the stock return values;
+    returned attention weights are taken after DropAttention / dropout.
+    """
+
+    def __init__(
+        self,
+        in_channels: Union[int, Tuple[int, int]],
+        out_channels: int,
+        heads: int = 1,
+        concat: bool = True,
+        negative_slope: float = 0.2,
+        dropout: float = 0.0,
+        add_self_loops: bool = True,
+        edge_dim: Optional[int] = None,
+        fill_value: Union[float, Tensor, str] = "mean",
+        bias: bool = True,
+        share_weights: bool = False,
+        residual: bool = False,
+        drop_attention: Optional[DropAttention] = None,
+        **kwargs,
+    ) -> None:
+        _check_heads(heads, out_channels)
+        super().__init__(in_channels, out_channels, heads=heads, concat=concat, negative_slope=negative_slope,
+                         dropout=dropout, add_self_loops=add_self_loops, edge_dim=edge_dim, fill_value=fill_value,
+                         bias=bias, share_weights=share_weights, residual=residual, **kwargs)
+        self.drop_attention = _check_drop_attention(drop_attention)
+
+    @classmethod
+    def from_stock(cls, conv: GATv2Conv, **options) -> "RepulsiveGATv2Conv":
+        """A new layer with ``conv``'s constructor arguments (weights are copied by :func:`graph_rma.convert`)."""
+        return cls(conv.in_channels, conv.out_channels, heads=conv.heads, concat=conv.concat,
+                   negative_slope=conv.negative_slope, dropout=conv.dropout, add_self_loops=conv.add_self_loops,
+                   edge_dim=conv.edge_dim, fill_value=conv.fill_value, bias=conv.bias is not None,
+                   share_weights=conv.share_weights, residual=conv.residual,
+                   drop_attention=_conversion_options(options), **_message_passing_kwargs(conv))
+
+    def forward(  # type: ignore[override]
+        self,
+        x: Union[Tensor, Tuple[Tensor, Tensor]],
+        edge_index: Adj,
+        edge_attr: OptTensor = None,
+        return_attention_weights: Optional[bool] = None,
+    ):
+        if edge_attr is not None and self.lin_edge is None:
+            raise ValueError("edge_attr: this layer has no edge features (edge_dim=None); pass edge_attr=None or "
+                             "build it with edge_dim")
+        _check_inputs(self, x, edge_index, edge_attr, None, self.lin_l, self.lin_r)
+        return super().forward(x, edge_index, edge_attr=edge_attr, return_attention_weights=return_attention_weights)
+
+    def edge_update(self, x_j: Tensor, x_i: Tensor, edge_attr: OptTensor, index: Tensor, ptr: OptTensor,
+                    dim_size: Optional[int], edge_index_j: Tensor, size_j: Optional[int]) -> Tensor:
+        x = x_i + x_j
+        if edge_attr is not None:
+            if edge_attr.dim() == 1:
+                edge_attr = edge_attr.view(-1, 1)
+            assert self.lin_edge is not None
+            x = x + self.lin_edge(edge_attr).view(-1, self.heads, self.out_channels)
+        x = F.leaky_relu(x, self.negative_slope)
+        alpha = (x * self.att).sum(dim=-1)
+        return _softmax_and_drop(self, alpha, edge_index_j, index, ptr, size_j, dim_size)
+
+    def __repr__(self) -> str:
+        extra = f", drop_attention={self.drop_attention!r}" if self.drop_attention is not None else ""
+        return f"{type(self).__name__}({self.in_channels}, {self.out_channels}, heads={self.heads}{extra})"
+
+
+def _softmax_and_drop(layer: Union[RepulsiveGATConv, RepulsiveGATv2Conv], logits: Tensor, src: Tensor, dst: Tensor,
+                      ptr: OptTensor, num_src: Optional[int], num_dst: Optional[int]) -> Tensor:
+    """Edge softmax, then plain attention dropout (stock behaviour) or DropAttention, on ``[E, H]`` logits."""
+    drop = layer.drop_attention
+    if drop is None:
+        alpha = softmax(logits, dst, ptr, num_dst)
+        return F.dropout(alpha, p=layer.dropout, training=layer.training)
+    n_dst = num_dst if num_dst is not None else int(dst.max()) + 1
+    n_src = num_src if num_src is not None else n_dst
+    return drop.sparse_softmax(logits, src, dst, n_src, n_dst, ptr)

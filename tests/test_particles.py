@@ -1,0 +1,408 @@
+import copy
+import math
+import warnings
+
+import pytest
+import torch
+from torch import nn
+from torch_geometric.nn import GATConv, GATv2Conv, TransformerConv
+
+import graph_rma
+from graph_rma import SGLD, SPOS, SVGD, find_particle_groups, median_bandwidth, rbf_kernel, spos_direction, svgd_direction
+from graph_rma.particles import sgld_direction
+
+
+def direct_svgd(theta, grad, alpha, h):
+    """Eq. (4) by a direct double loop, with the kernel gradient taken by autograd (h held constant)."""
+    M = theta.size(0)
+    phi = torch.zeros_like(theta)
+    for i in range(M):
+        for j in range(M):
+            tj = theta[j].clone().requires_grad_(True)
+            k = torch.exp(-((tj - theta[i]) ** 2).sum() / h)
+            (dk,) = torch.autograd.grad(k, tj)
+            phi[i] += -k.detach() * grad[j] + alpha * dk
+    return phi / M
+
+
+def paper_bandwidth(theta):
+    M = theta.size(0)
+    d = [float((theta[i] - theta[j]).norm()) for i in range(M) for j in range(i + 1, M)]
+    d.sort()
+    n = len(d)
+    med = d[n // 2] if n % 2 else 0.5 * (d[n // 2 - 1] + d[n // 2])
+    return med**2 / math.log(M)
+
+
+def test_two_particles_by_hand():
+    # theta_1 = (0, 0), theta_2 = (1, 0): med = 1, h = 1 / log 2, K_12 = exp(-log 2) = 1/2.
+    theta = torch.tensor([[0.0, 0.0], [1.0, 0.0]], dtype=torch.float64)
+    h = median_bandwidth(theta)
+    assert h.item() == pytest.approx(1 / math.log(2))
+    K, rep = rbf_kernel(theta)
+    assert torch.allclose(K, torch.tensor([[1.0, 0.5], [0.5, 1.0]], dtype=torch.float64))
+    # rep_1 = (2/h) (theta_1 - theta_2) K_12 = 2 log 2 * (-1, 0) * 1/2
+    assert torch.allclose(rep, torch.tensor([[-math.log(2), 0.0], [math.log(2), 0.0]], dtype=torch.float64))
+    g = torch.tensor([[1.0, 2.0], [3.0, -1.0]], dtype=torch.float64)
+    phi = svgd_direction(theta, g, alpha=0.5)
+    expected_1 = 0.5 * (-(g[0] + 0.5 * g[1]) + 0.5 * torch.tensor([-math.log(2), 0.0], dtype=torch.float64))
+    expected_2 = 0.5 * (-(0.5 * g[0] + g[1]) + 0.5 * torch.tensor([math.log(2), 0.0], dtype=torch.float64))
+    assert torch.allclose(phi, torch.stack([expected_1, expected_2]))
+
+
+def test_median_bandwidth_three_points_on_a_line():
+    theta = torch.tensor([[0.0], [1.0], [3.0]], dtype=torch.float64)  # distances 1, 3, 2 -> median 2
+    assert median_bandwidth(theta).item() == pytest.approx(4 / math.log(3))
+
+
+@pytest.mark.parametrize("M", [2, 3])
+@pytest.mark.parametrize("alpha", [0.0, 0.3, 1.0])
+def test_svgd_matches_direct_loop(M, alpha):
+    g = torch.Generator().manual_seed(M)
+    theta = torch.randn(M, 2, generator=g, dtype=torch.float64)
+    grad = torch.randn(M, 2, generator=g, dtype=torch.float64)
+    h = paper_bandwidth(theta)
+    assert median_bandwidth(theta).item() == pytest.approx(h)
+    assert torch.allclose(svgd_direction(theta, grad, alpha=alpha), direct_svgd(theta, grad, alpha, h))
+    # A fixed bandwidth is used as given.
+    assert torch.allclose(svgd_direction(theta, grad, alpha=alpha, h=0.7), direct_svgd(theta, grad, alpha, 0.7))
+
+
+def test_spos_matches_direct_formula():
+    theta = torch.randn(3, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    grad = torch.randn(3, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    alpha, beta, eps = 0.7, 50.0, 0.1
+    phi = spos_direction(theta, grad, alpha=alpha, beta=beta, eps=eps, generator=torch.Generator().manual_seed(5))
+    xi = torch.randn(3, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+    ref = direct_svgd(theta, grad, alpha, paper_bandwidth(theta)) - grad / beta + math.sqrt(2 / (beta * eps)) * xi
+    assert torch.allclose(phi, ref)
+
+
+def test_sgld_direction_formula():
+    grad = torch.randn(4, 3, dtype=torch.float64)
+    phi = sgld_direction(grad, beta=10.0, eps=0.5, generator=torch.Generator().manual_seed(3))
+    xi = torch.randn(4, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    assert torch.allclose(phi, -grad + math.sqrt(2 / 5.0) * xi)
+
+
+def test_kernel_grad_false_gives_own_gradient_plus_repulsion():
+    theta = torch.randn(3, 4, dtype=torch.float64)
+    grad = torch.randn(3, 4, dtype=torch.float64)
+    _, rep = rbf_kernel(theta)
+    phi = svgd_direction(theta, grad, alpha=2.0, kernel_grad=False)
+    assert torch.allclose(phi, -grad + 2.0 * rep / 3)
+
+
+def test_liu_bandwidth():
+    theta = torch.tensor([[0.0], [1.0], [3.0]], dtype=torch.float64)
+    # Median over all 9 entries {0,0,0,1,1,2,2,3,3} is 1; h = 1 / log(4).
+    K, _ = rbf_kernel(theta, h="liu")
+    assert K[0, 1].item() == pytest.approx(math.exp(-1 * math.log(4)))
+
+
+def test_single_particle_is_plain_gradient_bitwise():
+    grad = torch.randn(1, 10)
+    phi = svgd_direction(torch.randn(1, 10), grad, alpha=5.0)
+    assert torch.equal(phi, -grad)
+
+
+def test_identical_particles_no_nan():
+    theta = torch.ones(4, 3)
+    grad = torch.randn(4, 3)
+    K, rep = rbf_kernel(theta)
+    assert torch.equal(K, torch.ones(4, 4)) and torch.equal(rep, torch.zeros(4, 3))
+    phi = svgd_direction(theta, grad, alpha=1.0)
+    assert torch.allclose(phi, -grad.mean(0, keepdim=True).expand(4, 3))
+    assert median_bandwidth(theta).item() == 1.0
+    # More than half the pairs coincide: the largest distance is used, still finite and positive.
+    theta = torch.zeros(5, 2)
+    theta[4, 0] = 2.0
+    assert median_bandwidth(theta).item() == pytest.approx(4 / math.log(5))
+
+
+@pytest.mark.parametrize("scale", [1e-30, 1e-12, 1e12, 1e30])
+def test_extreme_scales_are_finite_and_equivariant(scale):
+    theta = torch.randn(6, 5, generator=torch.Generator().manual_seed(0))
+    grad = torch.randn(6, 5, generator=torch.Generator().manual_seed(1))
+    K1, rep1 = rbf_kernel(theta)
+    K2, rep2 = rbf_kernel(theta * scale)
+    assert torch.isfinite(K2).all() and torch.isfinite(rep2).all()
+    assert torch.allclose(K1, K2, rtol=1e-4, atol=1e-6)
+    assert torch.allclose(rep2 * scale, rep1, rtol=1e-4, atol=1e-5)
+    assert torch.isfinite(svgd_direction(theta * scale, grad, alpha=1.0)).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_computed_in_float32(dtype):
+    theta = torch.randn(4, 8, generator=torch.Generator().manual_seed(0))
+    grad = torch.randn(4, 8, generator=torch.Generator().manual_seed(1))
+    phi = svgd_direction(theta.to(dtype), grad.to(dtype), alpha=1.0)
+    assert phi.dtype == dtype and torch.isfinite(phi).all()
+    ref = svgd_direction(theta.to(dtype).float(), grad.to(dtype).float(), alpha=1.0)
+    assert torch.allclose(phi.float(), ref, rtol=1e-2, atol=1e-2)
+    K, _ = rbf_kernel(theta.to(dtype))
+    assert K.dtype == torch.float32
+
+
+def test_bad_inputs_raise_value_errors():
+    with pytest.raises(ValueError, match="theta"):
+        svgd_direction(torch.randn(3), torch.randn(3))
+    with pytest.raises(ValueError, match="grad"):
+        svgd_direction(torch.randn(3, 2), torch.randn(2, 2))
+    with pytest.raises(ValueError, match="grad"):
+        svgd_direction(torch.randn(3, 2), torch.tensor([[1.0, float("nan")]] * 3))
+    with pytest.raises(ValueError, match="theta"):
+        median_bandwidth(torch.randn(1, 2))
+    with pytest.raises(ValueError, match="theta"):
+        svgd_direction(torch.tensor([[0.0, float("nan")], [1.0, 2.0]]), torch.zeros(2, 2))
+    with pytest.raises(ValueError, match="theta"):
+        rbf_kernel(torch.tensor([[0.0, float("inf")], [1.0, 2.0]]))
+    with pytest.raises(ValueError, match="h"):
+        rbf_kernel(torch.randn(3, 2), h=-1.0)
+    with pytest.raises(ValueError, match="beta"):
+        spos_direction(torch.randn(3, 2), torch.randn(3, 2), beta=0.0)
+    with pytest.raises(ValueError, match="bandwidth"):
+        rbf_kernel(torch.randn(3, 2), h="silverman")
+
+
+def _toy_particles_run(alpha, steps=1000, eps=0.05, kernel_grad=True):
+    """Particles in 2-D, target N(0, I) (U = |theta|^2 / 2), plain SGD with lr 1 on the sampler's gradients."""
+    theta = nn.Parameter(torch.randn(8, 2, generator=torch.Generator().manual_seed(0)) * 3 + 5)
+    for _ in range(steps):
+        grad = theta.detach().clone()  # grad U
+        phi = svgd_direction(theta.detach(), grad, alpha=alpha, kernel_grad=kernel_grad)
+        with torch.no_grad():
+            theta += eps * phi
+    return torch.pdist(theta.detach()).mean().item()
+
+
+def test_repulsion_spreads_particles_while_gradient_descent_collapses():
+    start = torch.pdist(torch.randn(8, 2, generator=torch.Generator().manual_seed(0)) * 3).mean().item()
+    spread = _toy_particles_run(alpha=1.0)
+    collapsed = _toy_particles_run(alpha=0.0, kernel_grad=False)  # plain gradient descent on each particle
+    assert collapsed < 1e-6 * start  # every particle at the mode
+    assert spread > 0.8  # SVGD approximates N(0, I): mean pairwise distance of N(0, I) samples is about 1.77
+    print(f"start {start:.3f}, svgd {spread:.3f}, gd {collapsed:.2e}")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Head layouts: each particle is exactly one head
+# ----------------------------------------------------------------------------------------------------------------
+def test_gatconv_particle_is_one_head():
+    H, C, F = 3, 4, 5
+    conv = GATConv(F, C, heads=H, edge_dim=2)
+    (group,) = find_particle_groups(conv)
+    theta = group.theta()
+    for h in range(H):
+        expected = torch.cat([
+            conv.lin.weight[h * C:(h + 1) * C].flatten(), conv.att_src[0, h], conv.att_dst[0, h],
+            conv.lin_edge.weight[h * C:(h + 1) * C].flatten(), conv.att_edge[0, h],
+        ])
+        assert torch.equal(theta[h], expected.detach())
+    # Not the authors' reshape [hidden, H*d] -> [hidden*d, H], which mixes heads.
+    mixed = conv.lin.weight.detach().t().reshape(-1, H).t()
+    assert not torch.equal(theta[:, : C * F], mixed)
+
+
+def test_gatconv_set_grad_touches_only_that_head():
+    H, C, F = 3, 2, 4
+    conv = GATConv(F, C, heads=H)
+    for p in conv.parameters():
+        p.grad = torch.zeros_like(p)
+    (group,) = find_particle_groups(conv)
+    value = torch.zeros(H, group.dim)
+    value[1] = 1.0
+    group.set_grad(value)
+    assert torch.equal(conv.lin.weight.grad[C:2 * C], torch.ones(C, F))
+    assert conv.lin.weight.grad[:C].abs().sum() == 0 and conv.lin.weight.grad[2 * C:].abs().sum() == 0
+    assert torch.equal(conv.att_src.grad[0, 1], torch.ones(C)) and conv.att_src.grad[0, [0, 2]].abs().sum() == 0
+    assert conv.bias.grad.abs().sum() == 0  # not a head parameter
+
+
+def test_mha_particle_is_one_head_and_roles_select():
+    E, H = 8, 2
+    hd = E // H
+    mha = nn.MultiheadAttention(E, H)
+    (q,) = find_particle_groups(mha, roles={"query"})
+    for h in range(H):
+        expected = torch.cat([mha.in_proj_weight[h * hd:(h + 1) * hd].flatten(), mha.in_proj_bias[h * hd:(h + 1) * hd]])
+        assert torch.equal(q.theta()[h], expected.detach())
+    (o,) = find_particle_groups(mha, roles=["out"])
+    assert torch.equal(o.theta()[1], mha.out_proj.weight[:, hd:].t().flatten().detach())
+    (v,) = find_particle_groups(mha, roles=["value"])
+    assert torch.equal(v.theta()[0, : hd * E], mha.in_proj_weight[2 * E: 2 * E + hd].flatten().detach())
+    with pytest.raises(ValueError, match="roles"):
+        find_particle_groups(mha, roles=["keys"])
+
+
+def test_other_stock_layouts():
+    conv = GATv2Conv(4, 3, heads=2)
+    (g,) = find_particle_groups(conv)
+    assert g.roles == ["att", "lin_l", "lin_r"]
+    assert torch.equal(g.theta()[1, :12], conv.lin_l.weight[3:6].flatten().detach())
+    conv = TransformerConv(4, 3, heads=2)
+    (g,) = find_particle_groups(conv, roles={"key"})
+    assert torch.equal(g.theta()[0], torch.cat([conv.lin_key.weight[:3].flatten(), conv.lin_key.bias[:3]]).detach())
+
+
+def test_layer_selection_and_single_head_warning():
+    model = nn.ModuleDict({"conv1": GATConv(4, 3, heads=4), "conv2": GATConv(12, 2, heads=1)})
+    with pytest.warns(UserWarning, match="conv2"):
+        groups = find_particle_groups(model)
+    assert [g.name for g in groups] == ["conv1"]
+    assert [g.name for g in find_particle_groups(model, layers=["conv1"])] == ["conv1"]
+    assert [g.name for g in find_particle_groups(model, layers=lambda n, m: n == "conv1")] == ["conv1"]
+    with pytest.raises(ValueError, match="layers"):
+        find_particle_groups(model, layers=["conv3"])
+    with pytest.raises(ValueError, match="layers"):
+        find_particle_groups(nn.Sequential(nn.Linear(2, 2)), layers=["0"])
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Samplers in training
+# ----------------------------------------------------------------------------------------------------------------
+class Net(nn.Module):
+    def __init__(self, heads=4):
+        super().__init__()
+        self.conv = GATConv(6, 3, heads=heads)
+        self.out = nn.Linear(3 * heads, 2)
+
+    def forward(self, x, edge_index):
+        return self.out(self.conv(x, edge_index).relu())
+
+
+def _graph():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(10, 6, generator=g)
+    edge_index = torch.randint(0, 10, (2, 30), generator=g)
+    y = torch.randint(0, 2, (10,), generator=g)
+    return x, edge_index, y
+
+
+def _train(model, sampler_factory=None, steps=5, opt_cls=torch.optim.Adam):
+    x, edge_index, y = _graph()
+    opt = opt_cls(model.parameters(), lr=0.01)
+    if sampler_factory is not None:
+        sampler_factory(model).attach(opt)
+    for _ in range(steps):
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x, edge_index), y).backward()
+        opt.step()
+    return model
+
+
+def test_single_head_eps_one_is_plain_training_bit_for_bit():
+    torch.manual_seed(0)
+    base = Net(heads=1)
+    plain = _train(copy.deepcopy(base))
+    forced = _train(copy.deepcopy(base), lambda m: SVGD(m, alpha=3.0, eps=1.0, min_heads=1))
+    with pytest.warns(UserWarning, match="head"):
+        skipped = _train(copy.deepcopy(base), lambda m: SPOS(m, alpha=3.0, eps=1.0, beta=1.0))
+    for a, b, c in zip(plain.parameters(), forced.parameters(), skipped.parameters()):
+        assert torch.equal(a, b) and torch.equal(a, c)
+
+
+def test_sampler_attached_to_adam_changes_only_head_parameters():
+    torch.manual_seed(0)
+    base = Net(heads=4)
+    x, edge_index, y = _graph()
+    model = copy.deepcopy(base)
+    nn.functional.cross_entropy(model(x, edge_index), y).backward()
+    before = {n: p.grad.clone() for n, p in model.named_parameters()}
+    sampler = SVGD(model, alpha=1.0, eps=0.5)
+    sampler.step()
+    head = {"conv.lin.weight", "conv.att_src", "conv.att_dst"}
+    for n, p in model.named_parameters():
+        if n in head:
+            assert not torch.equal(p.grad, before[n]), n
+        else:
+            assert torch.equal(p.grad, before[n]), n
+    # Through Adam: the sampler is applied before every step, and removable.
+    plain = _train(copy.deepcopy(base))
+    svgd = _train(copy.deepcopy(base), lambda m: SVGD(m, alpha=1.0, eps=0.5))
+    assert not torch.equal(plain.conv.lin.weight, svgd.conv.lin.weight)
+    assert not torch.equal(plain.conv.att_src, svgd.conv.att_src)
+    m = copy.deepcopy(base)
+    opt = torch.optim.Adam(m.parameters(), lr=0.01)
+    handle = SVGD(m).attach(opt)
+    handle.remove()
+    for _ in range(5):
+        opt.zero_grad()
+        nn.functional.cross_entropy(m(x, edge_index), y).backward()
+        opt.step()
+    assert all(torch.equal(a, b) for a, b in zip(plain.parameters(), m.parameters()))
+
+
+def test_sampler_gradient_equals_minus_eps_phi():
+    torch.manual_seed(0)
+    model = Net(heads=3)
+    x, edge_index, y = _graph()
+    nn.functional.cross_entropy(model(x, edge_index), y).backward()
+    (group,) = find_particle_groups(model)
+    theta, grad = group.theta(), group.grad()
+    SVGD(model, alpha=0.5, eps=0.25).step()
+    assert torch.allclose(group.grad(), -0.25 * svgd_direction(theta, grad, alpha=0.5))
+
+
+def test_spos_noise_reproducible_and_resumable():
+    torch.manual_seed(0)
+    base = Net(heads=4)
+    a = _train(copy.deepcopy(base), lambda m: SPOS(m, alpha=0.1, eps=1.0, beta=100.0, seed=7))
+    b = _train(copy.deepcopy(base), lambda m: SPOS(m, alpha=0.1, eps=1.0, beta=100.0, seed=7))
+    c = _train(copy.deepcopy(base), lambda m: SPOS(m, alpha=0.1, eps=1.0, beta=100.0, seed=8))
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    assert not torch.equal(a.conv.lin.weight, c.conv.lin.weight)
+    # state_dict continues the noise sequence exactly.
+    m = copy.deepcopy(base)
+    s1 = SGLD(m, eps=1.0, beta=10.0, seed=3)
+    (g,) = s1.groups
+    for p in m.parameters():
+        p.grad = torch.zeros_like(p)
+    s1.step()
+    state = s1.state_dict()
+    for p in m.parameters():
+        p.grad = torch.zeros_like(p)
+    s1.step()
+    expected = g.grad().clone()
+    s2 = SGLD(m, eps=1.0, beta=10.0, seed=3)
+    s2.load_state_dict(state)
+    for p in m.parameters():
+        p.grad = torch.zeros_like(p)
+    s2.step()
+    assert torch.equal(g.grad(), expected)
+
+
+def test_sampler_rejects_non_finite_gradients():
+    model = Net(heads=2)
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)
+    model.conv.att_src.grad[0, 0, 0] = float("inf")
+    with pytest.raises(ValueError, match="att_src"):
+        SVGD(model).step()
+    with pytest.raises(ValueError, match="eps"):
+        SVGD(model, eps=0)
+    with pytest.raises(ValueError, match="optimizer"):
+        SVGD(model).attach("adam")
+
+
+def test_sampler_on_multihead_attention_and_repr():
+    mha = nn.MultiheadAttention(8, 4)
+    s = SPOS(mha, alpha=0.1, eps=0.5, beta=10.0, roles=["query", "key"])
+    assert "SPOS" in repr(s) and "4x" in repr(s)
+    x = torch.randn(5, 2, 8)
+    out, _ = mha(x, x, x)
+    out.sum().backward()
+    s.step()
+    assert torch.isfinite(mha.in_proj_weight.grad).all()
+    # The value rows were not particles: their gradient is untouched by the sampler.
+    ref = nn.MultiheadAttention(8, 4)
+    ref.load_state_dict(mha.state_dict())
+    out, _ = ref(x, x, x)
+    out.sum().backward()
+    assert torch.equal(ref.in_proj_weight.grad[16:], mha.in_proj_weight.grad[16:])
+    assert not torch.equal(ref.in_proj_weight.grad[:16], mha.in_proj_weight.grad[:16])
+
+
+def test_public_names():
+    for name in ["SVGD", "SPOS", "SGLD", "median_bandwidth", "rbf_kernel", "svgd_direction", "spos_direction", "convert"]:
+        assert hasattr(graph_rma, name)

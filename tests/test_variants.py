@@ -1,0 +1,56 @@
+import pytest
+import torch
+from torch_geometric.nn import GATConv
+
+from graph_rma import SGLD, SPOS, SVGD
+from graph_rma.variants import Variant, make_sampler, parse_variant, regularization_loss
+
+
+@pytest.mark.parametrize("spec", [
+    "ma", "svgd", "svgd:alpha=0.1,eps=0.5", "spos:alpha=1,beta=1000,bandwidth=liu", "sgld:beta=100",
+    "svgd:roles=att_src/att_dst,layers=conv1", "reg:kind=disagreement,weight=0.1,target=parameters",
+    "reg:kind=frobenius,weight=0.01", "dropattn:p=0.2,w=3,mode=column,rescale=inverse",
+    "svgd:alpha=0.5+dropattn:p=0.1", "svgd:kernel_grad=0",
+])
+def test_spec_round_trip(spec):
+    v = parse_variant(spec)
+    assert parse_variant(v.spec) == v
+
+
+def test_parsed_values():
+    v = parse_variant("spos:alpha=0.1,eps=2,beta=1000,roles=query/key+dropattn:p=0.3,w=2,mode=c")
+    assert (v.sampler, v.alpha, v.eps, v.beta, v.roles) == ("spos", 0.1, 2.0, 1000.0, ("query", "key"))
+    assert v.drop_attention_kwargs == {"p": 0.3, "window": 2, "mode": "column", "rescale": "normalized"}
+    assert v.name == "spos+dropattn"
+    assert parse_variant("dropattn").name == "dropattn" and parse_variant("reg").name == "reg"
+
+
+@pytest.mark.parametrize("bad, word", [
+    ("", "variant"), ("svgd+spos", "two samplers"), ("svgd:alpha=x", "alpha"), ("foo", "unknown part"),
+    ("svgd:gamma=1", "gamma"), ("reg:kind=l2", "kind"), ("dropattn:mode=q", "mode"), ("svgd:alpha", "key=value"),
+])
+def test_bad_specs(bad, word):
+    with pytest.raises(ValueError, match=word):
+        parse_variant(bad)
+
+
+def test_make_sampler_types_and_options():
+    conv = GATConv(4, 2, heads=3)
+    assert make_sampler("ma", conv) is None and make_sampler("reg", conv) is None
+    s = make_sampler("svgd:alpha=0.3,eps=0.5,roles=att_src", conv)
+    assert isinstance(s, SVGD) and s.alpha == 0.3 and s.eps == 0.5 and s.groups[0].roles == ["att_src"]
+    assert isinstance(make_sampler("spos:beta=10", conv, seed=3), SPOS)
+    assert isinstance(make_sampler("sgld", conv), SGLD)
+
+
+def test_regularization_loss_weights_terms():
+    A = torch.full((2, 2), 0.5)
+    assert regularization_loss("reg:kind=frobenius,weight=0.1", attention=[A]).item() == pytest.approx(0.1)
+    alpha = torch.tensor([[1.0, 1.0]])
+    sparse = regularization_loss("reg:kind=frobenius,weight=1", attention=[(alpha, torch.tensor([0]))])
+    assert sparse.item() == pytest.approx(2.0)
+    assert regularization_loss("svgd", attention=[A]) is None
+    with pytest.raises(ValueError, match="attention"):
+        regularization_loss("reg")
+    outs = torch.tensor([[[1.0, 0.0], [1.0, 0.0]]])
+    assert regularization_loss("reg:kind=disagreement,weight=2,target=outputs", head_outputs=[outs]).item() == pytest.approx(2.0)
