@@ -59,7 +59,9 @@ class RepulsiveMultiheadAttention(nn.MultiheadAttention):
         drop_attention: a :class:`graph_rma.DropAttention` module applied to the attention probabilities
             ``[B, H, L, S]`` in training mode (``None``: off).
         store_attention: keep the attention probabilities of the last forward in :attr:`last_attention`
-            (``[B, H, L, S]``, before any dropout, differentiable).
+            (``[B, H, L, S]``, before any dropout, differentiable). Inside ``nn.TransformerEncoderLayer`` an
+            eval-mode ``no_grad`` forward may take torch's fast path, which never calls this layer's ``forward``;
+            use :func:`record_attention`, which switches that path off, to read attention at inference.
 
     Forward arguments and return values are those of :meth:`torch.nn.MultiheadAttention.forward`.
     """
