@@ -394,6 +394,27 @@ class DropAttention(nn.Module):
         dropped = dropped & (survivors > 0).index_select(0, dst)
         return softmax(logits.masked_fill(dropped, float("-inf")), dst, ptr, num_dst)
 
+    def dense_softmax(self, scores: Tensor, generator: Optional[torch.Generator] = None) -> Tensor:
+        r"""Softmax over the last dimension of ``scores`` ``[..., L, S]`` followed by DropAttention, for layers.
+
+        Draws the same mask as :func:`drop_attention_dense`. With ``rescale="normalized"`` it is one softmax over
+        the surviving keys (dropped scores set to :math:`-\infty`): equal to renormalising the dropped softmax
+        weights, but finite with finite gradients when the survivors' weights underflow (very peaked rows). Rows
+        without a surviving finite score keep the plain softmax.
+        """
+        if not self.training or self.p == 0.0 or scores.numel() == 0:
+            return torch.softmax(scores, dim=-1)
+        if self.rescale == "inverse":
+            return drop_attention_dense(torch.softmax(scores, dim=-1), self.p, self.window, self.mode, self.rescale,
+                                        True, generator)
+        shape = tuple(scores.shape)
+        if self.mode == "column":
+            shape = shape[:-2] + (1, shape[-1])
+        dropped = draw_window_mask(shape, self.p, self.window, scores.device, generator)
+        masked = scores.masked_fill(dropped, float("-inf"))
+        alive = (masked > float("-inf")).any(dim=-1, keepdim=True)
+        return torch.softmax(torch.where(alive, masked, scores), dim=-1)
+
     def extra_repr(self) -> str:
         return f"p={self.p}, window={self.window}, mode={self.mode!r}, rescale={self.rescale!r}"
 

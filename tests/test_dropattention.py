@@ -400,3 +400,18 @@ def test_cached_edge_order_matches_uncached_and_follows_edge_changes():
     assert torch.equal(masks(src2, dst, True), masks(src2, dst, False))  # changed edges: recomputed
     assert drop._order(src2, dst, N, N) is not cached
     assert copy.deepcopy(drop)._order_cache is None
+
+
+def test_dense_softmax_equals_drop_after_softmax_and_stays_finite_when_peaked():
+    drop = DropAttention(0.4, window=2, mode="element").train()
+    scores = torch.randn(2, 3, 5, 7, dtype=torch.float64, requires_grad=True)
+    a = drop.dense_softmax(scores, generator=torch.Generator().manual_seed(1))
+    b = drop_attention_dense(torch.softmax(scores, -1), 0.4, 2, "element", generator=torch.Generator().manual_seed(1))
+    assert torch.allclose(a, b)
+    # Very peaked rows: renormalising after the softmax divides by an underflowed mass; the survivor softmax does not.
+    peaked = (torch.randn(4, 6, 16) * 200).requires_grad_(True)
+    out = drop.dense_softmax(peaked, generator=torch.Generator().manual_seed(0))
+    (out * torch.randn_like(out)).sum().backward()
+    assert torch.isfinite(out).all() and torch.isfinite(peaked.grad).all()
+    assert torch.allclose(out.sum(-1), torch.ones(4, 6))
+    assert torch.equal(drop.eval().dense_softmax(peaked), torch.softmax(peaked, -1))

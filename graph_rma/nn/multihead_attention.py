@@ -111,7 +111,10 @@ class RepulsiveMultiheadAttention(nn.MultiheadAttention):
         )
 
     def _explicit(self) -> bool:
-        return self.store_attention or (self.drop_attention is not None and self.training)
+        return self.store_attention or self._dropping()
+
+    def _dropping(self) -> bool:
+        return self.drop_attention is not None and self.training
 
     def forward(
         self,
@@ -190,10 +193,16 @@ class RepulsiveMultiheadAttention(nn.MultiheadAttention):
         scores = torch.bmm(q * math.sqrt(1.0 / d), k.transpose(-2, -1))
         if mask is not None:
             scores = scores + mask
-        attn = torch.softmax(scores, dim=-1).view(B, H, L, S)
-        self.last_attention = attn if self.store_attention else None
-        if self.drop_attention is not None and self.training:
-            attn = self.drop_attention(attn)
+        scores = scores.view(B, H, L, S)
+        plain = torch.softmax(scores, dim=-1) if self.store_attention or not self._dropping() else None
+        self.last_attention = plain if self.store_attention else None
+        if self._dropping():
+            # Softmax over the surviving keys: the same weights as renormalising after the drop, but stable
+            # for very peaked rows (see DropAttention.dense_softmax).
+            dense_softmax = getattr(self.drop_attention, "dense_softmax", None)
+            attn = dense_softmax(scores) if dense_softmax is not None else self.drop_attention(torch.softmax(scores, -1))
+        else:
+            attn = plain
         if self.dropout > 0.0 and self.training:
             attn = F.dropout(attn, p=self.dropout)
         out = torch.bmm(attn.reshape(B * H, L, S), v)  # [B*H, L, d]
