@@ -97,7 +97,7 @@ def _fmt(v: Any) -> str:
     if isinstance(v, bool):
         return "1" if v else "0"
     if isinstance(v, float):
-        return f"{v:g}"
+        return f"{v:g}".replace("e+", "e")  # no "+": it separates the parts of a spec
     return str(v)
 
 

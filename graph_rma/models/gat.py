@@ -1,0 +1,161 @@
+r"""The two-layer GAT of Veličković et al. (2018) for transductive node classification (Cora, CiteSeer).
+
+.. math::
+    H^{(1)} = \mathrm{ELU}\Big(\big\Vert_{k=1}^{K} \sum_{j \in \mathcal{N}(i) \cup \{i\}}
+        \alpha^{k}_{ij} W^{k} \mathrm{drop}(x_j)\Big), \qquad
+    \mathrm{logits} = \frac{1}{K'} \sum_{k=1}^{K'} \sum_{j} \alpha'^{k}_{ij} W'^{k} \mathrm{drop}(H^{(1)}_j),
+
+with :math:`K = 8` heads of 8 hidden units, :math:`K' = 1` output head, dropout 0.6 on both layers' inputs and
+on the attention coefficients (the paper's Cora setting). The layers are PyG's ``GATConv`` (``GATv2Conv`` with
+``v2=True``) or, when ``drop_attention`` is given, this package's drop-in ``RepulsiveGATConv``, so the head
+layouts of :mod:`graph_rma.particles` find ``conv1``'s 8 heads (and ``conv2``'s when ``out_heads > 1``).
+
+``GAT(**model_kwargs)`` rebuilds a model from the ``model_kwargs`` stored in a Cora checkpoint.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+__all__ = ["GAT", "head_distance"]
+
+
+def _conv_class(v2: bool, drop_attention: Optional[Dict[str, Any]]):
+    if drop_attention is None:
+        from torch_geometric.nn import GATConv, GATv2Conv
+
+        return GATv2Conv if v2 else GATConv
+    try:
+        from ..nn import RepulsiveGATConv, RepulsiveGATv2Conv
+    except ImportError as exc:  # pragma: no cover - until graph_rma.nn ships the layers
+        raise ValueError(f"drop_attention: needs graph_rma.nn.RepulsiveGATConv, which is not available ({exc})") from None
+    return RepulsiveGATv2Conv if v2 else RepulsiveGATConv
+
+
+class GAT(nn.Module):
+    r"""Two-layer GAT: ``heads`` x ``hidden_channels`` concatenated ELU features, then ``out_heads`` averaged.
+
+    Args:
+        in_channels: input feature size.
+        out_channels: number of classes.
+        hidden_channels: units per first-layer head (8).
+        heads: first-layer heads (8).
+        out_heads: output-layer heads, averaged (1 on Cora; the GAT paper used 8 on PubMed).
+        dropout: dropout on each layer's input features (0.6).
+        attn_dropout: dropout on the attention coefficients (0.6).
+        v2: use GATv2 attention instead of GAT's.
+        drop_attention: keyword arguments of :class:`graph_rma.DropAttention` applied to both layers' attention
+            (e.g. ``{"p": 0.1, "window": 1, "mode": "element"}``), or ``None``.
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        hidden_channels: int = 8,
+        heads: int = 8,
+        out_heads: int = 1,
+        dropout: float = 0.6,
+        attn_dropout: float = 0.6,
+        v2: bool = False,
+        drop_attention: Optional[Dict[str, Any]] = None,
+    ) -> None:
+        super().__init__()
+        for name, value in (("in_channels", in_channels), ("out_channels", out_channels),
+                            ("hidden_channels", hidden_channels), ("heads", heads), ("out_heads", out_heads)):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}: expected a positive integer, got {value!r}")
+        for name, value in (("dropout", dropout), ("attn_dropout", attn_dropout)):
+            if not 0.0 <= float(value) < 1.0:
+                raise ValueError(f"{name}: expected a probability in [0, 1), got {value!r}")
+        if drop_attention is not None and not isinstance(drop_attention, dict):
+            raise ValueError(f"drop_attention: expected None or a dict of DropAttention arguments, got {drop_attention!r}")
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.hidden_channels, self.heads, self.out_heads = hidden_channels, heads, out_heads
+        self.dropout, self.attn_dropout, self.v2 = float(dropout), float(attn_dropout), bool(v2)
+        self.drop_attention = dict(drop_attention) if drop_attention is not None else None
+
+        Conv = _conv_class(self.v2, self.drop_attention)
+        extra: Dict[str, Any] = {}
+        if self.drop_attention is not None:
+            from ..dropattention import DropAttention
+
+            extra = {"drop_attention": DropAttention(**self.drop_attention)}
+        self.conv1 = Conv(in_channels, hidden_channels, heads=heads, dropout=attn_dropout, **extra)
+        if self.drop_attention is not None:
+            extra = {"drop_attention": DropAttention(**self.drop_attention)}
+        self.conv2 = Conv(heads * hidden_channels, out_channels, heads=out_heads, concat=False,
+                          dropout=attn_dropout, **extra)
+
+    @property
+    def model_kwargs(self) -> Dict[str, Any]:
+        """The constructor arguments, so that ``GAT(**model.model_kwargs)`` rebuilds the architecture."""
+        return {
+            "in_channels": self.in_channels, "out_channels": self.out_channels,
+            "hidden_channels": self.hidden_channels, "heads": self.heads, "out_heads": self.out_heads,
+            "dropout": self.dropout, "attn_dropout": self.attn_dropout, "v2": self.v2,
+            "drop_attention": self.drop_attention,
+        }
+
+    def reset_parameters(self) -> None:
+        self.conv1.reset_parameters()
+        self.conv2.reset_parameters()
+
+    def _input_dropout(self, x: Tensor) -> Tensor:
+        if not x.is_sparse:
+            return F.dropout(x, p=self.dropout, training=self.training)
+        # Sparse bag-of-words features: dropping only the stored entries is the same distribution as dense
+        # dropout (zeros stay zero) and far cheaper; GATConv's linear layer accepts the sparse COO tensor.
+        if not self.training or self.dropout == 0.0:
+            return x
+        x = x.coalesce()
+        return torch.sparse_coo_tensor(x.indices(), F.dropout(x.values(), p=self.dropout, training=True), x.shape,
+                                       is_coalesced=True, check_invariants=False)
+
+    def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        """Class logits ``[N, out_channels]``. ``x`` may be dense or a sparse COO tensor (bag-of-words features);
+        input dropout then acts on its stored entries only, which has the same distribution as dense dropout."""
+        return self.forward_with_attention(x, edge_index)[0]
+
+    def forward_with_attention(
+        self, x: Tensor, edge_index: Tensor
+    ) -> Tuple[Tensor, List[Tuple[Tensor, Tensor]], Tensor]:
+        """Logits, each layer's ``(alpha [E, H], destination index [E])``, and the first layer's head outputs
+        ``[N, heads, hidden_channels]`` (before the ELU)."""
+        x = self._input_dropout(x)
+        h, (ei1, a1) = self.conv1(x, edge_index, return_attention_weights=True)
+        head_out = h.view(-1, self.heads, self.hidden_channels)
+        h = F.elu(h)
+        h = F.dropout(h, p=self.dropout, training=self.training)
+        out, (ei2, a2) = self.conv2(h, edge_index, return_attention_weights=True)
+        return out, [(a1, ei1[1]), (a2, ei2[1])], head_out
+
+    @torch.no_grad()
+    def head_outputs(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        """First-layer head outputs ``[N, heads, hidden_channels]`` in the current mode (no gradient)."""
+        x = self._input_dropout(x)
+        return self.conv1(x, edge_index).view(-1, self.heads, self.hidden_channels)
+
+    def __repr__(self) -> str:
+        da = f", drop_attention={self.drop_attention}" if self.drop_attention else ""
+        return (f"{type(self).__name__}({self.in_channels}, {self.out_channels}, hidden={self.hidden_channels}, "
+                f"heads={self.heads}, out_heads={self.out_heads}, dropout={self.dropout}, "
+                f"attn_dropout={self.attn_dropout}, v2={self.v2}{da})")
+
+
+def head_distance(head_out: Tensor) -> Tensor:
+    r"""The repulsive-attention paper's head diversity *Dist*: mean pairwise L2 distance between heads' outputs.
+
+    For head outputs :math:`o \in \mathbb{R}^{N \times H \times C}` (``N`` nodes, ``H`` heads),
+
+    .. math:: \mathrm{Dist} = \frac{1}{N} \sum_{n} \frac{2}{H (H - 1)} \sum_{i < j} \| o_{n i} - o_{n j} \|_2 .
+    """
+    if head_out.dim() != 3 or head_out.size(1) < 2:
+        raise ValueError(f"head_out: expected [N, H, C] with H >= 2 heads, got {list(head_out.shape)}")
+    H = head_out.size(1)
+    d = torch.cdist(head_out, head_out, compute_mode="donot_use_mm_for_euclid_dist")  # [N, H, H]
+    iu = torch.triu_indices(H, H, offset=1, device=head_out.device)
+    return d[:, iu[0], iu[1]].mean()

@@ -1,0 +1,170 @@
+"""The Cora pipeline: GAT model, the Dist metric, and end-to-end CLI runs (outputs, checkpoints, resume)."""
+import copy
+import os
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch_geometric.nn import GATConv
+
+from graph_rma.cli import cora
+from graph_rma.models.gat import GAT, head_distance
+from graph_rma.training import load_checkpoint, read_json
+
+SHARED = Path(os.environ.get("GRAPH_RMA_DATA", "/nonexistent")) / "planetoid"
+needs_data = pytest.mark.skipif(not (SHARED / "Cora" / "raw").is_dir(),
+                                reason="real Cora raw files not available (set GRAPH_RMA_DATA)")
+
+
+def test_head_distance_hand_checked():
+    # Node 0: heads at (0,0), (3,4), (0,4): pairwise distances 5, 4, 3 -> mean 4. Node 1: identical heads -> 0.
+    out = torch.tensor([[[0.0, 0.0], [3.0, 4.0], [0.0, 4.0]],
+                        [[1.0, 1.0], [1.0, 1.0], [1.0, 1.0]]])
+    assert head_distance(out).item() == pytest.approx(2.0)
+    assert head_distance(out[:1]).item() == pytest.approx(4.0)
+    with pytest.raises(ValueError, match="head_out"):
+        head_distance(torch.zeros(4, 1, 3))
+
+
+def test_gat_is_the_paper_architecture_and_rebuilds_from_kwargs():
+    torch.manual_seed(0)
+    model = GAT(1433, 7)
+    assert isinstance(model.conv1, GATConv) and isinstance(model.conv2, GATConv)
+    assert (model.conv1.heads, model.conv1.out_channels, model.conv1.concat) == (8, 8, True)
+    assert (model.conv2.heads, model.conv2.out_channels, model.conv2.concat) == (1, 7, False)
+    assert model.conv1.dropout == model.conv2.dropout == 0.6
+    # 1433*64 + 2*64 + 64 (first layer) + 64*7 + 2*7 + 7 (output layer)
+    assert sum(p.numel() for p in model.parameters()) == 1433 * 64 + 3 * 64 + 64 * 7 + 3 * 7
+    clone = GAT(**model.model_kwargs)
+    clone.load_state_dict(model.state_dict())
+    x, ei = torch.rand(5, 1433), torch.tensor([[0, 1, 2, 3], [1, 2, 3, 4]])
+    model.eval(), clone.eval()
+    assert torch.equal(model(x, ei), clone(x, ei))
+    with pytest.raises(ValueError, match="heads"):
+        GAT(10, 3, heads=0)
+    with pytest.raises(ValueError, match="dropout"):
+        GAT(10, 3, dropout=1.5)
+
+
+def test_sparse_input_matches_dense_and_drops_only_stored_entries():
+    torch.manual_seed(0)
+    x = (torch.rand(50, 40) < 0.2).float() * torch.rand(50, 40)
+    ei = torch.randint(0, 50, (2, 200))
+    model = GAT(40, 3).eval()
+    assert torch.allclose(model(x.to_sparse(), ei), model(x, ei), atol=1e-6)
+    model.train()
+    dropped = model._input_dropout(x.to_sparse().coalesce()).to_dense()
+    stored = x != 0
+    assert bool((dropped[~stored] == 0).all())
+    kept = dropped[stored] != 0
+    assert torch.allclose(dropped[stored][kept], x[stored][kept] / 0.4)
+    assert 0.5 < 1 - kept.float().mean().item() < 0.7  # ~60% of the stored entries dropped
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GRAPH_RMA_CACHE", str(tmp_path_factory.mktemp("cache")))
+        mp.setenv("GRAPH_RMA_DATA", str(SHARED.parent))
+        yield
+
+
+@needs_data
+def test_cli_end_to_end_writes_results_and_checkpoints(tmp_path, cache, capsys):
+    out = tmp_path / "out"
+    specs = ["ma", "svgd:alpha=0.1"]
+    rc = cora.main(["--variants", *specs, "--seeds", "2", "--epochs", "4", "--out", str(out)])
+    assert rc == 0
+    table = capsys.readouterr().out
+    assert "| `ma` | 2 |" in table and "| `svgd:alpha=0.1` | 2 |" in table
+    assert (out / "accuracy.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    csv_lines = (out / "results.csv").read_text().strip().splitlines()
+    assert len(csv_lines) == 3 and csv_lines[0].startswith("variant,seeds,test_acc_mean,test_acc_std")
+    res = read_json(out / "results.json")
+    assert res["seeds"] == [0, 1] and [r["variant"] for r in res["summary"]] == specs
+    assert len(res["runs"]) == 4
+
+    # Each checkpoint rebuilds its model, whose accuracies are the recorded ones (test at the best val epoch).
+    data = copy.copy(__import__("graph_rma.data.planetoid", fromlist=["x"]).load_planetoid("Cora")[0])
+    for run in res["runs"]:
+        ckpt = load_checkpoint(out / run["checkpoint"])
+        assert {k: ckpt[k] for k in ("task", "dataset", "variant", "seed")} == {
+            "task": "cora", "dataset": "Cora", "variant": run["variant"], "seed": run["seed"]}
+        model = GAT(**ckpt["model_kwargs"])
+        model.load_state_dict(ckpt["model"])
+        model.eval()
+        with torch.no_grad():
+            logits = model(cora.prepare_features(data.x), data.edge_index)
+        for mask, key in ((data.val_mask, "val_acc"), (data.test_mask, "test_acc")):
+            acc = (logits[mask].argmax(-1) == data.y[mask]).float().mean().item()
+            assert acc == pytest.approx(ckpt["metrics"][key])
+        assert ckpt["metrics"] == run["metrics"]
+        assert 1 <= run["metrics"]["best_epoch"] <= run["metrics"]["epochs"] <= 4
+
+    # Same seed, same variant: identical; SVGD changes the training of the same seed.
+    by = {(r["variant"], r["seed"]): r["metrics"] for r in res["runs"]}
+    assert by[("ma", 0)]["val_loss"] != by[("svgd:alpha=0.1", 0)]["val_loss"]
+
+
+@needs_data
+def test_interrupted_study_resumes_without_redoing_finished_runs(tmp_path, cache, monkeypatch):
+    out = tmp_path / "out"
+    real = cora.train_run
+    calls = []
+
+    def interrupt_on_third(data, spec, seed, *args, **kwargs):
+        calls.append((spec, seed))
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # as Ctrl-C in the middle of the third run
+        return real(data, spec, seed, *args, **kwargs)
+
+    monkeypatch.setattr(cora, "train_run", interrupt_on_third)
+    argv = ["--variants", "ma", "svgd:alpha=0.1", "--seeds", "2", "--epochs", "3", "--out", str(out), "--no-plot"]
+    assert cora.main(argv) == 130
+    # Seed-major order: ma and svgd on seed 0 finished, the third run (ma, seed 1) was interrupted.
+    finished = sorted(str(p.relative_to(out / "runs")) for p in (out / "runs").rglob("seed*.json"))
+    assert finished == [f"{cora.slug('ma')}/seed0.json", f"{cora.slug('svgd:alpha=0.1')}/seed0.json"]
+    assert len(read_json(out / "results.json")["runs"]) == 2
+    first = read_json(out / "runs" / cora.slug("ma") / "seed0.json")
+
+    calls.clear()
+    monkeypatch.setattr(cora, "train_run", lambda *a, **k: (calls.append(a[1:3]), real(*a, **k))[1])
+    assert cora.main(argv + ["--resume"]) == 0
+    assert calls == [("ma", 1), ("svgd:alpha=0.1", 1)]
+    res = read_json(out / "results.json")
+    assert [(r["variant"], r["seed"]) for r in res["runs"]] == [
+        ("ma", 0), ("ma", 1), ("svgd:alpha=0.1", 0), ("svgd:alpha=0.1", 1)]
+    assert read_json(out / "runs" / cora.slug("ma") / "seed0.json") == first
+
+    # A changed setting does not reuse runs made under another configuration.
+    calls.clear()
+    assert cora.main(argv[:-1] + ["--patience", "2", "--no-plot", "--resume"]) == 0
+    assert len(calls) == 4
+
+
+def test_bad_variant_is_reported(tmp_path, capsys):
+    assert cora.main(["--variants", "nonsense", "--out", str(tmp_path)]) == 2
+    assert "unknown part 'nonsense'" in capsys.readouterr().err
+
+
+def test_every_full_study_variant_builds_on_the_gat():
+    from graph_rma.nn import RepulsiveGATConv
+    from graph_rma.variants import make_sampler, parse_variant
+
+    for spec in cora.FULL_VARIANTS:
+        v = parse_variant(spec)
+        model = GAT(30, 3, drop_attention=v.drop_attention_kwargs)
+        if v.drop_attention:
+            assert isinstance(model.conv1, RepulsiveGATConv) and model.conv1.drop_attention is not None
+            clone = GAT(**model.model_kwargs)
+            assert isinstance(clone.conv2, RepulsiveGATConv) and clone.drop_attention == model.drop_attention
+        if v.sampler == "ma":
+            assert make_sampler(v, model) is None
+            continue
+        with pytest.warns(UserWarning, match="conv2: 1 head"):  # the 1-head output layer is no particle group
+            sampler = make_sampler(v, model)
+        # Only the first layer's 8 heads are particles; the chosen SVGD/SPOS use the attention vectors only.
+        assert [(g.name, g.num_heads) for g in sampler.groups] == [("conv1", 8)]
+        expected = 2 * 8 if v.roles == ("att_src", "att_dst") else 30 * 8 + 2 * 8
+        assert sampler.groups[0].dim == expected

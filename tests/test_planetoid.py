@@ -1,0 +1,144 @@
+"""Planetoid loader on the real Cora raw files: statistics, read-only roots, missing/truncated files, downloads."""
+import os
+import shutil
+import stat
+from pathlib import Path
+
+import pytest
+
+from graph_rma.data import planetoid
+from graph_rma.data.planetoid import load_planetoid, raw_file_names
+from graph_rma.data.root import DataNotFoundError
+
+SHARED = Path(os.environ.get("GRAPH_RMA_DATA", "/nonexistent")) / "planetoid"
+needs_data = pytest.mark.skipif(not (SHARED / "Cora" / "raw").is_dir(),
+                                reason="real Cora raw files not available (set GRAPH_RMA_DATA)")
+
+
+def _snapshot(folder: Path):
+    return sorted((str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*"))
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    path = tmp_path / "cache"
+    monkeypatch.setenv("GRAPH_RMA_CACHE", str(path))
+    return path
+
+
+@pytest.fixture
+def offline(monkeypatch):
+    """No network: every download attempt fails as it would offline (and is counted)."""
+    calls = []
+
+    def fail(url, dest, sha256=None, timeout=30.0):
+        calls.append(url)
+        raise DataNotFoundError(f"could not download {url} to {dest}: offline")
+
+    monkeypatch.setattr(planetoid, "download_verified", fail)
+    return calls
+
+
+def _copy_cora(dest_root: Path, skip=()):
+    raw = dest_root / "Cora" / "raw"
+    raw.mkdir(parents=True)
+    for fname in raw_file_names("Cora"):
+        if fname not in skip:
+            shutil.copy(SHARED / "Cora" / "raw" / fname, raw / fname)
+    return raw
+
+
+@needs_data
+def test_cora_statistics_from_env_root_and_data_folder_untouched(cache, monkeypatch):
+    monkeypatch.setenv("GRAPH_RMA_DATA", str(SHARED.parent))
+    before = _snapshot(SHARED)
+    dataset = load_planetoid("Cora")
+    data = dataset[0]
+    assert (data.num_nodes, dataset.num_features, dataset.num_classes) == (2708, 1433, 7)
+    assert data.edge_index.shape == (2, 10556)
+    assert data.is_undirected()
+    assert [int(m.sum()) for m in (data.train_mask, data.val_mask, data.test_mask)] == [140, 500, 1000]
+    assert not bool((data.train_mask & data.val_mask).any() or (data.val_mask & data.test_mask).any())
+    # Processed into the cache, nothing written beside the read-only data.
+    assert (cache / "planetoid" / "Cora" / "processed").is_dir()
+    assert _snapshot(SHARED) == before
+    # A second load reuses the cache and gives the same graph.
+    again = load_planetoid("cora")[0]
+    assert bool((again.edge_index == data.edge_index).all()) and bool((again.x == data.x).all())
+
+
+@needs_data
+def test_read_only_root_is_not_written(tmp_path, cache):
+    root = tmp_path / "ro"
+    raw = _copy_cora(root)
+    before = _snapshot(root)
+    modes = []
+    for d in (raw, raw.parent, root):
+        modes.append((d, d.stat().st_mode))
+        d.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    try:
+        data = load_planetoid("Cora", root=root, download=False)[0]
+    finally:
+        for d, mode in modes:
+            d.chmod(mode)
+    assert data.num_nodes == 2708
+    assert _snapshot(root) == before
+    assert not (root / "Cora" / "processed").exists()
+
+
+@needs_data
+def test_missing_raw_file_is_named(tmp_path, cache, offline):
+    root = tmp_path / "planetoid"
+    _copy_cora(root, skip=("ind.cora.graph",))
+    with pytest.raises(DataNotFoundError, match=r"ind\.cora\.graph") as err:
+        load_planetoid("Cora", root=root)
+    assert offline == [f"{planetoid.PLANETOID_URL}/ind.cora.graph"]  # only the missing file was requested
+    assert "ind.cora.x" not in str(err.value)
+    with pytest.raises(DataNotFoundError, match=r"ind\.cora\.graph"):
+        load_planetoid("Cora", root=root, download=False)
+
+
+@needs_data
+def test_truncated_raw_file_is_named(tmp_path, cache):
+    root = tmp_path / "planetoid"
+    raw = _copy_cora(root)
+    blob = (raw / "ind.cora.tx").read_bytes()
+    (raw / "ind.cora.tx").write_bytes(blob[: len(blob) // 2])
+    with pytest.raises(DataNotFoundError, match=r"ind\.cora\.tx: truncated or corrupt"):
+        load_planetoid("Cora", root=root)
+    assert (raw / "ind.cora.tx").stat().st_size == len(blob) // 2  # the user's file is never overwritten
+
+
+def test_no_data_anywhere_gives_one_clear_error(tmp_path, cache, monkeypatch, offline):
+    monkeypatch.delenv("GRAPH_RMA_DATA", raising=False)
+    with pytest.raises(DataNotFoundError) as err:
+        load_planetoid("Cora")
+    msg = str(err.value)
+    assert "Cora/raw/ind.cora.x" in msg and "GRAPH_RMA_DATA" in msg and "root=" in msg
+    assert str(cache / "data" / "planetoid") in msg  # says where it looked
+    assert len(offline) == 1  # gave up after the first failed download
+
+
+@needs_data
+def test_download_is_checksum_verified(tmp_path, cache, monkeypatch):
+    # A "remote" served through file:// URLs: the real download code path, no network needed.
+    remote = tmp_path / "remote"
+    shutil.copytree(SHARED / "Cora" / "raw", remote)
+    monkeypatch.setattr(planetoid, "PLANETOID_URL", remote.as_uri())
+    monkeypatch.delenv("GRAPH_RMA_DATA", raising=False)
+    data = load_planetoid("Cora")[0]
+    assert data.num_nodes == 2708
+    assert sorted(p.name for p in (cache / "data" / "planetoid" / "Cora" / "raw").iterdir()) == sorted(
+        raw_file_names("Cora"))
+
+    # A corrupted remote file is rejected and not kept.
+    (remote / "ind.cora.y").write_bytes(b"not the real file")
+    root = tmp_path / "fresh"
+    with pytest.raises(DataNotFoundError, match=r"ind\.cora\.y.*checksum mismatch"):
+        load_planetoid("Cora", root=root)
+    assert not (root / "Cora" / "raw" / "ind.cora.y").exists()
+
+
+def test_unknown_name_is_a_value_error():
+    with pytest.raises(ValueError, match="name: expected one of"):
+        load_planetoid("PubMedX")
