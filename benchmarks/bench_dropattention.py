@@ -4,11 +4,9 @@ Both layers are timed in the same run, interleaved (stock, ours, stock, ours, ..
 printed. Graphs: a Cora-sized random graph (2708 nodes, 10556 edges, 1433 features, GAT 8 heads x 8 -> 7 classes)
 and a synthetic graph with 1M edges (100k nodes, 64 features, one GAT layer 8 heads x 8).
 
-    python benchmarks/bench_dropattention.py [--repeats 15] [--threads 2] [--skip-large]
+    python -m benchmarks.bench_dropattention [--repeats 15] [--threads 2] [--skip-large]
 """
 import argparse
-import statistics
-import time
 
 import torch
 import torch.nn.functional as F
@@ -17,13 +15,7 @@ from torch_geometric.nn import GATConv
 from graph_rma import DropAttention
 from graph_rma.nn import RepulsiveGATConv
 
-
-def random_graph(num_nodes, num_edges, num_features, num_classes, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(num_nodes, num_features, generator=g)
-    edge_index = torch.randint(0, num_nodes, (2, num_edges), generator=g)
-    y = torch.randint(0, num_classes, (num_nodes,), generator=g)
-    return x, edge_index, y
+from .common import compare, random_graph, train_step
 
 
 class Net(torch.nn.Module):
@@ -40,49 +32,15 @@ class Net(torch.nn.Module):
         return self.conv2(h, edge_index) if self.conv2 is not None else self.out(h)
 
 
-def step_fn(model, x, edge_index, y):
-    opt = torch.optim.Adam(model.parameters(), lr=0.005)
-
-    def step():
-        opt.zero_grad()
-        F.cross_entropy(model(x, edge_index), y).backward()
-        opt.step()
-
-    return step
-
-
-def compare(name, fns, repeats):
-    """Time each step function once per round, interleaved; print medians and ratios to the first entry.
-
-    ``ratio`` is the ratio of the medians; ``paired`` the median over rounds of the per-round ratio, which is more
-    robust when other processes share the CPU.
-    """
-    for fn in fns.values():  # warm-up
-        fn()
-    times = {k: [] for k in fns}
-    for _ in range(repeats):
-        for k, fn in fns.items():
-            t = time.perf_counter()
-            fn()
-            times[k].append(time.perf_counter() - t)
-    base_key = next(iter(fns))
-    print(f"\n{name}")
-    for k, v in times.items():
-        m = statistics.median(v)
-        paired = statistics.median(a / b for a, b in zip(v, times[base_key]))
-        print(f"  {k:<44s} {m * 1e3:9.2f} ms   ratio {m / statistics.median(times[base_key]):5.3f}"
-              f"   paired {paired:5.3f}")
-
-
 def run(graph, two_layers, variants, repeats, p):
     x, edge_index, y = graph
     classes = int(y.max()) + 1
     torch.manual_seed(0)
-    fns = {"GATConv, attention dropout": step_fn(Net(GATConv, x.size(1), classes, p, two_layers), x, edge_index, y)}
+    fns = {"GATConv, attention dropout": train_step(Net(GATConv, x.size(1), classes, p, two_layers), x, edge_index, y)}
     for label, drop in variants:
         torch.manual_seed(0)
         model = Net(RepulsiveGATConv, x.size(1), classes, p, two_layers, drop_attention=drop)
-        fns[f"RepulsiveGATConv, {label}"] = step_fn(model, x, edge_index, y)
+        fns[f"RepulsiveGATConv, {label}"] = train_step(model, x, edge_index, y)
     return fns
 
 

@@ -10,7 +10,7 @@ import argparse
 import torch
 from torch_geometric.nn import GATConv, GATv2Conv
 
-from benchmarks.bench_dropattention import compare, random_graph
+from .common import compare, random_graph
 from graph_rma.nn import RepulsiveGATConv, RepulsiveGATv2Conv
 
 

@@ -1,6 +1,6 @@
 """Full-batch training of a 2-layer repulsive GAT (SVGD on every layer) on synthetic graphs of growing size.
 
-    python benchmarks/bench_scaling.py [--edges 1e4 1e5 1e6 1e7] [--steps 3] [--out results/scaling]
+    python -m benchmarks.bench_scaling [--edges 1e4 1e5 1e6 1e7] [--steps 3] [--out results/scaling]
 
 Each size runs in its own process so that peak memory (max RSS on CPU, max allocated on GPU) is that size's own.
 Graphs have E edges over N = E / 10 nodes (average in-degree 10), 128 features, 7 classes; the model has 8 heads

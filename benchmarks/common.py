@@ -1,11 +1,16 @@
-"""Shared timing for the benchmark scripts: interleaved repeats, median, ratios against a peer in the same run."""
+"""Shared pieces of the benchmark scripts (run them as ``python -m benchmarks.<name>`` from the repo root).
+
+Every comparison is timed interleaved (A, B, C, A, B, C, ...) in one process, so that load changes on a shared
+machine hit every contender alike, and is reported as medians and ratios to the first contender.
+"""
 from __future__ import annotations
 
 import statistics
 import time
-from typing import Callable, Dict, Mapping
+from typing import Callable, Dict, Mapping, Optional
 
 import torch
+import torch.nn.functional as F
 
 
 def _sync() -> None:
@@ -13,21 +18,59 @@ def _sync() -> None:
         torch.cuda.synchronize()
 
 
-def interleaved_medians(fns: Mapping[str, Callable[[], object]], repeats: int = 30, warmup: int = 3) -> Dict[str, float]:
-    """Median seconds per call of each function, timing them in turn (A, B, C, A, B, C, ...) so that load
-    changes on a shared machine hit every contender alike."""
+def random_graph(num_nodes: int, num_edges: int, num_features: int, num_classes: int, seed: int = 0, device=None):
+    """Random features, edges and labels (a stand-in of a given size)."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(num_nodes, num_features, generator=g)
+    edge_index = torch.randint(0, num_nodes, (2, num_edges), generator=g)
+    y = torch.randint(0, num_classes, (num_nodes,), generator=g)
+    return x.to(device), edge_index.to(device), y.to(device)
+
+
+def train_step(model, x, edge_index, y, lr: float = 0.005, weight_decay: float = 0.0, sampler=None):
+    """A closure doing one full-batch training step (Adam), optionally with ``sampler(model)`` attached."""
+    opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+    if sampler is not None:
+        sampler(model).attach(opt)
+
+    def step():
+        opt.zero_grad()
+        F.cross_entropy(model(x, edge_index), y).backward()
+        opt.step()
+
+    return step
+
+
+def compare(name: Optional[str], fns: Mapping[str, Callable[[], object]], repeats: int = 30, warmup: int = 2,
+            baseline: Optional[str] = None) -> Dict[str, Dict[str, float]]:
+    """Time each function once per round, interleaved; print and return medians and ratios to ``baseline``
+    (default: the first entry).
+
+    ``ratio`` is the ratio of the medians; ``paired`` the median over rounds of the per-round ratio, which is more
+    robust when other processes share the CPU.
+    """
     for fn in fns.values():
         for _ in range(warmup):
             fn()
-    times: Dict[str, list] = {name: [] for name in fns}
+    times: Dict[str, list] = {k: [] for k in fns}
     for _ in range(repeats):
-        for name, fn in fns.items():
+        for k, fn in fns.items():
             _sync()
-            t0 = time.perf_counter()
+            t = time.perf_counter()
             fn()
             _sync()
-            times[name].append(time.perf_counter() - t0)
-    return {name: statistics.median(ts) for name, ts in times.items()}
+            times[k].append(time.perf_counter() - t)
+    base = baseline or next(iter(fns))
+    out = {}
+    if name:
+        print(f"\n{name}")
+    for k, v in times.items():
+        m = statistics.median(v)
+        paired = statistics.median(a / b for a, b in zip(v, times[base]))
+        out[k] = {"ms": 1e3 * m, "ratio": m / statistics.median(times[base]), "paired": paired}
+        if name is not None:
+            print(f"  {k:<44s} {m * 1e3:9.2f} ms   ratio {out[k]['ratio']:5.3f}   paired {paired:5.3f}")
+    return out
 
 
 def device_name() -> str:

@@ -198,6 +198,18 @@ def test_layer_drop_attention_is_finite_for_extreme_logits():
         conv.zero_grad()
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_layer_drop_attention_half_precision(dtype):
+    x, edge_index, _ = graph(6)
+    for cls in (RepulsiveGATConv, RepulsiveGATv2Conv):
+        for rescale in ("normalized", "inverse"):
+            conv = cls(5, 4, heads=3, drop_attention=DropAttention(0.9, window=2, rescale=rescale)).to(dtype)
+            out, (_, alpha) = conv(x.to(dtype), edge_index, return_attention_weights=True)
+            out.float().sum().backward()
+            assert out.dtype == alpha.dtype == dtype and torch.isfinite(out).all() and (alpha == 0).any()
+            assert all(torch.isfinite(p.grad).all() for p in conv.parameters())
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Heads as particles
 # ----------------------------------------------------------------------------------------------------------------

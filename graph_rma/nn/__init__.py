@@ -3,8 +3,9 @@ from torch_geometric.nn.conv import GATConv, GATv2Conv
 
 from ..convert import register_conversion
 from .gat_conv import RepulsiveGATConv, RepulsiveGATv2Conv
+from .graph_transformer import GraphTransformerEncoder, GraphTransformerLayer
 
 register_conversion(GATConv, RepulsiveGATConv.from_stock)
 register_conversion(GATv2Conv, RepulsiveGATv2Conv.from_stock)
 
-__all__ = ["RepulsiveGATConv", "RepulsiveGATv2Conv"]
+__all__ = ["RepulsiveGATConv", "RepulsiveGATv2Conv", "GraphTransformerLayer", "GraphTransformerEncoder"]

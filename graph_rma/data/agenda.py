@@ -1,0 +1,421 @@
+r"""AGENDA (Koncel-Kedziorski et al., NAACL 2019): scientific-abstract generation from knowledge graphs.
+
+Files (under ``resolve_root("agenda", root)``; see ``datasets/agenda.md``):
+
+* ``preprocessed.{train,val,test}.tsv``: one record per line, 6 tab-separated fields: title; entities separated
+  by ``" ; "``; one type tag per entity (``<task>``, ``<method>``, ...); triples ``"h r t"`` separated by ``" ; "``
+  (entity and ``relations.vocab`` indices); the abstract with entity mentions as ``<type_i>`` placeholders; a
+  sentence order field, which is ignored.
+* ``relations.vocab``: one relation name per line (``USED-FOR``, ``CONJUNCTION``, ...).
+* optionally ``unprocessed.{train,val,test}.json`` (the raw release): a list of objects with ``title``,
+  ``entities`` (list), ``types`` (space-separated), ``relations`` (``"head -- REL -- tail"`` strings) and
+  ``abstract`` (with ``<type_i>`` placeholders) or ``abstract_og`` (plain text, delexicalised here).
+
+Protocols (:func:`load_agenda`):
+
+* ``official``: ``preprocessed.train.tsv`` (38,720) / ``preprocessed.val.tsv`` (1,000) / ``preprocessed.test.tsv``
+  (1,000), as published.
+* ``offline`` (the default when the train file is absent): train on ``fake.train.tsv`` (100 records) plus 800 val
+  records, select on the remaining 200 val records (a fixed permutation, seed 0), test on the untouched official
+  test split. Scores under this protocol are **not comparable** to published AGENDA results (about 2.3% of the
+  training data).
+
+Malformed records raise :class:`AgendaFormatError` naming the file and line number.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+import torch
+from torch import Tensor
+from torch_geometric.data import Batch, Data
+
+from .graphs import Vocab, build_graphwriter_graph
+from .root import DataNotFoundError, missing_data_message, resolve_root
+
+__all__ = [
+    "AgendaFormatError",
+    "AgendaRecord",
+    "AgendaSplits",
+    "ENTITY_TYPES",
+    "read_relations",
+    "read_tsv",
+    "read_json",
+    "load_agenda",
+    "relexicalise",
+    "build_vocab",
+    "AgendaEncoder",
+    "collate",
+]
+
+ENTITY_TYPES = ("<task>", "<method>", "<metric>", "<material>", "<otherscientificterm>")
+PLACEHOLDER = re.compile(r"^<([a-z]+)_(\d+)>$")
+OFFLINE_DEV_SIZE = 200
+
+
+class AgendaFormatError(ValueError):
+    """A malformed AGENDA record; the message starts with ``file:line:``."""
+
+
+@dataclass
+class AgendaRecord:
+    """One AGENDA record. ``abstract`` is tokenised text with ``<type_i>`` placeholders (``i`` an entity index)."""
+
+    title: str
+    entities: List[str]
+    types: List[str]
+    triples: List[Tuple[int, int, int]]
+    abstract: str
+    source: str = ""
+
+    @property
+    def title_tokens(self) -> List[str]:
+        return self.title.lower().split()
+
+    @property
+    def abstract_tokens(self) -> List[str]:
+        return self.abstract.split()
+
+    def relexicalised(self) -> str:
+        """The abstract with every ``<type_i>`` replaced by entity ``i``'s text."""
+        return relexicalise(self.abstract_tokens, self.entities)
+
+
+def relexicalise(tokens: Sequence[str], entities: Sequence[str]) -> str:
+    """Replace each ``<type_i>`` placeholder by ``entities[i]`` (unknown indices are kept as they are)."""
+    out = []
+    for tok in tokens:
+        m = PLACEHOLDER.match(tok)
+        if m and int(m.group(2)) < len(entities):
+            out.append(entities[int(m.group(2))])
+        else:
+            out.append(tok)
+    return " ".join(out)
+
+
+def read_relations(path: Union[str, Path]) -> List[str]:
+    """Relation names, one per line (``relations.vocab``)."""
+    names = [line.strip() for line in Path(path).read_text(encoding="utf-8").split("\n") if line.strip()]
+    if not names:
+        raise AgendaFormatError(f"{path}: no relation names")
+    return names
+
+
+def _check_record(where: str, rec: AgendaRecord, num_relations: Optional[int]) -> None:
+    n = len(rec.entities)
+    if n == 0 or any(not e for e in rec.entities):
+        raise AgendaFormatError(f"{where}: empty entity list or empty entity string")
+    if len(rec.types) != n:
+        raise AgendaFormatError(f"{where}: {n} entities but {len(rec.types)} type tags")
+    for t in rec.types:
+        if t not in ENTITY_TYPES:
+            raise AgendaFormatError(f"{where}: unknown type tag {t!r} (expected one of {', '.join(ENTITY_TYPES)})")
+    for h, r, t in rec.triples:
+        if not (0 <= h < n and 0 <= t < n):
+            raise AgendaFormatError(f"{where}: triple '{h} {r} {t}' names an entity outside 0..{n - 1}")
+        if r < 0 or (num_relations is not None and r >= num_relations):
+            top = (num_relations or 1) - 1
+            raise AgendaFormatError(f"{where}: triple '{h} {r} {t}' names a relation outside 0..{top}")
+    if not rec.abstract.strip():
+        raise AgendaFormatError(f"{where}: empty abstract")
+    for tok in rec.abstract_tokens:
+        m = PLACEHOLDER.match(tok)
+        if m:
+            i = int(m.group(2))
+            if i >= n:
+                raise AgendaFormatError(f"{where}: placeholder {tok} but only {n} entities")
+            if f"<{m.group(1)}>" != rec.types[i]:
+                raise AgendaFormatError(f"{where}: placeholder {tok} but entity {i} has type {rec.types[i]}")
+
+
+def read_tsv(path: Union[str, Path], num_relations: Optional[int] = None) -> List[AgendaRecord]:
+    """Read a preprocessed AGENDA TSV file (6 tab-separated fields per line; see the module docstring)."""
+    path = Path(path)
+    records: List[AgendaRecord] = []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, start=1):
+            line = line.rstrip("\n")
+            if not line.strip():
+                continue
+            where = f"{path}:{lineno}"
+            fields = line.split("\t")
+            if len(fields) != 6:
+                raise AgendaFormatError(f"{where}: expected 6 tab-separated fields "
+                                        f"(title, entities, types, relations, abstract, sorder), got {len(fields)}")
+            title, ents, types, rels, abstract, _sorder = fields
+            triples: List[Tuple[int, int, int]] = []
+            for item in filter(None, (s.strip() for s in rels.split(";"))):
+                parts = item.split()
+                if len(parts) != 3 or not all(p.lstrip("-").isdigit() for p in parts):
+                    raise AgendaFormatError(f"{where}: relation {item!r} is not 'head relation tail' integers")
+                triples.append((int(parts[0]), int(parts[1]), int(parts[2])))
+            rec = AgendaRecord(
+                title=title.strip(),
+                entities=[e.strip() for e in ents.split(" ; ")] if ents.strip() else [],
+                types=types.split(),
+                triples=triples,
+                abstract=abstract.strip(),
+                source=where,
+            )
+            _check_record(where, rec, num_relations)
+            records.append(rec)
+    return records
+
+
+_TOKEN = re.compile(r"\w+(?:[-'.]\w+)*|[^\w\s]")
+
+
+def _tokenise(text: str) -> List[str]:
+    return _TOKEN.findall(text.lower())
+
+
+def _delexicalise(text: str, entities: Sequence[str], types: Sequence[str]) -> str:
+    """Replace entity mentions (longest first, whole tokens) in ``text`` by ``<type_i>`` placeholders."""
+    toks = _tokenise(text)
+    ents = sorted(((i, _tokenise(e)) for i, e in enumerate(entities)), key=lambda p: -len(p[1]))
+    out: List[str] = []
+    j = 0
+    while j < len(toks):
+        for i, et in ents:
+            if et and toks[j : j + len(et)] == et:
+                out.append(f"<{types[i][1:-1]}_{i}>")
+                j += len(et)
+                break
+        else:
+            out.append(toks[j])
+            j += 1
+    return " ".join(out)
+
+
+def read_json(path: Union[str, Path], relation_names: Sequence[str]) -> List[AgendaRecord]:
+    """Read the unprocessed AGENDA JSON form (a list of objects; see the module docstring).
+
+    Entities are lower-cased; relations ``"head -- REL -- tail"`` are resolved to indices by entity text and
+    relation name. ``abstract`` (with placeholders) is used when present, else ``abstract_og`` is tokenised and
+    delexicalised. Errors name the file and the record's position (``file:record N``).
+    """
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise AgendaFormatError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+    if not isinstance(data, list):
+        raise AgendaFormatError(f"{path}:1: expected a JSON list of records")
+    rel_index = {r.upper(): i for i, r in enumerate(relation_names)}
+    records = []
+    for k, obj in enumerate(data):
+        where = f"{path}:record {k}"
+        try:
+            entities = [" ".join(_tokenise(e)) if "<" not in e else e.lower().strip() for e in obj["entities"]]
+            types = obj["types"].split() if isinstance(obj["types"], str) else list(obj["types"])
+            ent_index = {e: i for i, e in enumerate(entities)}
+            triples = []
+            for rel in obj.get("relations", []):
+                parts = [p.strip() for p in rel.split(" -- ")]
+                if len(parts) != 3:
+                    raise AgendaFormatError(f"{where}: relation {rel!r} is not 'head -- REL -- tail'")
+                h, r, t = " ".join(_tokenise(parts[0])), parts[1].upper(), " ".join(_tokenise(parts[2]))
+                if h not in ent_index or t not in ent_index or r not in rel_index:
+                    raise AgendaFormatError(f"{where}: relation {rel!r} names an unknown entity or relation")
+                triples.append((ent_index[h], rel_index[r], ent_index[t]))
+            if "abstract_og" in obj and obj["abstract_og"]:
+                abstract = _delexicalise(obj["abstract_og"], entities, types)
+            else:
+                abstract = obj["abstract"].strip()
+            title = " ".join(_tokenise(obj["title"])) if "title" in obj else ""
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise AgendaFormatError(f"{where}: missing or malformed field ({exc!r})") from None
+        rec = AgendaRecord(title, entities, types, triples, abstract, source=where)
+        _check_record(where, rec, len(relation_names))
+        records.append(rec)
+    return records
+
+
+@dataclass
+class AgendaSplits:
+    """Train / dev / test records of one protocol, with the relation names and a one-line description."""
+
+    train: List[AgendaRecord]
+    dev: List[AgendaRecord]
+    test: List[AgendaRecord]
+    relation_names: List[str]
+    protocol: str
+    description: str = ""
+
+    def split(self, name: str) -> List[AgendaRecord]:
+        if name not in ("train", "dev", "val", "test"):
+            raise ValueError(f"split: expected train, dev (val) or test, got {name!r}")
+        return getattr(self, "dev" if name == "val" else name)
+
+
+def _read_split(root: Path, name: str, relation_names: Sequence[str]) -> Optional[List[AgendaRecord]]:
+    tsv, js = root / f"preprocessed.{name}.tsv", root / f"unprocessed.{name}.json"
+    if tsv.exists():
+        return read_tsv(tsv, len(relation_names))
+    if js.exists():
+        return read_json(js, relation_names)
+    return None
+
+
+def load_agenda(root=None, protocol: str = "auto", dev_size: int = OFFLINE_DEV_SIZE, seed: int = 0) -> AgendaSplits:
+    """Load AGENDA under ``protocol`` ``"official"``, ``"offline"`` or ``"auto"`` (official when the train file
+    exists). See the module docstring for the protocols; ``dev_size`` and ``seed`` fix the offline val split."""
+    if protocol not in ("auto", "official", "offline"):
+        raise ValueError(f"protocol: expected auto, official or offline, got {protocol!r}")
+    root = resolve_root("agenda", root)
+    rel_path = root / "relations.vocab"
+    if not rel_path.exists():
+        raise DataNotFoundError(missing_data_message("agenda", root, ["relations.vocab", "preprocessed.val.tsv",
+                                                                      "preprocessed.test.tsv"]))
+    relation_names = read_relations(rel_path)
+    val = _read_split(root, "val", relation_names)
+    test = _read_split(root, "test", relation_names)
+    if val is None or test is None:
+        raise DataNotFoundError(missing_data_message("agenda", root, ["preprocessed.val.tsv", "preprocessed.test.tsv"]))
+    train = _read_split(root, "train", relation_names)
+    if protocol == "auto":
+        protocol = "official" if train is not None else "offline"
+    if protocol == "official":
+        if train is None:
+            raise DataNotFoundError(missing_data_message("agenda", root, ["preprocessed.train.tsv"],
+                                                         hint="Use protocol='offline' without it."))
+        return AgendaSplits(train, val, test, relation_names, "official",
+                            f"official: train {len(train)}, val {len(val)}, test {len(test)}")
+    fake = root / "fake.train.tsv"
+    sample = read_tsv(fake, len(relation_names)) if fake.exists() else []
+    if not 0 < dev_size < len(val):
+        raise ValueError(f"dev_size: expected 0 < dev_size < {len(val)}, got {dev_size}")
+    order = torch.randperm(len(val), generator=torch.Generator().manual_seed(seed)).tolist()
+    dev_idx = set(order[len(val) - dev_size :])
+    train_val = [r for i, r in enumerate(val) if i not in dev_idx]
+    dev = [r for i, r in enumerate(val) if i in dev_idx]
+    desc = (f"offline: train = fake.train ({len(sample)}) + {len(train_val)} val records, dev = {len(dev)} val "
+            f"records (seed {seed}), test = official test ({len(test)}); not comparable to published scores")
+    return AgendaSplits(sample + train_val, dev, test, relation_names, "offline", desc)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Tensors
+# ------------------------------------------------------------------------------------------------------------------
+def build_vocab(records: Sequence[AgendaRecord], min_freq: int = 2, max_size: Optional[int] = None) -> Vocab:
+    """One vocabulary for titles, entity words and abstract words (placeholders excluded; type tags included)."""
+    def sents():
+        for r in records:
+            yield r.title_tokens
+            for e in r.entities:
+                yield e.split()
+            yield [t for t in r.abstract_tokens if not PLACEHOLDER.match(t)]
+
+    return Vocab.build(sents(), min_freq=min_freq, extra=ENTITY_TYPES, max_size=max_size)
+
+
+@dataclass
+class EncodedRecord:
+    graph: Data
+    entity_ids: List[List[int]]
+    type_ids: List[int]
+    title_ids: List[int]
+    target_in: List[int]
+    target_out: List[int]
+    record: AgendaRecord = field(repr=False, default=None)
+
+
+class AgendaEncoder:
+    """Turns records into ids: words through ``vocab``; a placeholder ``<type_i>`` in the abstract becomes output
+    id ``len(vocab) + i`` (copy entity ``i``) and decoder input id ``vocab[<type>]`` (its type tag).
+
+    Args:
+        max_target_len: cut abstracts to this many tokens (the cut abstract then has no ``</s>``); ``None`` keeps all.
+    """
+
+    def __init__(self, vocab: Vocab, relation_names: Sequence[str], max_target_len: Optional[int] = None) -> None:
+        self.vocab = vocab
+        self.relation_names = list(relation_names)
+        self.max_target_len = max_target_len
+
+    def encode(self, rec: AgendaRecord) -> EncodedRecord:
+        v = self.vocab
+        V = len(v)
+        toks = rec.abstract_tokens
+        cut = self.max_target_len is not None and len(toks) > self.max_target_len
+        if cut:
+            toks = toks[: self.max_target_len]
+        tin, tout = [v.bos_id], []
+        for tok in toks:
+            m = PLACEHOLDER.match(tok)
+            if m:
+                i = int(m.group(2))
+                tout.append(V + i)
+                tin.append(v.stoi.get(rec.types[i], v.unk_id))
+            else:
+                idx = v.stoi.get(tok, v.unk_id)
+                tout.append(idx)
+                tin.append(idx)
+        if cut:
+            tin = tin[:-1]
+        else:
+            tout.append(v.eos_id)
+        return EncodedRecord(
+            graph=build_graphwriter_graph(rec.entities, rec.triples, self.relation_names),
+            entity_ids=[v.encode(e.split()) or [v.unk_id] for e in rec.entities],
+            type_ids=[v.stoi.get(t, v.unk_id) for t in rec.types],
+            title_ids=v.encode(rec.title_tokens) or [v.unk_id],
+            target_in=tin,
+            target_out=tout,
+            record=rec,
+        )
+
+    def encode_all(self, records: Sequence[AgendaRecord]) -> List[EncodedRecord]:
+        return [self.encode(r) for r in records]
+
+    def decode(self, ids: Sequence[int], rec: AgendaRecord, relex: bool = True) -> str:
+        """Output ids -> text; copy ids become ``<type_i>`` or, with ``relex``, entity ``i``'s text."""
+        V = len(self.vocab)
+        toks = []
+        for i in ids:
+            if i == self.vocab.eos_id:
+                break
+            if i >= V:
+                e = i - V
+                toks.append(rec.entities[e] if relex else f"{rec.types[e][:-1]}_{e}>")
+            elif i not in (self.vocab.pad_id, self.vocab.bos_id):
+                toks.append(self.vocab.itos[i])
+        return " ".join(toks)
+
+
+def _pad(seqs: Sequence[Sequence[int]], value: int = 0) -> Tuple[Tensor, Tensor]:
+    lengths = torch.tensor([len(s) for s in seqs], dtype=torch.long)
+    out = torch.full((len(seqs), int(lengths.max()) if len(seqs) else 0), value, dtype=torch.long)
+    for i, s in enumerate(seqs):
+        out[i, : len(s)] = torch.tensor(s, dtype=torch.long)
+    return out, lengths
+
+
+def collate(items: Sequence[EncodedRecord]) -> Dict[str, Tensor]:
+    """A batch: the graphs as one PyG :class:`~torch_geometric.data.Batch` plus padded id tensors.
+
+    Keys: ``graph``; ``entity_tokens [sum n_b, Le]``, ``entity_lengths``; ``entity_types [B, Emax]``;
+    ``num_entities [B]``; ``title [B, Lt]``, ``title_lengths``; ``target_in``/``target_out [B, T]`` (0 = pad).
+    """
+    if not items:
+        raise ValueError("items: expected at least one encoded record")
+    ent_tokens, ent_lengths = _pad([e for it in items for e in it.entity_ids])
+    types, num_entities = _pad([it.type_ids for it in items])
+    title, title_lengths = _pad([it.title_ids for it in items])
+    tin, _ = _pad([it.target_in for it in items])
+    tout, _ = _pad([it.target_out for it in items])
+    return {
+        "graph": Batch.from_data_list([it.graph for it in items]),
+        "entity_tokens": ent_tokens,
+        "entity_lengths": ent_lengths,
+        "entity_types": types,
+        "num_entities": num_entities,
+        "title": title,
+        "title_lengths": title_lengths,
+        "target_in": tin,
+        "target_out": tout,
+    }

@@ -1,0 +1,51 @@
+"""Diagnostics for multi-head attention: head diversity, head redundancy, calibration, sweeps and pictures.
+
+* :mod:`.capture`: :class:`HeadCapture` records (and masks) the heads of a PyG attention layer or
+  ``nn.MultiheadAttention`` inside any model.
+* :mod:`.diversity`: Dist, Div (Lin et al.), Disagreement (Li et al.), per-head entropy; sparse and dense.
+* :mod:`.redundancy`: per-head masking drops (Michel et al., 2019).
+* :mod:`.calibration`: ECE, overconfidence error, predictive entropy and its empirical CDF.
+* :mod:`.sweep`: error versus the number of heads.
+* :mod:`.plots`: reliability diagram, drop histograms, entropy CDFs, sweep curves (PNG, Agg).
+* :mod:`.report`: everything above for a node-classification model, written as JSON + PNGs.
+"""
+from .calibration import (
+    CalibrationBins,
+    calibration_bins,
+    empirical_cdf,
+    expected_calibration_error,
+    overconfidence_error,
+    predictive_entropy,
+)
+from .capture import HeadCapture, num_heads
+from .diversity import attention_disagreement, attention_div, attention_entropy, head_distance, head_diversity
+from .plots import plot_entropy_cdf, plot_head_entropy, plot_head_importance, plot_heads_sweep, reliability_diagram
+from .redundancy import HeadImportance, head_importance, mask_heads
+from .report import node_classification_report
+from .sweep import heads_sweep
+
+__all__ = [
+    "CalibrationBins",
+    "HeadCapture",
+    "HeadImportance",
+    "attention_disagreement",
+    "attention_div",
+    "attention_entropy",
+    "calibration_bins",
+    "empirical_cdf",
+    "expected_calibration_error",
+    "head_distance",
+    "head_diversity",
+    "head_importance",
+    "heads_sweep",
+    "mask_heads",
+    "node_classification_report",
+    "num_heads",
+    "overconfidence_error",
+    "plot_entropy_cdf",
+    "plot_head_entropy",
+    "plot_head_importance",
+    "plot_heads_sweep",
+    "predictive_entropy",
+    "reliability_diagram",
+]

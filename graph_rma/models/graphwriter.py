@@ -1,0 +1,328 @@
+r"""A GraphWriter-style graph-to-text generator (Koncel-Kedziorski et al., NAACL 2019) on PyG batches.
+
+Encoder: entity strings and the title are each read by a BiLSTM over word embeddings (an entity's vector is the
+concatenation of the final forward and backward states); relation, inverse-relation and global nodes start from a
+learned embedding; a :class:`~graph_rma.nn.GraphTransformerEncoder` runs over the batched graph (one sparse call
+for all graphs, no per-example loop).
+
+Decoder: an LSTM cell with input feeding. At step :math:`t`, with :math:`y_{t-1}` embedded (a copied entity is
+fed back as its type tag, as in GraphWriter),
+
+.. math::
+    h_t = \mathrm{LSTM}([e(y_{t-1}); c_{t-1}], h_{t-1}),\quad
+    c_t = [\mathrm{Attn}(h_t, \text{graph nodes}); \mathrm{Attn}(h_t, \text{title})],\quad o_t = [h_t; c_t]
+
+and the output distribution mixes generation and copying with a switch :math:`s_t = \sigma(w^\top o_t)`:
+
+.. math::
+    p(y_t = w) = s_t\,\mathrm{softmax}(W o_t)_w,\qquad
+    p(y_t = \text{entity } i) = (1 - s_t)\,\mathrm{softmax}_i(g_i^\top U o_t)
+
+over the vocabulary and the record's entities :math:`g_i` (graph-encoded entity nodes). Output id
+``len(vocab) + i`` means "copy entity i"; relexicalisation replaces it by the entity's text.
+
+The decoder's attention (:class:`DecoderAttention`) registers no head layout, so the particle samplers act on
+the graph encoder's heads only, as in the repulsive-attention paper's GraphWriter experiment.
+
+The hidden state starts from the global node's final state (as in GraphWriter); the cell state starts at zero.
+"""
+from __future__ import annotations
+
+import math
+from typing import Dict, List, Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+from torch_geometric.utils import to_dense_batch
+
+from ..data.graphs import ENTITY, GLOBAL
+from ..nn.graph_transformer import GraphTransformerEncoder
+
+__all__ = ["DecoderAttention", "GraphWriter"]
+
+Memory = Dict[str, Tensor]
+
+
+class DecoderAttention(nn.Module):
+    r"""Multi-head scaled dot-product attention of one query vector per example over a padded memory.
+
+    ``forward(query [B, C], memory [B, S, C], mask [B, S] (True = real)) -> [B, C]``.
+    """
+
+    def __init__(self, channels: int, heads: int = 4) -> None:
+        super().__init__()
+        if channels % heads != 0:
+            raise ValueError(f"heads: {heads} does not divide channels={channels}")
+        self.heads, self.head_dim = heads, channels // heads
+        self.q = nn.Linear(channels, channels)
+        self.k = nn.Linear(channels, channels)
+        self.v = nn.Linear(channels, channels)
+        self.o = nn.Linear(channels, channels)
+
+    def project(self, memory: Tensor) -> Tuple[Tensor, Tensor]:
+        """Keys and values ``[B, H, S, d]`` (computed once per sequence and reused at every step)."""
+        B, S, _ = memory.shape
+        k = self.k(memory).view(B, S, self.heads, self.head_dim).transpose(1, 2)
+        v = self.v(memory).view(B, S, self.heads, self.head_dim).transpose(1, 2)
+        return k, v
+
+    def forward(self, query: Tensor, kv: Tuple[Tensor, Tensor], mask: Tensor) -> Tensor:
+        k, v = kv
+        B = query.size(0)
+        q = self.q(query).view(B, self.heads, 1, self.head_dim)
+        score = (q @ k.transpose(-1, -2)) / math.sqrt(self.head_dim)  # [B, H, 1, S]
+        score = score.masked_fill(~mask[:, None, None, :], float("-inf"))
+        out = torch.softmax(score, dim=-1) @ v  # [B, H, 1, d]
+        return self.o(out.reshape(B, -1))
+
+
+class GraphWriter(nn.Module):
+    r"""GraphWriter: graph-transformer encoder + LSTM decoder with attention over nodes and title, and copying.
+
+    Args:
+        vocab_size: size of the shared word vocabulary (titles, entity words, abstract words, type tags).
+        num_relations: number of relation types ``R`` (``2R + 1`` start embeddings: relations, inverses, global).
+        hidden: hidden size (GraphWriter: 500).
+        num_layers: graph-transformer blocks (GraphWriter: 6).
+        heads: encoder heads (GraphWriter: 4).
+        dropout: dropout in the encoder blocks and on the decoder output.
+        attention_dropout: dropout on encoder edge weights (training only).
+        decoder_heads: heads of the decoder's attention over nodes and title (GraphWriter: 4).
+        use_title: attend over the title (GraphWriter's ``-title``).
+        drop_attention: optional DropAttention module for the encoder's edge weights.
+        pad_id, bos_id, eos_id, unk_id: special ids of the vocabulary.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        num_relations: int,
+        hidden: int = 500,
+        num_layers: int = 6,
+        heads: int = 4,
+        dropout: float = 0.1,
+        attention_dropout: float = 0.1,
+        decoder_heads: int = 4,
+        use_title: bool = True,
+        drop_attention: Optional[nn.Module] = None,
+        pad_id: int = 0,
+        unk_id: int = 1,
+        bos_id: int = 2,
+        eos_id: int = 3,
+    ) -> None:
+        super().__init__()
+        if vocab_size <= 4:
+            raise ValueError(f"vocab_size: expected more than the 4 special tokens, got {vocab_size}")
+        if hidden % 2 != 0:
+            raise ValueError(f"hidden: expected an even size (two LSTM directions), got {hidden}")
+        self.vocab_size, self.num_relations, self.hidden = vocab_size, num_relations, hidden
+        self.use_title = use_title
+        self.pad_id, self.unk_id, self.bos_id, self.eos_id = pad_id, unk_id, bos_id, eos_id
+        self.embed = nn.Embedding(vocab_size, hidden, padding_idx=pad_id)
+        self.entity_lstm = nn.LSTM(hidden, hidden // 2, batch_first=True, bidirectional=True)
+        self.relation_embed = nn.Embedding(2 * num_relations + 1, hidden)
+        self.encoder = GraphTransformerEncoder(hidden, num_layers, heads, dropout, attention_dropout,
+                                               drop_attention=drop_attention)
+        ctx = 2 * hidden if use_title else hidden
+        if use_title:
+            self.title_lstm = nn.LSTM(hidden, hidden // 2, batch_first=True, bidirectional=True)
+            self.title_attn = DecoderAttention(hidden, decoder_heads)
+        self.graph_attn = DecoderAttention(hidden, decoder_heads)
+        self.cell = nn.LSTMCell(hidden + ctx, hidden)
+        self.drop = nn.Dropout(dropout)
+        self.switch = nn.Linear(hidden + ctx, 1)
+        self.generate = nn.Linear(hidden + ctx, vocab_size)
+        self.copy = nn.Linear(hidden + ctx, hidden)
+        nn.init.xavier_normal_(self.relation_embed.weight)
+
+    # --------------------------------------------------------------------------------------------------------------
+    def _bilstm(self, lstm: nn.LSTM, tokens: Tensor, lengths: Tensor) -> Tuple[Tensor, Tensor]:
+        packed = pack_padded_sequence(self.embed(tokens), lengths.cpu().clamp(min=1), batch_first=True,
+                                      enforce_sorted=False)
+        out, (h, _) = lstm(packed)
+        out, _ = pad_packed_sequence(out, batch_first=True, total_length=tokens.size(1))
+        return out, torch.cat([h[0], h[1]], dim=-1)
+
+    def encode(self, batch: Dict[str, Tensor], return_attention: bool = False) -> Memory:
+        """Encode a :func:`graph_rma.data.agenda.collate` batch into the decoder's memory."""
+        graph = batch["graph"]
+        kind = graph.node_kind
+        is_ent = kind == ENTITY
+        _, ent_vec = self._bilstm(self.entity_lstm, batch["entity_tokens"], batch["entity_lengths"])
+        if ent_vec.size(0) != int(is_ent.sum()):
+            raise ValueError("batch: entity_tokens rows do not match the graph's entity nodes")
+        ent_row = (is_ent.long().cumsum(0) - 1).clamp(min=0)
+        rel_vec = self.relation_embed(torch.where(is_ent, torch.zeros_like(graph.node_label), graph.node_label))
+        x = torch.where(is_ent.unsqueeze(-1), ent_vec[ent_row], rel_vec)
+        if return_attention:
+            nodes, attention = self.encoder(x, graph.edge_index, return_attention=True)
+        else:
+            nodes, attention = self.encoder(x, graph.edge_index), []
+        node_batch = graph.batch
+        mem_nodes, node_mask = to_dense_batch(nodes, node_batch)
+        ents, ent_mask = to_dense_batch(nodes[is_ent], node_batch[is_ent])
+        memory: Memory = {
+            "nodes": mem_nodes,
+            "node_mask": node_mask,
+            "node_kv": self.graph_attn.project(mem_nodes),
+            "entities": ents,
+            "entity_mask": ent_mask,
+            "entity_types": batch["entity_types"][:, : ents.size(1)],
+            "global": nodes[kind == GLOBAL],
+        }
+        if self.use_title:
+            title, _ = self._bilstm(self.title_lstm, batch["title"], batch["title_lengths"])
+            tmask = torch.arange(title.size(1), device=title.device)[None, :] < batch["title_lengths"][:, None]
+            memory.update(title=title, title_mask=tmask, title_kv=self.title_attn.project(title))
+        memory["attention"] = attention  # type: ignore[assignment]
+        return memory
+
+    def _context(self, h: Tensor, memory: Memory) -> Tensor:
+        ctx = self.graph_attn(h, memory["node_kv"], memory["node_mask"])
+        if self.use_title:
+            ctx = torch.cat([ctx, self.title_attn(h, memory["title_kv"], memory["title_mask"])], dim=-1)
+        return ctx
+
+    def init_state(self, memory: Memory) -> Tuple[Tensor, Tensor, Tensor]:
+        h = memory["global"]
+        return h, torch.zeros_like(h), self._context(h, memory)
+
+    def step(self, state: Tuple[Tensor, Tensor, Tensor], token: Tensor, memory: Memory):
+        """One decoder step: ``token [B]`` (input ids) -> new state and the output features ``o_t``."""
+        h, c, ctx = state
+        h, c = self.cell(torch.cat([self.embed(token), ctx], dim=-1), (h, c))
+        ctx = self._context(h, memory)
+        return (h, c, ctx), torch.cat([h, ctx], dim=-1)
+
+    def log_probs(self, out: Tensor, memory: Memory) -> Tensor:
+        """``[..., V + Emax]`` log-probabilities: vocabulary words, then "copy entity i" for each entity slot."""
+        out = self.drop(out)
+        s = self.switch(out)
+        gen = F.log_softmax(self.generate(out), dim=-1) + F.logsigmoid(s)
+        ents, mask = memory["entities"], memory["entity_mask"]
+        q = self.copy(out)
+        if q.dim() == 3:  # [B, T, C] x [B, E, C] -> [B, T, E]
+            score = q @ ents.transpose(1, 2)
+            score = score.masked_fill(~mask[:, None, :], float("-inf"))
+        else:
+            score = (ents @ q.unsqueeze(-1)).squeeze(-1).masked_fill(~mask, float("-inf"))
+        cp = F.log_softmax(score, dim=-1) + F.logsigmoid(-s)
+        return torch.cat([gen, cp], dim=-1)
+
+    def input_ids(self, token: Tensor, memory: Memory) -> Tensor:
+        """Output ids -> next input ids: a copy id ``V + i`` becomes entity ``i``'s type tag."""
+        V = self.vocab_size
+        is_copy = token >= V
+        ent = (token - V).clamp(min=0, max=memory["entity_types"].size(1) - 1)
+        tag = memory["entity_types"].gather(1, ent.unsqueeze(1)).squeeze(1)
+        return torch.where(is_copy, tag, token)
+
+    # --------------------------------------------------------------------------------------------------------------
+    def forward(self, batch: Dict[str, Tensor], return_attention: bool = False):
+        """Teacher-forced log-probabilities ``[B, T, V + Emax]`` for ``batch['target_in']``
+        (and the encoder's per-layer ``(alpha, index)`` pairs with ``return_attention=True``)."""
+        memory = self.encode(batch, return_attention=return_attention)
+        state = self.init_state(memory)
+        outs = []
+        for tok in batch["target_in"].t():
+            state, o = self.step(state, tok, memory)
+            outs.append(o)
+        logp = self.log_probs(torch.stack(outs, dim=1), memory)
+        return (logp, memory["attention"]) if return_attention else logp
+
+    def loss(self, batch: Dict[str, Tensor], return_attention: bool = False):
+        """Mean token negative log-likelihood of ``batch['target_out']`` (padding ignored)."""
+        out = self.forward(batch, return_attention=return_attention)
+        logp, attention = out if return_attention else (out, None)
+        tgt = batch["target_out"]
+        nll = F.nll_loss(logp.reshape(-1, logp.size(-1)), tgt.reshape(-1), ignore_index=self.pad_id)
+        return (nll, attention) if return_attention else nll
+
+    # --------------------------------------------------------------------------------------------------------------
+    def _banned(self, logp: Tensor, ban_unk: bool) -> Tensor:
+        logp[:, self.pad_id] = float("-inf")
+        logp[:, self.bos_id] = float("-inf")
+        if ban_unk:
+            logp[:, self.unk_id] = float("-inf")
+        return logp
+
+    @torch.no_grad()
+    def greedy(self, batch: Dict[str, Tensor], max_len: int = 200, ban_unk: bool = True) -> List[List[int]]:
+        """Greedy decoding; returns output ids per example (ending with ``</s>`` unless ``max_len`` was hit)."""
+        memory = self.encode(batch)
+        state = self.init_state(memory)
+        B = state[0].size(0)
+        token = torch.full((B,), self.bos_id, dtype=torch.long, device=state[0].device)
+        done = torch.zeros(B, dtype=torch.bool, device=token.device)
+        seqs: List[Tensor] = []
+        for _ in range(max_len):
+            state, o = self.step(state, self.input_ids(token, memory), memory)
+            logp = self._banned(self.log_probs(o, memory), ban_unk)
+            token = logp.argmax(-1).masked_fill(done, self.pad_id)
+            seqs.append(token)
+            done = done | (token == self.eos_id)
+            if bool(done.all()):
+                break
+        out = torch.stack(seqs, 1).tolist()
+        return [_strip(s, self.eos_id, self.pad_id) for s in out]
+
+    @torch.no_grad()
+    def beam_search(self, batch: Dict[str, Tensor], beam_size: int = 4, max_len: int = 200,
+                    length_penalty: float = 1.0, ban_unk: bool = True) -> List[List[int]]:
+        r"""Batched beam search. Hypotheses are ranked during search by total log-probability; finished ones stay
+        in the beam (extended by padding at no cost). The best of the final beam is chosen by
+        :math:`\log p / \mathrm{lp}(|y|)` with GNMT's :math:`\mathrm{lp}(n) = ((5 + n) / 6)^{\texttt{length\_penalty}}`
+        (``0`` = raw log-probability). ``beam_size=1`` is greedy decoding."""
+        if beam_size < 1:
+            raise ValueError(f"beam_size: expected >= 1, got {beam_size}")
+        if max_len < 1:
+            raise ValueError(f"max_len: expected >= 1, got {max_len}")
+        K = beam_size
+        memory = self.encode(batch)
+        B = memory["global"].size(0)
+        rep = torch.arange(B, device=memory["global"].device).repeat_interleave(K)
+        memory = {k: (tuple(t[rep] for t in v) if isinstance(v, tuple) else v[rep])
+                  for k, v in memory.items() if k != "attention"}
+        state = self.init_state(memory)
+        dev = state[0].device
+        scores = torch.zeros(B, K, device=dev)
+        scores[:, 1:] = float("-inf")
+        token = torch.full((B * K,), self.bos_id, dtype=torch.long, device=dev)
+        done = torch.zeros(B * K, dtype=torch.bool, device=dev)
+        lengths = torch.zeros(B * K, dtype=torch.long, device=dev)
+        seqs = torch.zeros(B * K, 0, dtype=torch.long, device=dev)
+        base = (torch.arange(B, device=dev) * K).unsqueeze(1)
+        for _ in range(max_len):
+            state, o = self.step(state, self.input_ids(token, memory), memory)
+            logp = self._banned(self.log_probs(o, memory), ban_unk)
+            W = logp.size(-1)
+            logp[done] = float("-inf")
+            logp[done, self.pad_id] = 0.0
+            total = (scores.view(-1, 1) + logp).view(B, K * W)
+            scores, idx = total.topk(K, dim=1)
+            src = (base + idx // W).view(-1)
+            token = (idx % W).view(-1)
+            state = tuple(s[src] for s in state)
+            prev_done = done[src]
+            lengths = lengths[src] + (~prev_done).long()
+            done = prev_done | (token == self.eos_id)
+            seqs = torch.cat([seqs[src], token.unsqueeze(1)], dim=1)
+            if bool(done.all()):
+                break
+        lp = ((5.0 + lengths.float()) / 6.0).pow(length_penalty).view(B, K)
+        best = (scores / lp).argmax(dim=1)
+        chosen = seqs.view(B, K, -1)[torch.arange(B, device=dev), best].tolist()
+        return [_strip(s, self.eos_id, self.pad_id) for s in chosen]
+
+
+def _strip(seq: List[int], eos: int, pad: int) -> List[int]:
+    out = []
+    for t in seq:
+        if t == pad:
+            break
+        out.append(t)
+        if t == eos:
+            break
+    return out

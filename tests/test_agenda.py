@@ -1,0 +1,163 @@
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from graph_rma.data import DataNotFoundError
+from graph_rma.data.agenda import (AgendaEncoder, AgendaFormatError, build_vocab, collate, load_agenda, read_json,
+                                   read_relations, read_tsv, relexicalise)
+from graph_rma.data.graphs import ENTITY, GLOBAL, INVERSE, RELATION, Vocab, build_graphwriter_graph
+
+FIXTURE = Path(__file__).resolve().parents[1] / "datasets" / "fixtures" / "agenda_tiny"
+RELATIONS = ["USED-FOR", "CONJUNCTION", "FEATURE-OF", "PART-OF", "COMPARE", "EVALUATE-FOR", "HYPONYM-OF"]
+
+
+def test_read_fixture():
+    assert read_relations(FIXTURE / "relations.vocab") == RELATIONS
+    recs = read_tsv(FIXTURE / "preprocessed.train.tsv", num_relations=7)
+    assert len(recs) == 6
+    r = recs[0]
+    assert r.title == "Fast Parsing with Graph Networks ."
+    assert r.entities == ["graph network", "dependency parsing", "accuracy"]
+    assert r.types == ["<method>", "<task>", "<metric>"]
+    assert r.triples == [(0, 0, 1), (2, 5, 0)]
+    assert r.relexicalised() == ("we use a graph network for dependency parsing . "
+                                 "the graph network improves accuracy .")
+    assert str(FIXTURE / "preprocessed.train.tsv") + ":1" == r.source
+
+
+def test_graph_construction_by_hand():
+    # entities 0,1,2; triples (0 USED-FOR 1), (2 EVALUATE-FOR 0)
+    g = build_graphwriter_graph(["a", "b", "c"], [(0, 0, 1), (2, 5, 0)], RELATIONS)
+    # nodes: 0,1,2 entities; 3 global; 4 USED-FOR, 5 USED-FOR^-1; 6 EVALUATE-FOR, 7 EVALUATE-FOR^-1
+    assert g.num_nodes == 8
+    assert g.node_kind.tolist() == [ENTITY] * 3 + [GLOBAL, RELATION, INVERSE, RELATION, INVERSE]
+    assert g.node_label.tolist() == [0, 1, 2, 14, 0, 7, 5, 12]
+    edges = set(map(tuple, g.edge_index.t().tolist()))
+    expected = {(0, 3), (3, 0), (1, 3), (3, 1), (2, 3), (3, 2)}  # global <-> every entity
+    expected |= {(0, 4), (4, 1), (1, 5), (5, 0)}  # a -> r -> b, b -> r_inv -> a
+    expected |= {(2, 6), (6, 0), (0, 7), (7, 2)}
+    expected |= {(i, i) for i in range(8)}  # self-loops
+    assert edges == expected
+    assert g.edge_index.size(1) == len(expected)  # no duplicates
+
+
+def test_graph_builder_rejects_bad_triples():
+    with pytest.raises(ValueError, match="entity"):
+        build_graphwriter_graph(["a"], [(0, 0, 3)], RELATIONS)
+    with pytest.raises(ValueError, match="relation"):
+        build_graphwriter_graph(["a", "b"], [(0, 9, 1)], RELATIONS)
+    with pytest.raises(ValueError, match="entities"):
+        build_graphwriter_graph([], [], RELATIONS)
+
+
+def _write_bad(tmp_path, lines):
+    p = tmp_path / "bad.tsv"
+    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return p
+
+
+def test_malformed_records_name_file_and_line(tmp_path):
+    good = (FIXTURE / "preprocessed.train.tsv").read_text(encoding="utf-8").split("\n")[:2]
+    p = _write_bad(tmp_path, good + ["only\tthree\tfields"])
+    with pytest.raises(AgendaFormatError, match=r"bad\.tsv:3: expected 6 tab-separated fields"):
+        read_tsv(p)
+    fields = good[0].split("\t")
+    cases = [
+        (fields[:3] + ["0 0 7"] + fields[4:], "entity outside"),
+        (fields[:3] + ["0 9 1"] + fields[4:], "relation outside"),
+        (fields[:3] + ["0 x 1"] + fields[4:], "not 'head relation tail'"),
+        (fields[:2] + ["<method> <task>"] + fields[3:], "3 entities but 2 type tags"),
+        (fields[:4] + ["we use <method_5> ."] + fields[5:], "placeholder <method_5>"),
+        (fields[:4] + ["we use <task_0> ."] + fields[5:], "entity 0 has type <method>"),
+    ]
+    for bad, msg in cases:
+        p = _write_bad(tmp_path, [good[1], "\t".join(bad)])
+        with pytest.raises(AgendaFormatError, match=r"bad\.tsv:2: .*" + msg.replace("<", "<")):
+            read_tsv(p, num_relations=7)
+    assert issubclass(AgendaFormatError, ValueError)
+
+
+def test_read_json_unprocessed_form(tmp_path):
+    data = [{"title": "Graph Networks for Parsing", "entities": ["Graph Network", "dependency parsing"],
+             "types": "<method> <task>", "relations": ["graph network -- USED-FOR -- dependency parsing"],
+             "abstract_og": "We use a graph network for dependency parsing."},
+            {"title": "T", "entities": ["x"], "types": "<method>", "relations": [], "abstract": "we use <method_0> ."}]
+    p = tmp_path / "unprocessed.val.json"
+    p.write_text(json.dumps(data), encoding="utf-8")
+    recs = read_json(p, RELATIONS)
+    assert recs[0].entities == ["graph network", "dependency parsing"]
+    assert recs[0].triples == [(0, 0, 1)]
+    assert recs[0].abstract == "we use a <method_0> for <task_1> ."
+    assert recs[1].abstract == "we use <method_0> ."
+    data[0]["relations"] = ["graph network -- LOVES -- dependency parsing"]
+    p.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(AgendaFormatError, match=r"unprocessed\.val\.json:record 0"):
+        read_json(p, RELATIONS)
+
+
+def test_protocols(tmp_path):
+    s = load_agenda(FIXTURE)
+    assert s.protocol == "official" and (len(s.train), len(s.dev), len(s.test)) == (6, 2, 2)
+    off = tmp_path / "agenda"
+    off.mkdir()
+    for name in ("relations.vocab", "preprocessed.val.tsv", "preprocessed.test.tsv"):
+        shutil.copy(FIXTURE / name, off / name)
+    shutil.copy(FIXTURE / "preprocessed.train.tsv", off / "fake.train.tsv")
+    s = load_agenda(off, dev_size=1)
+    assert s.protocol == "offline" and "not comparable" in s.description
+    # train = the 6-record sample + 1 of the 2 val records; dev = the other; test untouched
+    assert (len(s.train), len(s.dev), len(s.test)) == (7, 1, 2)
+    val_titles = {r.title for r in read_tsv(off / "preprocessed.val.tsv")}
+    assert {s.train[-1].title, s.dev[0].title} == val_titles
+    assert [r.title for r in s.test] == [r.title for r in read_tsv(off / "preprocessed.test.tsv")]
+    with pytest.raises(DataNotFoundError, match="preprocessed.train.tsv"):
+        load_agenda(off, protocol="official")
+    with pytest.raises(DataNotFoundError):
+        load_agenda(tmp_path / "nowhere")
+    with pytest.raises(ValueError, match="protocol"):
+        load_agenda(FIXTURE, protocol="mine")
+
+
+def test_env_root(monkeypatch, tmp_path):
+    (tmp_path / "agenda").symlink_to(FIXTURE)
+    monkeypatch.setenv("GRAPH_RMA_DATA", str(tmp_path))
+    assert len(load_agenda().train) == 6
+
+
+def test_encoder_and_collate():
+    s = load_agenda(FIXTURE)
+    vocab = build_vocab(s.train, min_freq=1)
+    assert vocab.itos[:4] == list(Vocab.SPECIALS) and "<method>" in vocab and "<method_0>" not in vocab
+    enc = AgendaEncoder(vocab, s.relation_names)
+    rec = s.train[4]  # "<method_0> are used for <task_1> ."
+    item = enc.encode(rec)
+    V = len(vocab)
+    assert item.target_out == [V + 0, vocab.stoi["are"], vocab.stoi["used"], vocab.stoi["for"], V + 1,
+                               vocab.stoi["."], vocab.eos_id]
+    assert item.target_in == [vocab.bos_id, vocab.stoi["<method>"], vocab.stoi["are"], vocab.stoi["used"],
+                              vocab.stoi["for"], vocab.stoi["<task>"], vocab.stoi["."]]
+    assert enc.decode(item.target_out, rec) == "deep networks are used for speech recognition ."
+    assert enc.decode(item.target_out, rec, relex=False) == rec.abstract
+    cut = AgendaEncoder(vocab, s.relation_names, max_target_len=3).encode(rec)
+    assert len(cut.target_in) == len(cut.target_out) == 3 and vocab.eos_id not in cut.target_out
+    items = enc.encode_all(s.train[:3])
+    b = collate(items)
+    assert b["graph"].num_graphs == 3
+    assert b["entity_tokens"].size(0) == sum(len(r.entities) for r in s.train[:3]) == int(
+        (b["graph"].node_kind == ENTITY).sum())
+    assert b["num_entities"].tolist() == [3, 3, 3]
+    assert b["target_in"].shape == b["target_out"].shape
+    assert relexicalise(["<task_1>", "x", "<task_9>"], ["a", "b c"]) == "b c x <task_9>"
+
+
+def test_same_graph_as_the_webnlg_builder():
+    from graph_rma.data.webnlg import build_graph
+
+    ents, triples = ["a", "b", "c", "d"], [(0, 2, 1), (3, 0, 0), (1, 6, 2)]
+    mine = build_graphwriter_graph(ents, triples, RELATIONS)
+    theirs = build_graph(ents, RELATIONS, triples)
+    assert torch.equal(mine.edge_index, theirs.edge_index)
+    assert torch.equal(mine.node_kind, theirs.node_kind)
