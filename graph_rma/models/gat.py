@@ -135,7 +135,8 @@ class GAT(nn.Module):
 
     @torch.no_grad()
     def head_outputs(self, x: Tensor, edge_index: Tensor) -> Tensor:
-        """First-layer head outputs ``[N, heads, hidden_channels]`` in the current mode (no gradient)."""
+        """First-layer head outputs ``[N, heads, hidden_channels]`` in the current mode (no gradient): ``conv1``'s
+        output split per head, its bias included (``graph_rma.diagnostics`` captures the messages before the bias)."""
         x = self._input_dropout(x)
         return self.conv1(x, edge_index).view(-1, self.heads, self.hidden_channels)
 
