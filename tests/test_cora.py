@@ -169,3 +169,19 @@ def test_every_full_study_variant_builds_on_the_gat():
         assert [(g.name, g.num_heads) for g in sampler.groups] == [("conv1", 8)]
         expected = 2 * 8 if v.roles == ("att_src", "att_dst") else 30 * 8 + 2 * 8
         assert sampler.groups[0].dim == expected
+
+
+def test_head_outputs_are_the_ones_the_diagnostics_capture():
+    from graph_rma.diagnostics.capture import HeadCapture
+    from graph_rma.diagnostics.diversity import head_distance as report_distance
+
+    torch.manual_seed(0)
+    x, ei = torch.rand(12, 10), torch.randint(0, 12, (2, 40))
+    model = GAT(10, 3)
+    torch.nn.init.normal_(model.conv1.bias)  # a non-zero bias must not count in the heads' outputs
+    model.eval()
+    with HeadCapture(model.conv1) as cap:
+        model(x, ei)
+    ours = model.head_outputs(x, ei)
+    assert torch.allclose(ours, cap.outputs, atol=1e-6)
+    assert head_distance(ours).item() == pytest.approx(report_distance(cap.outputs), rel=1e-5)

@@ -135,9 +135,13 @@ class GAT(nn.Module):
 
     @torch.no_grad()
     def head_outputs(self, x: Tensor, edge_index: Tensor) -> Tensor:
-        """First-layer head outputs ``[N, heads, hidden_channels]`` in the current mode (no gradient)."""
+        """First-layer head outputs ``[N, heads, hidden_channels]`` in the current mode (no gradient): each head's
+        aggregated messages, before ``conv1``'s bias (as :mod:`graph_rma.diagnostics` captures them)."""
         x = self._input_dropout(x)
-        return self.conv1(x, edge_index).view(-1, self.heads, self.hidden_channels)
+        out = self.conv1(x, edge_index)
+        if self.conv1.bias is not None:
+            out = out - self.conv1.bias
+        return out.view(-1, self.heads, self.hidden_channels)
 
     def __repr__(self) -> str:
         da = f", drop_attention={self.drop_attention}" if self.drop_attention else ""
