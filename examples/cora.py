@@ -12,8 +12,8 @@ import copy
 import torch
 import torch.nn.functional as F
 
-from graph_rma.cli.cora import SVGD, prepare_features
-from graph_rma.data.planetoid import load_planetoid
+from graph_rma.cli.cora import SVGD  # the chosen SVGD spec string of the benchmark
+from graph_rma.data.planetoid import load_planetoid, prepare_features
 from graph_rma.models import GAT
 from graph_rma.variants import make_sampler, parse_variant
 

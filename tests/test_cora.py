@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch_geometric.nn import GATConv
 
 from graph_rma.cli import cora
+from graph_rma.data.planetoid import prepare_features
 from graph_rma.diagnostics import head_distance
 from graph_rma.models.gat import GAT
 from graph_rma.training import load_checkpoint, read_json
@@ -96,7 +97,7 @@ def test_cli_end_to_end_writes_results_and_checkpoints(tmp_path, cache, capsys):
         model.load_state_dict(ckpt["model"])
         model.eval()
         with torch.no_grad():
-            logits = model(cora.prepare_features(data.x), data.edge_index)
+            logits = model(prepare_features(data.x), data.edge_index)
         for mask, key in ((data.val_mask, "val_acc"), (data.test_mask, "test_acc")):
             acc = (logits[mask].argmax(-1) == data.y[mask]).float().mean().item()
             assert acc == pytest.approx(ckpt["metrics"][key])

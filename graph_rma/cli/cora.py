@@ -36,6 +36,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import torch
 import torch.nn.functional as F
 
+from ..data.planetoid import prepare_features
 from ..data.root import DataNotFoundError
 from ..diagnostics import head_distance
 from ..models.gat import GAT
@@ -61,12 +62,6 @@ FULL_SEEDS = 20
 # ----------------------------------------------------------------------------------------------------------------
 # One run
 # ----------------------------------------------------------------------------------------------------------------
-def prepare_features(x: torch.Tensor) -> torch.Tensor:
-    """Row-normalise the bag-of-words features (the GAT paper's preprocessing) and store them sparse."""
-    x = x / x.sum(dim=1, keepdim=True).clamp(min=1e-12)
-    return x.to_sparse().coalesce()
-
-
 def _accuracy(logits: torch.Tensor, y: torch.Tensor, mask: torch.Tensor) -> float:
     return float((logits[mask].argmax(dim=-1) == y[mask]).float().mean())
 

@@ -43,7 +43,7 @@ def _planetoid_task(ckpt: Dict[str, Any], root: Optional[str]) -> ReportInputs:
     from ..data.planetoid import load_planetoid
     from ..models.gat import GAT
 
-    from .cora import prepare_features  # the features exactly as the pipeline trained on them
+    from ..data.planetoid import prepare_features  # the features exactly as the pipeline trained on them
 
     data = load_planetoid(ckpt.get("dataset", "Cora"), root=root)[0]
     model = GAT(**ckpt["model_kwargs"])

@@ -20,11 +20,12 @@ import tempfile
 from pathlib import Path
 from typing import Dict, Optional
 
+import torch
 from torch_geometric.datasets import Planetoid
 
 from .root import DataNotFoundError, PathLike, cache_dir, download_verified, missing_data_message, resolve_root, sha256sum
 
-__all__ = ["PLANETOID_URL", "PLANETOID_SHA256", "raw_file_names", "verify_raw", "load_planetoid"]
+__all__ = ["PLANETOID_URL", "PLANETOID_SHA256", "raw_file_names", "verify_raw", "load_planetoid", "prepare_features"]
 
 PLANETOID_URL = "https://github.com/kimiyoung/planetoid/raw/master/data"
 
@@ -150,3 +151,9 @@ def load_planetoid(name: str = "Cora", root: Optional[PathLike] = None, download
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return Planetoid(str(base), name, split="public")
+
+
+def prepare_features(x: torch.Tensor) -> torch.Tensor:
+    """Row-normalise the bag-of-words features (the GAT paper's preprocessing) and store them sparse."""
+    x = x / x.sum(dim=1, keepdim=True).clamp(min=1e-12)
+    return x.to_sparse().coalesce()
