@@ -39,7 +39,7 @@ def cora_like():
     try:
         from graph_rma.data.planetoid import load_planetoid  # the real graph when the data are there
 
-        data = load_planetoid("Cora")
+        data = load_planetoid("Cora")[0]
         return data.x, data.edge_index, data.y, "Cora"
     except Exception:
         return (*random_graph(2708, 10556, 1433, 7), "random Cora-sized graph")

@@ -177,20 +177,27 @@ def _rescale_dense(attn: Tensor, dropped: Tensor, p: float, rescale: str) -> Ten
 # ----------------------------------------------------------------------------------------------------------------
 # Sparse (edge-softmax weights)
 # ----------------------------------------------------------------------------------------------------------------
+def _element_order(src: Tensor, dst: Tensor, num_src: int, num_dst: int) -> Tuple[Tensor, Tensor]:
+    """``(perm, rank)``: the (destination, source)-sorted order of the edges and each sorted edge's position
+    among its destination's incoming edges. Each destination's incoming edges ordered by source id then form one
+    consecutive segment, along which element-mode windows run."""
+    key, perm = index_sort(dst * num_src + src, max_value=num_dst * num_src, stable=True)
+    ptr = cumsum(degree(dst, num_dst, dtype=torch.long))
+    rank = torch.arange(src.numel(), device=src.device) - ptr.index_select(0, torch.div(key, num_src, rounding_mode="floor"))
+    return perm, rank
+
+
 def _sparse_mask(src: Tensor, dst: Tensor, num_heads: int, num_src: int, num_dst: int, p: float, window: int,
-                 mode: str, generator: Optional[torch.Generator]) -> Tensor:
-    """Dropped mask ``[E, H]`` for edges ``src -> dst``."""
+                 mode: str, generator: Optional[torch.Generator],
+                 order: Optional[Tuple[Tensor, Tensor]] = None) -> Tensor:
+    """Dropped mask ``[E, H]`` for edges ``src -> dst`` (``order``: a precomputed :func:`_element_order`)."""
     E, device = src.numel(), src.device
     if mode == "column":
         dropped_nodes = draw_window_mask((num_heads, num_src), p, window, device, generator)  # [H, N_src]
         return _gather_rows(dropped_nodes.t().contiguous(), src)
     if window == 1:
         return draw_window_mask((num_heads, E), p, 1, device, generator).t().contiguous()
-    # Each destination's incoming edges ordered by source id form one consecutive segment of the
-    # (destination, source)-sorted edge list: draw and expand the windows in that order, then put rows back.
-    key, perm = index_sort(dst * num_src + src, max_value=num_dst * num_src, stable=True)
-    ptr = cumsum(degree(dst, num_dst, dtype=torch.long))
-    rank = torch.arange(E, device=device) - ptr.index_select(0, torch.div(key, num_src, rounding_mode="floor"))
+    perm, rank = order if order is not None else _element_order(src, dst, num_src, num_dst)
     dropped = draw_window_mask((num_heads, E), p, window, device, generator, rank)  # [H, E], sorted order
     return _scatter_rows(dropped.t().contiguous(), perm)
 
@@ -328,10 +335,15 @@ class DropAttention(nn.Module):
         super().__init__()
         _check_options(p, window, mode, rescale)
         self.p, self.window, self.mode, self.rescale = float(p), int(window), mode, rescale
+        self._order_cache: Optional[tuple] = None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """Nothing to reset: DropAttention has no parameters (present for a uniform layer API)."""
+        """DropAttention has no parameters; this clears the cached edge order."""
+        self._order_cache = None
+
+    def __deepcopy__(self, memo):  # converted layers each get their own module; the cache is not copied
+        return type(self)(self.p, self.window, self.mode, self.rescale).train(self.training)
 
     def forward(
         self,
@@ -346,13 +358,22 @@ class DropAttention(nn.Module):
         return drop_attention(attn, edge_index, self.p, self.window, self.mode, self.rescale, self.training,
                               num_nodes, generator)
 
-    def sparse(self, alpha: Tensor, src: Tensor, dst: Tensor, num_src: int, num_dst: int,
-               generator: Optional[torch.Generator] = None) -> Tensor:
-        """Fast path for layers: ``alpha`` ``[E, H]`` over edges ``src -> dst`` known to be valid (no checks)."""
-        if not self.training or self.p == 0.0:
-            return alpha
-        return _drop_sparse(alpha, src, dst, num_src, num_dst, self.p, self.window, self.mode, self.rescale,
-                            generator)
+    def _order(self, src: Tensor, dst: Tensor, num_src: int, num_dst: int) -> Optional[Tuple[Tensor, Tensor]]:
+        """The element-mode edge order for ``window > 1``, cached while the edges stay the same.
+
+        The cache is keyed by the edges' *content* (one ``torch.equal`` pass, much cheaper than the sort), so a
+        layer that rebuilds ``edge_index`` every call (e.g. adding self-loops) still hits it; it is bypassed under
+        ``torch.compile``.
+        """
+        if self.mode != "element" or self.window == 1 or _is_compiling():
+            return None
+        cached = self._order_cache
+        if (cached is not None and cached[0].shape == src.shape and cached[0].device == src.device
+                and cached[2:4] == (num_src, num_dst) and torch.equal(cached[0], src) and torch.equal(cached[1], dst)):
+            return cached[4]
+        order = _element_order(src, dst, num_src, num_dst)
+        self._order_cache = (src.detach().clone(), dst.detach().clone(), num_src, num_dst, order)
+        return order
 
     def sparse_softmax(self, logits: Tensor, src: Tensor, dst: Tensor, num_src: int, num_dst: int,
                        ptr: Optional[Tensor] = None, generator: Optional[torch.Generator] = None) -> Tensor:
@@ -365,12 +386,34 @@ class DropAttention(nn.Module):
         """
         if not self.training or self.p == 0.0 or logits.numel() == 0:
             return softmax(logits, dst, ptr, num_dst)
-        dropped = _sparse_mask(src, dst, logits.size(1), num_src, num_dst, self.p, self.window, self.mode, generator)
+        dropped = _sparse_mask(src, dst, logits.size(1), num_src, num_dst, self.p, self.window, self.mode, generator,
+                               self._order(src, dst, num_src, num_dst))
         if self.rescale == "inverse":
             return _rescale_sparse(softmax(logits, dst, ptr, num_dst), dropped, dst, num_dst, self.p, self.rescale)
         survivors = scatter((~dropped).to(torch.int32), dst, dim=0, dim_size=num_dst, reduce="sum")
         dropped = dropped & (survivors > 0).index_select(0, dst)
         return softmax(logits.masked_fill(dropped, float("-inf")), dst, ptr, num_dst)
+
+    def dense_softmax(self, scores: Tensor, generator: Optional[torch.Generator] = None) -> Tensor:
+        r"""Softmax over the last dimension of ``scores`` ``[..., L, S]`` followed by DropAttention, for layers.
+
+        Draws the same mask as :func:`drop_attention_dense`. With ``rescale="normalized"`` it is one softmax over
+        the surviving keys (dropped scores set to :math:`-\infty`): equal to renormalising the dropped softmax
+        weights, but finite with finite gradients when the survivors' weights underflow (very peaked rows). Rows
+        without a surviving finite score keep the plain softmax.
+        """
+        if not self.training or self.p == 0.0 or scores.numel() == 0:
+            return torch.softmax(scores, dim=-1)
+        if self.rescale == "inverse":
+            return drop_attention_dense(torch.softmax(scores, dim=-1), self.p, self.window, self.mode, self.rescale,
+                                        True, generator)
+        shape = tuple(scores.shape)
+        if self.mode == "column":
+            shape = shape[:-2] + (1, shape[-1])
+        dropped = draw_window_mask(shape, self.p, self.window, scores.device, generator)
+        masked = scores.masked_fill(dropped, float("-inf"))
+        alive = (masked > float("-inf")).any(dim=-1, keepdim=True)
+        return torch.softmax(torch.where(alive, masked, scores), dim=-1)
 
     def extra_repr(self) -> str:
         return f"p={self.p}, window={self.window}, mode={self.mode!r}, rescale={self.rescale!r}"

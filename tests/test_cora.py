@@ -9,7 +9,8 @@ import torch.nn.functional as F
 from torch_geometric.nn import GATConv
 
 from graph_rma.cli import cora
-from graph_rma.models.gat import GAT, head_distance
+from graph_rma.diagnostics import head_distance
+from graph_rma.models.gat import GAT
 from graph_rma.training import load_checkpoint, read_json
 
 SHARED = Path(os.environ.get("GRAPH_RMA_DATA", "/nonexistent")) / "planetoid"
@@ -21,9 +22,9 @@ def test_head_distance_hand_checked():
     # Node 0: heads at (0,0), (3,4), (0,4): pairwise distances 5, 4, 3 -> mean 4. Node 1: identical heads -> 0.
     out = torch.tensor([[[0.0, 0.0], [3.0, 4.0], [0.0, 4.0]],
                         [[1.0, 1.0], [1.0, 1.0], [1.0, 1.0]]])
-    assert head_distance(out).item() == pytest.approx(2.0)
-    assert head_distance(out[:1]).item() == pytest.approx(4.0)
-    with pytest.raises(ValueError, match="head_out"):
+    assert head_distance(out) == pytest.approx(2.0)
+    assert head_distance(out[:1]) == pytest.approx(4.0)
+    with pytest.raises(ValueError, match="heads"):
         head_distance(torch.zeros(4, 1, 3))
 
 

@@ -1,3 +1,4 @@
+import copy
 """DropAttention: window semantics against a direct loop, statistics, sparse == dense, gradients, edge cases."""
 import pytest
 import torch
@@ -377,3 +378,46 @@ def test_bad_shapes_raise_value_error():
     # a 1-D alpha is one head
     out = drop_attention(torch.rand(10), ei, 0.3, num_nodes=5, generator=gen(0))
     assert out.shape == (10,)
+
+
+def test_cached_edge_order_matches_uncached_and_follows_edge_changes():
+    from graph_rma.dropattention import _sparse_mask
+
+    g = torch.Generator().manual_seed(0)
+    N, E, H = 30, 200, 3
+    src, dst = torch.randint(0, N, (E,), generator=g), torch.randint(0, N, (E,), generator=g)
+    drop = DropAttention(0.4, window=3).train()
+
+    def masks(s, d, with_cache):
+        order = drop._order(s, d, N, N) if with_cache else None
+        return _sparse_mask(s, d, H, N, N, 0.4, 3, "element", torch.Generator().manual_seed(5), order)
+
+    assert torch.equal(masks(src, dst, True), masks(src, dst, False))
+    assert drop._order_cache is not None
+    cached = drop._order_cache[4]
+    assert drop._order(src.clone(), dst.clone(), N, N) is cached  # same content, new tensors: cache hit
+    src2 = src.flip(0)
+    assert torch.equal(masks(src2, dst, True), masks(src2, dst, False))  # changed edges: recomputed
+    assert drop._order(src2, dst, N, N) is not cached
+    assert copy.deepcopy(drop)._order_cache is None
+
+
+def test_dense_softmax_equals_drop_after_softmax_and_stays_finite_when_peaked():
+    drop = DropAttention(0.4, window=2, mode="element").train()
+    scores = torch.randn(2, 3, 5, 7, dtype=torch.float64, requires_grad=True)
+    a = drop.dense_softmax(scores, generator=torch.Generator().manual_seed(1))
+    b = drop_attention_dense(torch.softmax(scores, -1), 0.4, 2, "element", generator=torch.Generator().manual_seed(1))
+    assert torch.allclose(a, b)
+    # Very peaked rows (scores 0 and -95 in float32): when the peak is dropped the survivor's mass is denormal.
+    # Renormalising after the softmax then has non-finite gradients; the survivor softmax does not.
+    peaked = torch.tensor([[0.0, -95.0]]).repeat(200, 1).requires_grad_(True)
+    drop = DropAttention(0.5).train()
+    old = drop_attention_dense(torch.softmax(peaked, -1), 0.5, generator=torch.Generator().manual_seed(0))
+    (grad_old,) = torch.autograd.grad((old * torch.arange(2.0)).sum(), peaked)
+    assert not torch.isfinite(grad_old).all()
+    out = drop.dense_softmax(peaked, generator=torch.Generator().manual_seed(0))
+    (out * torch.arange(2.0)).sum().backward()
+    assert torch.isfinite(out).all() and torch.isfinite(peaked.grad).all()
+    assert torch.allclose(out.sum(-1), torch.ones(200))
+    assert torch.allclose(out.detach(), old.detach())  # same weights
+    assert torch.equal(drop.eval().dense_softmax(peaked), torch.softmax(peaked, -1))

@@ -156,3 +156,19 @@ def test_regularised_variant_uses_encoder_attention(tmp_path, data):
     summary = cli.train(dict(SMALL, epochs=1), tmp_path / "reg", FIXTURE, variant="reg:kind=frobenius,weight=0.01",
                         progress=False)
     assert summary["steps"] == 3 and math.isfinite(summary["best_dev_loss"])
+
+
+def test_head_diversity_command(tmp_path, capsys):
+    out = tmp_path / "run"
+    cli.train(dict(SMALL, epochs=1, heads=4), out, FIXTURE, variant="ma", progress=False)
+    capsys.readouterr()
+    assert cli.main(["heads", "--root", str(FIXTURE), "--out", str(out), "--split", "train"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["records"] == 6 and len(result["attention_cosine"]) == 1
+    model, _, _ = cli.load_model(out / "best.pt")
+    layer = model.encoder.layers[0]
+    lins = [layer.lin_query, layer.lin_key, layer.lin_value]
+    w = torch.cat([lin.weight.detach().view(4, -1) for lin in lins] + [lin.bias.detach().view(4, -1) for lin in lins], 1)
+    w = torch.nn.functional.normalize(w, dim=1)  # head h = rows h*d:(h+1)*d of each projection
+    expected = (w @ w.t())[torch.triu_indices(4, 4, 1).unbind()].mean()
+    assert result["head_parameter_cosine"] == pytest.approx(float(expected), abs=1e-5)

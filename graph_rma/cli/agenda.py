@@ -6,6 +6,7 @@ r"""``graph-rma agenda train|generate|evaluate``: GraphWriter on AGENDA with pla
     graph-rma agenda train    --out runs/agenda/svgd --variant svgd:alpha=0.1
     graph-rma agenda generate --out runs/agenda/ma   --split test --beam 4    # hyp/gold files side by side
     graph-rma agenda evaluate --out runs/agenda/ma   --split test             # generate if needed, then score
+    graph-rma agenda heads    --out runs/agenda/svgd                          # how alike the encoder heads are
     graph-rma agenda train    --preset full --out runs/agenda/full            # GraphWriter's size; for a GPU
 
 Training writes ``checkpoint.pt`` (everything needed to resume: weights, optimizer, sampler and RNG states, the
@@ -31,6 +32,7 @@ from ..data.agenda import AgendaEncoder, AgendaRecord, build_vocab, collate, loa
 from ..data.graphs import Vocab
 from ..metrics import evaluate_generation
 from ..models.graphwriter import GraphWriter
+from ..regularizers import disagreement, parameter_disagreement
 from ..training import (atomic_write_text, load_checkpoint, rng_state, save_checkpoint, seed_everything,
                         set_rng_state, write_json)
 from ..variants import make_drop_attention, make_sampler, parse_variant, regularization_loss
@@ -288,6 +290,23 @@ def evaluate(out: Path, split: str = "test", root=None, protocol: str = "auto", 
     return result
 
 
+@torch.no_grad()
+def head_diversity(out: Path, split: str = "test", root=None, protocol: str = "auto", limit: int = 200,
+                   checkpoint: Optional[Path] = None, splits=None, device: Optional[str] = None) -> Dict[str, Any]:
+    """How alike the encoder's heads are (mean pairwise cosine similarity over head pairs, as in
+    :func:`graph_rma.regularizers.disagreement`): of the head parameters (query/key/value rows), averaged over
+    layers, and of the attention weights ``[E, H]`` on the first ``limit`` graphs of ``split``, per layer."""
+    model, vocab, ck = load_model(checkpoint or Path(out) / "best.pt", device)
+    splits = splits or load_agenda(root, protocol)
+    items = AgendaEncoder(vocab, ck["relations"]).encode_all(splits.split(split)[:limit])
+    memory = model.encode(_to(collate(items), next(model.parameters()).device), return_attention=True)
+    result = {"variant": ck["variant"], "epoch": ck["epoch"], "records": len(items),
+              "head_parameter_cosine": float(parameter_disagreement(model.encoder)),
+              "attention_cosine": [float(disagreement(alpha.t(), head_dim=0)) for alpha, _ in memory["attention"]]}
+    write_json(Path(out) / f"heads.{split}.json", result)
+    return result
+
+
 # ----------------------------------------------------------------------------------------------------------------
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="graph-rma agenda", description=__doc__.split("\n")[0],
@@ -325,6 +344,10 @@ def _parser() -> argparse.ArgumentParser:
         if name == "evaluate":
             g.add_argument("--meteor", default="auto", choices=["auto", "meteor-1.5", "nltk", "none"])
             g.add_argument("--regenerate", action="store_true", help="decode again even if OUT/hyp.SPLIT.txt exists")
+    h = sub.add_parser("heads", parents=[common], help="head diversity of OUT/best.pt (parameters and attention)")
+    h.add_argument("--split", default="test", choices=["dev", "val", "test", "train"])
+    h.add_argument("--limit", type=int, default=200, help="graphs used for the attention similarity")
+    h.add_argument("--checkpoint", type=Path, default=None)
     return p
 
 
@@ -343,6 +366,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.evaluate:
             print(json.dumps(evaluate(args.out, "test", args.root, args.protocol, regenerate=True, progress=progress,
                                       device=args.device)))
+        return 0
+    if args.cmd == "heads":
+        print(json.dumps(head_diversity(args.out, args.split, args.root, args.protocol, args.limit, args.checkpoint,
+                                        device=args.device)))
         return 0
     kwargs = dict(checkpoint=args.checkpoint, beam=args.beam, max_len=args.max_len,
                   length_penalty=args.length_penalty, batch_size=args.batch_size, limit=args.limit, progress=progress,

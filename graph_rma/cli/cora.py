@@ -37,7 +37,8 @@ import torch
 import torch.nn.functional as F
 
 from ..data.root import DataNotFoundError
-from ..models.gat import GAT, head_distance
+from ..diagnostics import head_distance
+from ..models.gat import GAT
 from ..training import read_json, save_checkpoint, seed_everything, write_csv, write_json
 from ..variants import make_sampler, parse_variant, regularization_loss
 
@@ -126,7 +127,7 @@ def train_run(data, spec: str, seed: int, model_kwargs: Dict[str, Any], epochs: 
     model.load_state_dict(best_state)
     model.eval()
     with torch.no_grad():
-        dist = float(head_distance(model.head_outputs(x, ei)[test_mask]))
+        dist = head_distance(model.head_outputs(x, ei)[test_mask])
     metrics = {
         "test_acc": best["test_acc"], "val_acc": best["val_acc"], "val_loss": best["val_loss"],
         "best_epoch": best["epoch"], "epochs": epoch, "sec_per_epoch": seconds / max(epoch, 1), "dist": dist,

@@ -1,4 +1,5 @@
 """Reference models built from this package's layers (rebuildable from a checkpoint's ``model_kwargs``)."""
-from .gat import GAT, head_distance
+from .gat import GAT
+from .text import SelfAttentiveClassifier, TransformerClassifier
 
-__all__ = ["GAT", "head_distance"]
+__all__ = ["GAT", "SelfAttentiveClassifier", "TransformerClassifier"]

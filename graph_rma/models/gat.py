@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["GAT", "head_distance"]
+__all__ = ["GAT"]
 
 
 def _conv_class(v2: bool, drop_attention: Optional[Dict[str, Any]]):
@@ -144,18 +144,3 @@ class GAT(nn.Module):
         return (f"{type(self).__name__}({self.in_channels}, {self.out_channels}, hidden={self.hidden_channels}, "
                 f"heads={self.heads}, out_heads={self.out_heads}, dropout={self.dropout}, "
                 f"attn_dropout={self.attn_dropout}, v2={self.v2}{da})")
-
-
-def head_distance(head_out: Tensor) -> Tensor:
-    r"""The repulsive-attention paper's head diversity *Dist*: mean pairwise L2 distance between heads' outputs.
-
-    For head outputs :math:`o \in \mathbb{R}^{N \times H \times C}` (``N`` nodes, ``H`` heads),
-
-    .. math:: \mathrm{Dist} = \frac{1}{N} \sum_{n} \frac{2}{H (H - 1)} \sum_{i < j} \| o_{n i} - o_{n j} \|_2 .
-    """
-    if head_out.dim() != 3 or head_out.size(1) < 2:
-        raise ValueError(f"head_out: expected [N, H, C] with H >= 2 heads, got {list(head_out.shape)}")
-    H = head_out.size(1)
-    d = torch.cdist(head_out, head_out, compute_mode="donot_use_mm_for_euclid_dist")  # [N, H, H]
-    iu = torch.triu_indices(H, H, offset=1, device=head_out.device)
-    return d[:, iu[0], iu[1]].mean()

@@ -1,0 +1,247 @@
+r"""Sentence-classification sets of Kim (2014): TREC, MR and SST, with nltk tokenisation and a vocabulary.
+
+Files (Kim's / harvardnlp's ``*.all`` and ``stsa.*``, one ``<label> <text>`` per line) are read from ``root``,
+else ``$GRAPH_RMA_DATA/text`` (see ``datasets/text.md``):
+
+==========  =========================================  ===================================================
+dataset     files                                      splits
+==========  =========================================  ===================================================
+TREC        ``TREC/TREC.{train,test}.all``             train 5,452 / test 500, 6 coarse classes
+MR          ``MR/rt-polarity.all``                     10,662 sentences, no official split: 10 folds
+                                                       (sentence ``i`` in fold ``i % 10``); ``test`` is fold
+                                                       ``fold`` (1,067 or 1,066), ``train`` the other nine
+SST-2/1     ``SST-{2,1}/stsa.{binary,fine}.{train,dev,test}``   sentence level (no phrase-level training data)
+==========  =========================================  ===================================================
+
+Encoding: ``TREC.train.all`` and ``MR/*`` are not UTF-8 but Windows-1252 (a Latin-1 superset whose
+``0x85``, ``0x91``, ``0x96``, ``0x97`` are "…", "‘", "–", "—"). Every file is decoded as UTF-8 when that works,
+else as cp1252 (every byte of these files is defined there; latin-1 is the fallback), and split on ``"\n"``
+only, never ``str.splitlines()``, which would also break lines at U+0085.
+
+Tokenisation: :func:`nltk.word_tokenize` (Punkt sentence splitting from ``punkt_tab``, looked up in
+``$GRAPH_RMA_DATA/nltk_data`` as well as nltk's usual paths), lower-cased.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
+
+import torch
+from torch import Tensor
+
+from .root import DataNotFoundError, missing_data_message, resolve_root
+
+__all__ = [
+    "TextDataset",
+    "Vocabulary",
+    "load_trec",
+    "load_mr",
+    "load_sst",
+    "load_text_dataset",
+    "read_lines",
+    "tokenize",
+    "TREC_CLASSES",
+    "DATASETS",
+]
+
+TREC_CLASSES = ("DESC", "ENTY", "ABBR", "HUM", "LOC", "NUM")
+MR_CLASSES = ("negative", "positive")
+SST2_CLASSES = ("negative", "positive")
+SST1_CLASSES = ("very negative", "negative", "neutral", "positive", "very positive")
+MR_FOLDS = 10
+
+
+@dataclass
+class TextDataset:
+    """One split of a sentence-classification set: raw sentences, nltk tokens and integer labels."""
+
+    name: str
+    split: str
+    sentences: List[str]
+    labels: List[int]
+    classes: Tuple[str, ...]
+    tokens: List[List[str]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.sentences)
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.classes)
+
+    def label_counts(self) -> Dict[int, int]:
+        return dict(sorted(Counter(self.labels).items()))
+
+    def __repr__(self) -> str:
+        return f"TextDataset({self.name!r}, split={self.split!r}, size={len(self)}, classes={self.num_classes})"
+
+
+def read_lines(path: Union[str, os.PathLike]) -> List[str]:
+    """Non-empty lines of ``path``: UTF-8, else cp1252, else latin-1; split on ``"\\n"`` only."""
+    raw = Path(path).read_bytes()
+    for enc in ("utf-8", "cp1252", "latin-1"):
+        try:
+            text = raw.decode(enc)
+            break
+        except UnicodeDecodeError:
+            continue
+    return [line.rstrip("\r").strip() for line in text.split("\n") if line.strip()]
+
+
+_NLTK_READY: Optional[bool] = None
+
+
+def _nltk_ready() -> bool:
+    global _NLTK_READY
+    if _NLTK_READY is None:
+        import nltk
+
+        extra = resolve_root("nltk_data")
+        if extra.is_dir() and str(extra) not in nltk.data.path:
+            nltk.data.path.insert(0, str(extra))
+        try:
+            nltk.data.find("tokenizers/punkt_tab/english/")
+            _NLTK_READY = True
+        except LookupError:
+            warnings.warn("nltk punkt_tab not found ($GRAPH_RMA_DATA/nltk_data or nltk's paths): tokenising each "
+                          "sentence as one line (word_tokenize(preserve_line=True))")
+            _NLTK_READY = False
+    return _NLTK_READY
+
+
+def tokenize(sentence: str, lower: bool = True) -> List[str]:
+    """nltk's ``word_tokenize`` (Treebank words within Punkt sentences), lower-cased by default."""
+    import nltk
+
+    toks = nltk.word_tokenize(sentence, preserve_line=not _nltk_ready())
+    return [t.lower() for t in toks] if lower else toks
+
+
+def _labelled(path: Path, num_classes: int) -> Tuple[List[str], List[int]]:
+    sentences, labels = [], []
+    for n, line in enumerate(read_lines(path), 1):
+        head, _, text = line.partition(" ")
+        try:
+            y = int(head)
+        except ValueError:
+            raise ValueError(f"{path}:{n}: expected '<label> <text>', got {line[:40]!r}") from None
+        if not 0 <= y < num_classes:
+            raise ValueError(f"{path}:{n}: label {y} outside [0, {num_classes})")
+        sentences.append(text.strip())
+        labels.append(y)
+    return sentences, labels
+
+
+def _files(name: str, root: Optional[Union[str, os.PathLike]], rels: Sequence[str]) -> List[Path]:
+    base = resolve_root("text", root)
+    paths = [base / r for r in rels]
+    missing = [r for r, p in zip(rels, paths) if not p.is_file()]
+    if missing:
+        raise DataNotFoundError(missing_data_message(name, base, missing,
+                                                     "See datasets/text.md for the files and their checksums."))
+    return paths
+
+
+def _make(name, split, sentences, labels, classes, do_tokenize) -> TextDataset:
+    ds = TextDataset(name, split, sentences, labels, tuple(classes))
+    if do_tokenize:
+        ds.tokens = [tokenize(s) for s in sentences]
+    return ds
+
+
+def _check_split(split: str, allowed: Sequence[str]) -> None:
+    if split not in allowed:
+        raise ValueError(f"split: expected one of {tuple(allowed)}, got {split!r}")
+
+
+def load_trec(split: str = "train", root=None, tokenize: bool = True) -> TextDataset:
+    """TREC question classification, 6 coarse classes (:data:`TREC_CLASSES`): train 5,452, test 500."""
+    _check_split(split, ("train", "test"))
+    (path,) = _files("TREC", root, [f"TREC/TREC.{split}.all"])
+    s, y = _labelled(path, len(TREC_CLASSES))
+    return _make("TREC", split, s, y, TREC_CLASSES, tokenize)
+
+
+def load_mr(split: str = "train", fold: int = 0, root=None, tokenize: bool = True) -> TextDataset:
+    """Movie-review polarity (Pang & Lee 2005), 10,662 sentences; fixed 10-fold split by line number.
+
+    Sentence ``i`` (0-based line of ``rt-polarity.all``, negatives first) belongs to fold ``i % 10``;
+    ``split="test"`` is fold ``fold``, ``"train"`` the other nine, ``"all"`` everything.
+    """
+    _check_split(split, ("train", "test", "all"))
+    if isinstance(fold, bool) or not isinstance(fold, int) or not 0 <= fold < MR_FOLDS:
+        raise ValueError(f"fold: expected an int in [0, {MR_FOLDS}), got {fold!r}")
+    (path,) = _files("MR", root, ["MR/rt-polarity.all"])
+    s, y = _labelled(path, 2)
+    if split != "all":
+        keep = [i for i in range(len(s)) if (i % MR_FOLDS == fold) == (split == "test")]
+        s, y = [s[i] for i in keep], [y[i] for i in keep]
+    return _make("MR", split if split == "all" else f"{split}[fold={fold}]", s, y, MR_CLASSES, tokenize)
+
+
+def load_sst(split: str = "train", fine: bool = False, root=None, tokenize: bool = True) -> TextDataset:
+    """Stanford Sentiment Treebank at sentence level: SST-2 (``fine=False``) or SST-1 (5 classes)."""
+    _check_split(split, ("train", "dev", "test"))
+    folder, stem, classes = ("SST-1", "fine", SST1_CLASSES) if fine else ("SST-2", "binary", SST2_CLASSES)
+    (path,) = _files(folder, root, [f"{folder}/stsa.{stem}.{split}"])
+    s, y = _labelled(path, len(classes))
+    return _make(folder, split, s, y, classes, tokenize)
+
+
+DATASETS = ("trec", "mr", "sst2", "sst1")
+
+
+def load_text_dataset(name: str, split: str, root=None, tokenize: bool = True, fold: int = 0) -> TextDataset:
+    """By name: ``trec``, ``mr`` (``fold``), ``sst2``, ``sst1``."""
+    key = name.lower().replace("-", "")
+    if key == "trec":
+        return load_trec(split, root, tokenize)
+    if key == "mr":
+        return load_mr(split, fold, root, tokenize)
+    if key in ("sst2", "sst1"):
+        return load_sst(split, key == "sst1", root, tokenize)
+    raise ValueError(f"name: expected one of {DATASETS}, got {name!r}")
+
+
+class Vocabulary:
+    """Token -> id map with ``<pad>`` = 0 and ``<unk>`` = 1, built from training tokens."""
+
+    PAD, UNK = 0, 1
+
+    def __init__(self, tokens: Iterable[str] = ()) -> None:
+        self.itos: List[str] = ["<pad>", "<unk>"]
+        self.stoi: Dict[str, int] = {t: i for i, t in enumerate(self.itos)}
+        for t in tokens:
+            if t not in self.stoi:
+                self.stoi[t] = len(self.itos)
+                self.itos.append(t)
+
+    @classmethod
+    def build(cls, sentences: Iterable[Sequence[str]], min_freq: int = 1) -> "Vocabulary":
+        """Tokens occurring at least ``min_freq`` times, most frequent first (ties by first occurrence)."""
+        if min_freq < 1:
+            raise ValueError(f"min_freq: expected >= 1, got {min_freq}")
+        counts = Counter(t for s in sentences for t in s)
+        return cls(t for t, c in counts.most_common() if c >= min_freq)
+
+    def __len__(self) -> int:
+        return len(self.itos)
+
+    def encode(self, tokens: Sequence[str]) -> List[int]:
+        return [self.stoi.get(t, self.UNK) for t in tokens]
+
+    def batch(self, sentences: Sequence[Sequence[str]], max_len: Optional[int] = None) -> Tensor:
+        """``[B, n]`` LongTensor of ids, right-padded with 0 (``n`` = longest sentence, capped at ``max_len``)."""
+        ids = [self.encode(s)[:max_len] if max_len else self.encode(s) for s in sentences]
+        n = max(1, max((len(i) for i in ids), default=1))
+        out = torch.zeros(len(ids), n, dtype=torch.long)
+        for r, row in enumerate(ids):
+            if row:
+                out[r, : len(row)] = torch.tensor(row, dtype=torch.long)
+            else:  # an empty sentence becomes one <unk> so that attention has a key
+                out[r, 0] = self.UNK
+        return out
