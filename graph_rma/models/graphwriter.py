@@ -3,8 +3,8 @@ r"""A GraphWriter-style graph-to-text generator (Koncel-Kedziorski et al., NAACL
 Encoder: entity strings and the title are each read by a BiLSTM over word embeddings (an entity's vector is the
 concatenation of the final forward and backward states); relation, inverse-relation and global nodes start from a
 learned embedding (plus, when the batched graph carries ``node_tokens [N, L]`` as WebNLG's open-vocabulary relations
-do, the entity BiLSTM's reading of the node's text); a :class:`~graph_rma.nn.GraphTransformerEncoder` runs over the batched graph (one sparse call
-for all graphs, no per-example loop).
+do, the entity BiLSTM's reading of the node's text); a :class:`~graph_rma.nn.GraphTransformerEncoder` runs over the
+batched graph (one sparse call for all graphs, no per-example loop).
 
 Decoder: an LSTM cell with input feeding. At step :math:`t`, with :math:`y_{t-1}` embedded (a copied entity is
 fed back as its type tag, as in GraphWriter),
