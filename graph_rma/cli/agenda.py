@@ -117,9 +117,10 @@ def dev_loss(model: GraphWriter, items, batch_size: int) -> float:
 def train(config: Dict[str, Any], out: Path, root=None, protocol: str = "auto", variant: str = "ma", seed: int = 0,
           max_train: Optional[int] = None, max_dev: Optional[int] = None, save_every: int = 0,
           stop_after: Optional[int] = None, progress: bool = True, splits=None,
-          device: Optional[str] = None) -> Dict[str, Any]:
+          device: Optional[str] = None, make_vocab=build_vocab, make_encoder=AgendaEncoder) -> Dict[str, Any]:
     """Train (or resume) into ``out``; returns the run summary. ``stop_after`` ends the run after that many
-    optimizer steps in this call (to simulate a kill in tests)."""
+    optimizer steps in this call (to simulate a kill in tests). ``make_vocab(records, min_freq)`` and
+    ``make_encoder(vocab, relation_names, max_target_len=None)`` let another dataset (WebNLG) reuse this loop."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     v = parse_variant(variant)
@@ -136,9 +137,9 @@ def train(config: Dict[str, Any], out: Path, root=None, protocol: str = "auto", 
         vocab = Vocab.from_list(ckpt["vocab"])
     else:
         seed_everything(seed)
-        vocab = build_vocab(train_recs, min_freq=config["min_freq"])
-    train_items = AgendaEncoder(vocab, splits.relation_names, config["max_target_len"]).encode_all(train_recs)
-    dev_items = AgendaEncoder(vocab, splits.relation_names).encode_all(dev_recs)
+        vocab = make_vocab(train_recs, min_freq=config["min_freq"])
+    train_items = make_encoder(vocab, splits.relation_names, config["max_target_len"]).encode_all(train_recs)
+    dev_items = make_encoder(vocab, splits.relation_names).encode_all(dev_recs)
     dev = _device(device)
     model = build_model(config, len(vocab), len(splits.relation_names), v.spec).to(dev)
     optimizer = _optimizer(config, model)

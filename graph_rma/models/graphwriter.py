@@ -2,8 +2,9 @@ r"""A GraphWriter-style graph-to-text generator (Koncel-Kedziorski et al., NAACL
 
 Encoder: entity strings and the title are each read by a BiLSTM over word embeddings (an entity's vector is the
 concatenation of the final forward and backward states); relation, inverse-relation and global nodes start from a
-learned embedding; a :class:`~graph_rma.nn.GraphTransformerEncoder` runs over the batched graph (one sparse call
-for all graphs, no per-example loop).
+learned embedding (plus, when the batched graph carries ``node_tokens [N, L]`` as WebNLG's open-vocabulary relations
+do, the entity BiLSTM's reading of the node's text); a :class:`~graph_rma.nn.GraphTransformerEncoder` runs over the
+batched graph (one sparse call for all graphs, no per-example loop).
 
 Decoder: an LSTM cell with input feeding. At step :math:`t`, with :math:`y_{t-1}` embedded (a copied entity is
 fed back as its type tag, as in GraphWriter),
@@ -145,6 +146,16 @@ class GraphWriter(nn.Module):
         out, _ = pad_packed_sequence(out, batch_first=True, total_length=tokens.size(1))
         return out, torch.cat([h[0], h[1]], dim=-1)
 
+    def _node_text(self, node_tokens: Tensor, like: Tensor) -> Tensor:
+        """``[N, C]``: the entity BiLSTM's reading of each node's token ids ``node_tokens [N, L]`` (0 = padding);
+        zero for nodes without text."""
+        lengths = (node_tokens != self.pad_id).sum(-1)
+        has = lengths > 0
+        out = torch.zeros_like(like)
+        if bool(has.any()):
+            out[has] = self._bilstm(self.entity_lstm, node_tokens[has], lengths[has])[1]
+        return out
+
     def encode(self, batch: Dict[str, Tensor], return_attention: bool = False) -> Memory:
         """Encode a :func:`graph_rma.data.agenda.collate` batch into the decoder's memory."""
         graph = batch["graph"]
@@ -155,6 +166,9 @@ class GraphWriter(nn.Module):
             raise ValueError("batch: entity_tokens rows do not match the graph's entity nodes")
         ent_row = (is_ent.long().cumsum(0) - 1).clamp(min=0)
         rel_vec = self.relation_embed(torch.where(is_ent, torch.zeros_like(graph.node_label), graph.node_label))
+        node_tokens = getattr(graph, "node_tokens", None)
+        if node_tokens is not None:  # open-vocabulary relations (WebNLG): add the BiLSTM reading of the node's text
+            rel_vec = rel_vec + self._node_text(node_tokens, rel_vec)
         x = torch.where(is_ent.unsqueeze(-1), ent_vec[ent_row], rel_vec)
         if return_attention:
             nodes, attention = self.encoder(x, graph.edge_index, return_attention=True)

@@ -1,0 +1,219 @@
+r"""``graph-rma webnlg train|generate|evaluate``: GraphWriter on WebNLG 2017 with plain or repulsive encoder heads.
+
+::
+
+    graph-rma webnlg train    --out runs/webnlg/ma   --variant ma              # CPU default
+    graph-rma webnlg train    --out runs/webnlg/svgd --variant svgd:alpha=0.1
+    graph-rma webnlg generate --out runs/webnlg/ma   --split test              # hypotheses + all references
+    graph-rma webnlg evaluate --out runs/webnlg/ma   --split test              # multi-reference; all/seen/unseen
+    graph-rma webnlg train    --preset full --out runs/webnlg/full             # GraphWriter's size; for a GPU
+
+Training is AGENDA's loop (:func:`graph_rma.cli.agenda.train`, the same ``checkpoint.pt`` / ``best.pt``, progress
+bars and exact resume) on :func:`graph_rma.data.webnlg.load_webnlg_splits`: one training example per (entry,
+reference) pair, relations read from their words (open vocabulary), entities copied through ``<ent_i>``
+placeholders. Evaluation scores every test entry against **all** its references (BLEU, METEOR, ROUGE of
+:func:`graph_rma.metrics.evaluate_generation`, ``tokenize="nltk"``) and reports ``all``, ``seen`` and ``unseen``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+from tqdm.auto import tqdm
+
+from ..data.agenda import collate
+from ..data.webnlg import WebNLGEncoder, build_webnlg_vocab, load_webnlg_splits
+from ..metrics import evaluate_generation
+from ..metrics.generation import Meteor15, java_available
+from ..training import atomic_write_text, write_json
+from . import agenda as _agenda
+from .agenda import _batches, _to, load_model
+
+PRESETS: Dict[str, Dict[str, Any]] = {
+    # small enough to train on 2 CPU cores in about half an hour (see the README for the measured time)
+    "cpu": dict(hidden=128, layers=2, heads=4, dropout=0.1, attention_dropout=0.1, decoder_heads=4, epochs=2,
+                batch_size=32, optimizer="adam", lr=2e-3, momentum=0.9, clip=1.0, min_freq=2,
+                max_target_len=60, beam=1, max_len=60, length_penalty=1.0),
+    # GraphWriter's configuration (hidden 500, 6 blocks, 4 heads, SGD 0.1 momentum 0.9, clip 1, batch 32, 20 epochs)
+    "full": dict(hidden=500, layers=6, heads=4, dropout=0.1, attention_dropout=0.1, decoder_heads=4, epochs=20,
+                 batch_size=32, optimizer="sgd", lr=0.1, momentum=0.9, clip=1.0, min_freq=2,
+                 max_target_len=None, beam=4, max_len=100, length_penalty=1.0),
+}
+SUBSETS = ("all", "seen", "unseen")
+
+
+def train(config: Dict[str, Any], out: Path, root=None, variant: str = "ma", seed: int = 0,
+          max_train: Optional[int] = None, max_dev: Optional[int] = None, save_every: int = 0,
+          stop_after: Optional[int] = None, progress: bool = True, splits=None,
+          device: Optional[str] = None) -> Dict[str, Any]:
+    """Train (or resume) into ``out`` with :func:`graph_rma.cli.agenda.train`; ``max_train`` counts entries."""
+    splits = splits or load_webnlg_splits(root, max_train=max_train)
+    return _agenda.train(config, out, variant=variant, seed=seed, max_dev=max_dev, save_every=save_every,
+                         stop_after=stop_after, progress=progress, splits=splits, device=device,
+                         make_vocab=build_webnlg_vocab, make_encoder=WebNLGEncoder)
+
+
+def generate(out: Path, split: str = "test", root=None, checkpoint: Optional[Path] = None,
+             beam: Optional[int] = None, max_len: Optional[int] = None, length_penalty: Optional[float] = None,
+             batch_size: int = 32, limit: Optional[int] = None, progress: bool = True, splits=None,
+             device: Optional[str] = None) -> Dict[str, Path]:
+    """Decode one record per entry of ``split`` with the best model; writes ``hyp.<split>.txt`` (relexicalised,
+    lower-cased tokens), ``hyp.<split>.delex.txt``, ``refs.<split>.json`` (per line of the hypotheses: eid,
+    category, seen, all references) and ``side_by_side.<split>.tsv``."""
+    out = Path(out)
+    model, vocab, ck = load_model(checkpoint or out / "best.pt", device)
+    dev = next(model.parameters()).device
+    cfg = ck["config"]
+    beam = beam or cfg["beam"]
+    max_len = max_len or cfg["max_len"]
+    length_penalty = cfg["length_penalty"] if length_penalty is None else length_penalty
+    splits = splits or load_webnlg_splits(root)
+    recs = _entries(splits, split)[:limit] if limit else _entries(splits, split)
+    enc = WebNLGEncoder(vocab, ck["relations"])
+    items = enc.encode_all(recs)
+    hyps: List[List[int]] = []
+    for idx in tqdm(_batches(len(items), batch_size), desc=f"decoding {split}", disable=not progress, leave=False):
+        batch = _to(collate([items[i] for i in idx]), dev)
+        if beam == 1:
+            hyps += model.greedy(batch, max_len=max_len)
+        else:
+            hyps += model.beam_search(batch, beam_size=beam, max_len=max_len, length_penalty=length_penalty)
+    relex = [enc.decode(h, r) for h, r in zip(hyps, recs)]
+    delex = [enc.decode(h, r, relex=False) for h, r in zip(hyps, recs)]
+    paths = {"hyp": out / f"hyp.{split}.txt", "delex": out / f"hyp.{split}.delex.txt",
+             "refs": out / f"refs.{split}.json", "side_by_side": out / f"side_by_side.{split}.tsv"}
+    atomic_write_text(paths["hyp"], "\n".join(relex) + "\n")
+    atomic_write_text(paths["delex"], "\n".join(delex) + "\n")
+    write_json(paths["refs"], [{"eid": r.eid, "category": r.category, "seen": r.seen, "entities": r.entities,
+                                "references": r.references} for r in recs])
+    rows = ["eid\tcategory\tseen\thypothesis\treferences"] + [
+        f"{r.eid}\t{r.category}\t{r.seen}\t{h}\t{' ||| '.join(r.references)}" for r, h in zip(recs, relex)]
+    atomic_write_text(paths["side_by_side"], "\n".join(rows) + "\n")
+    write_json(out / f"decode.{split}.json", {"beam": beam, "max_len": max_len, "length_penalty": length_penalty,
+                                              "entries": len(recs), "checkpoint": str(checkpoint or out / "best.pt")})
+    return paths
+
+
+def _entries(splits, split: str):
+    """One record per entry: test is stored that way; train/dev keep the first record of each entry."""
+    recs = splits.split(split)
+    if split == "test":
+        return recs
+    seen, out = set(), []
+    for r in recs:
+        if r.eid + r.category + r.source not in seen:
+            seen.add(r.eid + r.category + r.source)
+            out.append(r)
+    return out
+
+
+def score(hypotheses: Sequence[str], refs: Sequence[Dict[str, Any]], meteor: str = "auto") -> Dict[str, Any]:
+    """Multi-reference scores of ``hypotheses`` (one per entry; ``refs[i]`` has ``references``, ``entities``,
+    ``seen``) for ``all``, ``seen`` and ``unseen`` entries (``None`` for an empty subset)."""
+    if len(hypotheses) != len(refs):
+        raise ValueError(f"hypotheses: expected {len(refs)} (one per entry), got {len(hypotheses)}")
+    result: Dict[str, Any] = {}
+    shared = None
+    if meteor == "meteor-1.5" or (meteor == "auto" and java_available()):
+        shared = Meteor15()  # one JVM for the three subsets
+    try:
+        for name in SUBSETS:
+            keep = [i for i, r in enumerate(refs) if name == "all" or r["seen"] == (name == "seen")]
+            result[name] = evaluate_generation(
+                [hypotheses[i] for i in keep], [refs[i]["references"] for i in keep],
+                entities=[refs[i]["entities"] for i in keep], meteor=shared or meteor, tokenize="nltk",
+            ) if keep else None
+    finally:
+        if shared is not None:
+            shared.close()
+    return result
+
+
+def evaluate(out: Path, split: str = "test", root=None, regenerate: bool = False, splits=None,
+             meteor: str = "auto", **gen_kwargs) -> Dict[str, Any]:
+    """Score ``hyp.<split>.txt`` against all references in ``refs.<split>.json`` (generating them first if
+    missing); writes and returns ``{"split", "entries", "all": {...}, "seen": {...}, "unseen": {...}}``."""
+    out = Path(out)
+    hyp_path = out / f"hyp.{split}.txt"
+    if regenerate or not hyp_path.exists():
+        generate(out, split, root, splits=splits, **gen_kwargs)
+    hyps = hyp_path.read_text(encoding="utf-8").split("\n")[:-1]
+    refs = json.loads((out / f"refs.{split}.json").read_text(encoding="utf-8"))
+    result = {"split": split, "entries": len(hyps), **score(hyps, refs, meteor=meteor)}
+    write_json(out / f"metrics.{split}.json", result)
+    return result
+
+
+# ----------------------------------------------------------------------------------------------------------------
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="graph-rma webnlg", description=__doc__.split("\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--out", type=Path, default=Path("runs/webnlg/ma"), help="run folder")
+    common.add_argument("--root", default=None, help="WebNLG folder (default $GRAPH_RMA_DATA/webnlg)")
+    common.add_argument("--quiet", action="store_true", help="no progress bars")
+    common.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    t = sub.add_parser("train", parents=[common], help="train (resumes from OUT/checkpoint.pt if present)")
+    t.add_argument("--preset", default="cpu", choices=sorted(PRESETS))
+    t.add_argument("--variant", default="ma",
+                   help="ma, svgd:alpha=0.1, spos:..., dropattn:p=0.1, reg:... (see graph_rma.variants)")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--max-train", type=int, default=None, help="use only the first N training entries")
+    t.add_argument("--max-dev", type=int, default=None, help="use only the first N dev texts for the dev loss")
+    t.add_argument("--save-every", type=int, default=100, help="checkpoint every N optimizer steps (0: per epoch)")
+    for key in ("hidden", "layers", "heads", "epochs", "batch_size", "min_freq", "max_target_len", "beam", "max_len"):
+        t.add_argument("--" + key.replace("_", "-"), type=int, default=None)
+    for key in ("lr", "dropout", "attention_dropout", "clip", "momentum", "length_penalty"):
+        t.add_argument("--" + key.replace("_", "-"), type=float, default=None)
+    t.add_argument("--optimizer", choices=["adam", "sgd"], default=None)
+    t.add_argument("--evaluate", action="store_true", help="after training, decode and score the test split")
+    for name in ("generate", "evaluate"):
+        g = sub.add_parser(name, parents=[common], help=f"{name} a split with OUT/best.pt")
+        g.add_argument("--split", default="test", choices=["dev", "test", "train"])
+        g.add_argument("--checkpoint", type=Path, default=None)
+        g.add_argument("--beam", type=int, default=None, help="beam size (1 = greedy); default from training config")
+        g.add_argument("--max-len", type=int, default=None)
+        g.add_argument("--length-penalty", type=float, default=None)
+        g.add_argument("--batch-size", type=int, default=32)
+        g.add_argument("--limit", type=int, default=None, help="only the first N entries")
+        if name == "evaluate":
+            g.add_argument("--meteor", default="auto", choices=["auto", "meteor-1.5", "nltk", "none"])
+            g.add_argument("--regenerate", action="store_true", help="decode again even if OUT/hyp.SPLIT.txt exists")
+    return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = _parser().parse_args(argv)
+    progress = not args.quiet
+    if args.cmd == "train":
+        config = dict(PRESETS[args.preset])
+        for key in list(config):
+            val = getattr(args, key, None)
+            if val is not None:
+                config[key] = val
+        summary = train(config, args.out, args.root, args.variant, args.seed, args.max_train, args.max_dev,
+                        args.save_every, progress=progress, device=args.device)
+        print(json.dumps({k: summary[k] for k in ("variant", "best_dev_loss", "steps")}))
+        if args.evaluate:
+            print(json.dumps(evaluate(args.out, "test", args.root, regenerate=True, progress=progress,
+                                      device=args.device)))
+        return 0
+    kwargs = dict(checkpoint=args.checkpoint, beam=args.beam, max_len=args.max_len,
+                  length_penalty=args.length_penalty, batch_size=args.batch_size, limit=args.limit, progress=progress,
+                  device=args.device)
+    if args.cmd == "generate":
+        paths = generate(args.out, args.split, args.root, **kwargs)
+        print(json.dumps({k: str(v) for k, v in paths.items()}))
+        return 0
+    regenerate = args.regenerate or args.limit is not None
+    result = evaluate(args.out, args.split, args.root, regenerate=regenerate, meteor=args.meteor, **kwargs)
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
