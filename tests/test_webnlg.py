@@ -107,9 +107,9 @@ def test_graph_construction_by_hand():
 def test_build_graph_rejects_bad_indices():
     with pytest.raises(ValueError, match="entities"):
         build_graph([], ["r"], [])
-    with pytest.raises(ValueError, match="triple_index"):
+    with pytest.raises(ValueError, match="triples"):
         build_graph(["a", "b"], ["r"], [(0, 0, 2)])
-    with pytest.raises(ValueError, match="triple_index"):
+    with pytest.raises(ValueError, match="triples"):
         build_graph(["a", "b"], ["r"], [(0, 1, 1)])
 
 

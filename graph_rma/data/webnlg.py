@@ -39,7 +39,7 @@ import torch
 from torch_geometric.data import Data
 
 from .agenda import AgendaEncoder, AgendaRecord, AgendaSplits
-from .graphs import Vocab
+from .graphs import ENTITY, GLOBAL, INVERSE, RELATION, Vocab, build_graphwriter_graph
 from .root import DataNotFoundError, missing_data_message, resolve_root
 
 __all__ = [
@@ -69,7 +69,6 @@ UNSEEN_CATEGORIES = ("Artist", "Athlete", "CelestialBody", "MeanOfTransportation
 SPLITS = ("train", "dev", "test")
 
 # node kinds, the same codes as the AGENDA graph builder
-ENTITY, GLOBAL, RELATION, INVERSE = 0, 1, 2, 3
 GLOBAL_TEXT = "<global>"
 PLACEHOLDER = re.compile(r"^<ent_(\d+)>$")
 
@@ -230,36 +229,14 @@ def build_graph(entities: Sequence[str], relations: Sequence[str],
         ``Data(edge_index [2, E], num_nodes, node_kind [N] (0 entity, 1 global, 2 relation, 3 inverse),
         node_text (list of N str), num_entities)``.
     """
-    n = len(entities)
-    if n == 0:
-        raise ValueError("entities: expected at least one entity")
-    m = len(triple_index)
-    N = n + 1 + 2 * m
-    g = n
-    src: List[int] = []
-    dst: List[int] = []
-    for e in range(n):
-        src += [e, g]
-        dst += [g, e]
-    kind = [ENTITY] * n + [GLOBAL]
+    if len(relations) == 0:
+        raise ValueError("relations: expected at least one relation text")
+    data = build_graphwriter_graph(entities, triple_index, relations)
     text = list(entities) + [GLOBAL_TEXT]
-    for k, t in enumerate(triple_index):
-        if len(t) != 3:
-            raise ValueError(f"triple_index: triple {k} is {t!r}, expected (head, relation, tail)")
-        a, r, b = (int(v) for v in t)
-        if not (0 <= a < n and 0 <= b < n):
-            raise ValueError(f"triple_index: triple {k} {t!r} names an entity outside 0..{n - 1}")
-        if not 0 <= r < len(relations):
-            raise ValueError(f"triple_index: triple {k} {t!r} names a relation outside 0..{len(relations) - 1}")
-        rn, ri = n + 1 + 2 * k, n + 2 + 2 * k
-        src += [a, rn, b, ri]
-        dst += [rn, b, ri, a]
-        kind += [RELATION, INVERSE]
-        text += [relations[r], relations[r]]
-    src += list(range(N))
-    dst += list(range(N))
-    return Data(edge_index=torch.tensor([src, dst], dtype=torch.long), num_nodes=N,
-                node_kind=torch.tensor(kind, dtype=torch.long), node_text=text, num_entities=n)
+    for a, r, b in triple_index:
+        text += [relations[int(r)], relations[int(r)]]
+    return Data(edge_index=data.edge_index, num_nodes=data.num_nodes, node_kind=data.node_kind, node_text=text,
+                num_entities=data.num_entities)
 
 
 # ------------------------------------------------------------------------------------------------------ copy
