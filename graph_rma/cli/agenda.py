@@ -308,6 +308,48 @@ def head_diversity(out: Path, split: str = "test", root=None, protocol: str = "a
 
 
 # ----------------------------------------------------------------------------------------------------------------
+def add_generator_commands(sub, common: argparse.ArgumentParser, presets: Dict[str, Dict[str, Any]], unit: str,
+                           splits: Sequence[str], save_every: int) -> None:
+    """The ``train``, ``generate`` and ``evaluate`` subcommands shared by ``graph-rma agenda`` and ``graph-rma webnlg``
+    (``unit``: what one example is called in the help texts)."""
+    t = sub.add_parser("train", parents=[common], help="train (resumes from OUT/checkpoint.pt if present)")
+    t.add_argument("--preset", default="cpu", choices=sorted(presets))
+    t.add_argument("--variant", default="ma",
+                   help="ma, svgd:alpha=0.1, spos:..., dropattn:p=0.1, reg:... (see graph_rma.variants)")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--max-train", type=int, default=None, help=f"use only the first N training {unit}")
+    t.add_argument("--max-dev", type=int, default=None, help=f"use only the first N dev {unit} for the dev loss")
+    t.add_argument("--save-every", type=int, default=save_every, help="checkpoint every N optimizer steps (0: per epoch)")
+    for key in ("hidden", "layers", "heads", "epochs", "batch_size", "min_freq", "max_target_len", "beam", "max_len"):
+        t.add_argument("--" + key.replace("_", "-"), type=int, default=None)
+    for key in ("lr", "dropout", "attention_dropout", "clip", "momentum", "length_penalty"):
+        t.add_argument("--" + key.replace("_", "-"), type=float, default=None)
+    t.add_argument("--optimizer", choices=["adam", "sgd"], default=None)
+    t.add_argument("--evaluate", action="store_true", help="after training, decode and score the test split")
+    for name in ("generate", "evaluate"):
+        g = sub.add_parser(name, parents=[common], help=f"{name} a split with OUT/best.pt")
+        g.add_argument("--split", default="test", choices=list(splits))
+        g.add_argument("--checkpoint", type=Path, default=None)
+        g.add_argument("--beam", type=int, default=None, help="beam size (1 = greedy); default from training config")
+        g.add_argument("--max-len", type=int, default=None)
+        g.add_argument("--length-penalty", type=float, default=None)
+        g.add_argument("--batch-size", type=int, default=32)
+        g.add_argument("--limit", type=int, default=None, help=f"only the first N {unit}")
+        if name == "evaluate":
+            g.add_argument("--meteor", default="auto", choices=["auto", "meteor-1.5", "nltk", "none"])
+            g.add_argument("--regenerate", action="store_true", help="decode again even if OUT/hyp.SPLIT.txt exists")
+
+
+def preset_config(args: argparse.Namespace, presets: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
+    """The chosen preset with every option given on the command line put over it."""
+    config = dict(presets[args.preset])
+    for key in list(config):
+        val = getattr(args, key, None)
+        if val is not None:
+            config[key] = val
+    return config
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="graph-rma agenda", description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -318,32 +360,7 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--protocol", default="auto", choices=["auto", "official", "offline"])
     common.add_argument("--quiet", action="store_true", help="no progress bars")
     common.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
-    t = sub.add_parser("train", parents=[common], help="train (resumes from OUT/checkpoint.pt if present)")
-    t.add_argument("--preset", default="cpu", choices=sorted(PRESETS))
-    t.add_argument("--variant", default="ma",
-                   help="ma, svgd:alpha=0.1, spos:..., dropattn:p=0.1, reg:... (see graph_rma.variants)")
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--max-train", type=int, default=None, help="use only the first N training records")
-    t.add_argument("--max-dev", type=int, default=None)
-    t.add_argument("--save-every", type=int, default=50, help="checkpoint every N optimizer steps (0: per epoch)")
-    for key in ("hidden", "layers", "heads", "epochs", "batch_size", "min_freq", "max_target_len", "beam", "max_len"):
-        t.add_argument("--" + key.replace("_", "-"), type=int, default=None)
-    for key in ("lr", "dropout", "attention_dropout", "clip", "momentum", "length_penalty"):
-        t.add_argument("--" + key.replace("_", "-"), type=float, default=None)
-    t.add_argument("--optimizer", choices=["adam", "sgd"], default=None)
-    t.add_argument("--evaluate", action="store_true", help="after training, decode and score the test split")
-    for name in ("generate", "evaluate"):
-        g = sub.add_parser(name, parents=[common], help=f"{name} a split with OUT/best.pt")
-        g.add_argument("--split", default="test", choices=["dev", "val", "test", "train"])
-        g.add_argument("--checkpoint", type=Path, default=None)
-        g.add_argument("--beam", type=int, default=None, help="beam size (1 = greedy); default from training config")
-        g.add_argument("--max-len", type=int, default=None)
-        g.add_argument("--length-penalty", type=float, default=None)
-        g.add_argument("--batch-size", type=int, default=32)
-        g.add_argument("--limit", type=int, default=None, help="only the first N records")
-        if name == "evaluate":
-            g.add_argument("--meteor", default="auto", choices=["auto", "meteor-1.5", "nltk", "none"])
-            g.add_argument("--regenerate", action="store_true", help="decode again even if OUT/hyp.SPLIT.txt exists")
+    add_generator_commands(sub, common, PRESETS, "records", ["dev", "val", "test", "train"], save_every=50)
     h = sub.add_parser("heads", parents=[common], help="head diversity of OUT/best.pt (parameters and attention)")
     h.add_argument("--split", default="test", choices=["dev", "val", "test", "train"])
     h.add_argument("--limit", type=int, default=200, help="graphs used for the attention similarity")
@@ -355,11 +372,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _parser().parse_args(argv)
     progress = not args.quiet
     if args.cmd == "train":
-        config = dict(PRESETS[args.preset])
-        for key in list(config):
-            val = getattr(args, key, None)
-            if val is not None:
-                config[key] = val
+        config = preset_config(args, PRESETS)
         summary = train(config, args.out, args.root, args.protocol, args.variant, args.seed, args.max_train,
                         args.max_dev, args.save_every, progress=progress, device=args.device)
         print(json.dumps({k: summary[k] for k in ("variant", "best_dev_loss", "steps")}))

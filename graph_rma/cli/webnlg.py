@@ -157,32 +157,7 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--root", default=None, help="WebNLG folder (default $GRAPH_RMA_DATA/webnlg)")
     common.add_argument("--quiet", action="store_true", help="no progress bars")
     common.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
-    t = sub.add_parser("train", parents=[common], help="train (resumes from OUT/checkpoint.pt if present)")
-    t.add_argument("--preset", default="cpu", choices=sorted(PRESETS))
-    t.add_argument("--variant", default="ma",
-                   help="ma, svgd:alpha=0.1, spos:..., dropattn:p=0.1, reg:... (see graph_rma.variants)")
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--max-train", type=int, default=None, help="use only the first N training entries")
-    t.add_argument("--max-dev", type=int, default=None, help="use only the first N dev texts for the dev loss")
-    t.add_argument("--save-every", type=int, default=100, help="checkpoint every N optimizer steps (0: per epoch)")
-    for key in ("hidden", "layers", "heads", "epochs", "batch_size", "min_freq", "max_target_len", "beam", "max_len"):
-        t.add_argument("--" + key.replace("_", "-"), type=int, default=None)
-    for key in ("lr", "dropout", "attention_dropout", "clip", "momentum", "length_penalty"):
-        t.add_argument("--" + key.replace("_", "-"), type=float, default=None)
-    t.add_argument("--optimizer", choices=["adam", "sgd"], default=None)
-    t.add_argument("--evaluate", action="store_true", help="after training, decode and score the test split")
-    for name in ("generate", "evaluate"):
-        g = sub.add_parser(name, parents=[common], help=f"{name} a split with OUT/best.pt")
-        g.add_argument("--split", default="test", choices=["dev", "test", "train"])
-        g.add_argument("--checkpoint", type=Path, default=None)
-        g.add_argument("--beam", type=int, default=None, help="beam size (1 = greedy); default from training config")
-        g.add_argument("--max-len", type=int, default=None)
-        g.add_argument("--length-penalty", type=float, default=None)
-        g.add_argument("--batch-size", type=int, default=32)
-        g.add_argument("--limit", type=int, default=None, help="only the first N entries")
-        if name == "evaluate":
-            g.add_argument("--meteor", default="auto", choices=["auto", "meteor-1.5", "nltk", "none"])
-            g.add_argument("--regenerate", action="store_true", help="decode again even if OUT/hyp.SPLIT.txt exists")
+    _agenda.add_generator_commands(sub, common, PRESETS, "entries", ["dev", "test", "train"], save_every=100)
     return p
 
 
@@ -190,11 +165,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _parser().parse_args(argv)
     progress = not args.quiet
     if args.cmd == "train":
-        config = dict(PRESETS[args.preset])
-        for key in list(config):
-            val = getattr(args, key, None)
-            if val is not None:
-                config[key] = val
+        config = _agenda.preset_config(args, PRESETS)
         summary = train(config, args.out, args.root, args.variant, args.seed, args.max_train, args.max_dev,
                         args.save_every, progress=progress, device=args.device)
         print(json.dumps({k: summary[k] for k in ("variant", "best_dev_loss", "steps")}))
