@@ -230,6 +230,30 @@ def load_model(path: Path, device: Optional[str] = None):
     return model, vocab, ck
 
 
+def decode_settings(cfg: Dict[str, Any], beam: Optional[int], max_len: Optional[int],
+                    length_penalty: Optional[float]):
+    """Beam size, maximum length and length penalty: the arguments, else the training configuration's."""
+    return beam or cfg["beam"], max_len or cfg["max_len"], cfg["length_penalty"] if length_penalty is None else length_penalty
+
+
+def decode_records(model, enc, recs, beam: int, max_len: int, length_penalty: float, batch_size: int = 32,
+                   progress: bool = True, desc: str = "decoding"):
+    """Batched greedy (``beam == 1``) or beam-search decoding of ``recs``; returns (relexicalised, delexicalised)
+    texts, one per record."""
+    dev = next(model.parameters()).device
+    items = enc.encode_all(recs)
+    hyps: List[List[int]] = []
+    for idx in tqdm(_batches(len(items), batch_size), desc=desc, disable=not progress, leave=False):
+        batch = _to(collate([items[i] for i in idx]), dev)
+        if beam == 1:
+            hyps += model.greedy(batch, max_len=max_len)
+        else:
+            hyps += model.beam_search(batch, beam_size=beam, max_len=max_len, length_penalty=length_penalty)
+    relex = [enc.decode(h, r) for h, r in zip(hyps, recs)]
+    delex = [enc.decode(h, r, relex=False) for h, r in zip(hyps, recs)]
+    return relex, delex
+
+
 def generate(out: Path, split: str = "test", root=None, protocol: str = "auto", checkpoint: Optional[Path] = None,
              beam: Optional[int] = None, max_len: Optional[int] = None, length_penalty: Optional[float] = None,
              batch_size: int = 32, limit: Optional[int] = None, progress: bool = True, splits=None,
@@ -238,24 +262,11 @@ def generate(out: Path, split: str = "test", root=None, protocol: str = "auto", 
     line-aligned), ``hyp.<split>.delex.txt`` (with ``<type_i>`` placeholders) and ``side_by_side.<split>.tsv``."""
     out = Path(out)
     model, vocab, ck = load_model(checkpoint or out / "best.pt", device)
-    dev = next(model.parameters()).device
-    cfg = ck["config"]
-    beam = beam or cfg["beam"]
-    max_len = max_len or cfg["max_len"]
-    length_penalty = cfg["length_penalty"] if length_penalty is None else length_penalty
+    beam, max_len, length_penalty = decode_settings(ck["config"], beam, max_len, length_penalty)
     splits = splits or load_agenda(root, protocol)
     recs: List[AgendaRecord] = splits.split(split)[:limit] if limit else splits.split(split)
-    enc = AgendaEncoder(vocab, ck["relations"])
-    items = enc.encode_all(recs)
-    hyps: List[List[int]] = []
-    for idx in tqdm(_batches(len(items), batch_size), desc=f"decoding {split}", disable=not progress, leave=False):
-        batch = _to(collate([items[i] for i in idx]), dev)
-        if beam == 1:
-            hyps += model.greedy(batch, max_len=max_len)
-        else:
-            hyps += model.beam_search(batch, beam_size=beam, max_len=max_len, length_penalty=length_penalty)
-    relex = [enc.decode(h, r) for h, r in zip(hyps, recs)]
-    delex = [enc.decode(h, r, relex=False) for h, r in zip(hyps, recs)]
+    relex, delex = decode_records(model, AgendaEncoder(vocab, ck["relations"]), recs, beam, max_len, length_penalty,
+                                  batch_size, progress, desc=f"decoding {split}")
     gold = [r.relexicalised() for r in recs]
     paths = {"hyp": out / f"hyp.{split}.txt", "gold": out / f"gold.{split}.txt",
              "delex": out / f"hyp.{split}.delex.txt", "side_by_side": out / f"side_by_side.{split}.tsv"}

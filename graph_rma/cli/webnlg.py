@@ -22,15 +22,12 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from tqdm.auto import tqdm
-
-from ..data.agenda import collate
 from ..data.webnlg import WebNLGEncoder, build_webnlg_vocab, load_webnlg_splits
 from ..metrics import evaluate_generation
 from ..metrics.generation import Meteor15, java_available
 from ..training import atomic_write_text, write_json
 from . import agenda as _agenda
-from .agenda import _batches, _to, load_model
+from .agenda import load_model
 
 PRESETS: Dict[str, Dict[str, Any]] = {
     # small enough to train on 2 CPU cores in about half an hour (see the README for the measured time)
@@ -65,24 +62,11 @@ def generate(out: Path, split: str = "test", root=None, checkpoint: Optional[Pat
     category, seen, all references) and ``side_by_side.<split>.tsv``."""
     out = Path(out)
     model, vocab, ck = load_model(checkpoint or out / "best.pt", device)
-    dev = next(model.parameters()).device
-    cfg = ck["config"]
-    beam = beam or cfg["beam"]
-    max_len = max_len or cfg["max_len"]
-    length_penalty = cfg["length_penalty"] if length_penalty is None else length_penalty
+    beam, max_len, length_penalty = _agenda.decode_settings(ck["config"], beam, max_len, length_penalty)
     splits = splits or load_webnlg_splits(root)
     recs = _entries(splits, split)[:limit] if limit else _entries(splits, split)
-    enc = WebNLGEncoder(vocab, ck["relations"])
-    items = enc.encode_all(recs)
-    hyps: List[List[int]] = []
-    for idx in tqdm(_batches(len(items), batch_size), desc=f"decoding {split}", disable=not progress, leave=False):
-        batch = _to(collate([items[i] for i in idx]), dev)
-        if beam == 1:
-            hyps += model.greedy(batch, max_len=max_len)
-        else:
-            hyps += model.beam_search(batch, beam_size=beam, max_len=max_len, length_penalty=length_penalty)
-    relex = [enc.decode(h, r) for h, r in zip(hyps, recs)]
-    delex = [enc.decode(h, r, relex=False) for h, r in zip(hyps, recs)]
+    relex, delex = _agenda.decode_records(model, WebNLGEncoder(vocab, ck["relations"]), recs, beam, max_len,
+                                          length_penalty, batch_size, progress, desc=f"decoding {split}")
     paths = {"hyp": out / f"hyp.{split}.txt", "delex": out / f"hyp.{split}.delex.txt",
              "refs": out / f"refs.{split}.json", "side_by_side": out / f"side_by_side.{split}.tsv"}
     atomic_write_text(paths["hyp"], "\n".join(relex) + "\n")
