@@ -46,9 +46,9 @@ def main(argv=None):
 
             name = f"{cls.__name__}{' + DropAttention' if drop else ''}"
             print(f"\n{name}: graph breaks = {breaks}")
-            compare(f"  forward (ratio compiled / eager)", {"eager": fwd(layer), "compiled": fwd(compiled)},
+            compare("  forward (ratio compiled / eager)", {"eager": fwd(layer), "compiled": fwd(compiled)},
                     repeats=args.repeats, warmup=3)
-            compare(f"  forward+backward (ratio compiled / eager)", {"eager": fwd_bwd(layer), "compiled": fwd_bwd(compiled)},
+            compare("  forward+backward (ratio compiled / eager)", {"eager": fwd_bwd(layer), "compiled": fwd_bwd(compiled)},
                     repeats=args.repeats, warmup=3)
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Callable, Dict, Optional, Type
 
-import torch
 from torch import nn
 
 Converter = Callable[[nn.Module], nn.Module]
@@ -52,7 +51,7 @@ def convert(model: nn.Module, inplace: bool = True, **options) -> nn.Module:
     Returns:
         The converted model (the new layer itself when ``model`` is a single convertible module).
     """
-    import graph_rma.nn  # noqa: F401  (registers the converters)
+    import graph_rma.nn  # noqa: F401 (registers the converters)
 
     if not isinstance(model, nn.Module):
         raise ValueError(f"model: expected a torch.nn.Module, got {type(model).__name__}")

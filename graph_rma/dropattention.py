@@ -39,7 +39,6 @@ import math
 from typing import Optional, Tuple, Union
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.utils import cumsum, degree, index_sort, scatter, softmax
 

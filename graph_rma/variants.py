@@ -17,8 +17,7 @@ attach ``make_sampler(v, model)`` to their optimizer, and add ``regularization_l
 """
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch

@@ -5,7 +5,6 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch.nn.functional as F
 from torch_geometric.nn import GATConv
 
 from graph_rma.cli import cora

@@ -1,6 +1,5 @@
 import copy
 import math
-import warnings
 
 import pytest
 import torch

@@ -3,7 +3,7 @@ import torch
 from torch_geometric.nn import GATConv
 
 from graph_rma import SGLD, SPOS, SVGD
-from graph_rma.variants import Variant, make_sampler, parse_variant, regularization_loss
+from graph_rma.variants import make_sampler, parse_variant, regularization_loss
 
 
 @pytest.mark.parametrize("spec", [

@@ -4,7 +4,6 @@ import os
 from pathlib import Path
 
 import pytest
-import torch
 
 from graph_rma.data.root import DataNotFoundError
 from graph_rma.data.webnlg import (

@@ -20,7 +20,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 from ..data.webnlg import WebNLGEncoder, build_webnlg_vocab, load_webnlg_splits
 from ..metrics import evaluate_generation

@@ -39,7 +39,7 @@ import torch
 from torch_geometric.data import Data
 
 from .agenda import AgendaEncoder, AgendaRecord, AgendaSplits
-from .graphs import ENTITY, GLOBAL, INVERSE, RELATION, Vocab, build_graphwriter_graph
+from .graphs import ENTITY, GLOBAL, INVERSE, RELATION, Vocab, build_graphwriter_graph  # noqa: F401 (node kinds)
 from .root import DataNotFoundError, missing_data_message, resolve_root
 
 __all__ = [

@@ -41,7 +41,6 @@ from __future__ import annotations
 import math
 from typing import List, Optional, Tuple, Union
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.utils import softmax
