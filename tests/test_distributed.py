@@ -1,6 +1,9 @@
 """Two CPU processes (gloo, file rendezvous: no network) train replicas under DDP with SPOS attached."""
+import json
 import os
+from pathlib import Path
 
+import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -8,7 +11,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from graph_rma import SPOS
-from graph_rma.distributed import all_reduce_mean, init_from_env, is_main_process
+from graph_rma.distributed import all_reduce_mean, init_from_env, is_main_process, shard
 
 STEPS = 4
 
@@ -65,3 +68,93 @@ def test_ddp_replicas_bitwise_equal_and_match_single_process(tmp_path):
     # Same global batch in one process: equal up to the order of floating-point summation.
     assert torch.allclose(flat, r0["params"], atol=1e-5, rtol=1e-5)
     assert not torch.equal(flat, torch.cat([p.detach().flatten() for p in Net().parameters()]))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# graph-rma agenda train under DDP: two gloo processes vs one process with the same global batch
+# ---------------------------------------------------------------------------------------------------------------
+FIXTURE = Path(__file__).resolve().parents[1] / "datasets" / "fixtures" / "agenda_tiny"
+SPOS_VARIANT = "spos:alpha=0.1,eps=1,beta=1000"
+TINY = dict(hidden=32, layers=1, heads=2, dropout=0.2, attention_dropout=0.1, decoder_heads=2, epochs=2,
+            batch_size=4, optimizer="adam", lr=3e-3, momentum=0.9, clip=1.0, min_freq=1, max_target_len=None,
+            beam=2, max_len=20, length_penalty=1.0)
+# SGD, not Adam: Adam turns the rounding noise of gradients that are exactly zero in theory (attention key biases)
+# into full-size steps, so one and two processes would differ by lr there
+NO_DROPOUT = dict(TINY, dropout=0.0, attention_dropout=0.0, optimizer="sgd", lr=0.1)
+
+
+def agenda_worker(rank, world, init_file, out_dir):
+    from graph_rma.cli import agenda as cli
+
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    torch.set_num_threads(1)
+    out = Path(out_dir)
+    runs = {"exact": cli.train(dict(NO_DROPOUT), out / "ddp_exact", FIXTURE, variant=SPOS_VARIANT, seed=1,
+                               progress=False),
+            "full": cli.train(dict(TINY), out / "ddp_full", FIXTURE, variant=SPOS_VARIANT, seed=1, progress=False)}
+    runs["killed"] = cli.train(dict(TINY), out / "ddp_resumed", FIXTURE, variant=SPOS_VARIANT, seed=1, stop_after=3,
+                               progress=False)
+    runs["resumed"] = cli.train(dict(TINY), out / "ddp_resumed", FIXTURE, variant=SPOS_VARIANT, seed=1,
+                                progress=False)
+    torch.save(runs, out / f"summaries{rank}.pt")
+    dist.destroy_process_group()
+
+
+def _weights(path):
+    return torch.load(path, weights_only=True)["model"]
+
+
+def test_agenda_train_under_ddp(tmp_path):
+    from graph_rma.cli import agenda as cli
+
+    mp.spawn(agenda_worker, args=(2, str(tmp_path / "rdzv"), str(tmp_path)), nprocs=2, join=True)
+    s0, s1 = (torch.load(tmp_path / f"summaries{r}.pt", weights_only=False) for r in (0, 1))
+    for name in ("exact", "full", "resumed"):  # replicas bitwise equal (train() also raises if they are not)
+        assert s0[name]["world_size"] == 2 and s0[name]["replica_sha1"] == s1[name]["replica_sha1"]
+        # dev loss all-reduced, train loss averaged: the same on both ranks
+        assert [h["dev_loss"] for h in s0[name]["history"]] == [h["dev_loss"] for h in s1[name]["history"]]
+    assert s0["killed"] == {"stopped": True, "step": 3}  # mid-way through epoch 2 (2 global batches per epoch)
+    # only rank 0 writes; the checkpoint keeps both ranks' RNG states (dropout differs between ranks)
+    ck = torch.load(tmp_path / "ddp_full" / "checkpoint.pt", weights_only=True)
+    assert ck["world_size"] == 2 and len(ck["rng_ranks"]) == 2
+    assert not torch.equal(ck["rng_ranks"][0]["torch"], ck["rng_ranks"][1]["torch"])
+    assert json.loads((tmp_path / "ddp_full" / "train.json").read_text())["replica_sha1"] == s0["full"]["replica_sha1"]
+    # killed after 3 steps and resumed by two processes == uninterrupted two-process run, bit for bit
+    a, b = _weights(tmp_path / "ddp_full" / "checkpoint.pt"), _weights(tmp_path / "ddp_resumed" / "checkpoint.pt")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    def losses(summary):  # everything but the wall time: the resumed epoch's train loss includes the killed part
+        return [{k: v for k, v in h.items() if k != "seconds"} for h in summary["history"]]
+    assert losses(s0["full"]) == losses(s0["resumed"])
+    # no dropout: the same global batch in one process gives the same weights up to summation order
+    single = cli.train(dict(NO_DROPOUT), tmp_path / "single", FIXTURE, variant=SPOS_VARIANT, seed=1, progress=False)
+    a, b = _weights(tmp_path / "single" / "checkpoint.pt"), _weights(tmp_path / "ddp_exact" / "checkpoint.pt")
+    assert single["steps"] == s0["exact"]["steps"] == 4
+    for k in a:
+        assert torch.allclose(a[k], b[k], atol=1e-5, rtol=1e-4), k
+    init = _weights_at_init()
+    assert any(not torch.allclose(init[k], b[k]) for k in init if k in b)
+    dev_single = [h["dev_loss"] for h in single["history"]]
+    dev_ddp = [h["dev_loss"] for h in s0["exact"]["history"]]
+    assert dev_single == pytest.approx(dev_ddp, rel=1e-5)
+
+
+def _weights_at_init():
+    from graph_rma.cli import agenda as cli
+    from graph_rma.data.agenda import build_vocab, load_agenda
+    from graph_rma.training import seed_everything
+
+    splits = load_agenda(FIXTURE)
+    seed_everything(1)
+    vocab = build_vocab(splits.train, min_freq=1)
+    return cli.build_model(dict(NO_DROPOUT), len(vocab), len(splits.relation_names), SPOS_VARIANT).state_dict()
+
+
+def test_shard_splits_like_tensor_split():
+    items = list(range(7))
+    parts = [shard(items, r, 3) for r in range(3)]
+    assert parts == [[0, 1, 2], [3, 4], [5, 6]]
+    assert parts == [t.tolist() for t in torch.tensor_split(torch.arange(7), 3)]
+    assert shard(items) == items  # not distributed: everything
+    assert shard([1], 1, 2) == []
+    with pytest.raises(ValueError, match="rank"):
+        shard(items, 2, 2)

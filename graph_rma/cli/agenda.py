@@ -13,6 +13,13 @@ Training writes ``checkpoint.pt`` (everything needed to resume: weights, optimiz
 position in the epoch) atomically every ``--save-every`` steps and at the end of every epoch, and ``best.pt``
 (weights with the lowest dev loss). Running ``train`` again with the same ``--out`` resumes from ``checkpoint.pt``
 and ends with the same weights as an uninterrupted run with the same seed.
+
+Multi-process training: ``torchrun --nproc_per_node N -m graph_rma.cli agenda train ...`` (gloo on CPU, nccl on GPU,
+one GPU per process). ``--batch-size`` stays the *global* batch: each rank takes its shard of every batch, sums its
+token NLL and divides by the global batch's token count (times ``1/N``), so DDP's all-reduced gradient is the
+single-process gradient; the sampler then runs on identical gradients with identical noise on every rank. Rank 0
+alone writes files and shows progress; the checkpoint keeps every rank's RNG state, so resuming with the same ``N``
+is exact. Training ends by checking that the replicas are bitwise equal (``replica_sha1`` in ``train.json``).
 """
 from __future__ import annotations
 
@@ -21,15 +28,19 @@ import json
 import math
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from ..data.agenda import AgendaEncoder, AgendaRecord, build_vocab, collate, load_agenda
 from ..data.graphs import Vocab
+from ..distributed import (all_reduce_sum, barrier, cleanup, gather_objects, init_from_env, rank_and_world,
+                           replica_fingerprints, shard)
 from ..metrics import evaluate_generation
 from ..models.graphwriter import GraphWriter
 from ..regularizers import disagreement, parameter_disagreement
@@ -98,18 +109,39 @@ def _optimizer(config: Dict[str, Any], model: nn.Module) -> torch.optim.Optimize
     raise ValueError(f"optimizer: expected sgd or adam, got {config['optimizer']!r}")
 
 
+class _LossForward(nn.Module):
+    """What DDP wraps: its ``forward`` is GraphWriter's summed token NLL (DDP synchronises through ``forward``)."""
+
+    def __init__(self, model: GraphWriter) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, batch: Dict[str, Any], return_attention: bool = False):
+        return self.model.loss(batch, return_attention=return_attention, reduction="sum")
+
+
+def _target_tokens(item) -> int:
+    return int((torch.as_tensor(item.target_out) != 0).sum())
+
+
 @torch.no_grad()
 def dev_loss(model: GraphWriter, items, batch_size: int) -> float:
-    """Token-level teacher-forced NLL on ``items`` (eval mode)."""
+    """Token-level teacher-forced NLL on ``items`` (eval mode); under torch.distributed each rank scores its share
+    of the batches and the sums are all-reduced."""
     was = model.training
     model.eval()
     total, tokens = 0.0, 0
     device = next(model.parameters()).device
-    for idx in _batches(len(items), batch_size):
+    rank, world = rank_and_world()
+    for b, idx in enumerate(_batches(len(items), batch_size)):
+        if b % world != rank:
+            continue
         batch = _to(collate([items[i] for i in idx]), device)
         n = int((batch["target_out"] != 0).sum())
         total += float(model.loss(batch)) * n
         tokens += n
+    if world > 1:
+        total, tokens = all_reduce_sum(torch.tensor([total, float(tokens)], dtype=torch.float64)).tolist()
     model.train(was)
     return total / max(tokens, 1)
 
@@ -122,7 +154,11 @@ def train(config: Dict[str, Any], out: Path, root=None, protocol: str = "auto", 
     optimizer steps in this call (to simulate a kill in tests). ``make_vocab(records, min_freq)`` and
     ``make_encoder(vocab, relation_names, max_target_len=None)`` let another dataset (WebNLG) reuse this loop."""
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    rank, world = rank_and_world()
+    main_rank = rank == 0
+    if main_rank:
+        out.mkdir(parents=True, exist_ok=True)
+    progress = progress and main_rank
     v = parse_variant(variant)
     splits = splits or load_agenda(root, protocol)
     train_recs = splits.train[:max_train] if max_train else splits.train
@@ -142,6 +178,11 @@ def train(config: Dict[str, Any], out: Path, root=None, protocol: str = "auto", 
     dev_items = make_encoder(vocab, splits.relation_names).encode_all(dev_recs)
     dev = _device(device)
     model = build_model(config, len(vocab), len(splits.relation_names), v.spec).to(dev)
+    if world > 1 and ckpt is None:
+        torch.manual_seed(seed * 1_000_003 + rank)  # same initial weights, different dropout on each rank
+    ddp = None
+    if world > 1:
+        ddp = DistributedDataParallel(_LossForward(model), device_ids=[dev.index] if dev.type == "cuda" else None)
     optimizer = _optimizer(config, model)
     sampler = make_sampler(v, model, seed=seed)
     if sampler is not None:
@@ -152,16 +193,35 @@ def train(config: Dict[str, Any], out: Path, root=None, protocol: str = "auto", 
         optimizer.load_state_dict(ckpt["optimizer"])
         if sampler is not None and ckpt.get("sampler"):
             sampler.load_state_dict(ckpt["sampler"])
-        _set_rng_state(ckpt["rng"], dev)
+        saved_world = ckpt.get("world_size", 1)
+        if saved_world == world:
+            _set_rng_state(ckpt["rng_ranks"][rank] if world > 1 else ckpt["rng"], dev)
+        else:
+            warnings.warn(f"resuming a {saved_world}-process run with {world} processes: weights, optimizer and "
+                          "sampler states are restored, but dropout draws differ from an uninterrupted run")
+            _set_rng_state(ckpt["rng"], dev)
+            if world > 1:
+                torch.manual_seed(seed * 1_000_003 + rank + 7919 * ckpt["step"])
         state = {k: ckpt[k] for k in state}
-    write_json(out / "config.json", {"config": config, "variant": v.spec, "seed": seed, "protocol": splits.protocol,
+    if main_rank:
+        write_json(out / "config.json", {"config": config, "variant": v.spec, "seed": seed, "protocol": splits.protocol,
                                      "data": splits.description, "vocab_size": len(vocab),
-                                     "train_records": len(train_recs), "dev_records": len(dev_recs)})
+                                     "train_records": len(train_recs), "dev_records": len(dev_recs),
+                                     "world_size": world})
 
-    def save(epoch: int, batch: int) -> None:
+    def save(epoch: int, batch: int, run_loss: float = 0.0, run_n: int = 0) -> None:
+        # a collective: every rank calls save() at the same steps
+        ranks = gather_objects({"rng": _rng_state(dev), "run_loss": run_loss})
+        if main_rank:
+            _write_checkpoint(epoch, batch, [r["rng"] for r in ranks], [r["run_loss"] for r in ranks], run_n)
+        barrier()  # no rank reads or moves on before the file is complete
+
+    def _write_checkpoint(epoch: int, batch: int, rngs, run_losses, run_n: int) -> None:
         save_checkpoint(ckpt_path, {
+            "run_loss_ranks": run_losses, "run_n": run_n,  # the epoch's running train loss so far
             "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-            "sampler": sampler.state_dict() if sampler is not None else {}, "rng": _rng_state(dev),
+            "sampler": sampler.state_dict() if sampler is not None else {}, "rng": rngs[0],
+            "rng_ranks": rngs, "world_size": world,
             "config": config, "vocab": vocab.to_list(), "relations": list(splits.relation_names),
             "variant": v.spec, "seed": seed, "epoch": epoch, "batch": batch, "step": state["step"],
             "best_dev": state["best_dev"], "history": state["history"],
@@ -177,16 +237,23 @@ def train(config: Dict[str, Any], out: Path, root=None, protocol: str = "auto", 
         batches = _batches(len(train_items), config["batch_size"], torch.Generator().manual_seed(seed * 1009 + epoch))
         start = state["batch"] if epoch == state["epoch"] else 0
         t0, run_loss, run_n = time.time(), 0.0, 0
+        if epoch == state["epoch"] and ckpt is not None and start > 0 and ckpt.get("world_size", 1) == world:
+            run_loss, run_n = ckpt.get("run_loss_ranks", [0.0] * world)[rank], ckpt.get("run_n", 0)
         bar = tqdm(range(start, len(batches)), desc=f"epoch {epoch + 1}/{config['epochs']}", disable=not progress,
                    leave=False)
         for b in bar:
-            batch = _to(collate([train_items[i] for i in batches[b]]), dev)
+            idx = batches[b]
+            if world > 1 and len(idx) < world:
+                continue  # a last batch smaller than the number of processes (the same on every rank): skipped
+            batch = _to(collate([train_items[i] for i in (shard(idx) if world > 1 else idx)]), dev)
             optimizer.zero_grad(set_to_none=True)
+            # under DDP: summed NLL / (global tokens / world), so that DDP's mean of gradients is the global batch's
+            scale = world / max(sum(_target_tokens(train_items[i]) for i in idx), 1) if ddp is not None else 1.0
             if need_attention:
-                loss, attention = model.loss(batch, return_attention=True)
+                loss, attention = _train_loss(model, ddp, batch, scale, return_attention=True)
                 reg = regularization_loss(v, model, attention=attention)
             else:
-                loss = model.loss(batch)
+                loss = _train_loss(model, ddp, batch, scale)
                 reg = regularization_loss(v, model) if v.reg else None
             total = loss if reg is None else loss + reg
             total.backward()
@@ -199,17 +266,22 @@ def train(config: Dict[str, Any], out: Path, root=None, protocol: str = "auto", 
             run_n += 1
             bar.set_postfix(loss=f"{run_loss / run_n:.3f}")
             if save_every and state["step"] % save_every == 0:
-                save(epoch, b + 1)
+                save(epoch, b + 1, run_loss, run_n)
             if stop_after is not None and steps_this_call >= stop_after:
-                save(epoch, b + 1)
+                save(epoch, b + 1, run_loss, run_n)
                 return {"stopped": True, "step": state["step"]}
         dl = dev_loss(model, dev_items, config["batch_size"])
+        if world > 1:  # each rank's loss is its part of the global mean, times world: average them
+            run_loss = float(all_reduce_sum(torch.tensor(run_loss, dtype=torch.float64))) / world
         entry = {"epoch": epoch + 1, "train_loss": run_loss / max(run_n, 1), "dev_loss": dl,
                  "dev_ppl": math.exp(min(dl, 50)), "seconds": round(time.time() - t0, 1)}
         state["history"].append(entry)
-        print(json.dumps(entry), file=sys.stderr, flush=True)
-        if dl < state["best_dev"]:
+        if main_rank:
+            print(json.dumps(entry), file=sys.stderr, flush=True)
+        improved = dl < state["best_dev"]
+        if improved:
             state["best_dev"] = dl
+        if improved and main_rank:
             save_checkpoint(out / "best.pt", {"model": model.state_dict(), "config": config,
                                               "vocab": vocab.to_list(), "relations": list(splits.relation_names),
                                               "variant": v.spec, "seed": seed, "epoch": epoch + 1, "dev_loss": dl})
@@ -217,8 +289,23 @@ def train(config: Dict[str, Any], out: Path, root=None, protocol: str = "auto", 
         save(epoch + 1, 0)
     summary = {"variant": v.spec, "seed": seed, "best_dev_loss": state["best_dev"], "history": state["history"],
                "steps": state["step"], "data": splits.description}
-    write_json(out / "train.json", summary)
+    if world > 1:
+        sha = replica_fingerprints(model)
+        if len(set(sha)) != 1:
+            raise RuntimeError(f"replicas diverged: parameter SHA-1 per rank {sha}")
+        summary.update(world_size=world, replica_sha1=sha[0])
+    if main_rank:
+        write_json(out / "train.json", summary)
     return summary
+
+
+def _train_loss(model: GraphWriter, ddp: Optional[DistributedDataParallel], batch, scale: float,
+                return_attention: bool = False):
+    """``model.loss`` in one process; under DDP the wrapped summed NLL times ``scale``."""
+    if ddp is None:
+        return model.loss(batch, return_attention=return_attention)
+    out = ddp(batch, return_attention=return_attention)
+    return (out[0] * scale, out[1]) if return_attention else out * scale
 
 
 def load_model(path: Path, device: Optional[str] = None):
@@ -379,18 +466,33 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def train_command(args: argparse.Namespace, run, evaluate_run) -> int:
+    """``train`` (and ``--evaluate``) in one process, or under ``torchrun`` in each of its processes: the process
+    group is set up from torchrun's variables, each rank gets its own device, rank 0 prints and evaluates."""
+    info = init_from_env(device=args.device)
+    device = str(info.device) if info.distributed else args.device
+    try:
+        summary = run(device)
+        if info.rank == 0:
+            print(json.dumps({k: summary[k] for k in ("variant", "best_dev_loss", "steps")}))
+            if args.evaluate:
+                print(json.dumps(evaluate_run(device)))
+    finally:
+        cleanup()
+    return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _parser().parse_args(argv)
     progress = not args.quiet
     if args.cmd == "train":
         config = preset_config(args, PRESETS)
-        summary = train(config, args.out, args.root, args.protocol, args.variant, args.seed, args.max_train,
-                        args.max_dev, args.save_every, progress=progress, device=args.device)
-        print(json.dumps({k: summary[k] for k in ("variant", "best_dev_loss", "steps")}))
-        if args.evaluate:
-            print(json.dumps(evaluate(args.out, "test", args.root, args.protocol, regenerate=True, progress=progress,
-                                      device=args.device)))
-        return 0
+        return train_command(
+            args,
+            lambda device: train(config, args.out, args.root, args.protocol, args.variant, args.seed, args.max_train,
+                                 args.max_dev, args.save_every, progress=progress, device=device),
+            lambda device: evaluate(args.out, "test", args.root, args.protocol, regenerate=True, progress=progress,
+                                    device=device))
     if args.cmd == "heads":
         print(json.dumps(head_diversity(args.out, args.split, args.root, args.protocol, args.limit, args.checkpoint,
                                         device=args.device)))

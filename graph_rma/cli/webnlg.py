@@ -148,13 +148,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     progress = not args.quiet
     if args.cmd == "train":
         config = _agenda.preset_config(args, PRESETS)
-        summary = train(config, args.out, args.root, args.variant, args.seed, args.max_train, args.max_dev,
-                        args.save_every, progress=progress, device=args.device)
-        print(json.dumps({k: summary[k] for k in ("variant", "best_dev_loss", "steps")}))
-        if args.evaluate:
-            print(json.dumps(evaluate(args.out, "test", args.root, regenerate=True, progress=progress,
-                                      device=args.device)))
-        return 0
+        return _agenda.train_command(
+            args,
+            lambda device: train(config, args.out, args.root, args.variant, args.seed, args.max_train, args.max_dev,
+                                 args.save_every, progress=progress, device=device),
+            lambda device: evaluate(args.out, "test", args.root, regenerate=True, progress=progress, device=device))
     kwargs = dict(checkpoint=args.checkpoint, beam=args.beam, max_len=args.max_len,
                   length_penalty=args.length_penalty, batch_size=args.batch_size, limit=args.limit, progress=progress,
                   device=args.device)

@@ -246,12 +246,16 @@ class GraphWriter(nn.Module):
         logp = self.log_probs(torch.stack(outs, dim=1), memory)
         return (logp, memory["attention"]) if return_attention else logp
 
-    def loss(self, batch: Dict[str, Tensor], return_attention: bool = False):
-        """Mean token negative log-likelihood of ``batch['target_out']`` (padding ignored)."""
+    def loss(self, batch: Dict[str, Tensor], return_attention: bool = False, reduction: str = "mean"):
+        """Token negative log-likelihood of ``batch['target_out']`` (padding ignored): the mean over tokens, or
+        with ``reduction="sum"`` their sum (multi-process training divides by the global batch's token count)."""
+        if reduction not in ("mean", "sum"):
+            raise ValueError(f"reduction: expected 'mean' or 'sum', got {reduction!r}")
         out = self.forward(batch, return_attention=return_attention)
         logp, attention = out if return_attention else (out, None)
         tgt = batch["target_out"]
-        nll = F.nll_loss(logp.reshape(-1, logp.size(-1)), tgt.reshape(-1), ignore_index=self.pad_id)
+        nll = F.nll_loss(logp.reshape(-1, logp.size(-1)), tgt.reshape(-1), ignore_index=self.pad_id,
+                         reduction=reduction)
         return (nll, attention) if return_attention else nll
 
     # --------------------------------------------------------------------------------------------------------------
