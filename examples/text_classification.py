@@ -3,11 +3,17 @@
     python examples/text_classification.py                          # TREC, plain multi-head attention
     python examples/text_classification.py --variant svgd:alpha=1   # heads as SVGD particles
     python examples/text_classification.py --variant dropattn:p=0.1,mode=column --dataset mr
+    torchrun --nproc_per_node 2 examples/text_classification.py --variant svgd:alpha=1   # DDP, gloo on CPU
 
 The model is an ordinary ``nn.TransformerEncoder``; ``graph_rma.convert`` swaps its ``nn.MultiheadAttention``
 layers for ``RepulsiveMultiheadAttention`` (same weights, same outputs) so that the variant can act on the heads.
 Prints test accuracy and head diversity, and writes a per-head attention heatmap (PNG and HTML). The full
 benchmark over variants and seeds is ``graph-rma text``.
+
+Under ``torchrun`` every process builds the same batches of 50 and trains on its shard of each (a cross-entropy sum
+divided by the global batch size times ``1/N``, so DDP's averaged gradient is the one-process gradient); the
+sampler runs after DDP's all-reduce, with the same noise on every rank, and the script ends by checking that the
+replicas are bitwise equal. Rank 0 prints and writes.
 """
 import argparse
 import contextlib
@@ -16,10 +22,12 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 
 import graph_rma
 from graph_rma.cli.text import batches, head_heatmap_html, head_heatmap_png, split_dev
 from graph_rma.data.text import Vocabulary, load_text_dataset, tokenize
+from graph_rma.distributed import cleanup, init_from_env, replica_fingerprints, shard
 from graph_rma.nn import record_attention
 from graph_rma.regularizers import disagreement
 from graph_rma.training import seed_everything
@@ -31,14 +39,18 @@ p.add_argument("--epochs", type=int, default=6)
 p.add_argument("--seed", type=int, default=0)
 p.add_argument("--sentence", default="What is the name of the longest river in the world ?")
 p.add_argument("--out", default="runs/example_text")
+p.add_argument("--max-train", type=int, default=None, help="use only the first N training sentences")
 args = p.parse_args()
 torch.set_num_threads(1)
+dist = init_from_env(device="cpu")  # torchrun: one process group (gloo); otherwise rank 0 of 1
+log = print if dist.rank == 0 else (lambda *a, **k: None)
 seed_everything(args.seed)
 variant = graph_rma.parse_variant(args.variant)
 
 # data: nltk tokens, a vocabulary from the training part, a held-out tenth for choosing the epoch
 train, test = load_text_dataset(args.dataset, "train"), load_text_dataset(args.dataset, "test")
 tr_tok, tr_y, dv_tok, dv_y = split_dev(train)
+tr_tok, tr_y = tr_tok[: args.max_train], tr_y[: args.max_train]
 vocab = Vocabulary.build(tr_tok)
 
 
@@ -64,6 +76,7 @@ optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
 sampler = graph_rma.make_sampler(variant, model, seed=args.seed)  # None for ma / dropattn
 if sampler is not None:
     sampler.attach(optimizer)  # head gradients -> SVGD/SPOS update before every optimizer.step()
+ddp = DistributedDataParallel(model) if dist.distributed else model  # all-reduces gradients in backward()
 
 
 @torch.no_grad()
@@ -77,18 +90,28 @@ best, best_state, gen = -1.0, None, torch.Generator().manual_seed(args.seed)
 for epoch in range(1, args.epochs + 1):
     model.train()
     for x, y in batches(tr_tok, tr_y, vocab, 50, gen):
+        if len(y) < dist.world_size:
+            continue  # a last batch smaller than the number of processes
+        rows = shard(range(len(y)))  # this process's part of the global batch (all of it in one process)
         # the Frobenius penalty needs each layer's attention [B, H, L, S]: record it for reg variants only
         with record_attention(model) if variant.reg else contextlib.nullcontext([]) as layers:
-            loss = F.cross_entropy(model(x), y)
+            loss = F.cross_entropy(ddp(x[rows]), y[rows], reduction="sum") * dist.world_size / len(y)
         reg = graph_rma.regularization_loss(variant, model, [m.last_attention.transpose(1, 2) for m in layers]) \
             if variant.reg else None
         optimizer.zero_grad()
         (loss + reg if reg is not None else loss).backward()
         optimizer.step()
     dev = accuracy(dv_tok, dv_y)
-    print(f"epoch {epoch}: loss {loss.item():.3f} dev acc {100 * dev:.2f}")
+    log(f"epoch {epoch}: loss {loss.item():.3f} dev acc {100 * dev:.2f}")
     if dev > best:
         best, best_state = dev, {k: v.clone() for k, v in model.state_dict().items()}
+if dist.distributed:  # the replicas must still be bitwise identical after all those steps
+    sha = replica_fingerprints(model)
+    assert len(set(sha)) == 1, f"replicas diverged: {sha}"
+    log(f"{dist.world_size} processes: replicas bitwise equal (parameters SHA-1 {sha[0][:12]})")
+    cleanup()
+if dist.rank != 0:
+    raise SystemExit(0)
 model.load_state_dict(best_state)
 print(f"{train.name} {variant}: test accuracy {100 * accuracy(test.tokens, test.labels):.2f}% (best dev {100 * best:.2f}%)")
 
