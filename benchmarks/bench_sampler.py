@@ -1,12 +1,16 @@
 """Cost of the particle sampler: a GAT training step with SVGD/SPOS attached vs the same step without it.
 
-    python -m benchmarks.bench_sampler [--repeats 30] [--threads 2]
+    python -m benchmarks.bench_sampler [--repeats 30] [--threads 2] [--agenda-presets cpu full]
 
 Part 1: 2-layer GAT (8 heads x 8, on Cora when $GRAPH_RMA_DATA has it, else a random graph of Cora's size), with
 1 output head as in the GAT paper (so the first layer is the only multi-head layer), and with 8 averaged output
 heads (first layer only vs all layers). Ratios are against the step without sampler, measured in the same run,
 interleaved, median of repeats.
-Part 2: the sampler alone on random particles [M, D]; its cost is O(M^2 D).
+Part 2: a GraphWriter training step (graph-transformer encoder + LSTM decoder with copy, gradient clipping, the
+preset's optimizer) on a real AGENDA batch (the first records of the offline training split, the preset's batch
+size), with SVGD/SPOS on every encoder layer (``svgd:alpha=0.1``, as ``graph-rma agenda train``) vs without.
+Skipped with a message when the AGENDA files are not under $GRAPH_RMA_DATA.
+Part 3: the sampler alone on random particles [M, D]; its cost is O(M^2 D).
 """
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch_geometric.nn import GATConv
 
-from graph_rma import SPOS, SVGD, svgd_direction
+from graph_rma import SPOS, SVGD, find_particle_groups, make_sampler, svgd_direction
 
 from .common import compare, device_name, random_graph, train_step
 
@@ -45,10 +49,41 @@ def cora_like():
         return (*random_graph(2708, 10556, 1433, 7), "random Cora-sized graph")
 
 
+def agenda_step(preset: str, variant=None):
+    """One GraphWriter training step on a real AGENDA batch, as ``graph-rma agenda train`` does it."""
+    from graph_rma.cli.agenda import PRESETS, _optimizer, build_model
+    from graph_rma.data.agenda import AgendaEncoder, build_vocab, collate, load_agenda
+
+    cfg = PRESETS[preset]
+    splits = load_agenda(protocol="offline")
+    vocab = build_vocab(splits.train, min_freq=cfg["min_freq"])
+    items = AgendaEncoder(vocab, splits.relation_names, cfg["max_target_len"]).encode_all(
+        splits.train[: cfg["batch_size"]])
+    batch = collate(items)
+    torch.manual_seed(0)
+    model = build_model(cfg, len(vocab), len(splits.relation_names), variant or "ma")
+    opt = _optimizer(cfg, model)
+    groups = find_particle_groups(model)
+    if variant is not None:
+        make_sampler(variant, model).attach(opt)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        model.loss(batch).backward()
+        nn.utils.clip_grad_norm_(model.parameters(), cfg["clip"])
+        opt.step()
+
+    tokens = int((batch["target_out"] != 0).sum())
+    return step, f"{len(items)} records, {tokens} target tokens, {len(groups)} encoder groups of " \
+                 f"{groups[0].num_heads} heads x D = {groups[0].dim}"
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=30)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--agenda-presets", nargs="*", default=["cpu"], choices=["cpu", "full"],
+                    help="GraphWriter sizes for part 2 (none: skip it)")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     x, edge_index, y, what = cora_like()
@@ -71,6 +106,19 @@ def main(argv=None):
         "SVGD first layer only": run(base8, lambda m: SVGD(m, alpha=0.1, layers=["conv1"])),
         "SVGD all layers": run(base8, lambda m: SVGD(m, alpha=0.1)),
     }, repeats=args.repeats)
+
+    for preset in args.agenda_presets:
+        try:
+            base, what = agenda_step(preset)
+        except FileNotFoundError as e:  # DataNotFoundError
+            print(f"\nAGENDA part skipped: {e}")
+            break
+        reps = max(5, args.repeats // (3 if preset == "cpu" else 6))
+        compare(f"training step, GraphWriter preset {preset!r} on AGENDA ({what}), ratios to no sampler", {
+            "no sampler": base,
+            "SVGD on every encoder layer": agenda_step(preset, "svgd:alpha=0.1")[0],
+            "SPOS on every encoder layer": agenda_step(preset, "spos:alpha=0.1,beta=1e9")[0],
+        }, repeats=reps)
 
     print(f"\n{'sampler alone: M':>18s} {'D':>8s} {'ms':>8s} {'ns / (M^2 D)':>13s}")
     g = torch.Generator().manual_seed(0)
