@@ -87,11 +87,17 @@ def main(argv=None):
     for e in args.edges:
         cmd = [sys.executable, __file__, "--one", str(e), "--steps", str(args.steps), "--threads", str(args.threads),
                "--device", args.device]
-        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
-        rows.append(json.loads(out))
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:  # e.g. killed for memory (-9): report it and go on with the sizes that fit
+            tail = (proc.stderr.strip().splitlines() or ["no message"])[-1]
+            print(f"{int(e):>10d} edges  failed (exit code {proc.returncode}: {tail})", flush=True)
+            continue
+        rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
         r = rows[-1]
         print(f"{r['edges']:>10d} edges {r['nodes']:>9d} nodes  {r['seconds_per_step']:9.3f} s/step  "
               f"{r['peak_bytes'] / 2**20:9.1f} MiB peak", flush=True)
+    if len(rows) < 2:
+        raise SystemExit("fewer than two sizes ran; nothing to fit")
     E = [r["edges"] for r in rows]
     st = slope(E, [r["seconds_per_step"] for r in rows])
     big = [r for r in rows if r["edges"] >= 1e5]
