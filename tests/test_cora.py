@@ -183,3 +183,24 @@ def test_head_outputs_are_the_ones_the_diagnostics_capture():
         model(x, ei)
     ours = model.head_outputs(x, ei)
     assert torch.allclose(ours, cap.outputs, atol=1e-6)  # so the pipeline's Dist equals the report's
+
+
+def test_early_stopping_rules_by_hand():
+    from graph_rma.cli.cora import EarlyStopping
+
+    # (val_acc, val_loss) per epoch
+    seq = [(0.5, 1.0), (0.6, 0.9), (0.6, 0.8), (0.55, 0.7), (0.6, 0.95), (0.5, 0.99), (0.5, 0.98)]
+    acc = EarlyStopping("val_acc", patience=3)
+    # keep: strict acc gain, or equal acc with lower loss (epoch 3); counter: epochs since the last strict acc
+    # gain (epoch 2), so epochs 3, 4, 5 count 1, 2, 3 and epoch 5 stops
+    assert [acc.update(*e) for e in seq] == [(True, False), (True, False), (True, False), (False, False),
+                                             (False, True), (False, True), (False, True)]
+    gat = EarlyStopping("gat", patience=3)
+    # epoch 4: loss 0.7 is a new minimum (reset, not kept: acc fell); epoch 5: acc 0.6 >= max 0.6 resets, but
+    # loss 0.95 > 0.7 so not kept; epochs 6, 7: neither -> counter 1, 2
+    assert [gat.update(*e) for e in seq] == [(True, False), (True, False), (True, False), (False, False),
+                                             (False, False), (False, False), (False, False)]
+    assert gat.update(0.4, 2.0) == (False, True)  # third epoch without either
+    assert (gat.best_acc, gat.best_loss) == (0.6, 0.8)
+    with pytest.raises(ValueError, match="rule"):
+        EarlyStopping("loss")

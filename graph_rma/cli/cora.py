@@ -7,6 +7,9 @@ also resets the counter whenever the validation loss reaches a new minimum, whic
 long after accuracy has peaked and roughly doubles the epochs for the same selected model),
 and test accuracy at the best validation epoch (highest validation accuracy, ties broken by lower validation
 loss). Every variant (:mod:`graph_rma.variants`) runs with exactly these settings over the same seeds.
+``--early-stopping gat`` uses the GAT code's rule instead (:class:`EarlyStopping`): the patience counter resets
+whenever validation accuracy reaches its maximum *or* validation loss its minimum (``>=``/``<=``), and the model
+kept is the last one at which both held.
 
 Each finished (variant, seed) run is written atomically (``runs/<variant>/seed<k>.json`` and a checkpoint in
 ``checkpoints/``), so an interrupted study keeps its finished runs and ``--resume`` skips them. The summary is a
@@ -66,11 +69,50 @@ def _accuracy(logits: torch.Tensor, y: torch.Tensor, mask: torch.Tensor) -> floa
     return float((logits[mask].argmax(dim=-1) == y[mask]).float().mean())
 
 
+class EarlyStopping:
+    r"""When to keep the model and when to stop, from each epoch's validation accuracy and loss.
+
+    ``rule="val_acc"`` (this package's default): keep the epoch with the highest validation accuracy (ties: lower
+    validation loss); stop ``patience`` epochs after the last strict accuracy improvement.
+    ``rule="gat"`` (the GAT authors' ``execute_cora.py``): with running maxima/minima :math:`a^*` and :math:`l^*`,
+    an epoch with :math:`a \ge a^*` or :math:`l \le l^*` resets the counter (and keeps the model if both hold);
+    otherwise the counter grows, and training stops when it reaches ``patience``.
+    """
+
+    RULES = ("val_acc", "gat")
+
+    def __init__(self, rule: str = "val_acc", patience: int = 100) -> None:
+        if rule not in self.RULES:
+            raise ValueError(f"rule: expected one of {self.RULES}, got {rule!r}")
+        if patience < 1:
+            raise ValueError(f"patience: expected >= 1, got {patience}")
+        self.rule, self.patience = rule, patience
+        self.best_acc, self.best_loss = -math.inf, math.inf  # of the kept model
+        self.acc_max, self.loss_min = -math.inf, math.inf  # running extremes
+        self.bad = 0
+
+    def update(self, val_acc: float, val_loss: float):
+        """``(keep, stop)`` for this epoch: keep its model as the selected one; stop training after it."""
+        if self.rule == "val_acc":
+            keep = val_acc > self.best_acc or (val_acc == self.best_acc and val_loss < self.best_loss)
+            improved = val_acc > self.acc_max
+            self.acc_max = max(self.acc_max, val_acc)
+        else:
+            improved = val_acc >= self.acc_max or val_loss <= self.loss_min
+            keep = val_acc >= self.acc_max and val_loss <= self.loss_min
+            self.acc_max, self.loss_min = max(self.acc_max, val_acc), min(self.loss_min, val_loss)
+        if keep:
+            self.best_acc, self.best_loss = val_acc, val_loss
+        self.bad = 0 if improved else self.bad + 1
+        return keep, self.bad >= self.patience
+
+
 def train_run(data, spec: str, seed: int, model_kwargs: Dict[str, Any], epochs: int = 1000, patience: int = 100,
-              lr: float = 0.005, weight_decay: float = 5e-4):
+              lr: float = 0.005, weight_decay: float = 5e-4, early_stopping: str = "val_acc"):
     """Train one GAT with variant ``spec`` from ``seed``; returns ``(metrics, best_state_dict, model)``.
 
-    ``data`` has ``x`` (dense or sparse), ``edge_index``, ``y`` and the three masks.
+    ``data`` has ``x`` (dense or sparse), ``edge_index``, ``y`` and the three masks; ``early_stopping`` is an
+    :class:`EarlyStopping` rule.
     """
     variant = parse_variant(spec)
     seed_everything(seed)
@@ -87,7 +129,7 @@ def train_run(data, spec: str, seed: int, model_kwargs: Dict[str, Any], epochs: 
 
     best = {"val_acc": -1.0, "val_loss": math.inf, "test_acc": 0.0, "epoch": 0}
     best_state = copy.deepcopy(model.state_dict())
-    acc_max, bad = -1.0, 0
+    stopper = EarlyStopping(early_stopping, patience)
     start, epoch = time.perf_counter(), 0
     for epoch in range(1, epochs + 1):
         model.train()
@@ -107,16 +149,13 @@ def train_run(data, spec: str, seed: int, model_kwargs: Dict[str, Any], epochs: 
             logits = model(x, ei)
             val_loss = float(F.cross_entropy(logits[val_mask], y[val_mask]))
             val_acc = _accuracy(logits, y, val_mask)
-        if val_acc > best["val_acc"] or (val_acc == best["val_acc"] and val_loss < best["val_loss"]):
+        keep, stop = stopper.update(val_acc, val_loss)
+        if keep:
             best = {"val_acc": val_acc, "val_loss": val_loss, "test_acc": _accuracy(logits, y, test_mask),
                     "epoch": epoch}
             best_state = copy.deepcopy(model.state_dict())
-        if val_acc > acc_max:
-            acc_max, bad = val_acc, 0
-        else:
-            bad += 1
-            if bad >= patience:
-                break
+        if stop:
+            break
     seconds = time.perf_counter() - start
 
     model.load_state_dict(best_state)
@@ -224,7 +263,7 @@ def run_study(args: argparse.Namespace) -> int:
     model_kwargs = {"in_channels": dataset.num_features, "out_channels": dataset.num_classes,
                     "hidden_channels": args.hidden, "heads": args.heads, "out_heads": args.out_heads,
                     "dropout": args.dropout, "attn_dropout": args.dropout, "v2": args.v2}
-    config = {"dataset": dataset.name, "epochs": args.epochs, "patience": args.patience, "stop_on": "val_acc",
+    config = {"dataset": dataset.name, "epochs": args.epochs, "patience": args.patience, "stop_on": args.early_stopping,
               "lr": args.lr,
               "weight_decay": args.weight_decay, "model_kwargs": model_kwargs}
     out = Path(args.out)
@@ -252,7 +291,8 @@ def run_study(args: argparse.Namespace) -> int:
         for spec, seed, path in bar:
             bar.set_postfix_str(f"{parse_variant(spec).name} seed {seed}")
             metrics, state, model = train_run(data, spec, seed, model_kwargs, epochs=args.epochs,
-                                              patience=args.patience, lr=args.lr, weight_decay=args.weight_decay)
+                                              patience=args.patience, lr=args.lr, weight_decay=args.weight_decay,
+                                              early_stopping=args.early_stopping)
             ckpt = out / "checkpoints" / f"{slug(spec)}_seed{seed}.pt"
             save_checkpoint(ckpt, {"task": "cora", "dataset": dataset.name, "model_kwargs": model.model_kwargs,
                                    "variant": spec, "seed": seed, "model": state, "metrics": metrics})
@@ -295,6 +335,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--root", default=None, help="planetoid folder with <Name>/raw/ (default $GRAPH_RMA_DATA/planetoid)")
     p.add_argument("--epochs", type=int, default=1000)
     p.add_argument("--patience", type=int, default=100)
+    p.add_argument("--early-stopping", default="val_acc", choices=EarlyStopping.RULES,
+                   help="val_acc: patience on validation accuracy (default); gat: the GAT code's rule (accuracy or "
+                        "loss resets the patience, keep the model when both improve)")
     p.add_argument("--lr", type=float, default=0.005)
     p.add_argument("--weight-decay", type=float, default=5e-4)
     p.add_argument("--hidden", type=int, default=8)
