@@ -8,6 +8,11 @@ x 8 hidden units in layer 1 and 8 averaged output heads. Prints a table with the
 memory against edges (1.0 = linear) and saves a log-log PNG. Random edges in random order are the worst case for
 the gathers and scatters of message passing on a CPU (every access a cache miss once the node arrays outgrow the
 caches); ``--sort-edges`` orders them by target node first, as PyG's datasets come (``sort_edge_index``).
+
+``--keep-freed-memory`` runs each size with glibc told to keep freed memory (``MALLOC_MMAP_MAX_=0``,
+``MALLOC_TRIM_THRESHOLD_`` huge). By default glibc serves every block above 32 MiB with a fresh ``mmap`` and
+returns it on free, so each training step page-faults (and zero-fills) all of its large activations again; that
+cost per byte grows with the working set and made full-batch time per edge grow 2-3x from 1e5 to 1e7 edges here.
 """
 from __future__ import annotations
 
@@ -83,6 +88,8 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--sort-edges", action="store_true", help="order edges by target node (as PyG datasets are)")
+    ap.add_argument("--keep-freed-memory", action="store_true",
+                    help="glibc: no mmap for large blocks, no trimming (each size's process only)")
     ap.add_argument("--out", default="results/scaling")
     ap.add_argument("--one", type=float, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -94,7 +101,10 @@ def main(argv=None):
     for e in args.edges:
         cmd = [sys.executable, __file__, "--one", str(e), "--steps", str(args.steps), "--threads", str(args.threads),
                "--device", args.device] + (["--sort-edges"] if args.sort_edges else [])
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        env = dict(os.environ)
+        if args.keep_freed_memory:
+            env.update(MALLOC_MMAP_MAX_="0", MALLOC_TRIM_THRESHOLD_=str(1 << 46))
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if proc.returncode != 0:  # e.g. killed for memory (-9): report it and go on with the sizes that fit
             tail = (proc.stderr.strip().splitlines() or ["no message"])[-1]
             print(f"{int(e):>10d} edges  failed (exit code {proc.returncode}: {tail})", flush=True)
@@ -114,7 +124,7 @@ def main(argv=None):
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "scaling.json"), "w") as f:
         json.dump({"rows": rows, "slope_time": st, "slope_memory": sm, "device": args.device,
-                   "sorted_edges": args.sort_edges}, f, indent=2)
+                   "sorted_edges": args.sort_edges, "keep_freed_memory": args.keep_freed_memory}, f, indent=2)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -128,6 +138,7 @@ def main(argv=None):
     for a in ax:
         a.grid(True, which="both", alpha=0.3)
     order = "edges sorted by target" if args.sort_edges else "random edge order"
+    order += ", freed memory kept" if args.keep_freed_memory else ""
     fig.suptitle(f"2-layer repulsive GAT (SVGD, 8 heads), full batch, {args.device}, {order}")
     fig.tight_layout()
     fig.savefig(os.path.join(args.out, "scaling.png"), dpi=120)
