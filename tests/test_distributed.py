@@ -100,6 +100,7 @@ def agenda_worker(rank, world, init_file, out_dir):
                                progress=False)
     runs["resumed"] = cli.train(dict(TINY), out / "ddp_resumed", FIXTURE, variant=SPOS_VARIANT, seed=1,
                                 progress=False)
+    cli.train(dict(TINY), out / "ddp_killed", FIXTURE, variant=SPOS_VARIANT, seed=1, stop_after=3, progress=False)
     torch.save(runs, out / f"summaries{rank}.pt")
     dist.destroy_process_group()
 
@@ -129,7 +130,11 @@ def test_agenda_train_under_ddp(tmp_path):
     def losses(summary):  # everything but the wall time: the resumed epoch's train loss includes the killed part
         return [{k: v for k, v in h.items() if k != "seconds"} for h in summary["history"]]
     assert losses(s0["full"]) == losses(s0["resumed"])
-    # no dropout: the same global batch in one process gives the same weights up to summation order
+    # a two-process checkpoint resumed by one process: allowed, with a warning (dropout draws differ)
+    with pytest.warns(UserWarning, match="2-process run with 1 processes"):
+        one = cli.train(dict(TINY), tmp_path / "ddp_killed", FIXTURE, variant=SPOS_VARIANT, seed=1, progress=False)
+    assert one["steps"] == 4 and "world_size" not in one
+        # no dropout: the same global batch in one process gives the same weights up to summation order
     single = cli.train(dict(NO_DROPOUT), tmp_path / "single", FIXTURE, variant=SPOS_VARIANT, seed=1, progress=False)
     a, b = _weights(tmp_path / "single" / "checkpoint.pt"), _weights(tmp_path / "ddp_exact" / "checkpoint.pt")
     assert single["steps"] == s0["exact"]["steps"] == 4
