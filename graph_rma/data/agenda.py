@@ -34,7 +34,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Batch, Data
 
-from .graphs import Vocab, build_graphwriter_graph
+from .graphs import Vocab, build_graphwriter_graph, replace_mentions
 from .root import DataNotFoundError, missing_data_message, resolve_root
 
 __all__ = [
@@ -175,19 +175,8 @@ def _tokenise(text: str) -> List[str]:
 
 def _delexicalise(text: str, entities: Sequence[str], types: Sequence[str]) -> str:
     """Replace entity mentions (longest first, whole tokens) in ``text`` by ``<type_i>`` placeholders."""
-    toks = _tokenise(text)
-    ents = sorted(((i, _tokenise(e)) for i, e in enumerate(entities)), key=lambda p: -len(p[1]))
-    out: List[str] = []
-    j = 0
-    while j < len(toks):
-        for i, et in ents:
-            if et and toks[j : j + len(et)] == et:
-                out.append(f"<{types[i][1:-1]}_{i}>")
-                j += len(et)
-                break
-        else:
-            out.append(toks[j])
-            j += 1
+    out, _ = replace_mentions(_tokenise(text), [_tokenise(e) for e in entities],
+                              lambda i: f"<{types[i][1:-1]}_{i}>")
     return " ".join(out)
 
 

@@ -155,3 +155,27 @@ class Vocab:
 
     def __repr__(self) -> str:
         return f"Vocab({len(self)} tokens)"
+
+
+def replace_mentions(tokens: Sequence[str], entities: Sequence[Sequence[str]],
+                     placeholder) -> Tuple[List[str], List[bool]]:
+    """Delexicalisation shared by AGENDA and WebNLG: scanning ``tokens`` left to right, replace each exact,
+    contiguous mention of an entity's tokens by ``placeholder(i)``; at each position the longest matching entity
+    wins (ties: the lower index) and matches do not overlap. Returns the new tokens and, per entity, whether it was
+    found."""
+    ents = sorted(enumerate(entities), key=lambda p: (-len(p[1]), p[0]))
+    found = [False] * len(entities)
+    out: List[str] = []
+    j = 0
+    while j < len(tokens):
+        for i, et in ents:
+            if et and list(tokens[j : j + len(et)]) == list(et):
+                out.append(placeholder(i))
+                found[i] = True
+                j += len(et)
+                break
+        else:
+            out.append(tokens[j])
+            j += 1
+    return out, found
+

@@ -39,7 +39,7 @@ import torch
 from torch_geometric.data import Data
 
 from .agenda import AgendaEncoder, AgendaRecord, AgendaSplits
-from .graphs import ENTITY, GLOBAL, INVERSE, RELATION, Vocab, build_graphwriter_graph  # noqa: F401 (node kinds)
+from .graphs import ENTITY, GLOBAL, INVERSE, RELATION, Vocab, build_graphwriter_graph, replace_mentions  # noqa: F401 (node kinds)
 from .root import DataNotFoundError, missing_data_message, resolve_root
 
 __all__ = [
@@ -265,21 +265,7 @@ def delexicalise(text: str, entities: Sequence[str],
     """
     tok = tokenize or _default_tokenize
     toks = [t.lower() for t in tok(text)]
-    ents = sorted(((i, [t.lower() for t in tok(e)]) for i, e in enumerate(entities)), key=lambda p: (-len(p[1]), p[0]))
-    found = [False] * len(entities)
-    out: List[str] = []
-    j = 0
-    while j < len(toks):
-        for i, et in ents:
-            if et and toks[j:j + len(et)] == et:
-                out.append(f"<ent_{i}>")
-                found[i] = True
-                j += len(et)
-                break
-        else:
-            out.append(toks[j])
-            j += 1
-    return out, found
+    return replace_mentions(toks, [[t.lower() for t in tok(e)] for e in entities], lambda i: f"<ent_{i}>")
 
 
 def relexicalise(tokens: Sequence[str], entities: Sequence[str],
