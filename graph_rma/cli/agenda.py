@@ -448,16 +448,22 @@ def preset_config(args: argparse.Namespace, presets: Dict[str, Dict[str, Any]]) 
     return config
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="graph-rma agenda", description=__doc__.split("\n")[0],
+def generator_parser(name: str, label: str, doc: str):
+    """``graph-rma <name>``'s parser, its subcommand action and the options every subcommand shares."""
+    p = argparse.ArgumentParser(prog=f"graph-rma {name}", description=doc.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--out", type=Path, default=Path("runs/agenda/ma"), help="run folder")
-    common.add_argument("--root", default=None, help="AGENDA folder (default $GRAPH_RMA_DATA/agenda)")
-    common.add_argument("--protocol", default="auto", choices=["auto", "official", "offline"])
+    common.add_argument("--out", type=Path, default=Path(f"runs/{name}/ma"), help="run folder")
+    common.add_argument("--root", default=None, help=f"{label} folder (default $GRAPH_RMA_DATA/{name})")
     common.add_argument("--quiet", action="store_true", help="no progress bars")
     common.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    return p, sub, common
+
+
+def _parser() -> argparse.ArgumentParser:
+    p, sub, common = generator_parser("agenda", "AGENDA", __doc__)
+    common.add_argument("--protocol", default="auto", choices=["auto", "official", "offline"])
     add_generator_commands(sub, common, PRESETS, "records", ["dev", "val", "test", "train"], save_every=50)
     h = sub.add_parser("heads", parents=[common], help="head diversity of OUT/best.pt (parameters and attention)")
     h.add_argument("--split", default="test", choices=["dev", "val", "test", "train"])

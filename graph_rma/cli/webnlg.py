@@ -131,14 +131,7 @@ def evaluate(out: Path, split: str = "test", root=None, regenerate: bool = False
 
 # ----------------------------------------------------------------------------------------------------------------
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="graph-rma webnlg", description=__doc__.split("\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="cmd", required=True)
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--out", type=Path, default=Path("runs/webnlg/ma"), help="run folder")
-    common.add_argument("--root", default=None, help="WebNLG folder (default $GRAPH_RMA_DATA/webnlg)")
-    common.add_argument("--quiet", action="store_true", help="no progress bars")
-    common.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    p, sub, common = _agenda.generator_parser("webnlg", "WebNLG", __doc__)
     _agenda.add_generator_commands(sub, common, PRESETS, "entries", ["dev", "test", "train"], save_every=100)
     return p
 
