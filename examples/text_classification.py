@@ -27,10 +27,10 @@ from torch.nn.parallel import DistributedDataParallel
 import graph_rma
 from graph_rma.cli.text import batches, head_heatmap_html, head_heatmap_png, split_dev
 from graph_rma.data.text import Vocabulary, load_text_dataset, tokenize
-from graph_rma.distributed import cleanup, init_from_env, replica_fingerprints, shard
+from graph_rma.engine.distributed import cleanup, init_from_env, replica_fingerprints, shard
 from graph_rma.nn import record_attention
 from graph_rma.regularizers import disagreement
-from graph_rma.training import seed_everything
+from graph_rma.engine import seed_everything
 
 p = argparse.ArgumentParser()
 p.add_argument("--dataset", default="trec", help="trec, mr, sst2 or sst1")

@@ -1,5 +1,5 @@
 """graph_rma: repulsive multi-head attention (heads as SVGD/SPOS particles) and DropAttention for PyG and torch."""
-from .convert import convert, register_conversion
+from .nn.conversion import convert, register_conversion
 from .dropattention import DropAttention, drop_attention, drop_attention_dense
 from .variants import Variant, make_drop_attention, make_sampler, parse_variant, regularization_loss
 from .particles import (

@@ -12,12 +12,23 @@ A variant is a short spec string, parsed by :func:`parse_variant`::
     dropattn:p=0.1,w=1,mode=column       DropAttention (column mode; ``mode=element`` is the default)
     svgd:alpha=0.1+dropattn:p=0.1        combined with ``+``
 
-Pipelines never re-implement a variant: they build the model with ``drop_attention=make_drop_attention(v)``,
-attach ``make_sampler(v, model)`` to their optimizer, and add ``regularization_loss(v, ...)`` to the loss.
+Tasks and examples never re-implement a variant: :func:`apply_variant` is the one function that applies it to a
+built model and its optimizer (DropAttention into every attention layer that supports it, one instance per layer;
+the sampler attached to the optimizer) and returns a :class:`VariantSetup` whose :meth:`~VariantSetup.penalty` is
+the regularisation term to add to the loss::
+
+    model = build_model(...)
+    optimizer = torch.optim.Adam(model.parameters(), lr=5e-3)
+    setup = apply_variant("svgd:alpha=0.01,eps=8", model, optimizer, seed=0)
+    for batch in data:
+        loss = task_loss(...)
+        if setup.needs_attention:           # only the regularised variants need the attention weights
+            loss = loss + setup.penalty(model, attention=attention)
+        loss.backward(); optimizer.step()
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
@@ -26,7 +37,8 @@ from torch import Tensor, nn
 from .particles import SGLD, SPOS, SVGD, ParticleSampler
 from .regularizers import disagreement, frobenius_penalty, frobenius_penalty_sparse, parameter_disagreement
 
-__all__ = ["Variant", "parse_variant", "make_sampler", "make_drop_attention", "regularization_loss"]
+__all__ = ["Variant", "VariantSetup", "apply_variant", "parse_variant", "make_sampler", "make_drop_attention",
+           "regularization_loss"]
 
 SAMPLERS = ("ma", "sgld", "svgd", "spos")
 REG_KINDS = ("frobenius", "disagreement")
@@ -235,3 +247,79 @@ def regularization_loss(
             else:
                 terms.append(frobenius_penalty(a) if v.reg == "frobenius" else disagreement(a.flatten(-2), head_dim=-2))
     return v.reg_weight * torch.stack(terms).mean()
+
+
+@dataclass
+class VariantSetup:
+    """What :func:`apply_variant` did to a model, and what the training loop still needs from the variant.
+
+    Attributes:
+        variant: the parsed variant.
+        sampler: the particle sampler attached to the optimizer (``None`` for ``ma``/``reg``/``dropattn``).
+        drop_attention: the DropAttention modules installed, one per attention layer (empty without ``dropattn``).
+    """
+
+    variant: Variant
+    sampler: Optional[ParticleSampler] = None
+    drop_attention: List[nn.Module] = field(default_factory=list)
+
+    @property
+    def needs_attention(self) -> bool:
+        """The penalty needs the attention weights (``reg`` with ``target=attention``)."""
+        return self.variant.reg is not None and self.variant.reg_target == "attention"
+
+    @property
+    def needs_head_outputs(self) -> bool:
+        """The penalty needs per-head outputs (``reg`` with ``target=outputs``)."""
+        return self.variant.reg is not None and self.variant.reg_target == "outputs"
+
+    def penalty(self, model: Optional[nn.Module] = None, attention: Sequence[AttentionLike] = (),
+                head_outputs: Sequence[Tensor] = ()) -> Optional[Tensor]:
+        """The weighted regularisation term to add to the loss (:func:`regularization_loss`); ``None`` without
+        ``reg``."""
+        return regularization_loss(self.variant, model, attention=attention, head_outputs=head_outputs)
+
+    def state_dict(self) -> Dict[str, Any]:
+        """The sampler's state (``{}`` without a sampler), for checkpoints."""
+        return self.sampler.state_dict() if self.sampler is not None else {}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        if self.sampler is not None and state:
+            self.sampler.load_state_dict(state)
+
+
+def apply_variant(variant: Union[str, Variant], model: nn.Module,
+                  optimizer: Optional[torch.optim.Optimizer] = None, seed: int = 0) -> VariantSetup:
+    """Apply ``variant`` to a built ``model`` (and its ``optimizer``): the one place a spec becomes behaviour.
+
+    * ``dropattn``: a fresh :class:`graph_rma.DropAttention` is installed as the ``drop_attention`` of every module
+      whose class sets ``accepts_drop_attention = True`` (this package's layers; convert stock layers first with
+      :func:`graph_rma.convert`). A ``ValueError`` says so when the model has no such layer.
+    * ``sgld``/``svgd``/``spos``: the sampler is built over the model's heads and attached to ``optimizer`` (when
+      given), so that it runs right before every ``optimizer.step()``.
+    * ``reg``: nothing changes in the model; add :meth:`VariantSetup.penalty` to the loss.
+
+    Args:
+        variant: a spec string (see the module docstring) or a :class:`Variant`.
+        model: the model to train.
+        optimizer: the optimizer the sampler attaches to; without one, call ``setup.sampler.step()`` yourself
+            after ``loss.backward()``.
+        seed: seed of the sampler's own noise generator (SPOS/SGLD).
+    """
+    v = parse_variant(variant)
+    if not isinstance(model, nn.Module):
+        raise ValueError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
+    setup = VariantSetup(v)
+    if v.drop_attention:
+        layers = [m for m in model.modules() if getattr(m, "accepts_drop_attention", False)]
+        if not layers:
+            raise ValueError(f"variant: {v.spec!r} asks for DropAttention, but no layer of {type(model).__name__} "
+                             "accepts it (convert stock attention layers first with graph_rma.convert)")
+        for layer in layers:
+            module = make_drop_attention(v)
+            layer.drop_attention = module
+            setup.drop_attention.append(module)
+    setup.sampler = make_sampler(v, model, seed=seed)
+    if setup.sampler is not None and optimizer is not None:
+        setup.sampler.attach(optimizer)
+    return setup

@@ -6,7 +6,7 @@ import pytest
 from graph_rma.cli import main as cli_main
 from graph_rma.data.planetoid import load_planetoid
 from graph_rma.data.root import DataNotFoundError
-from graph_rma.training import load_checkpoint
+from graph_rma.engine import load_checkpoint
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -10,7 +10,7 @@ from graph_rma.cli import main as cli_main
 from graph_rma.cli.report import ReportInputs, register_report_task
 from graph_rma.diagnostics import HeadCapture, expected_calibration_error, head_distance, overconfidence_error
 from graph_rma import SVGD
-from graph_rma.training import save_checkpoint
+from graph_rma.engine import save_checkpoint
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

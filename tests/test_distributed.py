@@ -14,7 +14,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from graph_rma import SPOS
 from graph_rma.data.root import resolve_root
-from graph_rma.distributed import all_reduce_mean, init_from_env, is_main_process, shard
+from graph_rma.engine.distributed import all_reduce_mean, init_from_env, is_main_process, shard
 
 STEPS = 4
 ROOT = Path(__file__).resolve().parents[1]
@@ -150,7 +150,7 @@ def test_agenda_train_under_ddp(tmp_path):
 def _weights_at_init():
     from graph_rma.cli import agenda as cli
     from graph_rma.data.agenda import build_vocab, load_agenda
-    from graph_rma.training import seed_everything
+    from graph_rma.engine import seed_everything
 
     splits = load_agenda(FIXTURE)
     seed_everything(1)

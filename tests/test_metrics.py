@@ -1,7 +1,6 @@
 """graph_rma.metrics: hand-computed values, equality with the reference libraries called directly, METEOR 1.5."""
 import json
 import math
-import os
 
 import pytest
 
@@ -19,14 +18,11 @@ from graph_rma.metrics import (  # noqa: E402
     clauses,
     entity_coverage,
     evaluate_generation,
-    java_available,
     repetition,
     tokenize,
 )
 
-DATA = os.environ.get("GRAPH_RMA_DATA", "")
-HAVE_NLTK_DATA = bool(DATA) and os.path.exists(os.path.join(DATA, "nltk_data", "corpora", "wordnet.zip"))
-needs_nltk_data = pytest.mark.skipif(not HAVE_NLTK_DATA, reason="needs $GRAPH_RMA_DATA/nltk_data (WordNet, punkt_tab)")
+from conftest import data_path, needs_java, needs_wordnet as needs_nltk_data  # noqa: E402
 
 HYPS = [
     "Alan Bean was selected by NASA in 1963. Alan Bean was selected by NASA in 1963.",
@@ -101,7 +97,7 @@ def test_repetition_by_hand():
 def test_matches_reference_libraries_directly():
     r = evaluate_generation(HYPS, REFS, meteor="nltk")
     # independent tokenisation: nltk.word_tokenize, lower-cased
-    nltk.data.path.insert(0, os.path.join(DATA, "nltk_data"))
+    nltk.data.path.insert(0, str(data_path("nltk_data")))
     tok = lambda s: [t.lower() for t in nltk.word_tokenize(s)]  # noqa: E731
     hyp_s = [" ".join(tok(h)) for h in HYPS]
     ref_s = [[" ".join(tok(x)) for x in rs] for rs in REFS]
@@ -154,14 +150,14 @@ def test_auto_falls_back_to_nltk_without_java(monkeypatch):
         Meteor15()
 
 
-@pytest.mark.skipif(not java_available(), reason="METEOR 1.5 needs java, which is not on PATH")
+@needs_java
 @needs_nltk_data
 def test_meteor15_matches_pycocoevalcap_and_shuts_down():
     with Meteor15() as m:
         r = evaluate_generation(HYPS, REFS, meteor=m)
         assert r["METEOR_impl"] == "meteor-1.5"
         # pycocoevalcap's own protocol on the same JVM, fed independently tokenised text
-        nltk.data.path.insert(0, os.path.join(DATA, "nltk_data"))
+        nltk.data.path.insert(0, str(data_path("nltk_data")))
         tok = lambda s: " ".join(t.lower() for t in nltk.word_tokenize(s))  # noqa: E731
         gts = {i: [tok(x) for x in rs] for i, rs in enumerate(REFS)}
         res = {i: [tok(h)] for i, h in enumerate(HYPS)}
@@ -181,7 +177,7 @@ def test_meteor15_matches_pycocoevalcap_and_shuts_down():
         m.score(["a"], [["a"]])
 
 
-@pytest.mark.skipif(not java_available(), reason="METEOR 1.5 needs java, which is not on PATH")
+@needs_java
 def test_meteor15_dead_jvm_raises_instead_of_hanging():
     m = Meteor15()
     m.process.kill()

@@ -1,5 +1,4 @@
 """Planetoid loader on the real Cora raw files: statistics, read-only roots, missing/truncated files, downloads."""
-import os
 import shutil
 import stat
 from pathlib import Path
@@ -10,9 +9,7 @@ from graph_rma.data import planetoid
 from graph_rma.data.planetoid import load_planetoid, raw_file_names
 from graph_rma.data.root import DataNotFoundError
 
-SHARED = Path(os.environ.get("GRAPH_RMA_DATA", "/nonexistent")) / "planetoid"
-needs_data = pytest.mark.skipif(not (SHARED / "Cora" / "raw").is_dir(),
-                                reason="real Cora raw files not available (set GRAPH_RMA_DATA)")
+from conftest import PLANETOID as SHARED, needs_cora as needs_data
 
 
 def _snapshot(folder: Path):

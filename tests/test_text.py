@@ -6,12 +6,11 @@ import pytest
 import torch
 
 from graph_rma.cli import text as cli
-from graph_rma.data.root import DataNotFoundError, resolve_root
+from graph_rma.data.root import DataNotFoundError
 from graph_rma.data.text import (TREC_CLASSES, TextDataset, Vocabulary, load_mr, load_sst, load_text_dataset,
                                  load_trec, read_lines, tokenize)
 
-HAVE_TEXT = (resolve_root("text") / "TREC" / "TREC.train.all").is_file()
-real = pytest.mark.skipif(not HAVE_TEXT, reason="real text data not found: set GRAPH_RMA_DATA (datasets/text.md)")
+from conftest import needs_text as real
 
 
 @real

@@ -24,8 +24,7 @@ from graph_rma.data.webnlg import (
 FIXTURE = Path(__file__).resolve().parents[1] / "datasets" / "fixtures" / "webnlg_tiny"
 DATA = os.environ.get("GRAPH_RMA_DATA", "")
 REAL = Path(DATA, "webnlg") if DATA else None
-HAVE_NLTK_DATA = bool(DATA) and Path(DATA, "nltk_data", "tokenizers", "punkt_tab").is_dir()
-needs_nltk_data = pytest.mark.skipif(not HAVE_NLTK_DATA, reason="needs $GRAPH_RMA_DATA/nltk_data (punkt_tab)")
+from conftest import needs_punkt as needs_nltk_data
 
 
 def test_text_normalisation():

@@ -39,12 +39,12 @@ from tqdm.auto import tqdm
 
 from ..data.agenda import AgendaEncoder, AgendaRecord, build_vocab, collate, load_agenda
 from ..data.graphs import Vocab
-from ..distributed import (all_reduce_sum, barrier, cleanup, gather_objects, init_from_env, rank_and_world,
+from ..engine.distributed import (all_reduce_sum, barrier, cleanup, gather_objects, init_from_env, rank_and_world,
                            replica_fingerprints, shard)
 from ..metrics import evaluate_generation
 from ..models.graphwriter import GraphWriter
 from ..regularizers import disagreement, parameter_disagreement
-from ..training import (atomic_write_text, load_checkpoint, rng_state, save_checkpoint, seed_everything,
+from ..engine import (atomic_write_text, load_checkpoint, rng_state, save_checkpoint, seed_everything,
                         set_rng_state, write_json)
 from ..variants import make_drop_attention, make_sampler, parse_variant, regularization_loss
 

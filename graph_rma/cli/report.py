@@ -77,7 +77,7 @@ def _fail(msg: str) -> int:
 
 def _report_one(path: Path, out: Path, args) -> Dict[str, Any]:
     from ..diagnostics import node_classification_report
-    from ..training import load_checkpoint
+    from ..engine import load_checkpoint
 
     ckpt = load_checkpoint(path)
     for key in ("task", "model_kwargs", "model"):
@@ -134,7 +134,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return _fail(str(exc))
     if len(paths) > 1:
         from ..diagnostics import plot_head_importance
-        from ..training import write_json
+        from ..engine import write_json
 
         def label(stem: str) -> str:
             v = summaries[stem].get("variant")

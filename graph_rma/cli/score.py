@@ -78,7 +78,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"{label:<20} {'n/a' if value is None else f'{value:.2f}'}")
     print(f"{'examples':<20} {result['n']} ({result['num_references']} references)")
     if args.json:
-        from ..training import write_json
+        from ..engine import write_json
 
         write_json(args.json, result)
     return 0

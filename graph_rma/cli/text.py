@@ -29,7 +29,7 @@ from torch import Tensor, nn
 from ..data.text import TextDataset, Vocabulary, load_text_dataset
 from ..models.text import MODELS, build_model
 from ..regularizers import disagreement, frobenius_penalty
-from ..training import seed_everything, write_csv, write_json
+from ..engine import seed_everything, write_csv, write_json
 from ..variants import make_drop_attention, make_sampler, parse_variant, regularization_loss
 
 # Named variants of the benchmark (any spec string of graph_rma.variants is accepted too).

@@ -25,7 +25,7 @@ from typing import Any, Dict, Optional, Sequence
 from ..data.webnlg import WebNLGEncoder, build_webnlg_vocab, load_webnlg_splits
 from ..metrics import evaluate_generation
 from ..metrics.generation import Meteor15, java_available
-from ..training import atomic_write_text, write_json
+from ..engine import atomic_write_text, write_json
 from . import agenda as _agenda
 from .agenda import load_model
 

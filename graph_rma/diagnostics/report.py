@@ -14,7 +14,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Union
 import torch
 from torch import Tensor, nn
 
-from ..training import write_json
+from ..engine import write_json
 from .calibration import calibration_bins, expected_calibration_error, overconfidence_error, predictive_entropy
 from .capture import HeadCapture
 from .diversity import head_diversity

@@ -6,9 +6,10 @@ r"""The two-layer GAT of Veličković et al. (2018) for transductive node classi
     \mathrm{logits} = \frac{1}{K'} \sum_{k=1}^{K'} \sum_{j} \alpha'^{k}_{ij} W'^{k} \mathrm{drop}(H^{(1)}_j),
 
 with :math:`K = 8` heads of 8 hidden units, :math:`K' = 1` output head, dropout 0.6 on both layers' inputs and
-on the attention coefficients (the paper's Cora setting). The layers are PyG's ``GATConv`` (``GATv2Conv`` with
-``v2=True``) or, when ``drop_attention`` is given, this package's drop-in ``RepulsiveGATConv``, so the head
-layouts of :mod:`graph_rma.particles` find ``conv1``'s 8 heads (and ``conv2``'s when ``out_heads > 1``).
+on the attention coefficients (the paper's Cora setting). The layers are this package's drop-in
+``RepulsiveGATConv`` (``RepulsiveGATv2Conv`` with ``v2=True``), which compute exactly what PyG's ``GATConv`` computes
+until DropAttention is installed (:func:`graph_rma.variants.apply_variant`), so the head layouts of
+:mod:`graph_rma.particles` find ``conv1``'s 8 heads (and ``conv2``'s when ``out_heads > 1``).
 
 ``GAT(**model_kwargs)`` rebuilds a model from the ``model_kwargs`` stored in a Cora checkpoint.
 """
@@ -20,19 +21,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..dropattention import DropAttention
+from ..nn.gat_conv import RepulsiveGATConv, RepulsiveGATv2Conv
+
 __all__ = ["GAT"]
-
-
-def _conv_class(v2: bool, drop_attention: Optional[Dict[str, Any]]):
-    if drop_attention is None:
-        from torch_geometric.nn import GATConv, GATv2Conv
-
-        return GATv2Conv if v2 else GATConv
-    try:
-        from ..nn import RepulsiveGATConv, RepulsiveGATv2Conv
-    except ImportError as exc:  # pragma: no cover - until graph_rma.nn ships the layers
-        raise ValueError(f"drop_attention: needs graph_rma.nn.RepulsiveGATConv, which is not available ({exc})") from None
-    return RepulsiveGATv2Conv if v2 else RepulsiveGATConv
 
 
 class GAT(nn.Module):
@@ -78,11 +70,9 @@ class GAT(nn.Module):
         self.dropout, self.attn_dropout, self.v2 = float(dropout), float(attn_dropout), bool(v2)
         self.drop_attention = dict(drop_attention) if drop_attention is not None else None
 
-        Conv = _conv_class(self.v2, self.drop_attention)
+        Conv = RepulsiveGATv2Conv if self.v2 else RepulsiveGATConv
         extra: Dict[str, Any] = {}
         if self.drop_attention is not None:
-            from ..dropattention import DropAttention
-
             extra = {"drop_attention": DropAttention(**self.drop_attention)}
         self.conv1 = Conv(in_channels, hidden_channels, heads=heads, dropout=attn_dropout, **extra)
         if self.drop_attention is not None:

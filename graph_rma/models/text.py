@@ -18,7 +18,7 @@ from typing import List, Optional
 import torch
 from torch import Tensor, nn
 
-from ..convert import convert
+from ..nn.conversion import convert
 from ..nn.multihead_attention import RepulsiveMultiheadAttention, record_attention
 from ..nn.self_attentive import SelfAttentiveEncoder
 

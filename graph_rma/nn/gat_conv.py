@@ -169,6 +169,8 @@ class RepulsiveGATConv(GATConv):
     return values; returned attention weights are taken after DropAttention / dropout.
     """
 
+    accepts_drop_attention = True  # graph_rma.variants.apply_variant installs DropAttention here
+
     def __init__(
         self,
         in_channels: Union[int, Tuple[int, int]],
@@ -244,6 +246,8 @@ class RepulsiveGATv2Conv(GATv2Conv):
     Forward: ``(x, edge_index, edge_attr=None, return_attention_weights=None)`` with the stock return values;
     returned attention weights are taken after DropAttention / dropout.
     """
+
+    accepts_drop_attention = True  # graph_rma.variants.apply_variant installs DropAttention here
 
     def __init__(
         self,

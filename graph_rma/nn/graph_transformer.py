@@ -70,6 +70,8 @@ class GraphTransformerLayer(nn.Module):
         with ``return_attention_weights=True`` also ``(edge_index, alpha [E, H])`` (before dropout).
     """
 
+    accepts_drop_attention = True  # graph_rma.variants.apply_variant installs DropAttention here
+
     def __init__(
         self,
         channels: int,

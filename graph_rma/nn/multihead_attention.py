@@ -66,6 +66,8 @@ class RepulsiveMultiheadAttention(nn.MultiheadAttention):
     Forward arguments and return values are those of :meth:`torch.nn.MultiheadAttention.forward`.
     """
 
+    accepts_drop_attention = True  # graph_rma.variants.apply_variant installs DropAttention here
+
     last_attention: Optional[Tensor]
 
     def __init__(

@@ -55,6 +55,8 @@ class SelfAttentiveEncoder(nn.Module):
         output ``(M, A)``: ``M`` ``[B, r, 2u]`` and ``A`` ``[B, r, n]`` (before DropAttention; rows sum to 1).
     """
 
+    accepts_drop_attention = True  # graph_rma.variants.apply_variant installs DropAttention here
+
     def __init__(
         self,
         in_channels: int,

@@ -3,8 +3,7 @@ import os
 import pytest
 import torch
 
-from graph_rma import training
-from graph_rma.cli import commands, main
+from graph_rma import engine as training
 
 
 def test_checkpoint_round_trip_weights_only(tmp_path):
@@ -40,10 +39,3 @@ def test_atomic_json_csv(tmp_path):
     assert training.read_json(tmp_path / "r.json") == {"acc": 0.5}
     training.write_csv(tmp_path / "r.csv", [{"a": 1, "b": 2}, {"a": 3, "c": 4}])
     assert (tmp_path / "r.csv").read_text().splitlines() == ["a,b,c", "1,2,", "3,,4"]
-
-
-def test_cli_dispatch(capsys):
-    assert main([]) == 0
-    assert "commands" in capsys.readouterr().out
-    assert main(["no-such-command"]) == 2
-    assert isinstance(commands(), list)

@@ -6,13 +6,20 @@ converter (PyG ``GATConv`` -> :class:`~graph_rma.nn.RepulsiveGATConv`, ``GATv2Co
 :class:`~graph_rma.nn.RepulsiveMultiheadAttention`, ...). The new module loads the old one's ``state_dict`` and
 keeps its device, dtype and training mode, so outputs are unchanged until an extra option is switched on.
 
-Layers register themselves with :func:`register_conversion` when :mod:`graph_rma.nn` is imported.
+The swap table lives here and is filled when this module is imported (no import side effect elsewhere, no cycle);
+:func:`register_conversion` adds a user's own pair.
 """
 from __future__ import annotations
 
 from typing import Callable, Dict, Optional, Type
 
 from torch import nn
+from torch_geometric.nn.conv import GATConv, GATv2Conv
+
+from .gat_conv import RepulsiveGATConv, RepulsiveGATv2Conv
+from .multihead_attention import RepulsiveMultiheadAttention
+
+__all__ = ["convert", "register_conversion"]
 
 Converter = Callable[[nn.Module], nn.Module]
 _CONVERTERS: Dict[Type[nn.Module], Converter] = {}
@@ -25,6 +32,11 @@ def register_conversion(stock_cls: Type[nn.Module], converter: Converter) -> Non
     ``state_dict``, device, dtype and training mode.
     """
     _CONVERTERS[stock_cls] = converter
+
+
+register_conversion(GATConv, RepulsiveGATConv.from_stock)
+register_conversion(GATv2Conv, RepulsiveGATv2Conv.from_stock)
+register_conversion(nn.MultiheadAttention, RepulsiveMultiheadAttention.from_stock)
 
 
 def _convert_one(module: nn.Module, **options) -> Optional[nn.Module]:
@@ -51,8 +63,6 @@ def convert(model: nn.Module, inplace: bool = True, **options) -> nn.Module:
     Returns:
         The converted model (the new layer itself when ``model`` is a single convertible module).
     """
-    import graph_rma.nn  # noqa: F401 (registers the converters)
-
     if not isinstance(model, nn.Module):
         raise ValueError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
     if not inplace:

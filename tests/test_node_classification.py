@@ -1,21 +1,17 @@
 """The Cora pipeline: GAT model, the Dist metric, and end-to-end CLI runs (outputs, checkpoints, resume)."""
 import copy
-import os
-from pathlib import Path
 
 import pytest
 import torch
+from conftest import needs_cora
 from torch_geometric.nn import GATConv
 
 from graph_rma.cli import cora
 from graph_rma.data.planetoid import prepare_features
 from graph_rma.diagnostics import head_distance
+from graph_rma.engine import load_checkpoint, read_json
 from graph_rma.models.gat import GAT
-from graph_rma.training import load_checkpoint, read_json
-
-SHARED = Path(os.environ.get("GRAPH_RMA_DATA", "/nonexistent")) / "planetoid"
-needs_data = pytest.mark.skipif(not (SHARED / "Cora" / "raw").is_dir(),
-                                reason="real Cora raw files not available (set GRAPH_RMA_DATA)")
+from graph_rma.tasks import node_classification as nc
 
 
 def test_head_distance_hand_checked():
@@ -63,16 +59,8 @@ def test_sparse_input_matches_dense_and_drops_only_stored_entries():
     assert 0.5 < 1 - kept.float().mean().item() < 0.7  # ~60% of the stored entries dropped
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("GRAPH_RMA_CACHE", str(tmp_path_factory.mktemp("cache")))
-        mp.setenv("GRAPH_RMA_DATA", str(SHARED.parent))
-        yield
-
-
-@needs_data
-def test_cli_end_to_end_writes_results_and_checkpoints(tmp_path, cache, capsys):
+@needs_cora
+def test_cli_end_to_end_writes_results_and_checkpoints(tmp_path, planetoid_cache, capsys):
     out = tmp_path / "out"
     specs = ["ma", "svgd:alpha=0.1"]
     rc = cora.main(["--variants", *specs, "--seeds", "2", "--epochs", "4", "--out", str(out)])
@@ -108,10 +96,10 @@ def test_cli_end_to_end_writes_results_and_checkpoints(tmp_path, cache, capsys):
     assert by[("ma", 0)]["val_loss"] != by[("svgd:alpha=0.1", 0)]["val_loss"]
 
 
-@needs_data
-def test_interrupted_study_resumes_without_redoing_finished_runs(tmp_path, cache, monkeypatch):
+@needs_cora
+def test_interrupted_study_resumes_without_redoing_finished_runs(tmp_path, planetoid_cache, monkeypatch):
     out = tmp_path / "out"
-    real = cora.train_run
+    real = nc.train_run
     calls = []
 
     def interrupt_on_third(data, spec, seed, *args, **kwargs):
@@ -120,23 +108,23 @@ def test_interrupted_study_resumes_without_redoing_finished_runs(tmp_path, cache
             raise KeyboardInterrupt  # as Ctrl-C in the middle of the third run
         return real(data, spec, seed, *args, **kwargs)
 
-    monkeypatch.setattr(cora, "train_run", interrupt_on_third)
+    monkeypatch.setattr(nc, "train_run", interrupt_on_third)
     argv = ["--variants", "ma", "svgd:alpha=0.1", "--seeds", "2", "--epochs", "3", "--out", str(out), "--no-plot"]
     assert cora.main(argv) == 130
     # Seed-major order: ma and svgd on seed 0 finished, the third run (ma, seed 1) was interrupted.
     finished = sorted(str(p.relative_to(out / "runs")) for p in (out / "runs").rglob("seed*.json"))
-    assert finished == [f"{cora.slug('ma')}/seed0.json", f"{cora.slug('svgd:alpha=0.1')}/seed0.json"]
+    assert finished == [f"{nc.slug('ma')}/seed0.json", f"{nc.slug('svgd:alpha=0.1')}/seed0.json"]
     assert len(read_json(out / "results.json")["runs"]) == 2
-    first = read_json(out / "runs" / cora.slug("ma") / "seed0.json")
+    first = read_json(out / "runs" / nc.slug("ma") / "seed0.json")
 
     calls.clear()
-    monkeypatch.setattr(cora, "train_run", lambda *a, **k: (calls.append(a[1:3]), real(*a, **k))[1])
+    monkeypatch.setattr(nc, "train_run", lambda *a, **k: (calls.append(a[1:3]), real(*a, **k))[1])
     assert cora.main(argv + ["--resume"]) == 0
     assert calls == [("ma", 1), ("svgd:alpha=0.1", 1)]
     res = read_json(out / "results.json")
     assert [(r["variant"], r["seed"]) for r in res["runs"]] == [
         ("ma", 0), ("ma", 1), ("svgd:alpha=0.1", 0), ("svgd:alpha=0.1", 1)]
-    assert read_json(out / "runs" / cora.slug("ma") / "seed0.json") == first
+    assert read_json(out / "runs" / nc.slug("ma") / "seed0.json") == first
 
     # A changed setting does not reuse runs made under another configuration.
     calls.clear()
@@ -153,7 +141,7 @@ def test_every_full_study_variant_builds_on_the_gat():
     from graph_rma.nn import RepulsiveGATConv
     from graph_rma.variants import make_sampler, parse_variant
 
-    for spec in cora.FULL_VARIANTS:
+    for spec in nc.FULL_VARIANTS:
         v = parse_variant(spec)
         model = GAT(30, 3, drop_attention=v.drop_attention_kwargs)
         if v.drop_attention:
@@ -186,7 +174,7 @@ def test_head_outputs_are_the_ones_the_diagnostics_capture():
 
 
 def test_early_stopping_rules_by_hand():
-    from graph_rma.cli.cora import EarlyStopping
+    from graph_rma.engine import EarlyStopping
 
     # (val_acc, val_loss) per epoch
     seq = [(0.5, 1.0), (0.6, 0.9), (0.6, 0.8), (0.55, 0.7), (0.6, 0.95), (0.5, 0.99), (0.5, 0.98)]

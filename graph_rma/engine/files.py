@@ -1,0 +1,60 @@
+r"""Result files written atomically: readers see the old file or the new one, never half of one.
+
+A crash never leaves a half-written result; every task writes its JSON/CSV/text outputs through these helpers.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable, List, Mapping, Optional, Union
+
+PathLike = Union[str, os.PathLike]
+
+__all__ = ["PathLike", "atomic_write_bytes", "atomic_write_text", "write_json", "read_json", "write_csv"]
+
+
+def atomic_write_bytes(path: PathLike, data: bytes) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return path
+
+
+def atomic_write_text(path: PathLike, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file and ``os.replace``: readers see old or new, never half."""
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def write_json(path: PathLike, obj: Any) -> Path:
+    return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+def read_json(path: PathLike) -> Any:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def write_csv(path: PathLike, rows: Iterable[Mapping[str, Any]], fieldnames: Optional[List[str]] = None) -> Path:
+    rows = list(rows)
+    if fieldnames is None:
+        fieldnames = []
+        for row in rows:
+            fieldnames.extend(k for k in row if k not in fieldnames)
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=fieldnames)
+    writer.writeheader()
+    writer.writerows(rows)
+    return atomic_write_text(path, buf.getvalue())

@@ -1,0 +1,20 @@
+"""Seeding: one call that seeds every random number generator a run uses."""
+from __future__ import annotations
+
+import random
+
+import torch
+
+__all__ = ["seed_everything"]
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy (if installed) and torch (CPU and CUDA)."""
+    random.seed(seed)
+    try:
+        import numpy as np
+
+        np.random.seed(seed % (2**32))
+    except ImportError:  # pragma: no cover
+        pass
+    torch.manual_seed(seed)

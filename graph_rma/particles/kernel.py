@@ -1,0 +1,278 @@
+r"""The method's numerics on ``[M, D]`` particle tensors: RBF kernel, bandwidths, SVGD/SPOS/SGLD directions.
+
+Pure functions; no knowledge of layers or optimizers. See :mod:`graph_rma.particles` for the equations.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional, Tuple, Union
+
+import torch
+from torch import Tensor
+
+Bandwidth = Union[None, float, str, Tensor]
+
+def _work_dtype(dtype: torch.dtype) -> torch.dtype:
+    # Half precision (and float32) inputs are computed in float32, float64 in float64.
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _check_theta(theta: Tensor, name: str = "theta") -> None:
+    if not isinstance(theta, Tensor):
+        raise ValueError(f"{name}: expected a Tensor of shape [M, D], got {type(theta).__name__}")
+    if theta.dim() != 2 or theta.size(0) < 1:
+        raise ValueError(f"{name}: expected shape [M, D] (M particles of dimension D), got {list(theta.shape)}")
+    if not theta.is_floating_point():
+        raise ValueError(f"{name}: expected a floating-point tensor, got {theta.dtype}")
+
+
+def _all_finite(x: Tensor) -> bool:
+    # A sum is the cheapest vectorised pass and propagates NaN/Inf; only if it overflows is the exact check run.
+    return x.numel() == 0 or bool(torch.isfinite(x.sum())) or bool(torch.isfinite(x).all())
+
+
+def _max_abs(x: Tensor) -> Tensor:
+    lo, hi = torch.aminmax(x)  # NaN propagates
+    return torch.maximum(hi, -lo)
+
+
+def _check_grad(theta: Tensor, grad: Tensor) -> None:
+    if not isinstance(grad, Tensor) or grad.shape != theta.shape:
+        shape = list(grad.shape) if isinstance(grad, Tensor) else type(grad).__name__
+        raise ValueError(f"grad: expected the shape of theta {list(theta.shape)}, got {shape}")
+    if not _all_finite(grad):
+        raise ValueError("grad: contains NaN or Inf (non-finite loss gradient)")
+
+
+def _normalize(theta: Tensor) -> Tuple[Tensor, Tensor]:
+    """Centre and scale ``theta`` (in the working dtype) so that distances neither overflow nor underflow.
+
+    Returns ``(theta_n, s)`` with ``theta = s * theta_n + mean``; ``s = 1`` when all particles coincide.
+    Distances scale by ``s``, the bandwidth by ``s**2``, and the kernel is unchanged. Raises if ``theta`` is
+    not finite.
+    """
+    x = theta.to(_work_dtype(theta.dtype))
+    x = x - x.mean(dim=0, keepdim=True)
+    s = _max_abs(x)
+    if not bool(torch.isfinite(s)):
+        raise ValueError("theta: contains NaN or Inf")
+    s = torch.where(s > 0, s, torch.ones_like(s))
+    return x / s, s
+
+
+def _pairwise_distances(x: Tensor) -> Tensor:
+    # x is centred and scaled to max |x| = 1 (see _normalize), so the Gram form loses no useful precision: the
+    # kernel only needs d^2 / h, and the repulsion uses the differences x_i - x_j directly.
+    sq = (x * x).sum(dim=1)
+    d2 = (sq.unsqueeze(1) + sq.unsqueeze(0) - 2.0 * (x @ x.t())).clamp_min_(0.0)
+    d2.fill_diagonal_(0.0)
+    return d2.sqrt()
+
+
+def _median(values: Tensor) -> Tensor:
+    # The usual median: the mean of the two middle values for an even count (as numpy.median).
+    v, _ = values.sort()
+    n = v.numel()
+    return v[(n - 1) // 2] if n % 2 == 1 else 0.5 * (v[n // 2 - 1] + v[n // 2])
+
+
+def _normalized_bandwidth(dist: Tensor, bandwidth: Bandwidth, s: Tensor) -> Tensor:
+    """Bandwidth in the normalised coordinates (``h / s**2``)."""
+    M = dist.size(0)
+    if bandwidth is None or (isinstance(bandwidth, str) and bandwidth == "median"):
+        if M < 2:
+            return torch.ones((), dtype=dist.dtype, device=dist.device)
+        iu = torch.triu_indices(M, M, offset=1, device=dist.device)
+        pairs = dist[iu[0], iu[1]]
+        med = _median(pairs)
+        if med <= 0:  # more than half of the pairs coincide: fall back to the largest distance
+            med = pairs.max()
+        if med <= 0:  # all particles coincide: K = 1 and no repulsion for any positive h
+            return torch.ones((), dtype=dist.dtype, device=dist.device)
+        return med**2 / math.log(M)
+    if isinstance(bandwidth, str):
+        if bandwidth != "liu":
+            raise ValueError(f"bandwidth: expected None, 'median', 'liu' or a positive number, got {bandwidth!r}")
+        # Liu & Wang's SVGD code: median over all M^2 entries (diagonal zeros included), log(M + 1).
+        med = _median(dist.flatten())
+        if med <= 0:
+            med = dist.max()
+        if med <= 0:
+            return torch.ones((), dtype=dist.dtype, device=dist.device)
+        return med**2 / math.log(M + 1)
+    h = torch.as_tensor(bandwidth, dtype=dist.dtype, device=dist.device)
+    if h.numel() != 1 or not bool(torch.isfinite(h)) or not bool(h > 0):
+        raise ValueError(f"h: expected a positive finite bandwidth, got {bandwidth!r}")
+    return h / s / s
+
+
+def median_bandwidth(theta: Tensor) -> Tensor:
+    r"""The paper's bandwidth :math:`h = \mathrm{med}^2 / \log M`.
+
+    ``med`` is the median (numpy's: the mean of the two middle values for an even count) of the Euclidean
+    distances over the :math:`M(M-1)/2` distinct pairs. Defined cases: when more than half of the pairs coincide
+    (``med = 0``) the largest pairwise distance is used instead; when all particles coincide ``h = 1`` (the kernel
+    is then 1 and the repulsion 0 for any positive ``h``). Computed in float32 (float64 for float64 input).
+
+    Args:
+        theta: particles, shape ``[M, D]`` with ``M >= 2``.
+    """
+    _check_theta(theta)
+    if theta.size(0) < 2:
+        raise ValueError(f"theta: median_bandwidth needs at least M = 2 particles, got M = {theta.size(0)}")
+    x, s = _normalize(theta)
+    return _normalized_bandwidth(_pairwise_distances(x), None, s) * s * s
+
+
+def _kernel_normalized(x: Tensor, s: Tensor, bandwidth: Bandwidth) -> Tuple[Tensor, Tensor]:
+    """Kernel and repulsion from normalised particles; repulsion returned in the original scale."""
+    dist = _pairwise_distances(x)
+    h_n = _normalized_bandwidth(dist, bandwidth, s)
+    K = torch.exp(-(dist**2) / h_n)
+    # repulsion_i = sum_j (2/h) (theta_i - theta_j) K_ij, with theta = s * x: (2 / (h_n s)) (x_i rowsum(K) - K x)
+    rep = (2.0 / h_n) * (x * K.sum(dim=1, keepdim=True) - K @ x) / s
+    return K, rep
+
+
+def _finite(x: Tensor, dtype: torch.dtype) -> Tensor:
+    """``x`` cast to ``dtype``, with values beyond the dtype's range clamped to its largest finite value."""
+    big = torch.finfo(dtype).max
+    if dtype != x.dtype and torch.finfo(dtype).max < torch.finfo(x.dtype).max:
+        x = x.clamp(-big, big)
+    elif not _all_finite(x):  # overflow of the repulsion for absurdly close particles
+        x = torch.nan_to_num(x, nan=0.0, posinf=big, neginf=-big)
+    return x.to(dtype)
+
+
+def rbf_kernel(theta: Tensor, h: Bandwidth = None) -> Tuple[Tensor, Tensor]:
+    r"""RBF kernel matrix and the summed kernel gradient (the repulsion) of ``M`` particles.
+
+    .. math::
+        K_{ij} = \exp(-\|\theta_i - \theta_j\|^2 / h), \qquad
+        \mathrm{rep}_i = \sum_j \nabla_{\theta_j} k(\theta_j, \theta_i)
+                       = \sum_j \frac{2}{h} (\theta_i - \theta_j) K_{ij}.
+
+    Args:
+        theta: particles ``[M, D]``.
+        h: bandwidth; ``None`` or ``"median"`` for :func:`median_bandwidth`, ``"liu"`` for Liu's
+            ``med^2 / log(M + 1)`` over all entries, or a positive number.
+
+    Returns:
+        ``(K, repulsion)`` of shapes ``[M, M]`` and ``[M, D]``, in float32 (float64 for float64 input; half
+        precision inputs are computed in float32). Never NaN: scales are normalised before squaring.
+    """
+    _check_theta(theta)
+    x, s = _normalize(theta)
+    K, rep = _kernel_normalized(x, s, h)
+    return K, _finite(rep, x.dtype)
+
+
+def svgd_direction(
+    theta: Tensor,
+    grad: Tensor,
+    alpha: float = 1.0,
+    h: Bandwidth = None,
+    kernel_grad: bool = True,
+) -> Tensor:
+    r"""SVGD direction, Eq. (4) of the repulsive-attention paper with repulsive weight ``alpha``.
+
+    .. math::
+        \phi_i = \frac{1}{M} \sum_j \left[-K_{ji}\, g_j + \alpha\, \nabla_{\theta_j} k(\theta_j, \theta_i)\right]
+
+    with :math:`g_j` = ``grad[j]`` the loss gradient of particle ``j``. With ``M = 1`` there is no repulsion and
+    ``phi = -grad`` exactly.
+
+    Args:
+        theta: particles ``[M, D]``.
+        grad: loss gradients ``[M, D]`` (the gradient of the potential :math:`U`).
+        alpha: repulsive weight (``0`` gives kernel-smoothed gradient descent).
+        h: bandwidth, see :func:`rbf_kernel`.
+        kernel_grad: ``True`` (Eq. 4) smooths the gradients with the kernel, mixing heads' gradients;
+            ``False`` lets each particle follow its own gradient, ``phi_i = -g_i + (alpha / M) rep_i``, the
+            repulsion then being the only coupling (an ablation, not the paper's method).
+
+    Returns:
+        ``phi`` with the shape and dtype of ``theta``.
+    """
+    _check_theta(theta)
+    _check_grad(theta, grad)
+    if not math.isfinite(float(alpha)):
+        raise ValueError(f"alpha: expected a finite repulsive weight, got {alpha!r}")
+    return _svgd(theta, grad, alpha, h, kernel_grad)
+
+
+def _svgd(theta: Tensor, grad: Tensor, alpha: float, h: Bandwidth, kernel_grad: bool) -> Tensor:
+    M = theta.size(0)
+    if M == 1:
+        return (-grad).to(theta.dtype)
+    x, s = _normalize(theta)
+    K, rep = _kernel_normalized(x, s, h)
+    g = grad.to(x.dtype)
+    drive = K.t() @ g if kernel_grad else M * g
+    phi = (-drive + alpha * rep) / M
+    return _finite(phi, theta.dtype)
+
+
+def _noise(shape, device, dtype, generator: Optional[torch.Generator]) -> Tensor:
+    gen_device = generator.device if generator is not None else device
+    xi = torch.randn(shape, generator=generator, device=gen_device, dtype=dtype)
+    return xi.to(device)
+
+
+def _check_positive(name: str, value: float) -> None:
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+        raise ValueError(f"{name}: expected a positive finite number, got {value!r}")
+
+
+def spos_direction(
+    theta: Tensor,
+    grad: Tensor,
+    alpha: float = 1.0,
+    beta: float = 1.0,
+    eps: float = 1.0,
+    h: Bandwidth = None,
+    generator: Optional[torch.Generator] = None,
+    kernel_grad: bool = True,
+) -> Tensor:
+    r"""SPOS direction, Eq. (5): :math:`\phi^{SVGD}_i - g_i / \beta + \sqrt{2 / (\beta \epsilon)}\, \xi_i`.
+
+    ``xi ~ N(0, I)`` is drawn (in float32, or float64 for float64 input) from ``generator`` on the generator's
+    device, so a fixed seed reproduces it on CPU and GPU alike and on every process of a distributed run.
+
+    Args:
+        theta, grad, alpha, h, kernel_grad: as in :func:`svgd_direction`.
+        beta: inverse temperature of the Langevin part (``> 0``).
+        eps: the step the update is taken with (``> 0``); it scales the noise.
+        generator: source of the Gaussian noise (``None``: torch's global generator).
+    """
+    _check_positive("beta", beta)
+    _check_positive("eps", eps)
+    phi = svgd_direction(theta, grad, alpha=alpha, h=h, kernel_grad=kernel_grad)
+    return _spos_noise(phi, theta, grad, beta, eps, generator)
+
+
+def _spos_noise(phi: Tensor, theta: Tensor, grad: Tensor, beta: float, eps: float,
+                generator: Optional[torch.Generator]) -> Tensor:
+    work = _work_dtype(theta.dtype)
+    xi = _noise(theta.shape, theta.device, work, generator)
+    out = phi.to(work) - grad.to(work) / beta + math.sqrt(2.0 / (beta * eps)) * xi
+    return _finite(out, theta.dtype)
+
+
+def sgld_direction(
+    grad: Tensor,
+    beta: float = 1.0,
+    eps: float = 1.0,
+    generator: Optional[torch.Generator] = None,
+) -> Tensor:
+    r"""SGLD direction (the paper's Table 8 baseline): :math:`-g_i + \sqrt{2 / (\beta \epsilon)}\, \xi_i`.
+
+    Each particle moves independently: the update :math:`\theta \leftarrow \theta + \epsilon \phi` is Langevin
+    dynamics :math:`\theta - \epsilon g + \sqrt{2 \epsilon / \beta}\,\xi` at inverse temperature ``beta``.
+    """
+    _check_theta(grad, "grad")
+    _check_positive("beta", beta)
+    _check_positive("eps", eps)
+    work = _work_dtype(grad.dtype)
+    xi = _noise(grad.shape, grad.device, work, generator)
+    return _finite(-grad.to(work) + math.sqrt(2.0 / (beta * eps)) * xi, grad.dtype)

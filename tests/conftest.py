@@ -1,0 +1,45 @@
+"""Shared fixtures and data markers.
+
+Real-data tests read ``$GRAPH_RMA_DATA`` (``make test`` and ``.ci/run`` point it at ``../shared/data``); each marker
+skips with its reason when the files are absent, so the suite also runs on a machine without the data.
+"""
+import os
+from pathlib import Path
+
+import pytest
+
+from graph_rma.metrics import java_available
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "datasets" / "fixtures"
+DATA = Path(os.environ["GRAPH_RMA_DATA"]) if os.environ.get("GRAPH_RMA_DATA") else None
+
+
+def data_path(*parts: str) -> Path:
+    """A path under ``$GRAPH_RMA_DATA`` (a path that does not exist when the variable is unset)."""
+    return Path(DATA if DATA is not None else "/nonexistent", *parts)
+
+
+PLANETOID = data_path("planetoid")
+needs_cora = pytest.mark.skipif(not (PLANETOID / "Cora" / "raw").is_dir(),
+                                reason="real Cora raw files not available (set GRAPH_RMA_DATA)")
+needs_text = pytest.mark.skipif(not data_path("text", "TREC", "TREC.train.all").is_file(),
+                                reason="real text data not found: set GRAPH_RMA_DATA (datasets/text.md)")
+needs_webnlg = pytest.mark.skipif(not data_path("webnlg").is_dir(),
+                                  reason="needs $GRAPH_RMA_DATA/webnlg (the real release)")
+needs_agenda = pytest.mark.skipif(not data_path("agenda").is_dir(), reason="needs $GRAPH_RMA_DATA/agenda")
+needs_wordnet = pytest.mark.skipif(not data_path("nltk_data", "corpora", "wordnet.zip").is_file(),
+                                   reason="needs $GRAPH_RMA_DATA/nltk_data (WordNet, punkt_tab)")
+needs_punkt = pytest.mark.skipif(not data_path("nltk_data", "tokenizers", "punkt_tab").is_dir(),
+                                 reason="needs $GRAPH_RMA_DATA/nltk_data (punkt_tab)")
+needs_java = pytest.mark.skipif(not java_available(), reason="METEOR 1.5 needs java, which is not on PATH")
+
+
+@pytest.fixture(scope="module")
+def planetoid_cache(tmp_path_factory):
+    """A fresh processed-data cache (``$GRAPH_RMA_CACHE``) for the module, reading the real raw files."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GRAPH_RMA_CACHE", str(tmp_path_factory.mktemp("cache")))
+        if DATA is not None:
+            mp.setenv("GRAPH_RMA_DATA", str(DATA))
+        yield

@@ -1,0 +1,48 @@
+"""The examples are the library's loops: ``examples/cora.py`` trains exactly what the benchmark's run trains, and a
+regularised variant really adds its penalty."""
+import copy
+import runpy
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO, needs_cora
+
+from graph_rma.data.planetoid import load_planetoid, prepare_features
+from graph_rma.tasks import node_classification as nc
+from graph_rma.variants import VariantSetup
+
+REG = "reg:kind=frobenius,weight=0.5"
+
+
+def _run_example(path: Path, argv, monkeypatch, capsys) -> str:
+    monkeypatch.setattr(sys, "argv", [str(path), *argv])
+    runpy.run_path(str(path), run_name="__main__")
+    return capsys.readouterr().out
+
+
+@needs_cora
+@pytest.mark.parametrize("spec", [REG, "svgd:alpha=0.01,eps=8,roles=att_src/att_dst"])
+def test_cora_example_is_one_benchmark_run(spec, planetoid_cache, monkeypatch, capsys):
+    calls = []
+    real_penalty = VariantSetup.penalty
+
+    def counting_penalty(self, *args, **kwargs):
+        value = real_penalty(self, *args, **kwargs)
+        calls.append(float(value))
+        return value
+
+    monkeypatch.setattr(VariantSetup, "penalty", counting_penalty)
+    out = _run_example(REPO / "examples" / "cora.py", ["--variant", spec, "--epochs", "4"], monkeypatch, capsys)
+    if spec == REG:  # the penalty is added once per training epoch, and it is a real (positive) number
+        assert len(calls) == 4 and all(c > 0 for c in calls)
+    else:
+        assert calls == []
+    calls.clear()
+
+    data = copy.copy(load_planetoid("Cora")[0])
+    data.x = prepare_features(data.x)
+    kwargs = {"in_channels": data.num_features, "out_channels": 7}
+    metrics, _, _ = nc.train_run(data, spec, 0, kwargs, epochs=4)
+    assert f"test {100 * metrics['test_acc']:.1f}%" in out and f"best val {100 * metrics['val_acc']:.1f}%" in out
+    assert "stopped at epoch 4" in out
