@@ -1,6 +1,7 @@
 # The two commands a fresh machine needs (both build .venv themselves):
 #   make cora   -- the main job: the Cora benchmark on its small default
 #   make test   -- the test suite
+# and make docs builds the documentation site into site/ (mkdocs, warnings are errors).
 # torch==2.13.0 is installed first so that pip never pulls a CUDA build; the package itself asks for torch>=2.4.
 PYTHON ?= python3
 VENV   ?= .venv
@@ -12,7 +13,7 @@ ifeq ($(origin GRAPH_RMA_DATA), undefined)
   endif
 endif
 
-.PHONY: cora test env
+.PHONY: cora test docs env
 env: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
@@ -29,3 +30,6 @@ cora: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q $(ARGS)
+
+docs: $(VENV)/.installed
+	$(VENV)/bin/mkdocs build --strict -d site
