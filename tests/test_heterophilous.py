@@ -23,8 +23,9 @@ def _have(name):
     return all((SHARED / spec.raw_rel / f).is_file() for f in raw_file_names(name))
 
 
-needs_data = pytest.mark.skipif(not all(_have(n) for n in HETEROPHILOUS_DATASETS),
-                                reason="Geom-GCN raw files not found under $GRAPH_RMA_DATA/pyg (datasets/heterophilous.md)")
+needs_data = pytest.mark.skipif(
+    not all(_have(n) for n in HETEROPHILOUS_DATASETS),
+    reason="Geom-GCN raw files not found under $GRAPH_RMA_DATA/pyg (datasets/heterophilous.md)")
 
 
 def _snapshot(folder: Path):

@@ -1,15 +1,15 @@
 r"""Heterophilous node-classification graphs of Geom-GCN (Pei et al., ICLR 2020) with their 10 fixed splits.
 
-============  ======  =========  ========  =======  ================================  ===========================
-dataset       nodes   edges      features  classes  PyG class                         raw folder under ``root``
-============  ======  =========  ========  =======  ================================  ===========================
-Cornell       183     298        1703      5        ``WebKB(root, "Cornell")``        ``webkb/cornell/raw``
-Texas         183     325        1703      5        ``WebKB(root, "Texas")``          ``webkb/texas/raw``
-Wisconsin     251     515        1703      5        ``WebKB(root, "Wisconsin")``      ``webkb/wisconsin/raw``
-chameleon     2277    36101      2325      5        ``WikipediaNetwork`` (geom-gcn)   ``wikipedia_network/chameleon/geom_gcn/raw``
-squirrel      5201    217073     2089      5        ``WikipediaNetwork`` (geom-gcn)   ``wikipedia_network/squirrel/geom_gcn/raw``
-Actor         7600    30019      932       5        ``Actor(root)``                   ``actor/raw`` (file prefix ``film``)
-============  ======  =========  ========  =======  ================================  ===========================
+============  ======  =======  ========  =======  ==============================================
+dataset       nodes   edges    features  classes  PyG class, raw folder under ``root``
+============  ======  =======  ========  =======  ==============================================
+Cornell       183     298      1703      5        ``WebKB``, ``webkb/cornell/raw``
+Texas         183     325      1703      5        ``WebKB``, ``webkb/texas/raw``
+Wisconsin     251     515      1703      5        ``WebKB``, ``webkb/wisconsin/raw``
+chameleon     2277    36101    2325      5        ``WikipediaNetwork``, ``wikipedia_network/chameleon/geom_gcn/raw``
+squirrel      5201    217073   2089      5        ``WikipediaNetwork``, ``wikipedia_network/squirrel/geom_gcn/raw``
+Actor         7600    30019    932       5        ``Actor``, ``actor/raw`` (file prefix ``film``)
+============  ======  =======  ========  =======  ==============================================
 
 ``edges`` counts the directed entries of PyG's coalesced ``edge_index`` (kept as stored: directed, with self-loops).
 Each raw folder holds ``out1_node_feature_label.txt``, ``out1_graph_edges.txt`` and the split files
@@ -42,13 +42,14 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import torch_geometric
 from torch_geometric.data import Data, InMemoryDataset
 from torch_geometric.datasets import Actor, WebKB, WikipediaNetwork
 
-from .root import ENV_VAR, DataNotFoundError, PathLike, cache_dir, download_verified, missing_data_message, resolve_root, sha256sum
+from .root import (ENV_VAR, DataNotFoundError, PathLike, cache_dir, download_verified, missing_data_message,
+                   resolve_root, sha256sum)
 
 __all__ = [
     "GEOM_GCN_URL",
@@ -261,7 +262,9 @@ def _cache_ok(pyg_root: Path, spec: _Spec) -> bool:
         manifest = json.loads((pyg_root / MANIFEST).read_text())
     except (OSError, ValueError):
         return False
-    if manifest.get("raw") != raw_file_names(spec.name) or manifest.get("torch_geometric") != torch_geometric.__version__:
+    if manifest.get("raw") != raw_file_names(spec.name):
+        return False
+    if manifest.get("torch_geometric") != torch_geometric.__version__:
         return False
     files = _processed_files(pyg_root, spec)
     return bool(files) and files == manifest.get("processed")

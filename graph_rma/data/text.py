@@ -237,7 +237,8 @@ def load_mr(split: str = "train", fold: int = 0, root=None, tokenize: bool = Tru
     return _load_folds("MR", "MR/rt-polarity.all", MR_CLASSES, split, fold, root, tokenize)
 
 
-def _load_folds(name: str, rel: str, classes: Sequence[str], split: str, fold: int, root, tokenize: bool) -> TextDataset:
+def _load_folds(name: str, rel: str, classes: Sequence[str], split: str, fold: int, root,
+                tokenize: bool) -> TextDataset:
     """The fixed 10-fold protocol of MR, SUBJ, CR, MPQA: line ``i`` of ``rel`` is in fold ``i % 10``."""
     _check_split(split, ("train", "test", "all"))
     if isinstance(fold, bool) or not isinstance(fold, int) or not 0 <= fold < NUM_FOLDS:
