@@ -1,4 +1,4 @@
-r"""Sentence-classification sets of Kim (2014): TREC, MR and SST, with nltk tokenisation and a vocabulary.
+r"""Sentence-classification sets of Kim (2014): TREC, MR, SST, SUBJ, CR, MPQA, with nltk tokenisation and a vocabulary.
 
 Files (Kim's / harvardnlp's ``*.all`` and ``stsa.*``, one ``<label> <text>`` per line) are read from ``root``,
 else ``$GRAPH_RMA_DATA/text`` (see ``datasets/text.md``):
@@ -11,12 +11,22 @@ MR          ``MR/rt-polarity.all``                     10,662 sentences, no offi
                                                        (sentence ``i`` in fold ``i % 10``); ``test`` is fold
                                                        ``fold`` (1,067 or 1,066), ``train`` the other nine
 SST-2/1     ``SST-{2,1}/stsa.{binary,fine}.{train,dev,test}``   sentence level (no phrase-level training data)
+SUBJ        ``SUBJ/subj.all``                          10,000 (5,000 subjective = 0, then 5,000 objective = 1)
+CR          ``CR/custrev.all``                         3,775 (1,368 negative = 0, then 2,407 positive = 1)
+MPQA        ``MPQA/mpqa.all``                          10,606 (7,294 negative = 0, then 3,312 positive = 1)
 ==========  =========================================  ===================================================
 
-Encoding: ``TREC.train.all`` and ``MR/*`` are not UTF-8 but Windows-1252 (a Latin-1 superset whose
-``0x85``, ``0x91``, ``0x96``, ``0x97`` are "…", "‘", "–", "—"). Every file is decoded as UTF-8 when that works,
-else as cp1252 (every byte of these files is defined there; latin-1 is the fallback), and split on ``"\n"``
-only, never ``str.splitlines()``, which would also break lines at U+0085.
+MR, SUBJ, CR and MPQA have no official split (Kim 2014 reports 10-fold cross-validation). They share one fixed,
+RNG-free protocol: line ``i`` (0-based) of the ``.all`` file is in fold ``i % 10``; ``split="test"`` is fold
+``fold``, ``"train"`` the other nine, ``"all"`` everything. The files list all of class 0 and then all of class 1,
+so every fold has the class proportions of the whole file to within one sentence per class.
+
+Encoding is declared per file in :data:`ENCODINGS` and decoded strictly, with no fallback: a byte that is not
+valid in the declared encoding raises a ``ValueError`` naming ``file:line``. ``TREC.train.all``, ``MR/*`` and
+``SUBJ/subj.all`` are Windows-1252 (``0x85``, ``0x91``, ``0x96``, ``0x97`` are "…", "‘", "–", "—"; cp1252 leaves
+five bytes undefined, and none occurs in these files); the SST files, ``TREC.test.all``, ``CR`` and ``MPQA``
+(pure ASCII) are UTF-8. Lines are split on ``"\n"`` only, never ``str.splitlines()``, which would also break
+lines at U+0085 (what Latin-1 would make of byte ``0x85``).
 
 Tokenisation: :func:`nltk.word_tokenize` (Punkt sentence splitting from ``punkt_tab``, looked up in
 ``$GRAPH_RMA_DATA/nltk_data`` as well as nltk's usual paths), lower-cased.
@@ -41,18 +51,42 @@ __all__ = [
     "load_trec",
     "load_mr",
     "load_sst",
+    "load_subj",
+    "load_cr",
+    "load_mpqa",
     "load_text_dataset",
     "read_lines",
     "tokenize",
     "TREC_CLASSES",
     "DATASETS",
+    "ENCODINGS",
 ]
 
 TREC_CLASSES = ("DESC", "ENTY", "ABBR", "HUM", "LOC", "NUM")
 MR_CLASSES = ("negative", "positive")
 SST2_CLASSES = ("negative", "positive")
 SST1_CLASSES = ("very negative", "negative", "neutral", "positive", "very positive")
+SUBJ_CLASSES = ("subjective", "objective")
+CR_CLASSES = ("negative", "positive")
+MPQA_CLASSES = ("negative", "positive")
 MR_FOLDS = 10
+NUM_FOLDS = MR_FOLDS
+
+# The encoding of every file the loaders read, checked byte by byte against the shared copies (see datasets/text.md).
+ENCODINGS: Dict[str, str] = {
+    "TREC/TREC.train.all": "cp1252",  # one byte 0xF0 ("ð")
+    "TREC/TREC.test.all": "utf-8",
+    "MR/rt-polarity.all": "cp1252",  # 316 non-ASCII bytes, 23 of them 0x85 ("…")
+    "SST-2/stsa.binary.train": "utf-8",
+    "SST-2/stsa.binary.dev": "utf-8",
+    "SST-2/stsa.binary.test": "utf-8",
+    "SST-1/stsa.fine.train": "utf-8",
+    "SST-1/stsa.fine.dev": "utf-8",
+    "SST-1/stsa.fine.test": "utf-8",
+    "SUBJ/subj.all": "cp1252",  # 179 non-ASCII bytes, 21 of them 0x85 ("…")
+    "CR/custrev.all": "utf-8",  # pure ASCII
+    "MPQA/mpqa.all": "utf-8",  # pure ASCII
+}
 
 
 @dataclass
@@ -80,8 +114,35 @@ class TextDataset:
         return f"TextDataset({self.name!r}, split={self.split!r}, size={len(self)}, classes={self.num_classes})"
 
 
-def read_lines(path: Union[str, os.PathLike]) -> List[str]:
-    """Non-empty lines of ``path``: UTF-8, else cp1252, else latin-1; split on ``"\\n"`` only."""
+def numbered_lines(path: Union[str, os.PathLike], encoding: str) -> List[Tuple[int, str]]:
+    """``(1-based line number, stripped text)`` of the non-empty lines of ``path``, decoded strictly as ``encoding``.
+
+    Lines are split on ``"\\n"`` only. A byte sequence that is not valid ``encoding`` raises ``ValueError``
+    naming ``path:line`` and the byte; nothing is replaced or guessed.
+    """
+    out = []
+    for n, raw in enumerate(Path(path).read_bytes().split(b"\n"), 1):
+        try:
+            line = raw.decode(encoding)
+        except UnicodeDecodeError as exc:
+            bad = raw[exc.start:exc.end]
+            raise ValueError(f"{path}:{n}: not valid {encoding} (byte {bad.hex(' ')} at column {exc.start + 1}); "
+                             f"the file is declared {encoding} in graph_rma.data.text.ENCODINGS") from None
+        line = line.rstrip("\r").strip()
+        if line:
+            out.append((n, line))
+    return out
+
+
+def read_lines(path: Union[str, os.PathLike], encoding: Optional[str] = None) -> List[str]:
+    """Non-empty lines of ``path``, split on ``"\\n"`` only.
+
+    With ``encoding`` the file is decoded strictly (see :func:`numbered_lines`). Without it (kept for callers that
+    read files of unknown origin) the first of UTF-8, cp1252, latin-1 that decodes the whole file is used; the
+    dataset loaders always pass the encoding declared in :data:`ENCODINGS`.
+    """
+    if encoding is not None:
+        return [line for _, line in numbered_lines(path, encoding)]
     raw = Path(path).read_bytes()
     for enc in ("utf-8", "cp1252", "latin-1"):
         try:
@@ -121,9 +182,9 @@ def tokenize(sentence: str, lower: bool = True) -> List[str]:
     return [t.lower() for t in toks] if lower else toks
 
 
-def _labelled(path: Path, num_classes: int) -> Tuple[List[str], List[int]]:
+def _labelled(path: Path, num_classes: int, encoding: str) -> Tuple[List[str], List[int]]:
     sentences, labels = [], []
-    for n, line in enumerate(read_lines(path), 1):
+    for n, line in numbered_lines(path, encoding):
         head, _, text = line.partition(" ")
         try:
             y = int(head)
@@ -161,8 +222,9 @@ def _check_split(split: str, allowed: Sequence[str]) -> None:
 def load_trec(split: str = "train", root=None, tokenize: bool = True) -> TextDataset:
     """TREC question classification, 6 coarse classes (:data:`TREC_CLASSES`): train 5,452, test 500."""
     _check_split(split, ("train", "test"))
-    (path,) = _files("TREC", root, [f"TREC/TREC.{split}.all"])
-    s, y = _labelled(path, len(TREC_CLASSES))
+    rel = f"TREC/TREC.{split}.all"
+    (path,) = _files("TREC", root, [rel])
+    s, y = _labelled(path, len(TREC_CLASSES), ENCODINGS[rel])
     return _make("TREC", split, s, y, TREC_CLASSES, tokenize)
 
 
@@ -172,36 +234,73 @@ def load_mr(split: str = "train", fold: int = 0, root=None, tokenize: bool = Tru
     Sentence ``i`` (0-based line of ``rt-polarity.all``, negatives first) belongs to fold ``i % 10``;
     ``split="test"`` is fold ``fold``, ``"train"`` the other nine, ``"all"`` everything.
     """
+    return _load_folds("MR", "MR/rt-polarity.all", MR_CLASSES, split, fold, root, tokenize)
+
+
+def _load_folds(name: str, rel: str, classes: Sequence[str], split: str, fold: int, root,
+                tokenize: bool) -> TextDataset:
+    """The fixed 10-fold protocol of MR, SUBJ, CR, MPQA: line ``i`` of ``rel`` is in fold ``i % 10``."""
     _check_split(split, ("train", "test", "all"))
-    if isinstance(fold, bool) or not isinstance(fold, int) or not 0 <= fold < MR_FOLDS:
-        raise ValueError(f"fold: expected an int in [0, {MR_FOLDS}), got {fold!r}")
-    (path,) = _files("MR", root, ["MR/rt-polarity.all"])
-    s, y = _labelled(path, 2)
+    if isinstance(fold, bool) or not isinstance(fold, int) or not 0 <= fold < NUM_FOLDS:
+        raise ValueError(f"fold: expected an int in [0, {NUM_FOLDS}), got {fold!r}")
+    (path,) = _files(name, root, [rel])
+    s, y = _labelled(path, len(classes), ENCODINGS[rel])
     if split != "all":
-        keep = [i for i in range(len(s)) if (i % MR_FOLDS == fold) == (split == "test")]
+        keep = [i for i in range(len(s)) if (i % NUM_FOLDS == fold) == (split == "test")]
         s, y = [s[i] for i in keep], [y[i] for i in keep]
-    return _make("MR", split if split == "all" else f"{split}[fold={fold}]", s, y, MR_CLASSES, tokenize)
+    return _make(name, split if split == "all" else f"{split}[fold={fold}]", s, y, classes, tokenize)
+
+
+def load_subj(split: str = "train", fold: int = 0, root=None, tokenize: bool = True) -> TextDataset:
+    """Subjectivity (Pang & Lee 2004), 10,000 sentences, 0 = subjective, 1 = objective; cp1252; MR's 10 folds.
+
+    Every fold holds 1,000 sentences (500 per class); ``split="test"`` is fold ``fold``, ``"train"`` the other nine.
+    """
+    return _load_folds("SUBJ", "SUBJ/subj.all", SUBJ_CLASSES, split, fold, root, tokenize)
+
+
+def load_cr(split: str = "train", fold: int = 0, root=None, tokenize: bool = True) -> TextDataset:
+    """Customer reviews (Hu & Liu 2004), 3,775 sentences, 0 = negative, 1 = positive; MR's 10 folds.
+
+    Folds 0-4 hold 378 sentences, folds 5-9 hold 377. Four lines have a label and no text (kept, as upstream).
+    """
+    return _load_folds("CR", "CR/custrev.all", CR_CLASSES, split, fold, root, tokenize)
+
+
+def load_mpqa(split: str = "train", fold: int = 0, root=None, tokenize: bool = True) -> TextDataset:
+    """MPQA opinion polarity (Wiebe et al. 2005), 10,606 phrases, 0 = negative, 1 = positive; MR's 10 folds.
+
+    Folds 0-5 hold 1,061 phrases, folds 6-9 hold 1,060. Three lines have a label and no text (kept, as upstream).
+    """
+    return _load_folds("MPQA", "MPQA/mpqa.all", MPQA_CLASSES, split, fold, root, tokenize)
 
 
 def load_sst(split: str = "train", fine: bool = False, root=None, tokenize: bool = True) -> TextDataset:
     """Stanford Sentiment Treebank at sentence level: SST-2 (``fine=False``) or SST-1 (5 classes)."""
     _check_split(split, ("train", "dev", "test"))
     folder, stem, classes = ("SST-1", "fine", SST1_CLASSES) if fine else ("SST-2", "binary", SST2_CLASSES)
-    (path,) = _files(folder, root, [f"{folder}/stsa.{stem}.{split}"])
-    s, y = _labelled(path, len(classes))
+    rel = f"{folder}/stsa.{stem}.{split}"
+    (path,) = _files(folder, root, [rel])
+    s, y = _labelled(path, len(classes), ENCODINGS[rel])
     return _make(folder, split, s, y, classes, tokenize)
 
 
-DATASETS = ("trec", "mr", "sst2", "sst1")
+DATASETS = ("trec", "mr", "sst2", "sst1", "subj", "cr", "mpqa")
 
 
 def load_text_dataset(name: str, split: str, root=None, tokenize: bool = True, fold: int = 0) -> TextDataset:
-    """By name: ``trec``, ``mr`` (``fold``), ``sst2``, ``sst1``."""
+    """By name: ``trec``, ``mr``, ``sst2``, ``sst1``, ``subj``, ``cr``, ``mpqa`` (``fold`` for MR, SUBJ, CR, MPQA)."""
     key = name.lower().replace("-", "")
     if key == "trec":
         return load_trec(split, root, tokenize)
     if key == "mr":
         return load_mr(split, fold, root, tokenize)
+    if key == "subj":
+        return load_subj(split, fold, root, tokenize)
+    if key == "cr":
+        return load_cr(split, fold, root, tokenize)
+    if key == "mpqa":
+        return load_mpqa(split, fold, root, tokenize)
     if key in ("sst2", "sst1"):
         return load_sst(split, key == "sst1", root, tokenize)
     raise ValueError(f"name: expected one of {DATASETS}, got {name!r}")

@@ -1,0 +1,78 @@
+r"""One entry point for node-classification graphs: Planetoid (Cora, CiteSeer) and the heterophilous Geom-GCN sets.
+
+:func:`load_node_dataset` returns a :class:`~torch_geometric.data.Data` with ``x``, ``edge_index``, ``y`` and
+one-dimensional boolean ``train_mask``, ``val_mask``, ``test_mask``, whatever the source, so that a task can take
+``--dataset`` from :data:`NODE_DATASETS` without knowing where the graph comes from:
+
+* ``Cora``, ``CiteSeer``: :func:`graph_rma.data.planetoid.load_planetoid`, the public split (only ``split=0``);
+* ``Cornell``, ``Texas``, ``Wisconsin``, ``chameleon``, ``squirrel``, ``Actor``:
+  :func:`graph_rma.data.heterophilous.load_heterophilous`, Geom-GCN's fixed split ``split`` (0-9).
+
+With ``normalize=True`` (the default) the features get the Cora pipeline's preprocessing,
+:func:`graph_rma.data.planetoid.prepare_features`: each row divided by its sum,
+
+.. math::
+    \mathbf{x}_i \leftarrow \mathbf{x}_i \,/\, \max\big(\textstyle\sum_j x_{ij},\ 10^{-12}\big),
+
+and stored as a sparse COO tensor (all-zero rows stay zero).
+"""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+from torch_geometric.data import Data
+
+from .heterophilous import HETEROPHILOUS_DATASETS, NUM_SPLITS, load_heterophilous
+from .planetoid import load_planetoid, prepare_features
+from .root import PathLike
+
+__all__ = ["NODE_DATASETS", "PLANETOID_DATASETS", "num_splits", "load_node_dataset"]
+
+PLANETOID_DATASETS: Tuple[str, ...] = ("Cora", "CiteSeer")
+NODE_DATASETS: Tuple[str, ...] = PLANETOID_DATASETS + HETEROPHILOUS_DATASETS
+
+
+def _canonical(name: str) -> str:
+    for known in NODE_DATASETS:
+        if known.lower() == str(name).lower():
+            return known
+    raise ValueError(f"name: expected one of {NODE_DATASETS} (case-insensitive), got {name!r}")
+
+
+def num_splits(name: str) -> int:
+    """How many fixed splits dataset ``name`` has: 1 for Cora/CiteSeer (public split), 10 for the Geom-GCN sets."""
+    return 1 if _canonical(name) in PLANETOID_DATASETS else NUM_SPLITS
+
+
+def load_node_dataset(name: str, root: Optional[PathLike] = None, split: int = 0, normalize: bool = True) -> Data:
+    """Load node-classification graph ``name`` (one of :data:`NODE_DATASETS`) with the masks of fixed split ``split``.
+
+    Args:
+        name: a name from :data:`NODE_DATASETS` (case-insensitive).
+        root: the data folder of that family: the ``planetoid`` folder for Cora/CiteSeer, the ``pyg`` folder for
+            the others; default ``$GRAPH_RMA_DATA/planetoid`` or ``$GRAPH_RMA_DATA/pyg``, else the cache.
+        split: ``0 <= split < num_splits(name)``.
+        normalize: row-normalise the features and store them sparse (:func:`prepare_features`); else the dense
+            0/1 features as PyG reads them.
+
+    Returns:
+        :class:`~torch_geometric.data.Data` with ``x``, ``edge_index``, ``y``, ``train_mask``, ``val_mask``,
+        ``test_mask`` (``[N]`` booleans).
+
+    Raises:
+        ValueError: unknown ``name`` or ``split`` out of range.
+        DataNotFoundError: raw files missing or corrupt (see the family's loader).
+    """
+    name = _canonical(name)
+    n = num_splits(name)
+    if isinstance(split, bool) or not isinstance(split, int) or not 0 <= split < n:
+        raise ValueError(f"split: expected an int in [0, {n}) for {name}, got {split!r}")
+    if name in PLANETOID_DATASETS:
+        full = load_planetoid(name, root=root)[0]
+        data = Data(x=full.x, edge_index=full.edge_index, y=full.y, train_mask=full.train_mask,
+                    val_mask=full.val_mask, test_mask=full.test_mask)
+    else:
+        data = load_heterophilous(name, root=root, split=split)
+    if normalize:
+        data.x = prepare_features(data.x)
+    return data
