@@ -3,7 +3,7 @@ import copy
 
 import pytest
 import torch
-from conftest import needs_cora
+from conftest import data_path, needs_cora
 from torch_geometric.nn import GATConv
 
 from graph_rma.cli import cora
@@ -192,3 +192,19 @@ def test_early_stopping_rules_by_hand():
     assert (gat.best_acc, gat.best_loss) == (0.6, 0.8)
     with pytest.raises(ValueError, match="rule"):
         EarlyStopping("loss")
+
+
+@pytest.mark.skipif(not data_path("pyg", "webkb").is_dir(),
+                    reason="needs $GRAPH_RMA_DATA/pyg (heterophilous graphs)")
+def test_heterophilous_study_maps_seeds_to_splits_and_pairs_variants(tmp_path, planetoid_cache):
+    result = nc.run_study(["ma", "svgd:alpha=0.5"], seeds=[3, 13], out=tmp_path, dataset="texas", epochs=3,
+                          make_plot=False, progress=False)
+    assert result["config"]["dataset"] == "Texas" and result["config"]["model_kwargs"]["in_channels"] == 1703
+    assert [(r["variant"], r["seed"], r["split"]) for r in result["runs"]] == [
+        ("ma", 3, 3), ("ma", 13, 3), ("svgd:alpha=0.5", 3, 3), ("svgd:alpha=0.5", 13, 3)]
+    ma, svgd = result["summary"]
+    assert "paired_mean" not in ma and svgd["paired_n"] == 2
+    diffs = [100 * (s["metrics"]["test_acc"] - m["metrics"]["test_acc"])
+             for m, s in zip(result["runs"][:2], result["runs"][2:])]
+    assert abs(svgd["paired_mean"] - sum(diffs) / 2) < 1e-9
+    assert "paired diff vs first" in result["table"]

@@ -14,6 +14,7 @@ import argparse
 import sys
 from typing import List, Optional
 
+from ..data.nodes import NODE_DATASETS
 from ..data.root import DataNotFoundError
 from ..engine import EarlyStopping
 from ..tasks.node_classification import DEFAULT_SEEDS, DEFAULT_VARIANTS, FULL_SEEDS, FULL_VARIANTS, run_study
@@ -30,8 +31,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"the full study: {FULL_SEEDS} seeds of every variant ({', '.join(FULL_VARIANTS)})")
     p.add_argument("--out", default="runs/cora", help="output folder (default runs/cora)")
     p.add_argument("--resume", action="store_true", help="skip runs already finished in --out")
-    p.add_argument("--dataset", default="Cora", help="Cora or CiteSeer")
-    p.add_argument("--root", default=None, help="planetoid folder with <Name>/raw/ (default $GRAPH_RMA_DATA/planetoid)")
+    p.add_argument("--dataset", default="Cora", type=str.lower, choices=[n.lower() for n in NODE_DATASETS],
+                   help="graph (default cora); the heterophilous ones have 10 fixed splits: seed s uses split s mod 10")
+    p.add_argument("--root", default=None, help="data folder of the dataset's family (default $GRAPH_RMA_DATA/planetoid "
+                   "for cora/citeseer, $GRAPH_RMA_DATA/pyg for the others)")
     p.add_argument("--epochs", type=int, default=1000)
     p.add_argument("--patience", type=int, default=100)
     p.add_argument("--early-stopping", default="val_acc", choices=EarlyStopping.RULES,

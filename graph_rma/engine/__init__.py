@@ -8,6 +8,8 @@ from .checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_sta
 from .early_stopping import EarlyStopping
 from .files import PathLike, atomic_write_bytes, atomic_write_text, read_json, write_csv, write_json
 from .seeding import seed_everything
+from .stats import mean_std, paired_comparison
 
 __all__ = ["EarlyStopping", "PathLike", "atomic_write_bytes", "atomic_write_text", "load_checkpoint", "read_json",
-           "rng_state", "save_checkpoint", "seed_everything", "set_rng_state", "write_csv", "write_json"]
+           "mean_std", "paired_comparison", "rng_state", "save_checkpoint", "seed_everything", "set_rng_state",
+           "write_csv", "write_json"]

@@ -1,4 +1,6 @@
-r"""Node classification (Cora, CiteSeer): the GAT benchmark with and without repulsive attention.
+r"""Node classification: the GAT benchmark with and without repulsive attention, on Cora/CiteSeer (public split)
+and the heterophilous Geom-GCN graphs (Cornell, Texas, Wisconsin, chameleon, squirrel, Actor: 10 fixed splits; seed
+``s`` trains on split ``s mod 10``, so 10 consecutive seeds cover the standard protocol).
 
 The GAT paper's Cora setup (Veličković et al., 2018) is the baseline: 8 heads x 8 hidden units with ELU, one
 output head, dropout 0.6 on inputs and attention, Adam (lr 0.005, weight decay 5e-4), up to 1000 epochs with
@@ -13,8 +15,8 @@ kept is the last one at which both held.
 
 Each finished (variant, seed) run is written atomically (``runs/<variant>/seed<k>.json`` and a checkpoint in
 ``checkpoints/``), so an interrupted study keeps its finished runs and ``--resume`` skips them. The summary is a
-table (mean +- std over seeds of test and validation accuracy, head diversity *Dist*, epochs, seconds per epoch),
-``results.json``, ``results.csv`` and ``accuracy.png``.
+table (mean +- std over seeds of test and validation accuracy, the paired difference of each variant against the
+first with its standard error and wins/ties/losses, head diversity *Dist*, epochs, seconds per epoch), ``results.json``, ``results.csv`` and ``accuracy.png``.
 
 From Python::
 
@@ -30,7 +32,6 @@ import copy
 import hashlib
 import math
 import re
-import statistics
 import sys
 import time
 import warnings
@@ -40,10 +41,11 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 import torch
 import torch.nn.functional as F
 
-from ..data.planetoid import prepare_features
+from ..data.nodes import NODE_DATASETS, load_node_dataset, num_splits
 from ..diagnostics import head_distance
+from ..engine import (EarlyStopping, mean_std, paired_comparison, read_json, save_checkpoint, seed_everything,
+                      write_csv, write_json)
 from ..models.gat import GAT
-from ..engine import EarlyStopping, read_json, save_checkpoint, seed_everything, write_csv, write_json
 from ..variants import apply_variant, parse_variant
 
 # Chosen on validation accuracy only, seeds 100-102 (the README's "Cora benchmark" section lists every configuration
@@ -137,34 +139,38 @@ def slug(spec: str) -> str:
     return f"{clean[:80]}-{hashlib.sha1(spec.encode()).hexdigest()[:6]}"
 
 
-def _mean_std(values: Sequence[float]):
-    values = list(values)
-    if not values:
-        return float("nan"), float("nan")
-    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
-
-
 def summarize(results: List[Dict[str, Any]], variants: Sequence[str]) -> List[Dict[str, Any]]:
-    """One row per variant: mean and std over seeds (``std`` is the sample standard deviation)."""
+    """One row per variant: mean and std over seeds (``std`` is the sample standard deviation), and for every variant
+    after the first the paired difference of test accuracy against the first (``paired_*``: mean and standard error
+    in points, wins/ties/losses over the seeds both ran; :func:`graph_rma.engine.paired_comparison`)."""
     rows = []
+    base = {r["seed"]: 100 * r["metrics"]["test_acc"] for r in results if variants and r["variant"] == variants[0]}
     for spec in variants:
         runs = [r for r in results if r["variant"] == spec]
         if not runs:
             continue
         row: Dict[str, Any] = {"variant": spec, "seeds": len(runs)}
         for key, scale in (("test_acc", 100), ("val_acc", 100), ("dist", 1), ("epochs", 1), ("sec_per_epoch", 1)):
-            m, s = _mean_std([r["metrics"][key] * scale for r in runs])
+            m, s = mean_std([r["metrics"][key] * scale for r in runs])
             row[f"{key}_mean"], row[f"{key}_std"] = m, s
+        if spec != variants[0]:
+            pc = paired_comparison(base, {r["seed"]: 100 * r["metrics"]["test_acc"] for r in runs})
+            row.update({f"paired_{k}": v for k, v in pc.items()})
         rows.append(row)
     return rows
 
 
 def format_table(rows: List[Dict[str, Any]]) -> str:
-    lines = ["| variant | seeds | test acc (%) | val acc (%) | Dist | epochs | s/epoch |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    """A markdown table of :func:`summarize`'s rows; the paired column compares each variant with the first row."""
+    lines = ["| variant | seeds | test acc (%) | paired diff vs first (W/T/L) | val acc (%) | Dist | epochs | s/epoch |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
+        paired = "—"
+        if "paired_mean" in r and r["paired_n"] > 1:
+            paired = (f"{r['paired_mean']:+.2f} ± {r['paired_se']:.2f} "
+                      f"({r['paired_wins']}/{r['paired_ties']}/{r['paired_losses']})")
         lines.append(
-            f"| `{r['variant']}` | {r['seeds']} | {r['test_acc_mean']:.1f} ± {r['test_acc_std']:.1f} | "
+            f"| `{r['variant']}` | {r['seeds']} | {r['test_acc_mean']:.1f} ± {r['test_acc_std']:.1f} | {paired} | "
             f"{r['val_acc_mean']:.1f} ± {r['val_acc_std']:.1f} | {r['dist_mean']:.2f} ± {r['dist_std']:.2f} | "
             f"{r['epochs_mean']:.0f} | {r['sec_per_epoch_mean']:.3f} |"
         )
@@ -184,7 +190,7 @@ def plot(results: List[Dict[str, Any]], variants: Sequence[str], path: Path) -> 
             vals = [100 * r["metrics"][key] for r in results if r["variant"] == spec]
             if not vals:
                 continue
-            m, s = _mean_std(vals)
+            m, s = mean_std(vals)
             ax.scatter([k + offset] * len(vals), vals, s=10, color=color, alpha=0.5)
             ax.errorbar([k + offset], [m], yerr=[s], fmt="o", color=color, capsize=4,
                         label=("test" if key == "test_acc" else "validation") if k == 0 else None)
@@ -236,8 +242,6 @@ def run_study(
     """
     from tqdm import tqdm
 
-    from ..data.planetoid import load_planetoid
-
     for name, value in (("epochs", epochs), ("patience", patience), ("threads", threads)):
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{name}: expected a positive integer, got {value!r}")
@@ -249,13 +253,14 @@ def run_study(
     variants = [parse_variant(v).spec for v in variants]  # canonical spec strings (also validates them)
     if len(set(variants)) != len(variants):
         raise ValueError(f"variants: duplicates after parsing: {variants}")
-    ds = load_planetoid(dataset, root=root)
-    data = copy.copy(ds[0])
-    data.x = prepare_features(data.x)
-    model_kwargs = {"in_channels": ds.num_features, "out_channels": ds.num_classes,
+    n_splits = num_splits(dataset)  # also validates the name before any data is loaded
+    datas = {k: load_node_dataset(dataset, root=root, split=k) for k in sorted({s % n_splits for s in seeds})}
+    first = next(iter(datas.values()))
+    ds_name = next(n for n in NODE_DATASETS if n.lower() == dataset.lower())
+    model_kwargs = {"in_channels": first.num_features, "out_channels": int(first.y.max()) + 1,
                     "hidden_channels": hidden, "heads": heads, "out_heads": out_heads,
                     "dropout": dropout, "attn_dropout": dropout, "v2": v2}
-    config = {"dataset": ds.name, "epochs": epochs, "patience": patience, "stop_on": early_stopping,
+    config = {"dataset": ds_name, "epochs": epochs, "patience": patience, "stop_on": early_stopping,
               "lr": lr, "weight_decay": weight_decay, "model_kwargs": model_kwargs}
     out = Path(out)
 
@@ -277,17 +282,18 @@ def run_study(
         print(f"resume: {len(results)} finished run(s) reused from {out}, {len(todo)} to do", file=sys.stderr)
 
     interrupted = False
-    bar = tqdm(todo, desc=f"{ds.name.lower()} runs", unit="run", file=sys.stderr, dynamic_ncols=True,
+    bar = tqdm(todo, desc=f"{ds_name.lower()} runs", unit="run", file=sys.stderr, dynamic_ncols=True,
                disable=not progress)
     try:
         for spec, seed, path in bar:
             bar.set_postfix_str(f"{parse_variant(spec).name} seed {seed}")
+            data = datas[seed % n_splits]  # a dataset with fixed splits: seed s trains on split s mod splits
             metrics, state, model = train_run(data, spec, seed, model_kwargs, epochs=epochs, patience=patience,
                                               lr=lr, weight_decay=weight_decay, early_stopping=early_stopping)
             ckpt = out / "checkpoints" / f"{slug(spec)}_seed{seed}.pt"
-            save_checkpoint(ckpt, {"task": "cora", "dataset": ds.name, "model_kwargs": model.model_kwargs,
+            save_checkpoint(ckpt, {"task": "cora", "dataset": ds_name, "split": seed % n_splits, "model_kwargs": model.model_kwargs,
                                    "variant": spec, "seed": seed, "model": state, "metrics": metrics})
-            record = {"variant": spec, "seed": seed, "config": config, "metrics": metrics,
+            record = {"variant": spec, "seed": seed, "split": seed % n_splits, "config": config, "metrics": metrics,
                       "checkpoint": str(ckpt.relative_to(out))}
             write_json(path, record)  # last: a run counts as finished only once its record exists
             results.append(record)
