@@ -6,7 +6,8 @@
     torchrun --nproc_per_node 2 examples/text_classification.py --variant svgd:alpha=1   # DDP, gloo on CPU
 
 The model is an ordinary ``nn.TransformerEncoder``; ``graph_rma.convert`` swaps its ``nn.MultiheadAttention``
-layers for ``RepulsiveMultiheadAttention`` (same weights, same outputs) so that the variant can act on the heads.
+layers for ``RepulsiveMultiheadAttention`` (same weights, same outputs) so that the variant can act on the heads, and
+``apply_variant`` applies the variant (DropAttention in every layer, the sampler on the optimizer, the penalty).
 Prints test accuracy and head diversity, and writes a per-head attention heatmap (PNG and HTML). The full
 benchmark over variants and seeds is ``graph-rma text``.
 
@@ -25,12 +26,13 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 import graph_rma
-from graph_rma.cli.text import batches, head_heatmap_html, head_heatmap_png, split_dev
 from graph_rma.data.text import Vocabulary, load_text_dataset, tokenize
+from graph_rma.engine import seed_everything
 from graph_rma.engine.distributed import cleanup, init_from_env, replica_fingerprints, shard
 from graph_rma.nn import record_attention
 from graph_rma.regularizers import disagreement
-from graph_rma.engine import seed_everything
+from graph_rma.tasks.text_classification import batches, head_heatmap_html, head_heatmap_png, split_dev
+from graph_rma.variants import apply_variant
 
 p = argparse.ArgumentParser()
 p.add_argument("--dataset", default="trec", help="trec, mr, sst2 or sst1")
@@ -45,7 +47,6 @@ torch.set_num_threads(1)
 dist = init_from_env(device="cpu")  # torchrun: one process group (gloo); otherwise rank 0 of 1
 log = print if dist.rank == 0 else (lambda *a, **k: None)
 seed_everything(args.seed)
-variant = graph_rma.parse_variant(args.variant)
 
 # data: nltk tokens, a vocabulary from the training part, a held-out tenth for choosing the epoch
 train, test = load_text_dataset(args.dataset, "train"), load_text_dataset(args.dataset, "test")
@@ -69,13 +70,12 @@ class Classifier(nn.Module):  # a plain torch model, nothing from graph_rma in i
         return self.out((h * keep).sum(1) / keep.sum(1))
 
 
-model = Classifier(len(vocab), train.num_classes)
-# the one change: repulsive heads (+ DropAttention if the variant has it); weights and outputs are unchanged
-model = graph_rma.convert(model, drop_attention=graph_rma.make_drop_attention(variant))
+# the one change: repulsive-ready attention layers; weights and outputs are unchanged
+model = graph_rma.convert(Classifier(len(vocab), train.num_classes))
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-sampler = graph_rma.make_sampler(variant, model, seed=args.seed)  # None for ma / dropattn
-if sampler is not None:
-    sampler.attach(optimizer)  # head gradients -> SVGD/SPOS update before every optimizer.step()
+# the variant: DropAttention in every attention layer, SVGD/SPOS/SGLD run before every optimizer.step()
+setup = apply_variant(args.variant, model, optimizer, seed=args.seed)
+variant = setup.variant
 ddp = DistributedDataParallel(model) if dist.distributed else model  # all-reduces gradients in backward()
 
 
@@ -94,10 +94,9 @@ for epoch in range(1, args.epochs + 1):
             continue  # a last batch smaller than the number of processes
         rows = shard(range(len(y)))  # this process's part of the global batch (all of it in one process)
         # the Frobenius penalty needs each layer's attention [B, H, L, S]: record it for reg variants only
-        with record_attention(model) if variant.reg else contextlib.nullcontext([]) as layers:
+        with record_attention(model) if setup.needs_attention else contextlib.nullcontext([]) as layers:
             loss = F.cross_entropy(ddp(x[rows]), y[rows], reduction="sum") * dist.world_size / len(y)
-        reg = graph_rma.regularization_loss(variant, model, [m.last_attention.transpose(1, 2) for m in layers]) \
-            if variant.reg else None
+        reg = setup.penalty(model, attention=[m.last_attention.transpose(1, 2) for m in layers])
         optimizer.zero_grad()
         (loss + reg if reg is not None else loss).backward()
         optimizer.step()

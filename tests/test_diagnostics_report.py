@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch_geometric.nn import GATConv
 
 from graph_rma.cli import main as cli_main
-from graph_rma.cli.report import ReportInputs, register_report_task
+from graph_rma.tasks.report import ReportInputs, register_report_task, report_checkpoint, report_tasks
 from graph_rma.diagnostics import HeadCapture, expected_calibration_error, head_distance, overconfidence_error
 from graph_rma import SVGD
 from graph_rma.engine import save_checkpoint
@@ -126,3 +126,21 @@ def test_report_compares_a_plain_and_a_repulsive_checkpoint(checkpoint, tmp_path
         assert comparison[label]["mean_drop"]["conv1"] == pytest.approx(sum(own["redundancy"]["drops"]["conv1"]) / 4)
     data = (out / "head_importance_compare.png").read_bytes()
     assert data[:8] == PNG and len(data) > 1000
+
+
+def test_report_checkpoint_from_python(checkpoint, tmp_path):
+    """The task without argparse: the same summary as the CLI's report.json, and clear errors."""
+    path, _ = checkpoint
+    assert {"cora", "standin"} <= set(report_tasks())
+    summary = report_checkpoint(path, tmp_path / "py", bins=5, plots=False)
+    assert cli_main(["report", "--checkpoint", str(path), "--out", str(tmp_path / "cli"), "--bins", "5",
+                     "--no-plots"]) == 0
+    cli, py = (json.loads((tmp_path / d / "report.json").read_text()) for d in ("cli", "py"))
+    assert py["files"] == {"summary": str(tmp_path / "py" / "report.json")}
+    del cli["files"], py["files"], summary["files"]
+    assert cli == py == json.loads(json.dumps(summary))
+    assert not (tmp_path / "py" / "reliability.png").exists()
+    with pytest.raises(ValueError, match="bins"):
+        report_checkpoint(path, tmp_path / "bad", bins=0)
+    with pytest.raises(ValueError, match="name"):
+        register_report_task("", build_standin)

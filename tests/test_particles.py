@@ -403,5 +403,24 @@ def test_sampler_on_multihead_attention_and_repr():
 
 
 def test_public_names():
-    for name in ["SVGD", "SPOS", "SGLD", "median_bandwidth", "rbf_kernel", "svgd_direction", "spos_direction", "convert"]:
-        assert hasattr(graph_rma, name)
+    """``graph_rma``'s public names are exactly these, and each is the object defined in its home module."""
+    from graph_rma import dropattention, variants
+    from graph_rma.nn import conversion
+    from graph_rma.particles import kernel, layouts, samplers
+
+    home = {
+        "SVGD": samplers.SVGD, "SPOS": samplers.SPOS, "SGLD": samplers.SGLD,
+        "median_bandwidth": kernel.median_bandwidth, "rbf_kernel": kernel.rbf_kernel,
+        "svgd_direction": kernel.svgd_direction, "spos_direction": kernel.spos_direction,
+        "HeadParam": layouts.HeadParam, "ParticleGroup": layouts.ParticleGroup,
+        "find_particle_groups": layouts.find_particle_groups, "register_head_layout": layouts.register_head_layout,
+        "convert": conversion.convert, "register_conversion": conversion.register_conversion,
+        "DropAttention": dropattention.DropAttention, "drop_attention": dropattention.drop_attention,
+        "drop_attention_dense": dropattention.drop_attention_dense,
+        "Variant": variants.Variant, "parse_variant": variants.parse_variant, "make_sampler": variants.make_sampler,
+        "make_drop_attention": variants.make_drop_attention, "regularization_loss": variants.regularization_loss,
+    }
+    assert sorted(graph_rma.__all__) == sorted(home)
+    for name, obj in home.items():
+        assert getattr(graph_rma, name) is obj, name
+    assert graph_rma.SVGD.__module__ == "graph_rma.particles.samplers"

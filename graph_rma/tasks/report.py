@@ -1,0 +1,142 @@
+"""Diagnostics of a trained checkpoint, per task: the registry of report tasks and the report of one checkpoint.
+
+A checkpoint (written by :func:`graph_rma.engine.save_checkpoint`) names its ``task``; the task's builder rebuilds
+the model from ``model_kwargs``, loads the weights and the data, and
+:func:`graph_rma.diagnostics.node_classification_report` measures on the evaluation nodes: accuracy, calibration
+(ECE, OE, reliability diagram), predictive entropy, head diversity (Dist, Div, Disagreement, entropy) and head
+redundancy (accuracy drop per masked head) of the chosen attention layers.
+
+Tasks: ``cora`` (any Planetoid dataset named by the checkpoint's ``dataset``; model
+:class:`graph_rma.models.gat.GAT`). Add one with :func:`register_report_task`.
+
+From Python::
+
+    from graph_rma.tasks.report import compare_reports, report_checkpoint
+    plain = report_checkpoint("runs/cora/plain.pt", "report/plain")
+    svgd = report_checkpoint("runs/cora/svgd.pt", "report/svgd")
+    compare_reports({"plain": plain, "svgd": svgd}, "report")
+
+From the shell: ``graph-rma report`` (see ``graph-rma report --help``).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Dict, Optional, Sequence, Union
+
+from torch import nn
+
+__all__ = ["ReportInputs", "register_report_task", "report_tasks", "report_checkpoint", "compare_reports"]
+
+
+class ReportInputs(dict):
+    """What a task builder returns: ``model`` (weights loaded), ``x``, ``edge_index``, ``y``, ``mask`` (the nodes
+    to evaluate) and ``layers`` (default attention layers, names or modules)."""
+
+
+TaskBuilder = Callable[[Dict[str, Any], Optional[str]], ReportInputs]
+_TASKS: Dict[str, TaskBuilder] = {}
+
+
+def register_report_task(name: str, builder: TaskBuilder) -> None:
+    """Register ``builder(checkpoint, root) -> ReportInputs`` for checkpoints whose ``task`` is ``name``."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name: expected a non-empty task name, got {name!r}")
+    if not callable(builder):
+        raise ValueError("builder: expected a callable (checkpoint, root) -> ReportInputs")
+    _TASKS[name] = builder
+
+
+def report_tasks() -> Sequence[str]:
+    """The registered task names, sorted."""
+    return sorted(_TASKS)
+
+
+def _planetoid_task(ckpt: Dict[str, Any], root: Optional[str]) -> ReportInputs:
+    from ..data.planetoid import load_planetoid, prepare_features  # the features exactly as the task trained on them
+    from ..models.gat import GAT
+
+    data = load_planetoid(ckpt.get("dataset", "Cora"), root=root)[0]
+    model = GAT(**ckpt["model_kwargs"])
+    model.load_state_dict(ckpt["model"])
+    return ReportInputs(model=model, x=prepare_features(data.x), edge_index=data.edge_index, y=data.y,
+                        mask=data.test_mask, layers=["conv1"])
+
+
+register_report_task("cora", _planetoid_task)
+
+
+def report_checkpoint(path: Union[str, Path], out: Union[str, Path], *, root: Optional[str] = None,
+                      layers: Optional[Sequence[Union[str, nn.Module]]] = None, bins: int = 10,
+                      plots: bool = True) -> Dict[str, Any]:
+    """The diagnostics of one checkpoint, written to ``out`` (``report.json`` and, with ``plots``, the PNGs).
+
+    Args:
+        path: a checkpoint with ``task``, ``model_kwargs`` and ``model`` entries.
+        out: output folder.
+        root: dataset folder for the task's builder (default ``$GRAPH_RMA_DATA/<dataset>``).
+        layers: attention layers to diagnose (default: the task's, e.g. ``conv1``).
+        bins: number :math:`M` of equal-width confidence bins.
+        plots: also write the PNGs.
+
+    Returns:
+        The summary of :func:`graph_rma.diagnostics.node_classification_report`; ``ValueError`` for a checkpoint
+        without the entries above or of an unknown task.
+    """
+    from ..diagnostics import node_classification_report
+    from ..engine import load_checkpoint
+
+    if not isinstance(bins, int) or bins < 1:
+        raise ValueError(f"bins: expected a positive integer, got {bins!r}")
+    path = Path(path)
+    ckpt = load_checkpoint(path)
+    for key in ("task", "model_kwargs", "model"):
+        if key not in ckpt:
+            raise ValueError(f"{path}: checkpoint has no {key!r} entry")
+    task = ckpt["task"]
+    if task not in _TASKS:
+        raise ValueError(f"{path}: unknown task {task!r}; known: {', '.join(sorted(_TASKS))}")
+    inputs = _TASKS[task](ckpt, root)
+    extra = {
+        "checkpoint": str(path),
+        "task": task,
+        "dataset": ckpt.get("dataset"),
+        "variant": ckpt.get("variant"),
+        "seed": ckpt.get("seed"),
+        "training_metrics": ckpt.get("metrics"),
+    }
+    return node_classification_report(
+        inputs["model"], inputs["x"], inputs["edge_index"], inputs["y"], inputs["mask"],
+        layers=layers or inputs["layers"], out_dir=Path(out), num_bins=bins, extra=extra, plots=plots,
+    )
+
+
+def compare_reports(summaries: Dict[str, Dict[str, Any]], out: Union[str, Path], plots: bool = True) -> Path:
+    """``comparison.json`` (accuracy, ECE, OE, diversity and mean head-masking drop per report) and, with
+    ``plots``, ``head_importance_compare.png`` (the paper's Figure 2, side by side). ``summaries`` maps a name
+    (e.g. the checkpoint's stem) to a :func:`report_checkpoint` summary; entries are labelled by their variant.
+    Returns the path of ``comparison.json``."""
+    from ..diagnostics import plot_head_importance
+    from ..engine import write_json
+
+    def label(name: str) -> str:
+        v = summaries[name].get("variant")
+        return f"{v} ({name})" if v else name
+
+    comparison = {
+        label(name): {
+            "accuracy": s["accuracy"],
+            "ece": s["calibration"]["ece"],
+            "oe": s["calibration"]["oe"],
+            "diversity": {k: {m: d[m] for m in ("dist", "div", "disagreement", "entropy_mean")}
+                          for k, d in s["diversity"].items()},
+            "mean_drop": {k: sum(v) / len(v) for k, v in s["redundancy"]["drops"].items()},
+        }
+        for name, s in summaries.items()
+    }
+    out = Path(out)
+    path = write_json(out / "comparison.json", comparison)
+    if plots:
+        drops = {label(name): [d for v in s["redundancy"]["drops"].values() for d in v]
+                 for name, s in summaries.items()}
+        plot_head_importance(drops, path=out / "head_importance_compare.png")
+    return path
