@@ -8,7 +8,7 @@ import torch
 from graph_rma.data import DataNotFoundError
 from graph_rma.data.agenda import (AgendaEncoder, AgendaFormatError, build_vocab, collate, load_agenda, read_json,
                                    read_relations, read_tsv, relexicalise)
-from graph_rma.data.graphs import ENTITY, GLOBAL, INVERSE, RELATION, Vocab, build_graphwriter_graph
+from graph_rma.data.graph_text import ENTITY, GLOBAL, INVERSE, RELATION, Vocab, build_graphwriter_graph
 
 FIXTURE = Path(__file__).resolve().parents[1] / "datasets" / "fixtures" / "agenda_tiny"
 RELATIONS = ["USED-FOR", "CONJUNCTION", "FEATURE-OF", "PART-OF", "COMPARE", "EVALUATE-FOR", "HYPONYM-OF"]

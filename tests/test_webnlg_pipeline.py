@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from graph_rma.cli import webnlg as cli
-from graph_rma.data.agenda import collate
-from graph_rma.data.graphs import GLOBAL, INVERSE, RELATION
+from graph_rma.data.graph_text import collate
+from graph_rma.data.graph_text import GLOBAL, INVERSE, RELATION
 from graph_rma.data.webnlg import (MAX_RELATION_TOKENS, WebNLGEncoder, build_webnlg_vocab, load_webnlg,
                                    load_webnlg_splits)
 from graph_rma.models.graphwriter import GraphWriter
@@ -34,7 +34,7 @@ def test_records_one_per_reference_and_one_per_test_entry(splits):
     assert airport.entities == ["lindholm airport", "lindholm , norway", "2000.0"]
     assert airport.relations == ["city served", "runway length"]
     assert airport.triples == [(0, 0, 1), (0, 0, 2)]
-    assert airport.abstract == "<ent_0> serves <ent_1> and has a runway length of <ent_2> ."
+    assert airport.text == "<ent_0> serves <ent_1> and has a runway length of <ent_2> ."
     assert airport.relexicalised() == "lindholm airport serves lindholm , norway and has a runway length of 2000.0 ."
     assert len(load_webnlg_splits(FIXTURE, max_train=1).train) == 2  # entries, with all their references
 

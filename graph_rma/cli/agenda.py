@@ -38,7 +38,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from ..data.agenda import AgendaEncoder, AgendaRecord, build_vocab, collate, load_agenda
-from ..data.graphs import Vocab
+from ..data.graph_text import Vocab
 from ..engine.distributed import (all_reduce_sum, barrier, cleanup, gather_objects, init_from_env, rank_and_world,
                            replica_fingerprints, shard)
 from ..metrics import evaluate_generation
