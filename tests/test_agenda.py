@@ -4,7 +4,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-import torch
 
 from graph_rma.data import DataNotFoundError
 from graph_rma.data.agenda import (AgendaEncoder, AgendaFormatError, build_vocab, collate, load_agenda, read_json,
