@@ -22,7 +22,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch_geometric.nn import GATConv
 
-from graph_rma import SPOS, SVGD, find_particle_groups, make_sampler, svgd_direction
+from graph_rma import SPOS, SVGD, find_particle_groups, svgd_direction
+from graph_rma.variants import apply_variant
 
 from .common import compare, device_name, random_graph, train_step
 
@@ -51,8 +52,9 @@ def cora_like():
 
 def agenda_step(preset: str, variant=None):
     """One GraphWriter training step on a real AGENDA batch, as ``graph-rma agenda train`` does it."""
-    from graph_rma.cli.agenda import PRESETS, _optimizer, build_model
     from graph_rma.data.agenda import AgendaEncoder, build_vocab, collate, load_agenda
+    from graph_rma.tasks.agenda import PRESETS
+    from graph_rma.tasks.graph_to_text import build_model, build_optimizer
 
     cfg = PRESETS[preset]
     splits = load_agenda(protocol="offline")
@@ -61,11 +63,11 @@ def agenda_step(preset: str, variant=None):
         splits.train[: cfg["batch_size"]])
     batch = collate(items)
     torch.manual_seed(0)
-    model = build_model(cfg, len(vocab), len(splits.relation_names), variant or "ma")
-    opt = _optimizer(cfg, model)
+    model = build_model(cfg, len(vocab), len(splits.relation_names))
+    opt = build_optimizer(cfg, model)
     groups = find_particle_groups(model)
     if variant is not None:
-        make_sampler(variant, model).attach(opt)
+        apply_variant(variant, model, opt)  # as the trainer does
 
     def step():
         opt.zero_grad(set_to_none=True)

@@ -3,15 +3,15 @@
     GRAPH_RMA_DATA=/path/to/data OMP_NUM_THREADS=2 python examples/agenda.py            # CPU default
     python examples/agenda.py --preset full --variants ma svgd:alpha=0.1 --out runs/agenda_full   # GPU size
 
-Each variant trains into OUT/<name> (resuming if interrupted), decodes the test split and prints its scores.
-Under the offline protocol (no AGENDA train file) the scores are not comparable to published ones.
+Each variant trains into its own folder OUT/<variant> (resuming if interrupted), decodes the test split and prints
+its scores. Under the offline protocol (no AGENDA train file) the scores are not comparable to published ones.
 """
 import argparse
 import json
 from pathlib import Path
 
-from graph_rma.cli.agenda import PRESETS, evaluate, train
-from graph_rma.data.agenda import load_agenda
+from graph_rma.tasks.agenda import PRESETS, evaluate, load_agenda, train
+from graph_rma.tasks.graph_to_text import run_folder
 
 parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
 parser.add_argument("--root", default=None)
@@ -19,20 +19,23 @@ parser.add_argument("--out", type=Path, default=Path("runs/agenda"))
 parser.add_argument("--preset", default="cpu", choices=sorted(PRESETS))
 parser.add_argument("--variants", nargs="+", default=["ma", "svgd:alpha=0.1"])
 parser.add_argument("--seed", type=int, default=0)
+parser.add_argument("--epochs", type=int, default=None, help="override the preset's number of epochs")
+parser.add_argument("--meteor", default="auto", choices=["auto", "meteor-1.5", "nltk", "none"])
 args = parser.parse_args()
 
+config = dict(PRESETS[args.preset], **({"epochs": args.epochs} if args.epochs else {}))
 splits = load_agenda(args.root)
 print(splits.description)
 rows = []
 for spec in args.variants:
-    out = args.out / spec.split(":")[0]
-    summary = train(dict(PRESETS[args.preset]), out, variant=spec, seed=args.seed, splits=splits, save_every=50)
-    scores = evaluate(out, "test", splits=splits, regenerate=True)
-    rows.append({"variant": spec, "dev_loss": round(summary["best_dev_loss"], 3),
+    out = run_folder(args.out, spec)  # one folder per variant: svgd:alpha=0.1 and svgd:alpha=1 never share one
+    summary = train(dict(config), out, variant=spec, seed=args.seed, splits=splits, save_every=50)
+    scores = evaluate(out, "test", splits=splits, regenerate=True, meteor=args.meteor)
+    rows.append({"variant": spec, "out": str(out), "dev_loss": round(summary["best_dev_loss"], 3),
                  **{k: round(v, 2) for k, v in scores.items() if isinstance(v, float)},
                  "METEOR_impl": scores.get("METEOR_impl")})
     print(json.dumps(rows[-1]))
-keys = list(rows[0])
+keys = [k for k in rows[0] if k != "out"]
 print(" | ".join(keys))
 for r in rows:
     print(" | ".join(str(r.get(k, "")) for k in keys))

@@ -1,7 +1,7 @@
 """graph_rma: repulsive multi-head attention (heads as SVGD/SPOS particles) and DropAttention for PyG and torch."""
 from .nn.conversion import convert, register_conversion
 from .dropattention import DropAttention, drop_attention, drop_attention_dense
-from .variants import Variant, make_drop_attention, make_sampler, parse_variant, regularization_loss
+from .variants import Variant, VariantSetup, apply_variant, make_drop_attention, make_sampler, parse_variant, regularization_loss
 from .particles import (
     SGLD,
     SPOS,
@@ -27,6 +27,8 @@ __all__ = [
     "SVGD",
     "HeadParam",
     "Variant",
+    "VariantSetup",
+    "apply_variant",
     "make_drop_attention",
     "make_sampler",
     "parse_variant",

@@ -1,14 +1,14 @@
+"""graph_rma.data.agenda: the readers, protocols, AGENDA's vocabulary and encoding on the tiny fixture."""
 import json
 import shutil
 from pathlib import Path
 
 import pytest
-import torch
 
 from graph_rma.data import DataNotFoundError
 from graph_rma.data.agenda import (AgendaEncoder, AgendaFormatError, build_vocab, collate, load_agenda, read_json,
                                    read_relations, read_tsv, relexicalise)
-from graph_rma.data.graphs import ENTITY, GLOBAL, INVERSE, RELATION, Vocab, build_graphwriter_graph
+from graph_rma.data.graph_text import ENTITY, Vocab
 
 FIXTURE = Path(__file__).resolve().parents[1] / "datasets" / "fixtures" / "agenda_tiny"
 RELATIONS = ["USED-FOR", "CONJUNCTION", "FEATURE-OF", "PART-OF", "COMPARE", "EVALUATE-FOR", "HYPONYM-OF"]
@@ -26,31 +26,6 @@ def test_read_fixture():
     assert r.relexicalised() == ("we use a graph network for dependency parsing . "
                                  "the graph network improves accuracy .")
     assert str(FIXTURE / "preprocessed.train.tsv") + ":1" == r.source
-
-
-def test_graph_construction_by_hand():
-    # entities 0,1,2; triples (0 USED-FOR 1), (2 EVALUATE-FOR 0)
-    g = build_graphwriter_graph(["a", "b", "c"], [(0, 0, 1), (2, 5, 0)], RELATIONS)
-    # nodes: 0,1,2 entities; 3 global; 4 USED-FOR, 5 USED-FOR^-1; 6 EVALUATE-FOR, 7 EVALUATE-FOR^-1
-    assert g.num_nodes == 8
-    assert g.node_kind.tolist() == [ENTITY] * 3 + [GLOBAL, RELATION, INVERSE, RELATION, INVERSE]
-    assert g.node_label.tolist() == [0, 1, 2, 14, 0, 7, 5, 12]
-    edges = set(map(tuple, g.edge_index.t().tolist()))
-    expected = {(0, 3), (3, 0), (1, 3), (3, 1), (2, 3), (3, 2)}  # global <-> every entity
-    expected |= {(0, 4), (4, 1), (1, 5), (5, 0)}  # a -> r -> b, b -> r_inv -> a
-    expected |= {(2, 6), (6, 0), (0, 7), (7, 2)}
-    expected |= {(i, i) for i in range(8)}  # self-loops
-    assert edges == expected
-    assert g.edge_index.size(1) == len(expected)  # no duplicates
-
-
-def test_graph_builder_rejects_bad_triples():
-    with pytest.raises(ValueError, match="entity"):
-        build_graphwriter_graph(["a"], [(0, 0, 3)], RELATIONS)
-    with pytest.raises(ValueError, match="relation"):
-        build_graphwriter_graph(["a", "b"], [(0, 9, 1)], RELATIONS)
-    with pytest.raises(ValueError, match="entities"):
-        build_graphwriter_graph([], [], RELATIONS)
 
 
 def _write_bad(tmp_path, lines):
@@ -151,13 +126,3 @@ def test_encoder_and_collate():
     assert b["num_entities"].tolist() == [3, 3, 3]
     assert b["target_in"].shape == b["target_out"].shape
     assert relexicalise(["<task_1>", "x", "<task_9>"], ["a", "b c"]) == "b c x <task_9>"
-
-
-def test_same_graph_as_the_webnlg_builder():
-    from graph_rma.data.webnlg import build_graph
-
-    ents, triples = ["a", "b", "c", "d"], [(0, 2, 1), (3, 0, 0), (1, 6, 2)]
-    mine = build_graphwriter_graph(ents, triples, RELATIONS)
-    theirs = build_graph(ents, RELATIONS, triples)
-    assert torch.equal(mine.edge_index, theirs.edge_index)
-    assert torch.equal(mine.node_kind, theirs.node_kind)

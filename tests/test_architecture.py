@@ -70,13 +70,13 @@ def _imported_modules(path: Path):
             yield from (f"{node.module}.{a.name}" for a in node.names)
 
 
-EXAMPLES = sorted(p.name for p in (REPO / "examples").glob("*.py"))
-NOT_YET = {"agenda.py": "imports graph_rma.cli.agenda until the graph-to-text move (cli/agenda -> tasks/) is merged"}
+SCRIPTS = sorted(str(p.relative_to(REPO)) for folder in ("examples", "benchmarks", "studies")
+                 for p in (REPO / folder).glob("*.py"))
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(reason=NOT_YET[n], strict=False))
-                                  if n in NOT_YET else n for n in EXAMPLES])
-def test_examples_import_the_library_not_the_cli(name):
-    modules = set(_imported_modules(REPO / "examples" / name))
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_scripts_import_the_library_not_the_cli(name):
+    """Examples, benchmarks and studies import the library (tasks, engine, ...), never the command line."""
+    modules = set(_imported_modules(REPO / name))
     assert any(m.startswith("graph_rma") for m in modules)  # the parser sees the example's imports
     assert not {m for m in modules if m == "graph_rma.cli" or m.startswith("graph_rma.cli.")}

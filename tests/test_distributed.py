@@ -88,19 +88,19 @@ NO_DROPOUT = dict(TINY, dropout=0.0, attention_dropout=0.0, optimizer="sgd", lr=
 
 
 def agenda_worker(rank, world, init_file, out_dir):
-    from graph_rma.cli import agenda as cli
+    from graph_rma.tasks import agenda as task
 
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     torch.set_num_threads(1)
     out = Path(out_dir)
-    runs = {"exact": cli.train(dict(NO_DROPOUT), out / "ddp_exact", FIXTURE, variant=SPOS_VARIANT, seed=1,
+    runs = {"exact": task.train(dict(NO_DROPOUT), out / "ddp_exact", FIXTURE, variant=SPOS_VARIANT, seed=1,
                                progress=False),
-            "full": cli.train(dict(TINY), out / "ddp_full", FIXTURE, variant=SPOS_VARIANT, seed=1, progress=False)}
-    runs["killed"] = cli.train(dict(TINY), out / "ddp_resumed", FIXTURE, variant=SPOS_VARIANT, seed=1, stop_after=3,
+            "full": task.train(dict(TINY), out / "ddp_full", FIXTURE, variant=SPOS_VARIANT, seed=1, progress=False)}
+    runs["killed"] = task.train(dict(TINY), out / "ddp_resumed", FIXTURE, variant=SPOS_VARIANT, seed=1, stop_after=3,
                                progress=False)
-    runs["resumed"] = cli.train(dict(TINY), out / "ddp_resumed", FIXTURE, variant=SPOS_VARIANT, seed=1,
+    runs["resumed"] = task.train(dict(TINY), out / "ddp_resumed", FIXTURE, variant=SPOS_VARIANT, seed=1,
                                 progress=False)
-    cli.train(dict(TINY), out / "ddp_killed", FIXTURE, variant=SPOS_VARIANT, seed=1, stop_after=3, progress=False)
+    task.train(dict(TINY), out / "ddp_killed", FIXTURE, variant=SPOS_VARIANT, seed=1, stop_after=3, progress=False)
     torch.save(runs, out / f"summaries{rank}.pt")
     dist.destroy_process_group()
 
@@ -110,7 +110,7 @@ def _weights(path):
 
 
 def test_agenda_train_under_ddp(tmp_path):
-    from graph_rma.cli import agenda as cli
+    from graph_rma.tasks import agenda as task
 
     mp.spawn(agenda_worker, args=(2, str(tmp_path / "rdzv"), str(tmp_path)), nprocs=2, join=True)
     s0, s1 = (torch.load(tmp_path / f"summaries{r}.pt", weights_only=False) for r in (0, 1))
@@ -132,10 +132,10 @@ def test_agenda_train_under_ddp(tmp_path):
     assert losses(s0["full"]) == losses(s0["resumed"])
     # a two-process checkpoint resumed by one process: allowed, with a warning (dropout draws differ)
     with pytest.warns(UserWarning, match="2-process run with 1 processes"):
-        one = cli.train(dict(TINY), tmp_path / "ddp_killed", FIXTURE, variant=SPOS_VARIANT, seed=1, progress=False)
+        one = task.train(dict(TINY), tmp_path / "ddp_killed", FIXTURE, variant=SPOS_VARIANT, seed=1, progress=False)
     assert one["steps"] == 4 and "world_size" not in one
         # no dropout: the same global batch in one process gives the same weights up to summation order
-    single = cli.train(dict(NO_DROPOUT), tmp_path / "single", FIXTURE, variant=SPOS_VARIANT, seed=1, progress=False)
+    single = task.train(dict(NO_DROPOUT), tmp_path / "single", FIXTURE, variant=SPOS_VARIANT, seed=1, progress=False)
     a, b = _weights(tmp_path / "single" / "checkpoint.pt"), _weights(tmp_path / "ddp_exact" / "checkpoint.pt")
     assert single["steps"] == s0["exact"]["steps"] == 4
     for k in a:
@@ -148,14 +148,14 @@ def test_agenda_train_under_ddp(tmp_path):
 
 
 def _weights_at_init():
-    from graph_rma.cli import agenda as cli
     from graph_rma.data.agenda import build_vocab, load_agenda
     from graph_rma.engine import seed_everything
+    from graph_rma.tasks import graph_to_text
 
     splits = load_agenda(FIXTURE)
     seed_everything(1)
     vocab = build_vocab(splits.train, min_freq=1)
-    return cli.build_model(dict(NO_DROPOUT), len(vocab), len(splits.relation_names), SPOS_VARIANT).state_dict()
+    return graph_to_text.build_model(dict(NO_DROPOUT), len(vocab), len(splits.relation_names)).state_dict()
 
 
 def test_shard_splits_like_tensor_split():

@@ -1,6 +1,7 @@
 """The examples are the library's loops: ``examples/cora.py`` trains exactly what the benchmark's run trains, and a
-regularised variant really adds its penalty."""
+regularised variant really adds its penalty; ``examples/agenda.py`` keeps every variant in its own folder."""
 import copy
+import json
 import runpy
 import sys
 from pathlib import Path
@@ -10,7 +11,7 @@ from conftest import REPO, needs_cora
 
 from graph_rma.data.planetoid import load_planetoid, prepare_features
 from graph_rma.tasks import node_classification as nc
-from graph_rma.variants import VariantSetup
+from graph_rma.variants import VariantSetup, parse_variant
 
 REG = "reg:kind=frobenius,weight=0.5"
 
@@ -46,3 +47,17 @@ def test_cora_example_is_one_benchmark_run(spec, planetoid_cache, monkeypatch, c
     metrics, _, _ = nc.train_run(data, spec, 0, kwargs, epochs=4)
     assert f"test {100 * metrics['test_acc']:.1f}%" in out and f"best val {100 * metrics['val_acc']:.1f}%" in out
     assert "stopped at epoch 4" in out
+
+
+def test_agenda_example_gives_each_variant_its_own_folder(tmp_path, monkeypatch, capsys):
+    specs = ["svgd:alpha=0.1", "svgd:alpha=1"]  # the same sampler: the folder name must hold the whole variant
+    out = _run_example(REPO / "examples" / "agenda.py",
+                       ["--root", str(REPO / "datasets" / "fixtures" / "agenda_tiny"), "--out", str(tmp_path),
+                        "--epochs", "1", "--meteor", "none", "--variants", *specs], monkeypatch, capsys)
+    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert [r["variant"] for r in rows] == specs
+    folders = [Path(r["out"]) for r in rows]
+    assert folders[0] != folders[1] and all(f.parent == tmp_path for f in folders)
+    for spec, folder in zip(specs, folders):
+        assert json.loads((folder / "train.json").read_text())["variant"] == parse_variant(spec).spec
+        assert (folder / "metrics.test.json").exists()

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch_geometric.data import Batch, Data
 
-from graph_rma import SVGD, find_particle_groups
+from graph_rma import SVGD, DropAttention, find_particle_groups
 from graph_rma.nn import GraphTransformerEncoder, GraphTransformerLayer
 
 
@@ -90,16 +90,16 @@ def test_attention_dropout_only_in_training():
     assert not torch.allclose(a, b)
 
 
-class RecordingDrop(nn.Module):
-    """Stands in for graph_rma.DropAttention: zeroes every weight and records the call."""
+class RecordingDrop(DropAttention):
+    """A graph_rma.DropAttention whose softmax over survivors zeroes every weight and records the call."""
 
     def __init__(self):
-        super().__init__()
+        super().__init__(0.5)
         self.calls = []
 
-    def forward(self, alpha, edge_index, num_nodes=None):
-        self.calls.append((alpha.shape, num_nodes))
-        return torch.zeros_like(alpha)
+    def sparse_softmax(self, logits, src, dst, num_src, num_dst, ptr=None, generator=None):
+        self.calls.append((logits.shape, num_dst))
+        return torch.zeros_like(logits)
 
 
 def test_drop_attention_module_is_called_in_training_only():
@@ -187,3 +187,84 @@ def test_with_graph_rma_drop_attention_variant():
     torch.manual_seed(5)
     assert torch.equal(a, layer(x, edge_index))  # seeded: reproducible
     assert not torch.allclose(a, plain(x, edge_index))
+
+
+@pytest.mark.parametrize("sharpness", [1.0, 20.0])
+def test_drop_attention_is_a_softmax_over_the_surviving_edges(sharpness):
+    """With DropAttention the layer's weights are, per target and head, a softmax over the incoming edges whose
+    mask survived (GAT's protocol); a target left without a survivor keeps its plain softmax. ``sharpness`` 20
+    makes the survivors' plain-softmax weights underflow to zero, where renormalising dropped weights (the former
+    protocol) would have kept the dropped edge's weight."""
+    from graph_rma.dropattention import draw_window_mask
+
+    torch.manual_seed(0)
+    x, edge_index = small_graph(n=6, extra_edges=10)
+    E, N, H, d = edge_index.size(1), x.size(0), 4, 4
+    layer = GraphTransformerLayer(16, heads=H, dropout=0.0, drop_attention=DropAttention(0.6)).train()
+    with torch.no_grad():
+        layer.lin_query.weight.mul_(sharpness)
+        layer.lin_key.weight.mul_(sharpness)
+    torch.manual_seed(11)
+    out, (_, alpha) = layer(x, edge_index, return_attention_weights=True)
+    torch.manual_seed(11)  # the mask the layer drew: window 1, element mode, [H, E] in the given edge order
+    dropped = draw_window_mask((H, E), 0.6, 1, x.device).t()
+    with torch.no_grad():
+        q = layer.lin_query(x).view(N, H, d)
+        k = layer.lin_key(x).view(N, H, d)
+        v = layer.lin_value(x).view(N, H, d)
+        agg = torch.zeros(N, H, d)
+        weights = torch.zeros(E, H)
+        rows_without_survivor = 0
+        for i in range(N):
+            incoming = (edge_index[1] == i).nonzero().flatten().tolist()
+            for h in range(H):
+                keep = [e for e in incoming if not dropped[e, h]]
+                if not keep:
+                    keep, rows_without_survivor = incoming, rows_without_survivor + 1
+                s = torch.stack([q[i, h] @ k[edge_index[0, e], h] / math.sqrt(d) for e in keep])
+                w = torch.softmax(s, 0)
+                for e, we in zip(keep, w):
+                    weights[e, h] = we
+                    agg[i, h] += we * v[edge_index[0, e], h]
+        h1 = layer.norm1(x + layer.lin_out(agg.reshape(N, 16)))
+        ref = layer.norm2(h1 + layer.ffn_out(layer.act(layer.ffn_in(h1))))
+    assert 0 < int(dropped.sum()) < E * H and rows_without_survivor > 0  # both cases occur in this draw
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+    # the returned weights are the plain softmax (what regularisers read), not the dropped ones
+    torch.testing.assert_close(alpha, layer.attention(x, edge_index))
+    torch.testing.assert_close(weights.sum(0), torch.full((H,), float(N)))  # every row sums to one
+
+
+def test_edge_order_for_windows_is_computed_once(monkeypatch):
+    import graph_rma.dropattention as da
+
+    calls = []
+    real = da._element_order
+
+    def counting(*args):
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(da, "_element_order", counting)
+    torch.manual_seed(0)
+    x, edge_index = small_graph()
+    shared = DropAttention(0.3, window=2)
+    enc = GraphTransformerEncoder(16, num_layers=3, heads=4, drop_attention=shared).train()
+    assert all(layer.drop_attention is shared for layer in enc.layers)  # one instance given: shared
+    for _ in range(3):
+        enc(x, edge_index)
+    assert len(calls) == 1  # 3 steps x 3 layers, one sort
+    own = GraphTransformerEncoder(16, num_layers=3, heads=4, drop_attention={"p": 0.3, "window": 2}).train()
+    drops = [layer.drop_attention for layer in own.layers]
+    assert len({id(m) for m in drops}) == 3 and all((m.p, m.window) == (0.3, 2) for m in drops)
+    for _ in range(2):
+        own(x, edge_index)
+    assert len(calls) == 1 + 3  # once per layer's own instance
+    own(x, edge_index.flip(1))  # other edges (the same set in another order): computed again
+    assert len(calls) == 1 + 6
+    listed = [DropAttention(0.1), DropAttention(0.2)]
+    assert [l.drop_attention for l in GraphTransformerEncoder(16, 2, 4, drop_attention=listed).layers] == listed
+    with pytest.raises(ValueError, match="drop_attention"):
+        GraphTransformerEncoder(16, 2, 4, drop_attention=listed[:1])
+    with pytest.raises(ValueError, match="drop_attention"):
+        GraphTransformerLayer(16, 4, drop_attention=nn.Dropout(0.1))

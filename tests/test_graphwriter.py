@@ -1,15 +1,16 @@
-import json
-import math
+"""graph_rma.models.graphwriter: memorising, greedy and beam search, copying, open-vocabulary relation text."""
 from pathlib import Path
 
 import pytest
 import torch
 
-from graph_rma.cli import agenda as cli
-from graph_rma.data.agenda import AgendaEncoder, build_vocab, collate, load_agenda
+from graph_rma.data.agenda import AgendaEncoder, build_vocab, load_agenda
+from graph_rma.data.graph_text import INVERSE, RELATION, collate
+from graph_rma.data.webnlg import WebNLGEncoder, build_webnlg_vocab, load_webnlg_splits
 from graph_rma.models.graphwriter import GraphWriter
 
 FIXTURE = Path(__file__).resolve().parents[1] / "datasets" / "fixtures" / "agenda_tiny"
+WEBNLG = Path(__file__).resolve().parents[1] / "datasets" / "fixtures" / "webnlg_tiny"
 
 
 @pytest.fixture(scope="module")
@@ -100,75 +101,26 @@ def test_copy_probabilities_are_a_distribution(data):
     assert torch.isinf(logp[3, :, len(vocab) + 2]).all()  # no copying of a padded entity slot
 
 
-SMALL = dict(hidden=32, layers=1, heads=2, dropout=0.2, attention_dropout=0.1, decoder_heads=2, epochs=2,
-             batch_size=2, optimizer="adam", lr=3e-3, momentum=0.9, clip=1.0, min_freq=1, max_target_len=None,
-             beam=2, max_len=20, length_penalty=1.0)
-
-
-def test_resume_after_kill_is_identical(tmp_path):
-    variant = "spos:alpha=0.1,eps=1,beta=1000"  # uses the sampler's own noise generator
-    full = cli.train(dict(SMALL), tmp_path / "full", FIXTURE, variant=variant, seed=1, progress=False)
-    killed = cli.train(dict(SMALL), tmp_path / "resumed", FIXTURE, variant=variant, seed=1, stop_after=4,
-                       progress=False)
-    assert killed == {"stopped": True, "step": 4}  # mid-way through epoch 2 (3 batches per epoch)
-    resumed = cli.train(dict(SMALL), tmp_path / "resumed", FIXTURE, variant=variant, seed=1, progress=False)
-    assert resumed["steps"] == full["steps"] == 6
-    a = torch.load(tmp_path / "full" / "checkpoint.pt", weights_only=True)
-    b = torch.load(tmp_path / "resumed" / "checkpoint.pt", weights_only=True)
-    for k in a["model"]:
-        assert torch.equal(a["model"][k], b["model"][k]), k
-    assert [h["dev_loss"] for h in full["history"]] == [h["dev_loss"] for h in resumed["history"]]
-    with pytest.raises(ValueError, match="variant"):
-        cli.train(dict(SMALL), tmp_path / "full", FIXTURE, variant="ma", seed=1, progress=False)
-
-
-def test_cli_train_generate_evaluate(tmp_path, capsys):
-    out = tmp_path / "run"
-    args = ["--root", str(FIXTURE), "--out", str(out), "--quiet"]
-    assert cli.main(["train", *args, "--hidden", "32", "--layers", "1", "--heads", "2", "--epochs", "1",
-                     "--batch-size", "3", "--min-freq", "1", "--variant", "svgd:alpha=0.1+dropattn:p=0.1"]) == 0
-    assert (out / "best.pt").exists() and (out / "checkpoint.pt").exists()
-    assert cli.main(["generate", *args, "--split", "test", "--beam", "2", "--max-len", "15"]) == 0
-    hyp = (out / "hyp.test.txt").read_text().split("\n")[:-1]
-    gold = (out / "gold.test.txt").read_text().split("\n")[:-1]
-    assert len(hyp) == len(gold) == 2
-    assert gold[1] == "we study summarization of news articles ."
-    side = (out / "side_by_side.test.tsv").read_text().split("\n")
-    assert side[0] == "title\thypothesis\treference" and side[1].split("\t")[1:] == [hyp[0], gold[0]]
-    capsys.readouterr()
-    assert cli.main(["evaluate", *args, "--split", "test", "--meteor", "none"]) == 0  # no JVM start in the tests
-    result = json.loads(capsys.readouterr().out)
-    assert result["records"] == 2 and 0.0 <= result["BLEU-4"] <= 100.0 and result["METEOR_impl"] is None
-    # scoring the gold file against itself through the same call gives perfect scores
-    perfect = cli._evaluate_generation(gold, gold, [["deep networks", "accuracy"], ["summarization", "news articles"]],
-                                       meteor="none")
-    assert perfect["BLEU-4"] == pytest.approx(100.0) and perfect["ROUGE-L"] == pytest.approx(100.0)
-    assert perfect["entity_coverage"] == pytest.approx(100.0)
-    assert json.loads((out / "metrics.test.json").read_text())["BLEU-1"] == result["BLEU-1"]
-
-
-def test_regularised_variant_uses_encoder_attention(tmp_path, data):
-    splits, vocab, enc = data
+def test_relation_text_changes_the_relation_node_start_vector():
+    splits = load_webnlg_splits(WEBNLG)
+    vocab = build_webnlg_vocab(splits.train, min_freq=1)
+    enc = WebNLGEncoder(vocab, splits.relation_names)
     torch.manual_seed(0)
-    model = GraphWriter(len(vocab), 7, hidden=32, num_layers=2, heads=2)
-    loss, attention = model.loss(collate(enc.encode_all(splits.train[:2])), return_attention=True)
-    assert len(attention) == 2 and attention[0][0].shape[1] == 2
-    summary = cli.train(dict(SMALL, epochs=1), tmp_path / "reg", FIXTURE, variant="reg:kind=frobenius,weight=0.01",
-                        progress=False)
-    assert summary["steps"] == 3 and math.isfinite(summary["best_dev_loss"])
-
-
-def test_head_diversity_command(tmp_path, capsys):
-    out = tmp_path / "run"
-    cli.train(dict(SMALL, epochs=1, heads=4), out, FIXTURE, variant="ma", progress=False)
-    capsys.readouterr()
-    assert cli.main(["heads", "--root", str(FIXTURE), "--out", str(out), "--split", "train"]) == 0
-    result = json.loads(capsys.readouterr().out)
-    assert result["records"] == 6 and len(result["attention_cosine"]) == 1
-    model, _, _ = cli.load_model(out / "best.pt")
-    layer = model.encoder.layers[0]
-    lins = [layer.lin_query, layer.lin_key, layer.lin_value]
-    w = torch.cat([lin.weight.detach().view(4, -1) for lin in lins] + [lin.bias.detach().view(4, -1) for lin in lins], 1)
-    w = torch.nn.functional.normalize(w, dim=1)  # head h = rows h*d:(h+1)*d of each projection
-    expected = (w @ w.t())[torch.triu_indices(4, 4, 1).unbind()].mean()
-    assert result["head_parameter_cosine"] == pytest.approx(float(expected), abs=1e-5)
+    model = GraphWriter(len(vocab), 1, hidden=16, num_layers=1, heads=2, decoder_heads=2, dropout=0.0,
+                        attention_dropout=0.0).eval()
+    batch = collate(enc.encode_all(splits.test))
+    g = batch["graph"]
+    rel = (g.node_kind == RELATION) | (g.node_kind == INVERSE)
+    # the start vectors: relation embedding + BiLSTM(text), the same text read as an entity string would be
+    text_vec = model._node_text(g.node_tokens, torch.zeros(g.num_nodes, 16))
+    lengths = (g.node_tokens != 0).sum(-1)
+    _, direct = model._bilstm(model.entity_lstm, g.node_tokens[rel], lengths[rel])
+    assert torch.allclose(text_vec[rel], direct) and torch.equal(text_vec[~rel], torch.zeros_like(text_vec[~rel]))
+    # different relation words give different encodings (and so different outputs)
+    out = model.encode(batch)["nodes"]
+    other = dict(batch)
+    g2 = g.clone()
+    g2.node_tokens = g.node_tokens.clone()
+    g2.node_tokens[rel, 0] = vocab.stoi["runway"]
+    other["graph"] = g2
+    assert not torch.allclose(model.encode(other)["nodes"], out)

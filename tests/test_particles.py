@@ -418,6 +418,7 @@ def test_public_names():
         "DropAttention": dropattention.DropAttention, "drop_attention": dropattention.drop_attention,
         "drop_attention_dense": dropattention.drop_attention_dense,
         "Variant": variants.Variant, "parse_variant": variants.parse_variant, "make_sampler": variants.make_sampler,
+        "VariantSetup": variants.VariantSetup, "apply_variant": variants.apply_variant,
         "make_drop_attention": variants.make_drop_attention, "regularization_loss": variants.regularization_loss,
     }
     assert sorted(graph_rma.__all__) == sorted(home)

@@ -1,4 +1,5 @@
-"""graph_rma.data.webnlg: parsing (fixture and real release), graph construction, copy placeholders, scoring."""
+"""graph_rma.data.webnlg: parsing (fixture and real release), graph construction, copy placeholders, scoring, and the
+graph-to-text records and encoder (one record per reference, relation words on relation nodes)."""
 import math
 import os
 from pathlib import Path
@@ -8,6 +9,10 @@ import pytest
 from graph_rma.data.root import DataNotFoundError
 from graph_rma.data.webnlg import (
     ENTITY,
+    MAX_RELATION_TOKENS,
+    WebNLGEncoder,
+    build_webnlg_vocab,
+    load_webnlg_splits,
     GLOBAL,
     INVERSE,
     RELATION,
@@ -177,3 +182,42 @@ def test_multi_reference_scoring_by_hand():
     # entities: 3 of 4 (not "12") and 2 of 3 (not "1990")
     assert r["entity_coverage"] == pytest.approx(100 * 5 / 7)
     assert r["repetition"] == 0.0
+
+
+@pytest.fixture(scope="module")
+def splits():
+    return load_webnlg_splits(FIXTURE)
+
+
+def test_records_one_per_reference_and_one_per_test_entry(splits):
+    assert [len(splits.train), len(splits.dev), len(splits.test)] == [6, 1, 2]
+    assert splits.relation_names == ["<rel>"]
+    entries = load_webnlg("test", FIXTURE)
+    for rec, e in zip(splits.test, entries):
+        assert rec.references == e.references and rec.seen == e.seen and rec.eid == e.eid
+    assert [r.seen for r in splits.test] == [True, False]
+    airport = splits.train[3]
+    assert airport.entities == ["lindholm airport", "lindholm , norway", "2000.0"]
+    assert airport.relations == ["city served", "runway length"]
+    assert airport.triples == [(0, 0, 1), (0, 0, 2)]
+    assert airport.text == "<ent_0> serves <ent_1> and has a runway length of <ent_2> ."
+    assert airport.relexicalised() == "lindholm airport serves lindholm , norway and has a runway length of 2000.0 ."
+    assert len(load_webnlg_splits(FIXTURE, max_train=1).train) == 2  # entries, with all their references
+
+
+def test_encoder_puts_relation_words_on_relation_nodes(splits):
+    vocab = build_webnlg_vocab(splits.train, min_freq=1)
+    assert "<ent>" in vocab and "served" in vocab and "runway" in vocab
+    item = WebNLGEncoder(vocab, splits.relation_names).encode(splits.test[0])
+    g = item.graph
+    assert g.node_tokens.shape == (g.num_nodes, MAX_RELATION_TOKENS)
+    rel = (g.node_kind == RELATION) | (g.node_kind == INVERSE)
+    assert int((g.node_tokens[~rel] != 0).sum()) == 0  # entities and the global node carry no text
+    n = 4  # lindholm airport, lindholm, norway, 12
+    expect = vocab.encode(["city", "served"]) + [0] * (MAX_RELATION_TOKENS - 2)
+    assert g.node_tokens[n + 1].tolist() == expect and g.node_tokens[n + 2].tolist() == expect
+    assert int(g.node_kind[n]) == GLOBAL
+    # "country" never occurs in the fixture's training text: an unknown word, still a non-empty text row
+    assert g.node_tokens[n + 3].tolist()[0] == vocab.unk_id
+    # the entity type tag fed back after a copy is "<ent>"
+    assert item.type_ids == [vocab.stoi["<ent>"]] * 4

@@ -8,7 +8,8 @@ r"""``graph-rma webnlg train|generate|evaluate``: GraphWriter on WebNLG 2017 wit
     graph-rma webnlg evaluate --out runs/webnlg/ma   --split test              # multi-reference; all/seen/unseen
     graph-rma webnlg train    --preset full --out runs/webnlg/full             # GraphWriter's size; for a GPU
 
-Training is AGENDA's loop (:func:`graph_rma.cli.agenda.train`, the same ``checkpoint.pt`` / ``best.pt``, progress
+The work is done by :mod:`graph_rma.tasks.webnlg`; this module only parses the command line. Training is the shared
+graph-to-text trainer (:func:`graph_rma.tasks.graph_to_text.train`, the same ``checkpoint.pt`` / ``best.pt``, progress
 bars and exact resume) on :func:`graph_rma.data.webnlg.load_webnlg_splits`: one training example per (entry,
 reference) pair, relations read from their words (open vocabulary), entities copied through ``<ent_i>``
 placeholders. Evaluation scores every test entry against **all** its references (BLEU, METEOR, ROUGE of
@@ -19,120 +20,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
-from typing import Any, Dict, Optional, Sequence
+from typing import Optional, Sequence
 
-from ..data.webnlg import WebNLGEncoder, build_webnlg_vocab, load_webnlg_splits
-from ..metrics import evaluate_generation
-from ..metrics.generation import Meteor15, java_available
-from ..engine import atomic_write_text, write_json
-from . import agenda as _agenda
-from .agenda import load_model
-
-PRESETS: Dict[str, Dict[str, Any]] = {
-    # trains and evaluates on 2 CPU cores in about 11 minutes (measured end to end; see the README)
-    "cpu": dict(hidden=128, layers=2, heads=4, dropout=0.1, attention_dropout=0.1, decoder_heads=4, epochs=2,
-                batch_size=32, optimizer="adam", lr=2e-3, momentum=0.9, clip=1.0, min_freq=2,
-                max_target_len=60, beam=1, max_len=60, length_penalty=1.0),
-    # GraphWriter's configuration (AGENDA's "full" preset), with WebNLG's smaller vocabulary cut and shorter texts
-    "full": {**_agenda.PRESETS["full"], "min_freq": 2, "max_len": 100},
-}
-SUBSETS = ("all", "seen", "unseen")
+from ..tasks import webnlg as task
+from ._generator import add_generator_commands, generation_kwargs, generator_parser, preset_config, train_command
 
 
-def train(config: Dict[str, Any], out: Path, root=None, variant: str = "ma", seed: int = 0,
-          max_train: Optional[int] = None, max_dev: Optional[int] = None, save_every: int = 0,
-          stop_after: Optional[int] = None, progress: bool = True, splits=None,
-          device: Optional[str] = None) -> Dict[str, Any]:
-    """Train (or resume) into ``out`` with :func:`graph_rma.cli.agenda.train`; ``max_train`` counts entries."""
-    splits = splits or load_webnlg_splits(root, max_train=max_train)
-    return _agenda.train(config, out, variant=variant, seed=seed, max_dev=max_dev, save_every=save_every,
-                         stop_after=stop_after, progress=progress, splits=splits, device=device,
-                         make_vocab=build_webnlg_vocab, make_encoder=WebNLGEncoder)
-
-
-def generate(out: Path, split: str = "test", root=None, checkpoint: Optional[Path] = None,
-             beam: Optional[int] = None, max_len: Optional[int] = None, length_penalty: Optional[float] = None,
-             batch_size: int = 32, limit: Optional[int] = None, progress: bool = True, splits=None,
-             device: Optional[str] = None) -> Dict[str, Path]:
-    """Decode one record per entry of ``split`` with the best model; writes ``hyp.<split>.txt`` (relexicalised,
-    lower-cased tokens), ``hyp.<split>.delex.txt``, ``refs.<split>.json`` (per line of the hypotheses: eid,
-    category, seen, all references) and ``side_by_side.<split>.tsv``."""
-    out = Path(out)
-    model, vocab, ck = load_model(checkpoint or out / "best.pt", device)
-    beam, max_len, length_penalty = _agenda.decode_settings(ck["config"], beam, max_len, length_penalty)
-    splits = splits or load_webnlg_splits(root)
-    recs = _entries(splits, split)[:limit] if limit else _entries(splits, split)
-    relex, delex = _agenda.decode_records(model, WebNLGEncoder(vocab, ck["relations"]), recs, beam, max_len,
-                                          length_penalty, batch_size, progress, desc=f"decoding {split}")
-    paths = {"hyp": out / f"hyp.{split}.txt", "delex": out / f"hyp.{split}.delex.txt",
-             "refs": out / f"refs.{split}.json", "side_by_side": out / f"side_by_side.{split}.tsv"}
-    atomic_write_text(paths["hyp"], "\n".join(relex) + "\n")
-    atomic_write_text(paths["delex"], "\n".join(delex) + "\n")
-    write_json(paths["refs"], [{"eid": r.eid, "category": r.category, "seen": r.seen, "entities": r.entities,
-                                "references": r.references} for r in recs])
-    rows = ["eid\tcategory\tseen\thypothesis\treferences"] + [
-        f"{r.eid}\t{r.category}\t{r.seen}\t{h}\t{' ||| '.join(r.references)}" for r, h in zip(recs, relex)]
-    atomic_write_text(paths["side_by_side"], "\n".join(rows) + "\n")
-    write_json(out / f"decode.{split}.json", {"beam": beam, "max_len": max_len, "length_penalty": length_penalty,
-                                              "entries": len(recs), "checkpoint": str(checkpoint or out / "best.pt")})
-    return paths
-
-
-def _entries(splits, split: str):
-    """One record per entry: test is stored that way; train/dev keep the first record of each entry."""
-    recs = splits.split(split)
-    if split == "test":
-        return recs
-    seen, out = set(), []
-    for r in recs:
-        if r.eid + r.category + r.source not in seen:
-            seen.add(r.eid + r.category + r.source)
-            out.append(r)
-    return out
-
-
-def score(hypotheses: Sequence[str], refs: Sequence[Dict[str, Any]], meteor: str = "auto") -> Dict[str, Any]:
-    """Multi-reference scores of ``hypotheses`` (one per entry; ``refs[i]`` has ``references``, ``entities``,
-    ``seen``) for ``all``, ``seen`` and ``unseen`` entries (``None`` for an empty subset)."""
-    if len(hypotheses) != len(refs):
-        raise ValueError(f"hypotheses: expected {len(refs)} (one per entry), got {len(hypotheses)}")
-    result: Dict[str, Any] = {}
-    shared = None
-    if meteor == "meteor-1.5" or (meteor == "auto" and java_available()):
-        shared = Meteor15()  # one JVM for the three subsets
-    try:
-        for name in SUBSETS:
-            keep = [i for i, r in enumerate(refs) if name == "all" or r["seen"] == (name == "seen")]
-            result[name] = evaluate_generation(
-                [hypotheses[i] for i in keep], [refs[i]["references"] for i in keep],
-                entities=[refs[i]["entities"] for i in keep], meteor=shared or meteor, tokenize="nltk",
-            ) if keep else None
-    finally:
-        if shared is not None:
-            shared.close()
-    return result
-
-
-def evaluate(out: Path, split: str = "test", root=None, regenerate: bool = False, splits=None,
-             meteor: str = "auto", **gen_kwargs) -> Dict[str, Any]:
-    """Score ``hyp.<split>.txt`` against all references in ``refs.<split>.json`` (generating them first if
-    missing); writes and returns ``{"split", "entries", "all": {...}, "seen": {...}, "unseen": {...}}``."""
-    out = Path(out)
-    hyp_path = out / f"hyp.{split}.txt"
-    if regenerate or not hyp_path.exists():
-        generate(out, split, root, splits=splits, **gen_kwargs)
-    hyps = hyp_path.read_text(encoding="utf-8").split("\n")[:-1]
-    refs = json.loads((out / f"refs.{split}.json").read_text(encoding="utf-8"))
-    result = {"split": split, "entries": len(hyps), **score(hyps, refs, meteor=meteor)}
-    write_json(out / f"metrics.{split}.json", result)
-    return result
-
-
-# ----------------------------------------------------------------------------------------------------------------
 def _parser() -> argparse.ArgumentParser:
-    p, sub, common = _agenda.generator_parser("webnlg", "WebNLG", __doc__)
-    _agenda.add_generator_commands(sub, common, PRESETS, "entries", ["dev", "test", "train"], save_every=100)
+    p, sub, common = generator_parser("webnlg", "WebNLG", __doc__)
+    add_generator_commands(sub, common, task.PRESETS, "entries", ["dev", "test", "train"], save_every=100)
     return p
 
 
@@ -140,21 +36,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _parser().parse_args(argv)
     progress = not args.quiet
     if args.cmd == "train":
-        config = _agenda.preset_config(args, PRESETS)
-        return _agenda.train_command(
+        config = preset_config(args, task.PRESETS)
+        return train_command(
             args,
-            lambda device: train(config, args.out, args.root, args.variant, args.seed, args.max_train, args.max_dev,
-                                 args.save_every, progress=progress, device=device),
-            lambda device: evaluate(args.out, "test", args.root, regenerate=True, progress=progress, device=device))
-    kwargs = dict(checkpoint=args.checkpoint, beam=args.beam, max_len=args.max_len,
-                  length_penalty=args.length_penalty, batch_size=args.batch_size, limit=args.limit, progress=progress,
-                  device=args.device)
+            lambda device: task.train(config, args.out, args.root, args.variant, args.seed, args.max_train,
+                                      args.max_dev, args.save_every, progress=progress, device=device),
+            lambda device: task.evaluate(args.out, "test", args.root, regenerate=True, progress=progress,
+                                         device=device))
+    kwargs = generation_kwargs(args, progress)
     if args.cmd == "generate":
-        paths = generate(args.out, args.split, args.root, **kwargs)
+        paths = task.generate(args.out, args.split, args.root, **kwargs)
         print(json.dumps({k: str(v) for k, v in paths.items()}))
         return 0
     regenerate = args.regenerate or args.limit is not None
-    result = evaluate(args.out, args.split, args.root, regenerate=regenerate, meteor=args.meteor, **kwargs)
+    result = task.evaluate(args.out, args.split, args.root, regenerate=regenerate, meteor=args.meteor, **kwargs)
     print(json.dumps(result, indent=2))
     return 0
 

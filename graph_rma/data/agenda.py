@@ -26,15 +26,15 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
-from torch import Tensor
-from torch_geometric.data import Batch, Data
 
-from .graphs import Vocab, build_graphwriter_graph, replace_mentions
+from .graph_text import (PLACEHOLDER, GraphTextEncoder, GraphTextRecord, GraphTextSplits, Vocab, collate,
+                         relexicalise, replace_mentions)
+from .graph_text import build_vocab as _build_vocab
 from .root import DataNotFoundError, missing_data_message, resolve_root
 
 __all__ = [
@@ -53,7 +53,6 @@ __all__ = [
 ]
 
 ENTITY_TYPES = ("<task>", "<method>", "<metric>", "<material>", "<otherscientificterm>")
-PLACEHOLDER = re.compile(r"^<([a-z]+)_(\d+)>$")
 OFFLINE_DEV_SIZE = 200
 
 
@@ -62,39 +61,18 @@ class AgendaFormatError(ValueError):
 
 
 @dataclass
-class AgendaRecord:
-    """One AGENDA record. ``abstract`` is tokenised text with ``<type_i>`` placeholders (``i`` an entity index)."""
-
-    title: str
-    entities: List[str]
-    types: List[str]
-    triples: List[Tuple[int, int, int]]
-    abstract: str
-    source: str = ""
+class AgendaRecord(GraphTextRecord):
+    """One AGENDA record (a :class:`~graph_rma.data.graph_text.GraphTextRecord`): ``text`` is the abstract,
+    tokenised, with ``<type_i>`` placeholders (``i`` an entity index); ``title`` the paper's title."""
 
     @property
-    def title_tokens(self) -> List[str]:
-        return self.title.lower().split()
+    def abstract(self) -> str:
+        """The abstract with placeholders (``text``)."""
+        return self.text
 
     @property
     def abstract_tokens(self) -> List[str]:
-        return self.abstract.split()
-
-    def relexicalised(self) -> str:
-        """The abstract with every ``<type_i>`` replaced by entity ``i``'s text."""
-        return relexicalise(self.abstract_tokens, self.entities)
-
-
-def relexicalise(tokens: Sequence[str], entities: Sequence[str]) -> str:
-    """Replace each ``<type_i>`` placeholder by ``entities[i]`` (unknown indices are kept as they are)."""
-    out = []
-    for tok in tokens:
-        m = PLACEHOLDER.match(tok)
-        if m and int(m.group(2)) < len(entities):
-            out.append(entities[int(m.group(2))])
-        else:
-            out.append(tok)
-    return " ".join(out)
+        return self.text_tokens
 
 
 def read_relations(path: Union[str, Path]) -> List[str]:
@@ -158,7 +136,7 @@ def read_tsv(path: Union[str, Path], num_relations: Optional[int] = None) -> Lis
                 entities=[e.strip() for e in ents.split(" ; ")] if ents.strip() else [],
                 types=types.split(),
                 triples=triples,
-                abstract=abstract.strip(),
+                text=abstract.strip(),
                 source=where,
             )
             _check_record(where, rec, num_relations)
@@ -224,21 +202,8 @@ def read_json(path: Union[str, Path], relation_names: Sequence[str]) -> List[Age
     return records
 
 
-@dataclass
-class AgendaSplits:
-    """Train / dev / test records of one protocol, with the relation names and a one-line description."""
-
-    train: List[AgendaRecord]
-    dev: List[AgendaRecord]
-    test: List[AgendaRecord]
-    relation_names: List[str]
-    protocol: str
-    description: str = ""
-
-    def split(self, name: str) -> List[AgendaRecord]:
-        if name not in ("train", "dev", "val", "test"):
-            raise ValueError(f"split: expected train, dev (val) or test, got {name!r}")
-        return getattr(self, "dev" if name == "val" else name)
+#: AGENDA's splits are the generic :class:`~graph_rma.data.graph_text.GraphTextSplits`.
+AgendaSplits = GraphTextSplits
 
 
 def _read_split(root: Path, name: str, relation_names: Sequence[str]) -> Optional[List[AgendaRecord]]:
@@ -288,123 +253,13 @@ def load_agenda(root=None, protocol: str = "auto", dev_size: int = OFFLINE_DEV_S
 
 
 # ------------------------------------------------------------------------------------------------------------------
-# Tensors
+# Tensors: the generic graph-to-text vocabulary, encoder and batching, with AGENDA's type tags
 # ------------------------------------------------------------------------------------------------------------------
 def build_vocab(records: Sequence[AgendaRecord], min_freq: int = 2, max_size: Optional[int] = None) -> Vocab:
-    """One vocabulary for titles, entity words and abstract words (placeholders excluded; type tags included)."""
-    def sents():
-        for r in records:
-            yield r.title_tokens
-            for e in r.entities:
-                yield e.split()
-            yield [t for t in r.abstract_tokens if not PLACEHOLDER.match(t)]
-
-    return Vocab.build(sents(), min_freq=min_freq, extra=ENTITY_TYPES, max_size=max_size)
+    """One vocabulary for titles, entity words and abstract words (placeholders excluded; the five type tags
+    first): :func:`graph_rma.data.graph_text.build_vocab` with ``extra=ENTITY_TYPES``."""
+    return _build_vocab(records, min_freq=min_freq, max_size=max_size, extra=ENTITY_TYPES)
 
 
-@dataclass
-class EncodedRecord:
-    graph: Data
-    entity_ids: List[List[int]]
-    type_ids: List[int]
-    title_ids: List[int]
-    target_in: List[int]
-    target_out: List[int]
-    record: AgendaRecord = field(repr=False, default=None)
-
-
-class AgendaEncoder:
-    """Turns records into ids: words through ``vocab``; a placeholder ``<type_i>`` in the abstract becomes output
-    id ``len(vocab) + i`` (copy entity ``i``) and decoder input id ``vocab[<type>]`` (its type tag).
-
-    Args:
-        max_target_len: cut abstracts to this many tokens (the cut abstract then has no ``</s>``); ``None`` keeps all.
-    """
-
-    def __init__(self, vocab: Vocab, relation_names: Sequence[str], max_target_len: Optional[int] = None) -> None:
-        self.vocab = vocab
-        self.relation_names = list(relation_names)
-        self.max_target_len = max_target_len
-
-    def encode(self, rec: AgendaRecord) -> EncodedRecord:
-        v = self.vocab
-        V = len(v)
-        toks = rec.abstract_tokens
-        cut = self.max_target_len is not None and len(toks) > self.max_target_len
-        if cut:
-            toks = toks[: self.max_target_len]
-        tin, tout = [v.bos_id], []
-        for tok in toks:
-            m = PLACEHOLDER.match(tok)
-            if m:
-                i = int(m.group(2))
-                tout.append(V + i)
-                tin.append(v.stoi.get(rec.types[i], v.unk_id))
-            else:
-                idx = v.stoi.get(tok, v.unk_id)
-                tout.append(idx)
-                tin.append(idx)
-        if cut:
-            tin = tin[:-1]
-        else:
-            tout.append(v.eos_id)
-        return EncodedRecord(
-            graph=build_graphwriter_graph(rec.entities, rec.triples, self.relation_names),
-            entity_ids=[v.encode(e.split()) or [v.unk_id] for e in rec.entities],
-            type_ids=[v.stoi.get(t, v.unk_id) for t in rec.types],
-            title_ids=v.encode(rec.title_tokens) or [v.unk_id],
-            target_in=tin,
-            target_out=tout,
-            record=rec,
-        )
-
-    def encode_all(self, records: Sequence[AgendaRecord]) -> List[EncodedRecord]:
-        return [self.encode(r) for r in records]
-
-    def decode(self, ids: Sequence[int], rec: AgendaRecord, relex: bool = True) -> str:
-        """Output ids -> text; copy ids become ``<type_i>`` or, with ``relex``, entity ``i``'s text."""
-        V = len(self.vocab)
-        toks = []
-        for i in ids:
-            if i == self.vocab.eos_id:
-                break
-            if i >= V:
-                e = i - V
-                toks.append(rec.entities[e] if relex else f"{rec.types[e][:-1]}_{e}>")
-            elif i not in (self.vocab.pad_id, self.vocab.bos_id):
-                toks.append(self.vocab.itos[i])
-        return " ".join(toks)
-
-
-def _pad(seqs: Sequence[Sequence[int]], value: int = 0) -> Tuple[Tensor, Tensor]:
-    lengths = torch.tensor([len(s) for s in seqs], dtype=torch.long)
-    out = torch.full((len(seqs), int(lengths.max()) if len(seqs) else 0), value, dtype=torch.long)
-    for i, s in enumerate(seqs):
-        out[i, : len(s)] = torch.tensor(s, dtype=torch.long)
-    return out, lengths
-
-
-def collate(items: Sequence[EncodedRecord]) -> Dict[str, Tensor]:
-    """A batch: the graphs as one PyG :class:`~torch_geometric.data.Batch` plus padded id tensors.
-
-    Keys: ``graph``; ``entity_tokens [sum n_b, Le]``, ``entity_lengths``; ``entity_types [B, Emax]``;
-    ``num_entities [B]``; ``title [B, Lt]``, ``title_lengths``; ``target_in``/``target_out [B, T]`` (0 = pad).
-    """
-    if not items:
-        raise ValueError("items: expected at least one encoded record")
-    ent_tokens, ent_lengths = _pad([e for it in items for e in it.entity_ids])
-    types, num_entities = _pad([it.type_ids for it in items])
-    title, title_lengths = _pad([it.title_ids for it in items])
-    tin, _ = _pad([it.target_in for it in items])
-    tout, _ = _pad([it.target_out for it in items])
-    return {
-        "graph": Batch.from_data_list([it.graph for it in items]),
-        "entity_tokens": ent_tokens,
-        "entity_lengths": ent_lengths,
-        "entity_types": types,
-        "num_entities": num_entities,
-        "title": title,
-        "title_lengths": title_lengths,
-        "target_in": tin,
-        "target_out": tout,
-    }
+#: AGENDA needs nothing beyond the generic encoder (``<type_i>`` placeholders copy entity ``i``).
+AgendaEncoder = GraphTextEncoder

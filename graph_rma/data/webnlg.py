@@ -38,8 +38,9 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 import torch
 from torch_geometric.data import Data
 
-from .agenda import AgendaEncoder, AgendaRecord, AgendaSplits
-from .graphs import ENTITY, GLOBAL, INVERSE, RELATION, Vocab, build_graphwriter_graph, replace_mentions  # noqa: F401 (node kinds)
+from .graph_text import ENTITY, GLOBAL, INVERSE, RELATION  # noqa: F401 (node kinds, re-exported)
+from .graph_text import (EncodedRecord, GraphTextEncoder, GraphTextRecord, GraphTextSplits, Vocab,
+                         build_graphwriter_graph, build_vocab, replace_mentions)
 from .root import DataNotFoundError, missing_data_message, resolve_root
 
 __all__ = [
@@ -289,24 +290,23 @@ def relexicalise(tokens: Sequence[str], entities: Sequence[str],
 
 
 # ------------------------------------------------------------------------------------------------ GraphWriter
-# Records in AGENDA's form, so that the AGENDA training loop, collate and GraphWriter model run on WebNLG unchanged.
-# Relations are open-vocabulary: every triple uses the one relation type ``"<rel>"`` (its relation and inverse nodes
-# keep distinct learned start vectors) and the graph carries each node's text as token ids (``node_tokens``), which
-# the model reads with the same BiLSTM as the entity strings, so a relation never seen in training still gets a
-# meaningful start vector from its words.
+# Records in the generic graph-to-text form (graph_rma.data.graph_text), so that the shared trainer, collate and the
+# GraphWriter model run on WebNLG unchanged. Relations are open-vocabulary: every triple uses the one relation type
+# ``"<rel>"`` (its relation and inverse nodes keep distinct learned start vectors) and the graph carries each node's
+# text as token ids (``node_tokens``), which the model reads with the same BiLSTM as the entity strings, so a
+# relation never seen in training still gets a meaningful start vector from its words.
 ENTITY_TAG = "<ent>"
 RELATION_NAMES = ("<rel>",)
 MAX_RELATION_TOKENS = 8
 
 
 @dataclass
-class WebNLGRecord(AgendaRecord):
-    """One (entry, reference) pair in AGENDA's record form: ``entities`` and ``relations`` are lower-cased nltk
-    tokens joined by spaces, ``types`` is ``"<ent>"`` for every entity, ``triples`` use relation index 0 and
-    ``abstract`` is the delexicalised reference (``<ent_i>`` placeholders). ``references`` holds all the entry's
-    raw reference texts (for multi-reference scoring)."""
+class WebNLGRecord(GraphTextRecord):
+    """One (entry, reference) pair as a :class:`~graph_rma.data.graph_text.GraphTextRecord`: ``entities`` and
+    ``relations`` (one text per triple) are lower-cased nltk tokens joined by spaces, ``types`` is ``"<ent>"`` for
+    every entity, ``triples`` use relation index 0, ``title`` is empty and ``text`` is the delexicalised reference
+    (``<ent_i>`` placeholders). ``references`` holds all the entry's raw reference texts (multi-reference scoring)."""
 
-    relations: List[str] = field(default_factory=list)
     references: List[str] = field(default_factory=list)
     eid: str = ""
     category: str = ""
@@ -315,7 +315,7 @@ class WebNLGRecord(AgendaRecord):
 
 def entry_records(entry: WebNLGEntry, per_reference: bool = True) -> List[WebNLGRecord]:
     """The records of one entry: one per reference (training) or, with ``per_reference=False``, a single one whose
-    ``abstract`` is the first reference (decoding; score against ``references``)."""
+    ``text`` is the first reference (decoding; score against ``references``)."""
     ents = [" ".join(t.lower() for t in _default_tokenize(e)) for e in entry.entities]
     rels = [" ".join(t.lower() for t in _default_tokenize(r)) for r in entry.relations]
     refs = entry.references if per_reference else entry.references[:1]
@@ -324,15 +324,15 @@ def entry_records(entry: WebNLGEntry, per_reference: bool = True) -> List[WebNLG
         toks, _ = delexicalise(ref, entry.entities) if ref else ([], [])
         out.append(WebNLGRecord(
             title="", entities=ents, types=[ENTITY_TAG] * len(ents),
-            triples=[(a, 0, b) for a, _, b in entry.triple_index], abstract=" ".join(toks), source=entry.source,
+            triples=[(a, 0, b) for a, _, b in entry.triple_index], text=" ".join(toks), source=entry.source,
             relations=[rels[k] for _, k, _ in entry.triple_index], references=list(entry.references),
             eid=entry.eid, category=entry.category, seen=entry.seen))
     return out
 
 
-def load_webnlg_splits(root: Optional[Union[str, Path]] = None, max_train: Optional[int] = None) -> AgendaSplits:
-    """WebNLG as :class:`~graph_rma.data.agenda.AgendaSplits` of :class:`WebNLGRecord`: train and dev with one record
-    per (entry, reference) pair (train 18,102, dev 2,268), test with one record per entry (1,862).
+def load_webnlg_splits(root: Optional[Union[str, Path]] = None, max_train: Optional[int] = None) -> GraphTextSplits:
+    """WebNLG as :class:`~graph_rma.data.graph_text.GraphTextSplits` of :class:`WebNLGRecord`: train and dev with one
+    record per (entry, reference) pair (train 18,102, dev 2,268), test with one record per entry (1,862).
     ``max_train`` keeps the first ``max_train`` training *entries* (all their references)."""
     train = load_webnlg("train", root)[:max_train] if max_train else load_webnlg("train", root)
     dev = load_webnlg("dev", root)
@@ -342,28 +342,21 @@ def load_webnlg_splits(root: Optional[Union[str, Path]] = None, max_train: Optio
     te = [r for e in test for r in entry_records(e, per_reference=False)]
     desc = (f"webnlg2017: train {len(train)} entries / {len(tr)} texts, dev {len(dev)} / {len(dv)}, "
             f"test {len(te)} entries ({sum(r.seen for r in te)} seen, {sum(not r.seen for r in te)} unseen)")
-    return AgendaSplits(tr, dv, te, list(RELATION_NAMES), "webnlg2017", desc)
+    return GraphTextSplits(tr, dv, te, list(RELATION_NAMES), "webnlg2017", desc)
 
 
 def build_webnlg_vocab(records: Sequence[WebNLGRecord], min_freq: int = 2, max_size: Optional[int] = None) -> Vocab:
-    """One vocabulary for entity words, relation words and (delexicalised) reference words, plus ``"<ent>"``."""
-    def sents():
-        for r in records:
-            for e in r.entities:
-                yield e.split()
-            for rel in r.relations:
-                yield rel.split()
-            yield [t for t in r.abstract_tokens if not PLACEHOLDER.match(t)]
-
-    return Vocab.build(sents(), min_freq=min_freq, extra=(ENTITY_TAG,), max_size=max_size)
+    """One vocabulary for entity words, relation words and (delexicalised) reference words, after ``"<ent>"``:
+    :func:`graph_rma.data.graph_text.build_vocab` with ``extra=("<ent>",)``."""
+    return build_vocab(records, min_freq=min_freq, max_size=max_size, extra=(ENTITY_TAG,))
 
 
-class WebNLGEncoder(AgendaEncoder):
-    """:class:`~graph_rma.data.agenda.AgendaEncoder` whose graphs also carry ``node_tokens [N, L]``: the token ids of
-    each relation and inverse-relation node's text (at most ``L = MAX_RELATION_TOKENS``; 0 = padding), zero rows for
-    entity and global nodes."""
+class WebNLGEncoder(GraphTextEncoder):
+    """:class:`~graph_rma.data.graph_text.GraphTextEncoder` whose graphs also carry ``node_tokens [N, L]``: the
+    token ids of each relation and inverse-relation node's text (at most ``L = MAX_RELATION_TOKENS``; 0 =
+    padding), zero rows for entity and global nodes."""
 
-    def encode(self, rec: WebNLGRecord):
+    def encode(self, rec: WebNLGRecord) -> EncodedRecord:
         item = super().encode(rec)
         g = item.graph
         tokens = torch.zeros(g.num_nodes, MAX_RELATION_TOKENS, dtype=torch.long)

@@ -5,16 +5,18 @@ A crash never leaves a half-written result; every task writes its JSON/CSV/text 
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any, Iterable, List, Mapping, Optional, Union
 
 PathLike = Union[str, os.PathLike]
 
-__all__ = ["PathLike", "atomic_write_bytes", "atomic_write_text", "write_json", "read_json", "write_csv"]
+__all__ = ["PathLike", "slug", "atomic_write_bytes", "atomic_write_text", "write_json", "read_json", "write_csv"]
 
 
 def atomic_write_bytes(path: PathLike, data: bytes) -> Path:
@@ -58,3 +60,10 @@ def write_csv(path: PathLike, rows: Iterable[Mapping[str, Any]], fieldnames: Opt
     writer.writeheader()
     writer.writerows(rows)
     return atomic_write_text(path, buf.getvalue())
+
+
+def slug(text: str) -> str:
+    """A file-name-safe, unique folder name for ``text`` (e.g. a variant spec): its safe characters, cut at 80, plus
+    6 hex digits of its SHA-1 so that two texts never share a folder."""
+    clean = re.sub(r"[^A-Za-z0-9.=_-]+", "_", text).strip("_")
+    return f"{clean[:80]}-{hashlib.sha1(text.encode()).hexdigest()[:6]}"

@@ -38,7 +38,7 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from torch_geometric.utils import to_dense_batch
 
-from ..data.graphs import ENTITY, GLOBAL
+from ..data.graph_text import ENTITY, GLOBAL
 from ..nn.graph_transformer import GraphTransformerEncoder
 
 __all__ = ["DecoderAttention", "GraphWriter"]
@@ -157,7 +157,7 @@ class GraphWriter(nn.Module):
         return out
 
     def encode(self, batch: Dict[str, Tensor], return_attention: bool = False) -> Memory:
-        """Encode a :func:`graph_rma.data.agenda.collate` batch into the decoder's memory."""
+        """Encode a :func:`graph_rma.data.graph_text.collate` batch into the decoder's memory."""
         graph = batch["graph"]
         kind = graph.node_kind
         is_ent = kind == ENTITY

@@ -17,8 +17,12 @@ For head :math:`h` with head dimension :math:`d = C / H`:
     \hat x_i = \mathrm{LN}_1(x_i + \mathrm{drop}(a_i)),\qquad
     x_i' = \mathrm{LN}_2\big(\hat x_i + \mathrm{drop}(W_2\,\mathrm{PReLU}(W_1 \hat x_i))\big)
 
-with :math:`W_1: C \to 4C`, :math:`W_2: 4C \to C`, and :math:`\tilde\alpha` the attention after dropout (plain
-dropout with ``attention_dropout``, or a :class:`graph_rma.DropAttention` module when one is given).
+with :math:`W_1: C \to 4C`, :math:`W_2: 4C \to C`, and :math:`\tilde\alpha` the attention after dropout: plain
+dropout with ``attention_dropout``, or, when a :class:`graph_rma.DropAttention` is given, the protocol of
+:class:`~graph_rma.nn.RepulsiveGATConv`: one softmax over each target's *surviving* incoming edges
+(:meth:`graph_rma.DropAttention.sparse_softmax`; dropped scores set to :math:`-\infty`, a target left without a
+survivor keeps its plain softmax), with the element-mode edge order for ``window > 1`` cached by the module while the
+edges stay the same.
 
 Differences from the original implementation (``models/last_graph.py`` in rikdz/GraphWriter), on purpose:
 
@@ -39,12 +43,13 @@ The heads are particles for :class:`graph_rma.SVGD` / :class:`graph_rma.SPOS`: h
 from __future__ import annotations
 
 import math
-from typing import List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.utils import softmax
 
+from ..dropattention import DropAttention
 from ..particles import HeadParam, register_head_layout
 
 __all__ = ["GraphTransformerLayer", "GraphTransformerEncoder"]
@@ -61,8 +66,9 @@ class GraphTransformerLayer(nn.Module):
         attention_dropout: dropout on the edge weights :math:`\alpha` (training only); ignored when
             ``drop_attention`` is given.
         ffn_ratio: width of the feed-forward layer as a multiple of ``channels`` (4 in GraphWriter).
-        drop_attention: optional :class:`graph_rma.DropAttention`-like module called as
-            ``drop_attention(alpha, edge_index, num_nodes=N)`` on the ``[E, H]`` weights during training.
+        drop_attention: optional :class:`graph_rma.DropAttention`; during training the edge weights are its
+            softmax over the surviving edges (:meth:`~graph_rma.DropAttention.sparse_softmax`), in place of
+            ``attention_dropout``.
         bias: whether the projections have biases.
 
     Shapes:
@@ -107,6 +113,9 @@ class GraphTransformerLayer(nn.Module):
         self.act = nn.PReLU(ffn_ratio * channels)
         self.ffn_out = nn.Linear(ffn_ratio * channels, channels)
         self.norm2 = nn.LayerNorm(channels)
+        if drop_attention is not None and not isinstance(drop_attention, DropAttention):
+            raise ValueError(f"drop_attention: expected a graph_rma.DropAttention or None, "
+                             f"got {type(drop_attention).__name__}")
         self.drop_attention = drop_attention
         self.reset_parameters()
 
@@ -119,14 +128,17 @@ class GraphTransformerLayer(nn.Module):
         self.norm2.reset_parameters()
         nn.init.constant_(self.act.weight, 0.25)
 
-    def attention(self, x: Tensor, edge_index: Tensor) -> Tensor:
-        """The edge weights ``alpha`` ``[E, H]`` (softmax over each target's incoming edges; no dropout)."""
+    def scores(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        """The edge scores ``<q_i, k_j> / sqrt(d)`` ``[E, H]`` (before the softmax)."""
         N = x.size(0)
         src, dst = edge_index[0], edge_index[1]
         q = self.lin_query(x).view(N, self.heads, self.head_dim)
         k = self.lin_key(x).view(N, self.heads, self.head_dim)
-        score = (q[dst] * k[src]).sum(-1) / math.sqrt(self.head_dim)
-        return softmax(score, dst, num_nodes=N)
+        return (q[dst] * k[src]).sum(-1) / math.sqrt(self.head_dim)
+
+    def attention(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        """The edge weights ``alpha`` ``[E, H]`` (softmax over each target's incoming edges; no dropout)."""
+        return softmax(self.scores(x, edge_index), edge_index[1], num_nodes=x.size(0))
 
     def forward(
         self, x: Tensor, edge_index: Tensor, return_attention_weights: bool = False
@@ -137,12 +149,13 @@ class GraphTransformerLayer(nn.Module):
             raise ValueError(f"edge_index: expected shape [2, E], got {tuple(edge_index.shape)}")
         N = x.size(0)
         src, dst = edge_index[0], edge_index[1]
-        alpha = self.attention(x, edge_index)
-        weights = alpha
-        if self.training:
-            if self.drop_attention is not None:
-                weights = self.drop_attention(alpha, edge_index, num_nodes=N)
-            elif self.attention_dropout > 0:
+        score = self.scores(x, edge_index)
+        if self.training and self.drop_attention is not None:  # softmax over the surviving edges
+            weights = self.drop_attention.sparse_softmax(score, src, dst, N, N)
+            alpha = softmax(score, dst, num_nodes=N) if return_attention_weights else weights
+        else:
+            alpha = weights = softmax(score, dst, num_nodes=N)
+            if self.training and self.attention_dropout > 0:
                 weights = F.dropout(alpha, p=self.attention_dropout, training=True)
         v = self.lin_value(x).view(N, self.heads, self.head_dim)
         msg = weights.unsqueeze(-1) * v[src]
@@ -166,6 +179,11 @@ class GraphTransformerEncoder(nn.Module):
     ``forward(x, edge_index, return_attention=False)`` returns the node states ``[N, C]`` and, with
     ``return_attention=True``, also a list with one ``(alpha [E, H], target index [E])`` pair per layer, the form
     :func:`graph_rma.regularization_loss` takes for sparse attention.
+
+    ``drop_attention``: ``None``; a dict of :class:`graph_rma.DropAttention` options (``{"p": 0.1, "window": 2}``),
+    giving each layer its own instance; a sequence of ``num_layers`` instances, one per layer; or **one instance,
+    which is then shared by every layer** (each call still draws its own mask; the cached edge order is shared).
+    :func:`graph_rma.apply_variant` installs one instance per layer.
     """
 
     def __init__(
@@ -176,14 +194,23 @@ class GraphTransformerEncoder(nn.Module):
         dropout: float = 0.1,
         attention_dropout: float = 0.1,
         ffn_ratio: int = 4,
-        drop_attention: Optional[nn.Module] = None,
+        drop_attention: Union[None, DropAttention, Dict[str, Any], Sequence[DropAttention]] = None,
     ) -> None:
         super().__init__()
         if not isinstance(num_layers, int) or num_layers < 1:
             raise ValueError(f"num_layers: expected a positive int, got {num_layers!r}")
+        if drop_attention is None or isinstance(drop_attention, DropAttention):
+            drops = [drop_attention] * num_layers  # one instance: shared
+        elif isinstance(drop_attention, dict):
+            drops = [DropAttention(**drop_attention) for _ in range(num_layers)]
+        elif isinstance(drop_attention, (list, tuple, nn.ModuleList)) and len(drop_attention) == num_layers:
+            drops = list(drop_attention)
+        else:
+            raise ValueError(f"drop_attention: expected None, a DropAttention, a dict of its options or "
+                             f"{num_layers} instances (one per layer), got {drop_attention!r}")
         self.layers = nn.ModuleList(
-            GraphTransformerLayer(channels, heads, dropout, attention_dropout, ffn_ratio, drop_attention)
-            for _ in range(num_layers)
+            GraphTransformerLayer(channels, heads, dropout, attention_dropout, ffn_ratio, drop)
+            for drop in drops
         )
 
     def reset_parameters(self) -> None:

@@ -29,9 +29,7 @@ From the shell: ``graph-rma cora`` (see ``graph-rma cora --help``).
 from __future__ import annotations
 
 import copy
-import hashlib
 import math
-import re
 import sys
 import time
 import warnings
@@ -43,7 +41,7 @@ import torch.nn.functional as F
 
 from ..data.nodes import NODE_DATASETS, load_node_dataset, num_splits
 from ..diagnostics import head_distance
-from ..engine import (EarlyStopping, mean_std, paired_comparison, read_json, save_checkpoint, seed_everything,
+from ..engine import (EarlyStopping, mean_std, slug, paired_comparison, read_json, save_checkpoint, seed_everything,
                       write_csv, write_json)
 from ..models.gat import GAT
 from ..variants import apply_variant, parse_variant
@@ -133,12 +131,6 @@ def train_run(data, spec: str, seed: int, model_kwargs: Dict[str, Any], epochs: 
 # ----------------------------------------------------------------------------------------------------------------
 # A study: variants x seeds, resumable
 # ----------------------------------------------------------------------------------------------------------------
-def slug(spec: str) -> str:
-    """A file-name-safe, unique name for a variant spec."""
-    clean = re.sub(r"[^A-Za-z0-9.=_-]+", "_", spec).strip("_")
-    return f"{clean[:80]}-{hashlib.sha1(spec.encode()).hexdigest()[:6]}"
-
-
 def summarize(results: List[Dict[str, Any]], variants: Sequence[str]) -> List[Dict[str, Any]]:
     """One row per variant: mean and std over seeds (``std`` is the sample standard deviation), and for every variant
     after the first the paired difference of test accuracy against the first (``paired_*``: mean and standard error

@@ -1,0 +1,125 @@
+r"""GraphWriter on AGENDA (Koncel-Kedziorski et al., NAACL 2019) with plain or repulsive encoder heads.
+
+From Python::
+
+    from graph_rma.tasks.agenda import PRESETS, evaluate, train
+    train(dict(PRESETS["cpu"]), "runs/agenda/svgd", variant="svgd:alpha=0.1")   # resumes if interrupted
+    print(evaluate("runs/agenda/svgd", "test"))                                  # decodes, then scores
+
+From the shell: ``graph-rma agenda train|generate|evaluate|heads`` (see ``graph-rma agenda --help``).
+
+Training is :func:`graph_rma.tasks.graph_to_text.train` (``checkpoint.pt`` / ``best.pt``, exact resume, DDP under
+``torchrun``) on :func:`graph_rma.data.agenda.load_agenda`. Generation writes relexicalised hypotheses next to the
+gold abstracts; evaluation scores them as GraphWriter did (lower-cased, whitespace tokens).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+from ..data.agenda import AgendaEncoder, AgendaRecord, AgendaSplits, build_vocab, load_agenda
+from ..engine import atomic_write_text, write_json
+from ..metrics import evaluate_generation
+from ..variants import Variant
+from . import graph_to_text as g2t
+
+__all__ = ["PRESETS", "evaluate", "generate", "head_diversity", "load_agenda", "score", "train"]
+
+PathLike = Union[str, Path]
+
+PRESETS: Dict[str, Dict[str, Any]] = {
+    # small enough to train and evaluate on 2 CPU cores in under 15 minutes (offline protocol)
+    "cpu": dict(hidden=128, layers=2, heads=4, dropout=0.1, attention_dropout=0.1, decoder_heads=4, epochs=8,
+                batch_size=24, optimizer="adam", lr=2e-3, momentum=0.9, clip=1.0, min_freq=3,
+                max_target_len=120, beam=2, max_len=150, length_penalty=1.0),
+    # GraphWriter's configuration (pargs.py / train.py of rikdz/GraphWriter): hidden 500, 6 blocks, 4 heads,
+    # SGD lr 0.1 momentum 0.9, gradient clipping 1, batch 32, 20 epochs, vocabulary cut at 5 occurrences
+    "full": dict(hidden=500, layers=6, heads=4, dropout=0.1, attention_dropout=0.1, decoder_heads=4, epochs=20,
+                 batch_size=32, optimizer="sgd", lr=0.1, momentum=0.9, clip=1.0, min_freq=5,
+                 max_target_len=None, beam=4, max_len=200, length_penalty=1.0),
+}
+
+
+def train(config: Dict[str, Any], out: PathLike, root: Optional[PathLike] = None, protocol: str = "auto",
+          variant: Union[str, Variant] = "ma", seed: int = 0, max_train: Optional[int] = None,
+          max_dev: Optional[int] = None, save_every: int = 0, stop_after: Optional[int] = None,
+          progress: bool = True, splits: Optional[AgendaSplits] = None,
+          device: Optional[str] = None) -> Dict[str, Any]:
+    """Train (or resume) into ``out`` with :func:`graph_rma.tasks.graph_to_text.train` on AGENDA (``splits``, else
+    :func:`~graph_rma.data.agenda.load_agenda` of ``root`` under ``protocol``); ``max_train``/``max_dev`` count
+    records."""
+    g2t.check_variant(variant)  # before any data is read
+    splits = splits or load_agenda(root, protocol)
+    return g2t.train(config, out, splits, variant=variant, seed=seed, max_train=max_train, max_dev=max_dev,
+                     save_every=save_every, stop_after=stop_after, progress=progress, device=device,
+                     make_vocab=build_vocab, make_encoder=AgendaEncoder)
+
+
+def generate(out: PathLike, split: str = "test", root: Optional[PathLike] = None, protocol: str = "auto",
+             checkpoint: Optional[PathLike] = None, beam: Optional[int] = None, max_len: Optional[int] = None,
+             length_penalty: Optional[float] = None, batch_size: int = 32, limit: Optional[int] = None,
+             progress: bool = True, splits: Optional[AgendaSplits] = None,
+             device: Optional[str] = None) -> Dict[str, Path]:
+    """Decode ``split`` with the best model and write ``hyp.<split>.txt``, ``gold.<split>.txt`` (relexicalised,
+    line-aligned), ``hyp.<split>.delex.txt`` (with ``<type_i>`` placeholders) and ``side_by_side.<split>.tsv``."""
+    out = Path(out)
+    ckpt_path = Path(checkpoint) if checkpoint else out / "best.pt"
+    model, vocab, ck = g2t.load_model(ckpt_path, device)
+    beam, max_len, length_penalty = g2t.decode_settings(ck["config"], beam, max_len, length_penalty)
+    splits = splits or load_agenda(root, protocol)
+    recs: List[AgendaRecord] = splits.split(split)[:limit] if limit else splits.split(split)
+    relex, delex = g2t.decode_records(model, AgendaEncoder(vocab, ck["relations"]), recs, beam, max_len,
+                                      length_penalty, batch_size, progress, desc=f"decoding {split}")
+    gold = [r.relexicalised() for r in recs]
+    paths = {"hyp": out / f"hyp.{split}.txt", "gold": out / f"gold.{split}.txt",
+             "delex": out / f"hyp.{split}.delex.txt", "side_by_side": out / f"side_by_side.{split}.tsv"}
+    atomic_write_text(paths["hyp"], "\n".join(relex) + "\n")
+    atomic_write_text(paths["gold"], "\n".join(gold) + "\n")
+    atomic_write_text(paths["delex"], "\n".join(delex) + "\n")
+    rows = ["title\thypothesis\treference"] + [f"{r.title}\t{h}\t{g}" for r, h, g in zip(recs, relex, gold)]
+    atomic_write_text(paths["side_by_side"], "\n".join(rows) + "\n")
+    write_json(out / f"decode.{split}.json", {"beam": beam, "max_len": max_len, "length_penalty": length_penalty,
+                                              "records": len(recs), "checkpoint": str(ckpt_path)})
+    return paths
+
+
+def score(hypotheses: Sequence[str], references: Sequence[str], entities: Sequence[Sequence[str]],
+          meteor: str = "auto") -> Dict[str, Any]:
+    """Scores of relexicalised outputs against one reference each (already lower-cased and tokenised, as
+    GraphWriter scored them: whitespace tokens)."""
+    return evaluate_generation(list(hypotheses), list(references), entities=[list(e) for e in entities],
+                               meteor=meteor, tokenize="split")
+
+
+def evaluate(out: PathLike, split: str = "test", root: Optional[PathLike] = None, protocol: str = "auto",
+             regenerate: bool = False, splits: Optional[AgendaSplits] = None, meteor: str = "auto",
+             **gen_kwargs: Any) -> Dict[str, Any]:
+    """Score ``hyp.<split>.txt`` against ``gold.<split>.txt`` (generating them first if missing); writes and
+    returns ``metrics.<split>.json``.
+
+    ``meteor``: ``"auto"`` (METEOR 1.5 when Java is found, else nltk), ``"meteor-1.5"``, ``"nltk"`` or ``"none"``;
+    the result's ``METEOR_impl`` says which one produced ``METEOR``. ``gen_kwargs`` go to :func:`generate`."""
+    out = Path(out)
+    splits = splits or load_agenda(root, protocol)
+    hyp_path = out / f"hyp.{split}.txt"
+    if regenerate or not hyp_path.exists():
+        generate(out, split, splits=splits, **gen_kwargs)
+    hyps = g2t.read_lines(hyp_path)
+    refs = g2t.read_lines(out / f"gold.{split}.txt")
+    recs = splits.split(split)[: len(hyps)]
+    result = {"split": split, "records": len(hyps), "data": splits.description,
+              **score(hyps, refs, [r.entities for r in recs], meteor=meteor)}
+    write_json(out / f"metrics.{split}.json", result)
+    return result
+
+
+def head_diversity(out: PathLike, split: str = "test", root: Optional[PathLike] = None, protocol: str = "auto",
+                   limit: int = 200, checkpoint: Optional[PathLike] = None, splits: Optional[AgendaSplits] = None,
+                   device: Optional[str] = None) -> Dict[str, Any]:
+    """:func:`graph_rma.tasks.graph_to_text.head_diversity` of ``OUT/best.pt`` on the first ``limit`` graphs of
+    ``split``; writes ``heads.<split>.json``."""
+    splits = splits or load_agenda(root, protocol)
+    result = g2t.head_diversity(checkpoint or Path(out) / "best.pt", splits.split(split)[:limit], AgendaEncoder,
+                                device=device)
+    write_json(Path(out) / f"heads.{split}.json", result)
+    return result

@@ -1,0 +1,361 @@
+r"""The graph-to-text trainer shared by AGENDA and WebNLG: GraphWriter with plain or repulsive encoder heads.
+
+:func:`train` trains (or resumes) a :class:`~graph_rma.models.GraphWriter` on
+:class:`~graph_rma.data.graph_text.GraphTextSplits` into a run folder:
+
+* ``checkpoint.pt``: everything needed to resume (weights, optimizer, sampler and RNG states, the position in the
+  epoch), written atomically every ``save_every`` steps and at the end of every epoch; calling :func:`train` again
+  with the same folder resumes from it and ends with the same weights as an uninterrupted run with the same seed;
+* ``best.pt``: the weights with the lowest dev loss (token-level teacher-forced NLL, :func:`dev_loss`);
+* ``config.json`` and ``train.json`` (the run summary).
+
+The variant (plain, regularised, SGLD, SVGD, SPOS, DropAttention) is applied by :func:`graph_rma.apply_variant` and
+nothing else: the model is built without DropAttention, then ``apply_variant`` installs it in every encoder layer,
+attaches the sampler to the optimizer (it runs after gradient clipping, right before ``optimizer.step()``) and gives
+the regularisation term. ``reg`` with ``target=outputs`` is not supported (the encoder does not return per-head
+outputs); :func:`check_variant` says so before any data is read.
+
+Multi-process training (``torchrun``, after ``torch.distributed`` is initialised): ``config["batch_size"]`` stays the
+*global* batch; each rank takes its shard of every batch, sums its token NLL and divides by the global batch's
+token count (times ``1/N``), so DDP's all-reduced gradient is the single-process gradient and the sampler runs on
+identical gradients with identical noise on every rank. Rank 0 alone writes files and shows progress; the
+checkpoint keeps every rank's RNG state (:func:`graph_rma.engine.rng_state`), so resuming with the same ``N`` is
+exact. Training ends by checking that the replicas are bitwise equal (``replica_sha1`` in ``train.json``).
+
+Decoding (:func:`decode_records`) is batched greedy or beam search; :func:`load_model` restores ``best.pt``.
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+import torch
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from tqdm.auto import tqdm
+
+from ..data.graph_text import (EncodedRecord, GraphTextEncoder, GraphTextRecord, GraphTextSplits, Vocab, build_vocab,
+                               collate)
+from ..engine import load_checkpoint, rng_state, save_checkpoint, seed_everything, set_rng_state, slug, write_json
+from ..engine.distributed import (all_reduce_sum, barrier, gather_objects, rank_and_world, replica_fingerprints,
+                                  shard)
+from ..models.graphwriter import GraphWriter
+from ..regularizers import disagreement, parameter_disagreement
+from ..variants import Variant, apply_variant, parse_variant
+
+__all__ = ["CONFIG_KEYS", "build_model", "build_optimizer", "check_variant", "decode_records", "decode_settings",
+           "dev_loss", "head_diversity", "load_model", "read_lines", "run_folder", "train"]
+
+#: The keys of a training configuration (the presets of :mod:`graph_rma.tasks.agenda` and ``.webnlg``).
+CONFIG_KEYS = ("hidden", "layers", "heads", "dropout", "attention_dropout", "decoder_heads", "epochs", "batch_size",
+               "optimizer", "lr", "momentum", "clip", "min_freq", "max_target_len", "beam", "max_len",
+               "length_penalty")
+
+PathLike = Union[str, Path]
+VocabBuilder = Callable[..., Vocab]  # (records, min_freq=...) -> Vocab
+EncoderFactory = Callable[..., GraphTextEncoder]  # (vocab, relation_names, max_target_len=None) -> encoder
+
+
+def _device(device: Optional[str]) -> torch.device:
+    return torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+
+
+def _to(batch: Dict[str, Any], device: torch.device) -> Dict[str, Any]:
+    return {k: v.to(device) for k, v in batch.items()}
+
+
+def _batches(n: int, size: int, generator: Optional[torch.Generator] = None) -> List[List[int]]:
+    order = torch.randperm(n, generator=generator).tolist() if generator is not None else list(range(n))
+    return [order[i : i + size] for i in range(0, n, size)]
+
+
+def run_folder(out: PathLike, variant: Union[str, Variant]) -> Path:
+    """``out/<variant>``: one folder per canonical variant spec (two different specs never share one)."""
+    return Path(out) / slug(parse_variant(variant).spec)
+
+
+def check_variant(variant: Union[str, Variant]) -> Variant:
+    """The parsed variant; a ``ValueError`` for what the trainer cannot do (``reg`` with ``target=outputs``)."""
+    v = parse_variant(variant)
+    if v.reg is not None and v.reg_target == "outputs":
+        raise ValueError("variant: reg target=outputs is not supported by the graph-to-text trainer "
+                         "(use target=attention or target=parameters)")
+    return v
+
+
+def build_model(config: Dict[str, Any], vocab_size: int, num_relations: int) -> GraphWriter:
+    """GraphWriter of ``config``'s size, without any variant (apply one with :func:`graph_rma.apply_variant`)."""
+    return GraphWriter(vocab_size, num_relations, hidden=config["hidden"], num_layers=config["layers"],
+                       heads=config["heads"], dropout=config["dropout"],
+                       attention_dropout=config["attention_dropout"], decoder_heads=config["decoder_heads"])
+
+
+def build_optimizer(config: Dict[str, Any], model: nn.Module) -> torch.optim.Optimizer:
+    """SGD with momentum (GraphWriter's) or Adam, as ``config["optimizer"]`` says."""
+    if config["optimizer"] == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=config["lr"], momentum=config["momentum"])
+    if config["optimizer"] == "adam":
+        return torch.optim.Adam(model.parameters(), lr=config["lr"])
+    raise ValueError(f"optimizer: expected sgd or adam, got {config['optimizer']!r}")
+
+
+class _LossForward(nn.Module):
+    """What DDP wraps: its ``forward`` is GraphWriter's summed token NLL (DDP synchronises through ``forward``)."""
+
+    def __init__(self, model: GraphWriter) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, batch: Dict[str, Any], return_attention: bool = False):
+        return self.model.loss(batch, return_attention=return_attention, reduction="sum")
+
+
+def _target_tokens(item: EncodedRecord) -> int:
+    return int((torch.as_tensor(item.target_out) != 0).sum())
+
+
+@torch.no_grad()
+def dev_loss(model: GraphWriter, items: Sequence[EncodedRecord], batch_size: int) -> float:
+    """Token-level teacher-forced NLL on ``items`` (eval mode); under torch.distributed each rank scores its share
+    of the batches and the sums are all-reduced."""
+    was = model.training
+    model.eval()
+    total, tokens = 0.0, 0
+    device = next(model.parameters()).device
+    rank, world = rank_and_world()
+    for b, idx in enumerate(_batches(len(items), batch_size)):
+        if b % world != rank:
+            continue
+        batch = _to(collate([items[i] for i in idx]), device)
+        n = int((batch["target_out"] != 0).sum())
+        total += float(model.loss(batch)) * n
+        tokens += n
+    if world > 1:
+        total, tokens = all_reduce_sum(torch.tensor([total, float(tokens)], dtype=torch.float64)).tolist()
+    model.train(was)
+    return total / max(tokens, 1)
+
+
+def _train_loss(model: GraphWriter, ddp: Optional[DistributedDataParallel], batch: Dict[str, Any], scale: float,
+                return_attention: bool = False):
+    """``model.loss`` in one process; under DDP the wrapped summed NLL times ``scale``."""
+    if ddp is None:
+        return model.loss(batch, return_attention=return_attention)
+    out = ddp(batch, return_attention=return_attention)
+    return (out[0] * scale, out[1]) if return_attention else out * scale
+
+
+def train(config: Dict[str, Any], out: PathLike, splits: GraphTextSplits, variant: Union[str, Variant] = "ma",
+          seed: int = 0, max_train: Optional[int] = None, max_dev: Optional[int] = None, save_every: int = 0,
+          stop_after: Optional[int] = None, progress: bool = True, device: Optional[str] = None,
+          make_vocab: VocabBuilder = build_vocab, make_encoder: EncoderFactory = GraphTextEncoder) -> Dict[str, Any]:
+    """Train (or resume) GraphWriter on ``splits`` into ``out``; returns the run summary (also ``train.json``).
+
+    Args:
+        config: the training configuration (:data:`CONFIG_KEYS`; a preset of a dataset task).
+        out: run folder; an existing ``checkpoint.pt`` there is resumed (same variant and seed, else ``ValueError``).
+        splits: the records; ``max_train`` / ``max_dev`` keep only the first records of train / dev.
+        variant: spec string or :class:`~graph_rma.variants.Variant`, applied by :func:`graph_rma.apply_variant`.
+        seed: seeds the weights, the batch order, dropout and the sampler's noise.
+        save_every: also checkpoint every this many optimizer steps (``0``: at the end of each epoch only).
+        stop_after: end after this many optimizer steps in this call, with a checkpoint (to simulate a kill);
+            returns ``{"stopped": True, "step": ...}``.
+        device: ``"cpu"`` or ``"cuda[:k]"`` (default: CUDA when available).
+        make_vocab: ``(records, min_freq=...) -> Vocab`` for a fresh run (the dataset's type tags).
+        make_encoder: ``(vocab, relation_names, max_target_len=None) -> encoder`` (e.g. WebNLG's relation texts).
+    """
+    v = check_variant(variant)
+    out = Path(out)
+    rank, world = rank_and_world()
+    main_rank = rank == 0
+    if main_rank:
+        out.mkdir(parents=True, exist_ok=True)
+    progress = progress and main_rank
+    train_recs = splits.train[:max_train] if max_train else splits.train
+    dev_recs = splits.dev[:max_dev] if max_dev else splits.dev
+    ckpt_path = out / "checkpoint.pt"
+    ckpt = load_checkpoint(ckpt_path) if ckpt_path.exists() else None
+    if ckpt is not None:
+        if ckpt["variant"] != v.spec or ckpt["seed"] != seed:
+            raise ValueError(f"out: {ckpt_path} was written for variant {ckpt['variant']!r} seed {ckpt['seed']}, "
+                             f"not {v.spec!r} seed {seed}; use another --out")
+        config = dict(ckpt["config"])
+        vocab = Vocab.from_list(ckpt["vocab"])
+    else:
+        seed_everything(seed)
+        vocab = make_vocab(train_recs, min_freq=config["min_freq"])
+    train_items = make_encoder(vocab, splits.relation_names, config["max_target_len"]).encode_all(train_recs)
+    dev_items = make_encoder(vocab, splits.relation_names).encode_all(dev_recs)
+    dev = _device(device)
+    model = build_model(config, len(vocab), len(splits.relation_names)).to(dev)
+    if world > 1 and ckpt is None:
+        torch.manual_seed(seed * 1_000_003 + rank)  # same initial weights, different dropout on each rank
+    optimizer = build_optimizer(config, model)
+    setup = apply_variant(v, model, optimizer, seed=seed)  # DropAttention, sampler, penalty: nothing else
+    ddp = None
+    if world > 1:
+        ddp = DistributedDataParallel(_LossForward(model), device_ids=[dev.index] if dev.type == "cuda" else None)
+    state: Dict[str, Any] = {"epoch": 0, "batch": 0, "step": 0, "best_dev": math.inf, "history": []}
+    if ckpt is not None:
+        model.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        setup.load_state_dict(ckpt.get("sampler") or {})
+        saved_world = ckpt.get("world_size", 1)
+        if saved_world == world:
+            set_rng_state(ckpt["rng_ranks"][rank] if world > 1 else ckpt["rng"], dev)
+        else:
+            warnings.warn(f"resuming a {saved_world}-process run with {world} processes: weights, optimizer and "
+                          "sampler states are restored, but dropout draws differ from an uninterrupted run")
+            set_rng_state(ckpt["rng"], dev)
+            if world > 1:
+                torch.manual_seed(seed * 1_000_003 + rank + 7919 * ckpt["step"])
+        state = {k: ckpt[k] for k in state}
+    if main_rank:
+        write_json(out / "config.json", {"config": config, "variant": v.spec, "seed": seed, "protocol": splits.protocol,
+                                         "data": splits.description, "vocab_size": len(vocab),
+                                         "train_records": len(train_recs), "dev_records": len(dev_recs),
+                                         "world_size": world})
+
+    def save(epoch: int, batch: int, run_loss: float = 0.0, run_n: int = 0) -> None:
+        # a collective: every rank calls save() at the same steps
+        ranks = gather_objects({"rng": rng_state(dev), "run_loss": run_loss})
+        if main_rank:
+            rngs = [r["rng"] for r in ranks]
+            save_checkpoint(ckpt_path, {
+                "run_loss_ranks": [r["run_loss"] for r in ranks], "run_n": run_n,  # the epoch's running train loss
+                "model": model.state_dict(), "optimizer": optimizer.state_dict(), "sampler": setup.state_dict(),
+                "rng": rngs[0], "rng_ranks": rngs, "world_size": world,
+                "config": config, "vocab": vocab.to_list(), "relations": list(splits.relation_names),
+                "variant": v.spec, "seed": seed, "epoch": epoch, "batch": batch, "step": state["step"],
+                "best_dev": state["best_dev"], "history": state["history"],
+            })
+        barrier()  # no rank reads or moves on before the file is complete
+
+    steps_this_call = 0
+    model.train()
+    for epoch in range(state["epoch"], config["epochs"]):
+        batches = _batches(len(train_items), config["batch_size"], torch.Generator().manual_seed(seed * 1009 + epoch))
+        start = state["batch"] if epoch == state["epoch"] else 0
+        t0, run_loss, run_n = time.time(), 0.0, 0
+        if epoch == state["epoch"] and ckpt is not None and start > 0 and ckpt.get("world_size", 1) == world:
+            run_loss, run_n = ckpt.get("run_loss_ranks", [0.0] * world)[rank], ckpt.get("run_n", 0)
+        bar = tqdm(range(start, len(batches)), desc=f"epoch {epoch + 1}/{config['epochs']}", disable=not progress,
+                   leave=False)
+        for b in bar:
+            idx = batches[b]
+            if world > 1 and len(idx) < world:
+                continue  # a last batch smaller than the number of processes (the same on every rank): skipped
+            batch = _to(collate([train_items[i] for i in (shard(idx) if world > 1 else idx)]), dev)
+            optimizer.zero_grad(set_to_none=True)
+            # under DDP: summed NLL / (global tokens / world), so that DDP's mean of gradients is the global batch's
+            scale = world / max(sum(_target_tokens(train_items[i]) for i in idx), 1) if ddp is not None else 1.0
+            if setup.needs_attention:
+                loss, attention = _train_loss(model, ddp, batch, scale, return_attention=True)
+                reg = setup.penalty(model, attention=attention)
+            else:
+                loss = _train_loss(model, ddp, batch, scale)
+                reg = setup.penalty(model)
+            total = loss if reg is None else loss + reg
+            total.backward()
+            if config["clip"]:
+                nn.utils.clip_grad_norm_(model.parameters(), config["clip"])
+            optimizer.step()
+            state["step"] += 1
+            steps_this_call += 1
+            run_loss += float(loss.detach())
+            run_n += 1
+            bar.set_postfix(loss=f"{run_loss / run_n:.3f}")
+            if save_every and state["step"] % save_every == 0:
+                save(epoch, b + 1, run_loss, run_n)
+            if stop_after is not None and steps_this_call >= stop_after:
+                save(epoch, b + 1, run_loss, run_n)
+                return {"stopped": True, "step": state["step"]}
+        dl = dev_loss(model, dev_items, config["batch_size"])
+        if world > 1:  # each rank's loss is its part of the global mean, times world: average them
+            run_loss = float(all_reduce_sum(torch.tensor(run_loss, dtype=torch.float64))) / world
+        entry = {"epoch": epoch + 1, "train_loss": run_loss / max(run_n, 1), "dev_loss": dl,
+                 "dev_ppl": math.exp(min(dl, 50)), "seconds": round(time.time() - t0, 1)}
+        state["history"].append(entry)
+        if main_rank:
+            print(json.dumps(entry), file=sys.stderr, flush=True)
+        improved = dl < state["best_dev"]
+        if improved:
+            state["best_dev"] = dl
+        if improved and main_rank:
+            save_checkpoint(out / "best.pt", {"model": model.state_dict(), "config": config,
+                                              "vocab": vocab.to_list(), "relations": list(splits.relation_names),
+                                              "variant": v.spec, "seed": seed, "epoch": epoch + 1, "dev_loss": dl})
+        state["epoch"], state["batch"] = epoch + 1, 0
+        save(epoch + 1, 0)
+    summary = {"variant": v.spec, "seed": seed, "best_dev_loss": state["best_dev"], "history": state["history"],
+               "steps": state["step"], "data": splits.description}
+    if world > 1:
+        sha = replica_fingerprints(model)
+        if len(set(sha)) != 1:
+            raise RuntimeError(f"replicas diverged: parameter SHA-1 per rank {sha}")
+        summary.update(world_size=world, replica_sha1=sha[0])
+    if main_rank:
+        write_json(out / "train.json", summary)
+    return summary
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Decoding and evaluation helpers
+# ----------------------------------------------------------------------------------------------------------------
+def load_model(path: PathLike, device: Optional[str] = None) -> Tuple[GraphWriter, Vocab, Dict[str, Any]]:
+    """``(model in eval mode, vocabulary, checkpoint dict)`` from ``best.pt`` or ``checkpoint.pt``."""
+    ck = load_checkpoint(path)
+    vocab = Vocab.from_list(ck["vocab"])
+    model = build_model(ck["config"], len(vocab), len(ck["relations"]))
+    model.load_state_dict(ck["model"])
+    model.to(_device(device)).eval()
+    return model, vocab, ck
+
+
+def decode_settings(cfg: Dict[str, Any], beam: Optional[int], max_len: Optional[int],
+                    length_penalty: Optional[float]) -> Tuple[int, int, float]:
+    """Beam size, maximum length and length penalty: the arguments, else the training configuration's."""
+    return beam or cfg["beam"], max_len or cfg["max_len"], cfg["length_penalty"] if length_penalty is None else length_penalty
+
+
+def decode_records(model: GraphWriter, enc: GraphTextEncoder, recs: Sequence[GraphTextRecord], beam: int,
+                   max_len: int, length_penalty: float, batch_size: int = 32, progress: bool = True,
+                   desc: str = "decoding") -> Tuple[List[str], List[str]]:
+    """Batched greedy (``beam == 1``) or beam-search decoding of ``recs``; returns (relexicalised, delexicalised)
+    texts, one per record."""
+    dev = next(model.parameters()).device
+    items = enc.encode_all(recs)
+    hyps: List[List[int]] = []
+    for idx in tqdm(_batches(len(items), batch_size), desc=desc, disable=not progress, leave=False):
+        batch = _to(collate([items[i] for i in idx]), dev)
+        if beam == 1:
+            hyps += model.greedy(batch, max_len=max_len)
+        else:
+            hyps += model.beam_search(batch, beam_size=beam, max_len=max_len, length_penalty=length_penalty)
+    relex = [enc.decode(h, r) for h, r in zip(hyps, recs)]
+    delex = [enc.decode(h, r, relex=False) for h, r in zip(hyps, recs)]
+    return relex, delex
+
+
+def read_lines(path: PathLike) -> List[str]:
+    """The lines of a file written as ``"\\n".join(lines) + "\\n"`` (hypotheses, references)."""
+    return Path(path).read_text(encoding="utf-8").split("\n")[:-1]
+
+
+@torch.no_grad()
+def head_diversity(checkpoint: PathLike, records: Sequence[GraphTextRecord],
+                   make_encoder: EncoderFactory = GraphTextEncoder, device: Optional[str] = None) -> Dict[str, Any]:
+    """How alike the encoder's heads are (mean pairwise cosine similarity over head pairs, as in
+    :func:`graph_rma.regularizers.disagreement`): of the head parameters (query/key/value rows), averaged over
+    layers, and of the attention weights ``[E, H]`` on ``records``, per layer."""
+    model, vocab, ck = load_model(checkpoint, device)
+    items = make_encoder(vocab, ck["relations"]).encode_all(records)
+    memory = model.encode(_to(collate(items), next(model.parameters()).device), return_attention=True)
+    return {"variant": ck["variant"], "epoch": ck["epoch"], "records": len(items),
+            "head_parameter_cosine": float(parameter_disagreement(model.encoder)),
+            "attention_cosine": [float(disagreement(alpha.t(), head_dim=0)) for alpha, _ in memory["attention"]]}

@@ -1,0 +1,105 @@
+"""graph_rma.tasks.graph_to_text: the shared GraphWriter trainer (exact resume, best checkpoint, variants applied by
+apply_variant only), decoding settings and run folders, on the tiny AGENDA fixture."""
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from graph_rma import DropAttention
+from graph_rma.data.agenda import AgendaEncoder, build_vocab, load_agenda
+from graph_rma.data.graph_text import collate
+from graph_rma.models.graphwriter import GraphWriter
+from graph_rma.tasks import agenda
+from graph_rma.tasks import graph_to_text as g2t
+
+FIXTURE = Path(__file__).resolve().parents[1] / "datasets" / "fixtures" / "agenda_tiny"
+SMALL = dict(hidden=32, layers=1, heads=2, dropout=0.2, attention_dropout=0.1, decoder_heads=2, epochs=2,
+             batch_size=2, optimizer="adam", lr=3e-3, momentum=0.9, clip=1.0, min_freq=1, max_target_len=None,
+             beam=2, max_len=20, length_penalty=1.0)
+
+
+@pytest.fixture(scope="module")
+def data():
+    splits = load_agenda(FIXTURE)
+    vocab = build_vocab(splits.train, min_freq=1)
+    return splits, vocab, AgendaEncoder(vocab, splits.relation_names)
+
+
+# SPOS uses the sampler's own noise generator; DropAttention with a window draws from torch's generator and uses
+# the cached edge order
+@pytest.mark.parametrize("variant", ["spos:alpha=0.1,eps=1,beta=1000", "svgd:alpha=0.1+dropattn:p=0.3,w=2"])
+def test_resume_after_kill_is_identical(tmp_path, variant):
+    full = agenda.train(dict(SMALL), tmp_path / "full", FIXTURE, variant=variant, seed=1, progress=False)
+    killed = agenda.train(dict(SMALL), tmp_path / "resumed", FIXTURE, variant=variant, seed=1, stop_after=4,
+                          progress=False)
+    assert killed == {"stopped": True, "step": 4}  # mid-way through epoch 2 (3 batches per epoch)
+    resumed = agenda.train(dict(SMALL), tmp_path / "resumed", FIXTURE, variant=variant, seed=1, progress=False)
+    assert resumed["steps"] == full["steps"] == 6
+    a = torch.load(tmp_path / "full" / "checkpoint.pt", weights_only=True)
+    b = torch.load(tmp_path / "resumed" / "checkpoint.pt", weights_only=True)
+    for k in a["model"]:
+        assert torch.equal(a["model"][k], b["model"][k]), k
+    assert [h["dev_loss"] for h in full["history"]] == [h["dev_loss"] for h in resumed["history"]]
+    with pytest.raises(ValueError, match="variant"):
+        agenda.train(dict(SMALL), tmp_path / "full", FIXTURE, variant="ma", seed=1, progress=False)
+
+
+def test_regularised_variant_uses_encoder_attention(tmp_path, data):
+    splits, vocab, enc = data
+    torch.manual_seed(0)
+    model = GraphWriter(len(vocab), 7, hidden=32, num_layers=2, heads=2)
+    loss, attention = model.loss(collate(enc.encode_all(splits.train[:2])), return_attention=True)
+    assert len(attention) == 2 and attention[0][0].shape[1] == 2
+    summary = agenda.train(dict(SMALL, epochs=1), tmp_path / "reg", FIXTURE, variant="reg:kind=frobenius,weight=0.01",
+                           progress=False)
+    assert summary["steps"] == 3 and math.isfinite(summary["best_dev_loss"])
+
+
+
+
+def test_reg_on_head_outputs_is_refused_before_any_data_is_read(tmp_path, data):
+    from graph_rma.tasks import webnlg
+
+    spec = "reg:kind=disagreement,weight=0.1,target=outputs"
+    for train in (agenda.train, webnlg.train):  # a missing data folder: the variant is checked first
+        with pytest.raises(ValueError, match="variant: reg target=outputs is not supported"):
+            train(dict(SMALL), tmp_path / "run", tmp_path / "no_data_here", variant=spec, progress=False)
+    with pytest.raises(ValueError, match="target=outputs"):
+        g2t.train(dict(SMALL), tmp_path / "run", data[0], variant=spec, progress=False)
+    assert not (tmp_path / "run").exists()
+
+
+def test_variant_is_applied_by_apply_variant_alone(tmp_path, monkeypatch):
+    calls = []
+    real = g2t.apply_variant
+
+    def spy(variant, model, optimizer=None, seed=0):
+        assert all(layer.drop_attention is None for layer in model.encoder.layers)  # built without DropAttention
+        setup = real(variant, model, optimizer, seed=seed)
+        calls.append((model, setup))
+        return setup
+
+    monkeypatch.setattr(g2t, "apply_variant", spy)
+    summary = agenda.train(dict(SMALL, epochs=1, layers=2), tmp_path / "run", FIXTURE, seed=3, progress=False,
+                           variant="svgd:alpha=0.1+dropattn:p=0.3,w=2")
+    assert summary["steps"] == 3 and len(calls) == 1
+    model, setup = calls[0]
+    drops = [layer.drop_attention for layer in model.encoder.layers]
+    assert drops == setup.drop_attention and len({id(d) for d in drops}) == 2  # one instance per layer
+    assert all(isinstance(d, DropAttention) and (d.p, d.window) == (0.3, 2) for d in drops)
+    assert setup.sampler is not None and setup.sampler.seed == 3
+    ck = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)
+    assert ck["variant"] == "svgd:alpha=0.1+dropattn:p=0.3,window=2,mode=element,rescale=normalized"
+    # the weights need no variant to be loaded: DropAttention has no state, the sampler state is in checkpoint.pt
+    model, _, _ = g2t.load_model(tmp_path / "run" / "best.pt")
+    assert all(layer.drop_attention is None for layer in model.encoder.layers) and not model.training
+
+
+def test_run_folder_and_decode_settings(tmp_path):
+    a, b = g2t.run_folder(tmp_path, "svgd:alpha=0.1"), g2t.run_folder(tmp_path, "svgd:alpha=1")
+    assert a != b and a.parent == b.parent == tmp_path
+    assert g2t.run_folder(tmp_path, "svgd:alpha=0.10,eps=1") == a  # the same variant, spelt differently
+    cfg = dict(SMALL)
+    assert g2t.decode_settings(cfg, None, None, None) == (2, 20, 1.0)
+    assert g2t.decode_settings(cfg, 1, 7, 0.0) == (1, 7, 0.0)

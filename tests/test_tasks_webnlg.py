@@ -1,0 +1,87 @@
+"""graph_rma.tasks.webnlg and the ``graph-rma webnlg`` command: multi-reference scoring by subset, exact resume,
+train / generate / evaluate on the tiny fixture."""
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from graph_rma.cli import webnlg as cli
+from graph_rma.data.webnlg import load_webnlg, load_webnlg_splits
+from graph_rma.tasks import webnlg as task
+
+FIXTURE = Path(__file__).resolve().parents[1] / "datasets" / "fixtures" / "webnlg_tiny"
+SMALL = dict(task.PRESETS["cpu"], hidden=16, layers=1, heads=2, decoder_heads=2, epochs=2, batch_size=3, min_freq=1,
+             max_len=12)
+
+
+@pytest.fixture(scope="module")
+def splits():
+    return load_webnlg_splits(FIXTURE)
+
+
+def test_multi_reference_scores_by_hand():
+    refs = [{"references": ["the dog sat", "a cat ran"], "entities": ["cat"], "seen": True},
+            {"references": ["x y z w", "p q r s"], "entities": ["p"], "seen": False}]
+    res = task.score(["the cat sat", "p q r s"], refs, meteor="none")
+    # entry 1: every hypothesis unigram occurs in one of the references -> clipped unigram precision 3/3; entry 2
+    # equals its second reference (4/4); both hypotheses as long as their closest reference: BLEU-1 = 100
+    assert res["all"]["BLEU-1"] == pytest.approx(100.0, abs=1e-6)
+    assert res["all"]["n"] == 2 and res["seen"]["n"] == 1 and res["unseen"]["n"] == 1
+    # only the first references: unigram precision (2 + 0) / 7
+    first = task.score(["the cat sat", "p q r s"], [dict(r, references=r["references"][:1]) for r in refs],
+                      meteor="none")
+    assert first["all"]["BLEU-1"] == pytest.approx(100.0 * 2 / 7, abs=1e-4)
+    # seen: "the cat sat" vs best reference "the dog sat": ROUGE-1 F = 2/3; unseen matches exactly
+    assert res["seen"]["ROUGE-1"] == pytest.approx(200.0 / 3)
+    assert res["unseen"]["BLEU-4"] == pytest.approx(100.0, abs=1e-4) and res["unseen"]["ROUGE-L"] == 100.0
+    assert res["all"]["ROUGE-1"] == pytest.approx((200.0 / 3 + 100.0) / 2)
+    assert res["unseen"]["entity_coverage"] == 100.0 and res["seen"]["entity_coverage"] == 100.0
+    only_seen = task.score(["the cat sat"], refs[:1], meteor="none")
+    assert only_seen["unseen"] is None and only_seen["seen"] == res["seen"] == only_seen["all"]
+    with pytest.raises(ValueError, match="hypotheses"):
+        task.score(["a"], refs, meteor="none")
+
+
+def test_resume_after_kill_is_identical(tmp_path, splits):
+    variant = "svgd:alpha=0.1"
+    full = task.train(dict(SMALL), tmp_path / "full", variant=variant, seed=1, progress=False, splits=splits)
+    killed = task.train(dict(SMALL), tmp_path / "resumed", variant=variant, seed=1, stop_after=3, progress=False,
+                       splits=splits)
+    assert killed == {"stopped": True, "step": 3}  # mid-way through epoch 2 (2 batches per epoch)
+    resumed = task.train(dict(SMALL), tmp_path / "resumed", variant=variant, seed=1, progress=False, splits=splits)
+    assert resumed["steps"] == full["steps"] == 4
+    a = torch.load(tmp_path / "full" / "checkpoint.pt", weights_only=True)
+    b = torch.load(tmp_path / "resumed" / "checkpoint.pt", weights_only=True)
+    for k in a["model"]:
+        assert torch.equal(a["model"][k], b["model"][k]), k
+    assert [h["dev_loss"] for h in full["history"]] == [h["dev_loss"] for h in resumed["history"]]
+    assert a["relations"] == ["<rel>"] and "<ent>" in a["vocab"]
+
+
+def test_cli_train_generate_evaluate(tmp_path, capsys):
+    out = tmp_path / "run"
+    args = ["--root", str(FIXTURE), "--out", str(out), "--quiet"]
+    assert cli.main(["train", *args, "--hidden", "16", "--layers", "1", "--heads", "2", "--epochs", "1",
+                     "--batch-size", "3", "--min-freq", "1", "--variant", "ma"]) == 0
+    assert (out / "best.pt").exists() and (out / "checkpoint.pt").exists()
+    assert json.loads((out / "config.json").read_text())["train_records"] == 6
+    assert cli.main(["generate", *args, "--split", "test", "--beam", "2", "--max-len", "12"]) == 0
+    hyp = (out / "hyp.test.txt").read_text().split("\n")[:-1]
+    refs = json.loads((out / "refs.test.json").read_text())
+    assert len(hyp) == len(refs) == 2 and [r["seen"] for r in refs] == [True, False]
+    assert refs[1]["references"] == load_webnlg("test", FIXTURE)[1].references
+    side = (out / "side_by_side.test.tsv").read_text().split("\n")
+    assert side[0] == "eid\tcategory\tseen\thypothesis\treferences" and side[1].split("\t")[3] == hyp[0]
+    capsys.readouterr()
+    assert cli.main(["evaluate", *args, "--split", "test", "--meteor", "none"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["entries"] == 2 and [result[s]["n"] for s in ("all", "seen", "unseen")] == [2, 1, 1]
+    assert result == json.loads((out / "metrics.test.json").read_text())
+    # the written scores are those of the hypotheses against all references of their entries
+    assert result["all"] == task.score(hyp, refs, meteor="none")["all"]
+    # dev: one hypothesis per entry (the fixture's dev entry is seen)
+    capsys.readouterr()
+    assert cli.main(["evaluate", *args, "--split", "dev", "--meteor", "none", "--beam", "1"]) == 0
+    dev = json.loads(capsys.readouterr().out)
+    assert dev["entries"] == 1 and dev["unseen"] is None
