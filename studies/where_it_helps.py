@@ -33,11 +33,15 @@ FINAL_SEEDS = list(range(10))
 # costs ~30 s there on one busy core), Cora as the homophilous reference.
 SETTINGS = [("texas", False), ("texas", True), ("wisconsin", False), ("wisconsin", True), ("cornell", False),
             ("cornell", True), ("chameleon", True), ("cora", True)]
-GRID = {
-    "svgd": [f"svgd:alpha={a},eps=8{r}" for r in ("", ",roles=att_src/att_dst") for a in ("0.01", "0.1", "1")],
-    "spos": [f"spos:alpha={a},eps=8,beta=1e9,roles=att_src/att_dst" for a in ("0.01", "0.1", "1")],
-    "reg": [f"reg:kind=frobenius,weight={w}" for w in ("0.01", "0.1")],
-}
+def grid(v2: bool) -> Dict[str, List[str]]:
+    """The configurations per family; ``att`` is the attention vector(s): ``att_src/att_dst`` in GAT, ``att`` in
+    GATv2."""
+    att = "att" if v2 else "att_src/att_dst"
+    return {
+        "svgd": [f"svgd:alpha={a},eps=8{r}" for r in ("", f",roles={att}") for a in ("0.01", "0.1", "1")],
+        "spos": [f"spos:alpha={a},eps=8,beta=1e9,roles={att}" for a in ("0.01", "0.1", "1")],
+        "reg": [f"reg:kind=frobenius,weight={w}" for w in ("0.01", "0.1")],
+    }
 HEADS = [(8, 8), (16, 4), (32, 2)]
 
 
@@ -53,13 +57,14 @@ def _strength(spec: str) -> float:
 def select(out: Path, threads: int) -> Dict[str, Dict[str, str]]:
     chosen: Dict[str, Dict[str, str]] = {}
     for dataset, v2 in SETTINGS:
-        specs = ["ma"] + [s for fam in GRID.values() for s in fam]
+        families = grid(v2)
+        specs = ["ma"] + [s for fam in families.values() for s in fam]
         res = run_study(specs, SELECT_SEEDS, out / "select" / _name(dataset, v2), dataset=dataset, v2=v2,
                         resume=True, make_plot=False, threads=threads)
         val = {r["variant"]: r["val_acc_mean"] for r in res["summary"]}
         chosen[_name(dataset, v2)] = {
             fam: max((parse_variant(s).spec for s in specs_), key=lambda s: (val[s], -_strength(s)))
-            for fam, specs_ in GRID.items()}
+            for fam, specs_ in families.items()}
     write_json(out / "chosen.json", chosen)
     return chosen
 

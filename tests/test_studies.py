@@ -1,0 +1,34 @@
+"""The study drivers' grids are valid on the models they run (a spec that fails only after hours of runs is a bug)."""
+import importlib.util
+import warnings
+
+import pytest
+from conftest import REPO
+
+from graph_rma.models import GAT
+from graph_rma.variants import apply_variant, parse_variant
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(name, REPO / "studies" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("v2", [False, True])
+def test_where_it_helps_grid_builds_on_gat_and_gatv2(v2):
+    study = _load("where_it_helps")
+    families = study.grid(v2)
+    assert set(families) == {"svgd", "spos", "reg"}
+    for specs in families.values():
+        for spec in specs:
+            model = GAT(16, 3, v2=v2)
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*fewer than 2; not a particle group")
+                setup = apply_variant(spec, model)
+            v = parse_variant(spec)
+            if v.sampler != "ma":  # the first layer's 8 heads are one particle group
+                assert [g.num_heads for g in setup.sampler.groups] == [8]
+            else:
+                assert setup.sampler is None and v.reg == "frobenius"
