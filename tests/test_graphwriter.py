@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from graph_rma.engine import load_checkpoint
 from graph_rma.cli import agenda as cli
 from graph_rma.data.agenda import AgendaEncoder, build_vocab, collate, load_agenda
 from graph_rma.models.graphwriter import GraphWriter
@@ -113,8 +114,8 @@ def test_resume_after_kill_is_identical(tmp_path):
     assert killed == {"stopped": True, "step": 4}  # mid-way through epoch 2 (3 batches per epoch)
     resumed = cli.train(dict(SMALL), tmp_path / "resumed", FIXTURE, variant=variant, seed=1, progress=False)
     assert resumed["steps"] == full["steps"] == 6
-    a = torch.load(tmp_path / "full" / "checkpoint.pt", weights_only=True)
-    b = torch.load(tmp_path / "resumed" / "checkpoint.pt", weights_only=True)
+    a = load_checkpoint(tmp_path / "full" / "checkpoint.pt")
+    b = load_checkpoint(tmp_path / "resumed" / "checkpoint.pt")
     for k in a["model"]:
         assert torch.equal(a["model"][k], b["model"][k]), k
     assert [h["dev_loss"] for h in full["history"]] == [h["dev_loss"] for h in resumed["history"]]

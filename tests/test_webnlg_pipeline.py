@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from graph_rma.engine import load_checkpoint
 from graph_rma.cli import webnlg as cli
 from graph_rma.data.agenda import collate
 from graph_rma.data.graphs import GLOBAL, INVERSE, RELATION
@@ -112,8 +113,8 @@ def test_resume_after_kill_is_identical(tmp_path, splits):
     assert killed == {"stopped": True, "step": 3}  # mid-way through epoch 2 (2 batches per epoch)
     resumed = cli.train(dict(SMALL), tmp_path / "resumed", variant=variant, seed=1, progress=False, splits=splits)
     assert resumed["steps"] == full["steps"] == 4
-    a = torch.load(tmp_path / "full" / "checkpoint.pt", weights_only=True)
-    b = torch.load(tmp_path / "resumed" / "checkpoint.pt", weights_only=True)
+    a = load_checkpoint(tmp_path / "full" / "checkpoint.pt")
+    b = load_checkpoint(tmp_path / "resumed" / "checkpoint.pt")
     for k in a["model"]:
         assert torch.equal(a["model"][k], b["model"][k]), k
     assert [h["dev_loss"] for h in full["history"]] == [h["dev_loss"] for h in resumed["history"]]
