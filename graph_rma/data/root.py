@@ -61,10 +61,13 @@ def sha256sum(path: PathLike, chunk: int = 1 << 20) -> str:
 
 
 def download_verified(url: str, dest: PathLike, sha256: Optional[str] = None, timeout: float = 30.0) -> Path:
-    """Download ``url`` to ``dest`` atomically and check its SHA-256; raise :class:`DataNotFoundError` if either fails."""
+    """Download ``url`` to ``dest`` atomically and check its SHA-256; raise :class:`DataNotFoundError` if either fails.
+
+    The download goes to a temporary file outside ``dest``'s folder first: only a complete, verified file creates
+    ``dest``'s folder (a failed download leaves no trace in the data folder), and readers never see half a file.
+    """
     dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
+    fd, tmp = tempfile.mkstemp(prefix=f"graph_rma.{dest.name}.", suffix=".part")
     try:
         with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as resp:
             shutil.copyfileobj(resp, out)
@@ -72,10 +75,18 @@ def download_verified(url: str, dest: PathLike, sha256: Optional[str] = None, ti
             got = sha256sum(tmp)
             if got != sha256:
                 raise DataNotFoundError(f"checksum mismatch for {url}: expected sha256 {sha256}, got {got}")
-        os.replace(tmp, dest)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        # Copy beside dest, then rename: atomic even when the temporary folder is on another file system.
+        part = dest.parent / f".{dest.name}.{os.getpid()}.part"
+        try:
+            shutil.copyfile(tmp, part)
+            os.replace(part, dest)
+        finally:
+            if part.exists():
+                part.unlink()
     except DataNotFoundError:
         raise
-    except Exception as exc:  # network down, HTTP error, disk full
+    except Exception as exc:  # network down, HTTP error, disk full, read-only data folder
         raise DataNotFoundError(f"could not download {url} to {dest}: {exc}") from exc
     finally:
         if os.path.exists(tmp):
