@@ -115,6 +115,7 @@ def test_no_data_anywhere_gives_one_clear_error(tmp_path, cache, monkeypatch, of
     assert "Cora/raw/ind.cora.x" in msg and "GRAPH_RMA_DATA" in msg and "root=" in msg
     assert str(cache / "data" / "planetoid") in msg  # says where it looked
     assert len(offline) == 1  # gave up after the first failed download
+    assert not cache.exists()  # and created nothing
 
 
 @needs_data

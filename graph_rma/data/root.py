@@ -31,10 +31,13 @@ class DataNotFoundError(FileNotFoundError):
     """A dataset file is missing (or corrupt) and could not be downloaded."""
 
 
+def _cache_base() -> Path:
+    return Path(os.environ.get(CACHE_ENV_VAR) or os.path.join(os.path.expanduser("~"), ".cache", "graph_rma"))
+
+
 def cache_dir(*parts: str) -> Path:
     """A writable cache folder (``$GRAPH_RMA_CACHE`` or ``~/.cache/graph_rma``), created on demand."""
-    base = os.environ.get(CACHE_ENV_VAR) or os.path.join(os.path.expanduser("~"), ".cache", "graph_rma")
-    path = Path(base, *parts)
+    path = _cache_base().joinpath(*parts)
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -49,7 +52,7 @@ def resolve_root(name: str, root: Optional[PathLike] = None) -> Path:
     env = os.environ.get(ENV_VAR)
     if env:
         return Path(env).expanduser() / name
-    return cache_dir("data") / name
+    return _cache_base() / "data" / name  # created by the first successful download, not before
 
 
 def sha256sum(path: PathLike, chunk: int = 1 << 20) -> str:
