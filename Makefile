@@ -1,6 +1,8 @@
 # The two commands a fresh machine needs (both build .venv themselves):
 #   make cora   -- the main job: the Cora benchmark on its small default
 #   make test   -- the test suite
+#   make test-install -- a fresh venv, pip install of the package without extras, graph-rma cora and the README's
+#                        quick start (tests marked `install`, left out of `make test`)
 # torch==2.13.0 is installed first so that pip never pulls a CUDA build; the package itself asks for torch>=2.4.
 PYTHON ?= python3
 VENV   ?= .venv
@@ -12,7 +14,7 @@ ifeq ($(origin GRAPH_RMA_DATA), undefined)
   endif
 endif
 
-.PHONY: cora test env
+.PHONY: cora test test-install env
 env: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
@@ -29,3 +31,6 @@ cora: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q $(ARGS)
+
+test-install: $(VENV)/.installed
+	$(PY) -m pytest -q -m install $(ARGS)
