@@ -2,6 +2,8 @@
 #   make cora   -- the main job: the Cora benchmark on its small default
 #   make test   -- the test suite
 # and make docs builds the documentation site into site/ (mkdocs, warnings are errors).
+#   make test-install -- a fresh venv, pip install of the package without extras, graph-rma cora and the README's
+#                        quick start (tests marked `install`, left out of `make test`)
 # torch==2.13.0 is installed first so that pip never pulls a CUDA build; the package itself asks for torch>=2.4.
 PYTHON ?= python3
 VENV   ?= .venv
@@ -13,7 +15,7 @@ ifeq ($(origin GRAPH_RMA_DATA), undefined)
   endif
 endif
 
-.PHONY: cora test docs env
+.PHONY: cora test test-install docs env
 env: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
@@ -33,3 +35,6 @@ test: $(VENV)/.installed
 
 docs: $(VENV)/.installed
 	$(VENV)/bin/mkdocs build --strict -d site
+
+test-install: $(VENV)/.installed
+	$(PY) -m pytest -q -m install $(ARGS)

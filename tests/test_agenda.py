@@ -55,6 +55,20 @@ def test_malformed_records_name_file_and_line(tmp_path):
     assert issubclass(AgendaFormatError, ValueError)
 
 
+def test_invalid_utf8_names_file_and_physical_line(tmp_path):
+    good = (FIXTURE / "preprocessed.train.tsv").read_bytes().split(b"\n")[:2]
+    title, rest = good[0].split(b"\t", 1)
+    # Line 1 holds a lone carriage return (text-mode reading would count it as a line break), line 3 a cp1252 byte.
+    lines = [title[:3] + b"\r" + title[3:] + b"\t" + rest, good[1], good[0].replace(b" ", b" caf\xe9 ", 1)]
+    p = tmp_path / "bad.tsv"
+    p.write_bytes(b"\n".join(lines) + b"\n")
+    with pytest.raises(AgendaFormatError, match=rf"^{p}:3: invalid UTF-8 \(byte 0xe9 at byte \d+ of the line\)"):
+        read_tsv(p)
+    p.write_bytes(b"\n".join(lines[:2]) + b"\r\n")  # valid once the bad line is gone; CRLF endings are fine
+    recs = read_tsv(p)
+    assert len(recs) == 2 and "\r" in recs[0].title and recs[1].source == f"{p}:2"
+
+
 def test_read_json_unprocessed_form(tmp_path):
     data = [{"title": "Graph Networks for Parsing", "entities": ["Graph Network", "dependency parsing"],
              "types": "<method> <task>", "relations": ["graph network -- USED-FOR -- dependency parsing"],

@@ -14,6 +14,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from graph_rma import SPOS
 from graph_rma.data.root import resolve_root
+from graph_rma.engine import load_checkpoint
 from graph_rma.engine.distributed import all_reduce_mean, init_from_env, is_main_process, shard
 
 STEPS = 4
@@ -106,7 +107,7 @@ def agenda_worker(rank, world, init_file, out_dir):
 
 
 def _weights(path):
-    return torch.load(path, weights_only=True)["model"]
+    return load_checkpoint(path)["model"]
 
 
 def test_agenda_train_under_ddp(tmp_path):
@@ -120,7 +121,7 @@ def test_agenda_train_under_ddp(tmp_path):
         assert [h["dev_loss"] for h in s0[name]["history"]] == [h["dev_loss"] for h in s1[name]["history"]]
     assert s0["killed"] == {"stopped": True, "step": 3}  # mid-way through epoch 2 (2 global batches per epoch)
     # only rank 0 writes; the checkpoint keeps both ranks' RNG states (dropout differs between ranks)
-    ck = torch.load(tmp_path / "ddp_full" / "checkpoint.pt", weights_only=True)
+    ck = load_checkpoint(tmp_path / "ddp_full" / "checkpoint.pt")
     assert ck["world_size"] == 2 and len(ck["rng_ranks"]) == 2
     assert not torch.equal(ck["rng_ranks"][0]["torch"], ck["rng_ranks"][1]["torch"])
     assert json.loads((tmp_path / "ddp_full" / "train.json").read_text())["replica_sha1"] == s0["full"]["replica_sha1"]

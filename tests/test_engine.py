@@ -21,8 +21,9 @@ class Evil:
 def test_checkpoint_refuses_arbitrary_objects(tmp_path):
     path = tmp_path / "evil.pt"
     torch.save({"obj": Evil()}, path)
-    with pytest.raises(Exception, match="weights_only|Unsupported global"):
-        training.load_checkpoint(path)
+    with pytest.warns(RuntimeWarning, match="without a checksum"):
+        with pytest.raises(training.CheckpointError, match=r"evil\.pt: .*(weights_only|Unsupported global)"):
+            training.load_checkpoint(path)
 
 
 def test_rng_state_restores_sequences():
@@ -51,3 +52,54 @@ def test_paired_comparison_by_hand():
     assert (pc["wins"], pc["ties"], pc["losses"]) == (2, 1, 1)
     assert training.paired_comparison({}, {1: 2.0})["n"] == 0
     assert training.mean_std([1.0, 3.0]) == (2.0, 2 ** 0.5)
+
+
+def test_output_files_follow_the_umask(tmp_path):
+    old = os.umask(0o022)
+    try:
+        paths = [training.write_json(tmp_path / "r.json", {"a": 1}), training.write_csv(tmp_path / "r.csv", [{"a": 1}]),
+                 training.atomic_write_text(tmp_path / "t.txt", "x"),
+                 training.save_checkpoint(tmp_path / "c.pt", {"w": torch.zeros(2)})]
+        os.umask(0o077)
+        private = training.atomic_write_text(tmp_path / "p.txt", "x")
+    finally:
+        os.umask(old)
+    assert [oct(p.stat().st_mode & 0o777) for p in paths] == ["0o644"] * 4
+    assert oct(private.stat().st_mode & 0o777) == "0o600"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.pt", "p.txt", "r.csv", "r.json", "t.txt"]
+
+
+def _tensor_payload_offset(blob: bytes, values: torch.Tensor) -> int:
+    """Where the bytes of ``values`` (a tensor with distinctive content) start inside a saved checkpoint."""
+    raw = values.numpy().tobytes()
+    at = blob.find(raw)
+    assert at > 0 and blob.find(raw, at + 1) == -1
+    return at
+
+
+def test_checkpoint_bit_flip_inside_a_tensor_is_refused(tmp_path):
+    w = torch.arange(1.0, 65.0)
+    path = training.save_checkpoint(tmp_path / "best.pt", {"model": {"w": w}, "epoch": 3})
+    blob = bytearray(path.read_bytes())
+    at = _tensor_payload_offset(bytes(blob), w)
+    blob[at + 17] ^= 0x04  # one bit of one float: torch.load alone would load a changed weight
+    path.write_bytes(bytes(blob))
+    with pytest.raises(training.CheckpointError, match=rf"^{path}: corrupt checkpoint \(sha256 [0-9a-f]{{64}}, "):
+        training.load_checkpoint(path)
+
+
+def test_truncated_checkpoint_is_refused(tmp_path):
+    path = training.save_checkpoint(tmp_path / "checkpoint.pt", {"model": {"w": torch.randn(100)}})
+    blob = path.read_bytes()
+    for cut in (len(blob) - 1, len(blob) // 2, 30):
+        path.write_bytes(blob[:cut])
+        with pytest.raises(training.CheckpointError, match=rf"^{path}: (truncated or corrupt checkpoint|corrupt "
+                                                           r"checkpoint header)"):
+            training.load_checkpoint(path)
+
+
+def test_legacy_checkpoint_loads_with_a_warning(tmp_path):
+    path = tmp_path / "old.pt"
+    torch.save({"w": torch.arange(3.0)}, path)
+    with pytest.warns(RuntimeWarning, match=r"old\.pt: checkpoint without a checksum"):
+        assert torch.equal(training.load_checkpoint(path)["w"], torch.arange(3.0))

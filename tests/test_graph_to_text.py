@@ -9,6 +9,7 @@ import torch
 from graph_rma import DropAttention
 from graph_rma.data.agenda import AgendaEncoder, build_vocab, load_agenda
 from graph_rma.data.graph_text import collate
+from graph_rma.engine import load_checkpoint
 from graph_rma.models.graphwriter import GraphWriter
 from graph_rma.tasks import agenda
 from graph_rma.tasks import graph_to_text as g2t
@@ -36,8 +37,8 @@ def test_resume_after_kill_is_identical(tmp_path, variant):
     assert killed == {"stopped": True, "step": 4}  # mid-way through epoch 2 (3 batches per epoch)
     resumed = agenda.train(dict(SMALL), tmp_path / "resumed", FIXTURE, variant=variant, seed=1, progress=False)
     assert resumed["steps"] == full["steps"] == 6
-    a = torch.load(tmp_path / "full" / "checkpoint.pt", weights_only=True)
-    b = torch.load(tmp_path / "resumed" / "checkpoint.pt", weights_only=True)
+    a = load_checkpoint(tmp_path / "full" / "checkpoint.pt")
+    b = load_checkpoint(tmp_path / "resumed" / "checkpoint.pt")
     for k in a["model"]:
         assert torch.equal(a["model"][k], b["model"][k]), k
     assert [h["dev_loss"] for h in full["history"]] == [h["dev_loss"] for h in resumed["history"]]
@@ -89,7 +90,7 @@ def test_variant_is_applied_by_apply_variant_alone(tmp_path, monkeypatch):
     assert drops == setup.drop_attention and len({id(d) for d in drops}) == 2  # one instance per layer
     assert all(isinstance(d, DropAttention) and (d.p, d.window) == (0.3, 2) for d in drops)
     assert setup.sampler is not None and setup.sampler.seed == 3
-    ck = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)
+    ck = load_checkpoint(tmp_path / "run" / "checkpoint.pt")
     assert ck["variant"] == "svgd:alpha=0.1+dropattn:p=0.3,window=2,mode=element,rescale=normalized"
     # the weights need no variant to be loaded: DropAttention has no state, the sampler state is in checkpoint.pt
     model, _, _ = g2t.load_model(tmp_path / "run" / "best.pt")

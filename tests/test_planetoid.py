@@ -1,4 +1,5 @@
 """Planetoid loader on the real Cora raw files: statistics, read-only roots, missing/truncated files, downloads."""
+import pickle
 import shutil
 import stat
 from pathlib import Path
@@ -56,10 +57,9 @@ def test_cora_statistics_from_env_root_and_data_folder_untouched(cache, monkeypa
     assert data.is_undirected()
     assert [int(m.sum()) for m in (data.train_mask, data.val_mask, data.test_mask)] == [140, 500, 1000]
     assert not bool((data.train_mask & data.val_mask).any() or (data.val_mask & data.test_mask).any())
-    # Processed into the cache, nothing written beside the read-only data.
-    assert (cache / "planetoid" / "Cora" / "processed").is_dir()
+    # Built in memory: nothing written beside the read-only data, nothing cached.
     assert _snapshot(SHARED) == before
-    # A second load reuses the cache and gives the same graph.
+    assert not (cache / "planetoid").exists()
     again = load_planetoid("cora")[0]
     assert bool((again.edge_index == data.edge_index).all()) and bool((again.x == data.x).all())
 
@@ -114,6 +114,7 @@ def test_no_data_anywhere_gives_one_clear_error(tmp_path, cache, monkeypatch, of
     assert "Cora/raw/ind.cora.x" in msg and "GRAPH_RMA_DATA" in msg and "root=" in msg
     assert str(cache / "data" / "planetoid") in msg  # says where it looked
     assert len(offline) == 1  # gave up after the first failed download
+    assert not cache.exists()  # and created nothing
 
 
 @needs_data
@@ -139,3 +140,61 @@ def test_download_is_checksum_verified(tmp_path, cache, monkeypatch):
 def test_unknown_name_is_a_value_error():
     with pytest.raises(ValueError, match="name: expected one of"):
         load_planetoid("PubMedX")
+
+
+@needs_data
+def test_matches_pygs_own_planetoid_processing(tmp_path):
+    from torch_geometric.datasets import Planetoid
+
+    shutil.copytree(SHARED / "Cora" / "raw", tmp_path / "Cora" / "raw")
+    ref = Planetoid(str(tmp_path), "Cora", split="public")
+    ours = load_planetoid("Cora", root=SHARED, download=False)
+    assert (ours.name, ours.num_features, ours.num_classes, len(ours)) == ("Cora", 1433, 7, 1)
+    a, b = ours[0], ref[0]
+    assert sorted(a.keys()) == sorted(b.keys())
+    for key in b.keys():
+        assert a[key].dtype == b[key].dtype and bool((a[key] == b[key]).all()), key
+
+
+def test_failed_download_creates_no_folder_in_the_data_root(tmp_path, cache, monkeypatch):
+    data_root = tmp_path / "nonexistent"
+    monkeypatch.setenv("GRAPH_RMA_DATA", str(data_root))
+    monkeypatch.setattr(planetoid, "PLANETOID_URL", (tmp_path / "no-remote").as_uri())  # the real download path
+    with pytest.raises(DataNotFoundError, match=r"ind\.cora\.x.*download error"):
+        load_planetoid("Cora")
+    assert not data_root.exists()
+
+
+class _Payload:
+    """Unpickling this object creates ``marker``: proof that a pickle ran code."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+@needs_data
+def test_pickles_planted_in_the_cache_never_run(tmp_path, cache, monkeypatch):
+    monkeypatch.setenv("GRAPH_RMA_DATA", str(SHARED.parent))
+    marker = tmp_path / "pwned"
+    processed = cache / "planetoid" / "Cora" / "processed"
+    processed.mkdir(parents=True)
+    shutil.copytree(SHARED / "Cora" / "raw", cache / "planetoid" / "Cora" / "raw")  # what an old version cached
+    for fname in ("data.pt", "pre_transform.pt", "pre_filter.pt"):
+        (processed / fname).write_bytes(pickle.dumps(_Payload(marker)))
+    data = load_planetoid("Cora")[0]
+    assert not marker.exists()
+    assert data.num_nodes == 2708 and int(data.train_mask.sum()) == 140
+
+
+@needs_data
+def test_planted_raw_pickle_is_refused_unread(tmp_path, cache):
+    root = tmp_path / "planetoid"
+    raw = _copy_cora(root)
+    marker = tmp_path / "pwned"
+    (raw / "ind.cora.graph").write_bytes(pickle.dumps(_Payload(marker)))
+    with pytest.raises(DataNotFoundError, match=r"ind\.cora\.graph: truncated or corrupt raw file"):
+        load_planetoid("Cora", root=root, download=False)
+    assert not marker.exists()

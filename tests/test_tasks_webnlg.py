@@ -8,6 +8,7 @@ import torch
 
 from graph_rma.cli import webnlg as cli
 from graph_rma.data.webnlg import load_webnlg, load_webnlg_splits
+from graph_rma.engine import load_checkpoint
 from graph_rma.tasks import webnlg as task
 
 FIXTURE = Path(__file__).resolve().parents[1] / "datasets" / "fixtures" / "webnlg_tiny"
@@ -51,8 +52,8 @@ def test_resume_after_kill_is_identical(tmp_path, splits):
     assert killed == {"stopped": True, "step": 3}  # mid-way through epoch 2 (2 batches per epoch)
     resumed = task.train(dict(SMALL), tmp_path / "resumed", variant=variant, seed=1, progress=False, splits=splits)
     assert resumed["steps"] == full["steps"] == 4
-    a = torch.load(tmp_path / "full" / "checkpoint.pt", weights_only=True)
-    b = torch.load(tmp_path / "resumed" / "checkpoint.pt", weights_only=True)
+    a = load_checkpoint(tmp_path / "full" / "checkpoint.pt")
+    b = load_checkpoint(tmp_path / "resumed" / "checkpoint.pt")
     for k in a["model"]:
         assert torch.equal(a["model"][k], b["model"][k]), k
     assert [h["dev_loss"] for h in full["history"]] == [h["dev_loss"] for h in resumed["history"]]

@@ -114,12 +114,17 @@ def read_tsv(path: Union[str, Path], num_relations: Optional[int] = None) -> Lis
     """Read a preprocessed AGENDA TSV file (6 tab-separated fields per line; see the module docstring)."""
     path = Path(path)
     records: List[AgendaRecord] = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            line = line.rstrip("\n")
+    with open(path, "rb") as f:  # bytes: physical lines (split at \n only) and exact positions of bad bytes
+        for lineno, raw in enumerate(f, start=1):
+            where = f"{path}:{lineno}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise AgendaFormatError(f"{where}: invalid UTF-8 (byte 0x{raw[exc.start]:02x} at byte "
+                                        f"{exc.start + 1} of the line); AGENDA files are UTF-8") from None
+            line = line.rstrip("\r\n")
             if not line.strip():
                 continue
-            where = f"{path}:{lineno}"
             fields = line.split("\t")
             if len(fields) != 6:
                 raise AgendaFormatError(f"{where}: expected 6 tab-separated fields "

@@ -9,23 +9,26 @@ The raw files are the ones PyG's :class:`torch_geometric.datasets.Planetoid` rea
    repository, which PyG also downloads from), each file checked against its SHA-256.
 
 Every raw file is checked against its known SHA-256 before use, so a missing, truncated or corrupt file gives an
-error naming that file. PyG writes ``processed/`` next to ``raw/``; to keep data folders read-only the verified raw
-files are copied into :func:`graph_rma.data.root.cache_dir` and processed there (once; later loads reuse it).
+error naming that file. The raw files are pickles; only files with the canonical checksums are unpickled.
+
+The graph is built in memory from the verified raw files with PyG's own reader
+(:func:`torch_geometric.io.planetoid.read_planetoid_data`, what :class:`~torch_geometric.datasets.Planetoid`'s
+``process()`` runs; about 0.1 s for Cora). Nothing is cached: PyG's ``processed/data.pt`` cache is loaded with a
+``weights_only=False`` fallback, i.e. a pickle placed there would run code, so this loader neither writes nor reads
+one, and never writes into the data folder.
 """
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Dict, Optional
 
 import torch
-from torch_geometric.datasets import Planetoid
+from torch_geometric.data import Data, InMemoryDataset
 
-from .root import DataNotFoundError, PathLike, cache_dir, download_verified, missing_data_message, resolve_root, sha256sum
+from .root import DataNotFoundError, PathLike, download_verified, missing_data_message, resolve_root, sha256sum
 
-__all__ = ["PLANETOID_URL", "PLANETOID_SHA256", "raw_file_names", "verify_raw", "load_planetoid", "prepare_features"]
+__all__ = ["PLANETOID_URL", "PLANETOID_SHA256", "PlanetoidDataset", "raw_file_names", "verify_raw", "load_planetoid",
+           "prepare_features"]
 
 PLANETOID_URL = "https://github.com/kimiyoung/planetoid/raw/master/data"
 
@@ -100,57 +103,45 @@ def _download_missing(raw_dir: Path, name: str) -> None:
         raise DataNotFoundError(_missing(raw_dir, name, still, hint=f"(download error: {exc})")) from None
 
 
-def _cache_ok(folder: Path, name: str) -> bool:
-    if not (folder / "processed").is_dir():
-        return False
-    try:
-        verify_raw(folder / "raw", name)
-    except DataNotFoundError:
-        return False
-    return True
+class PlanetoidDataset(InMemoryDataset):
+    """One Planetoid graph held in memory, as :class:`torch_geometric.datasets.Planetoid` with ``split="public"``
+    gives it (``dataset[0]``, ``num_features``, ``num_classes``, ``name``), without any file cache."""
+
+    def __init__(self, name: str, data: Data) -> None:
+        super().__init__(None)
+        self.name = name
+        self.data, self.slices = self.collate([data])
+
+    def __repr__(self) -> str:
+        return f"{self.name}()"
 
 
-def load_planetoid(name: str = "Cora", root: Optional[PathLike] = None, download: bool = True) -> Planetoid:
+def load_planetoid(name: str = "Cora", root: Optional[PathLike] = None, download: bool = True) -> PlanetoidDataset:
     """Load Cora or CiteSeer with PyG's public split (Cora: 140 train / 500 validation / 1000 test nodes).
 
     Args:
         name: ``"Cora"`` or ``"CiteSeer"`` (case-insensitive).
         root: the planetoid folder holding ``<Name>/raw/``; default ``$GRAPH_RMA_DATA/planetoid``, else the cache.
         download: fetch missing raw files from the canonical source (checksum-verified) into ``root``.
-            Files are only downloaded into a folder that lacks them; existing files are never overwritten.
+            Files are only downloaded into a folder that lacks them; existing files are never overwritten, and a
+            failed download creates no folder.
 
     Returns:
-        A :class:`torch_geometric.datasets.Planetoid` (``dataset[0]`` is the graph with ``train_mask``,
-        ``val_mask``, ``test_mask``), processed inside :func:`graph_rma.data.root.cache_dir`.
+        A :class:`PlanetoidDataset` (``dataset[0]`` is the graph with ``train_mask``, ``val_mask``,
+        ``test_mask``), built from the verified raw files; identical to what PyG's ``Planetoid`` processes.
 
     Raises:
         DataNotFoundError: a raw file is missing (and could not be downloaded), truncated or corrupt; the message
             names the file and where it was looked for.
     """
+    from torch_geometric.io.planetoid import read_planetoid_data
+
     name = _canonical_name(name)
     raw_dir = resolve_root("planetoid", root) / name / "raw"
     if download:
         _download_missing(raw_dir, name)
     verify_raw(raw_dir, name)
-
-    # Process a verified copy inside the cache. Files are checksummed, so one cache per dataset name suffices.
-    # Build in a private temporary folder and rename it into place, so that concurrent loaders never see half a job.
-    base = cache_dir("planetoid")
-    final = base / name
-    if not _cache_ok(final, name):
-        tmp = Path(tempfile.mkdtemp(dir=base, prefix=f".{name}."))
-        try:
-            shutil.copytree(raw_dir, tmp / name / "raw", dirs_exist_ok=True)
-            Planetoid(str(tmp), name, split="public")
-            try:
-                os.rename(tmp / name, final)
-            except OSError:  # another process finished first, or an old incomplete folder is in the way
-                if not _cache_ok(final, name):
-                    shutil.rmtree(final, ignore_errors=True)
-                    os.rename(tmp / name, final)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return Planetoid(str(base), name, split="public")
+    return PlanetoidDataset(name, read_planetoid_data(str(raw_dir), name))
 
 
 def prepare_features(x: torch.Tensor) -> torch.Tensor:

@@ -31,10 +31,13 @@ class DataNotFoundError(FileNotFoundError):
     """A dataset file is missing (or corrupt) and could not be downloaded."""
 
 
+def _cache_base() -> Path:
+    return Path(os.environ.get(CACHE_ENV_VAR) or os.path.join(os.path.expanduser("~"), ".cache", "graph_rma"))
+
+
 def cache_dir(*parts: str) -> Path:
     """A writable cache folder (``$GRAPH_RMA_CACHE`` or ``~/.cache/graph_rma``), created on demand."""
-    base = os.environ.get(CACHE_ENV_VAR) or os.path.join(os.path.expanduser("~"), ".cache", "graph_rma")
-    path = Path(base, *parts)
+    path = _cache_base().joinpath(*parts)
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -49,7 +52,7 @@ def resolve_root(name: str, root: Optional[PathLike] = None) -> Path:
     env = os.environ.get(ENV_VAR)
     if env:
         return Path(env).expanduser() / name
-    return cache_dir("data") / name
+    return _cache_base() / "data" / name  # created by the first successful download, not before
 
 
 def sha256sum(path: PathLike, chunk: int = 1 << 20) -> str:
@@ -61,10 +64,13 @@ def sha256sum(path: PathLike, chunk: int = 1 << 20) -> str:
 
 
 def download_verified(url: str, dest: PathLike, sha256: Optional[str] = None, timeout: float = 30.0) -> Path:
-    """Download ``url`` to ``dest`` atomically and check its SHA-256; raise :class:`DataNotFoundError` if either fails."""
+    """Download ``url`` to ``dest`` atomically and check its SHA-256; raise :class:`DataNotFoundError` if either fails.
+
+    The download goes to a temporary file outside ``dest``'s folder first: only a complete, verified file creates
+    ``dest``'s folder (a failed download leaves no trace in the data folder), and readers never see half a file.
+    """
     dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
+    fd, tmp = tempfile.mkstemp(prefix=f"graph_rma.{dest.name}.", suffix=".part")
     try:
         with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as resp:
             shutil.copyfileobj(resp, out)
@@ -72,10 +78,18 @@ def download_verified(url: str, dest: PathLike, sha256: Optional[str] = None, ti
             got = sha256sum(tmp)
             if got != sha256:
                 raise DataNotFoundError(f"checksum mismatch for {url}: expected sha256 {sha256}, got {got}")
-        os.replace(tmp, dest)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        # Copy beside dest, then rename: atomic even when the temporary folder is on another file system.
+        part = dest.parent / f".{dest.name}.{os.getpid()}.part"
+        try:
+            shutil.copyfile(tmp, part)
+            os.replace(part, dest)
+        finally:
+            if part.exists():
+                part.unlink()
     except DataNotFoundError:
         raise
-    except Exception as exc:  # network down, HTTP error, disk full
+    except Exception as exc:  # network down, HTTP error, disk full, read-only data folder
         raise DataNotFoundError(f"could not download {url} to {dest}: {exc}") from exc
     finally:
         if os.path.exists(tmp):

@@ -7,6 +7,7 @@
 * :mod:`.calibration`: ECE, overconfidence error, predictive entropy and its empirical CDF.
 * :mod:`.sweep`: error versus the number of heads.
 * :mod:`.plots`: reliability diagram, drop histograms, entropy CDFs, sweep curves (PNG, Agg).
+* :mod:`.neighbourhood`: one node's neighbourhood with each head's attention, as a networkx graph and a picture.
 * :mod:`.report`: everything above for a node-classification model, written as JSON + PNGs.
 """
 from .calibration import (
@@ -19,6 +20,7 @@ from .calibration import (
 )
 from .capture import HeadCapture, num_heads
 from .diversity import attention_disagreement, attention_div, attention_entropy, head_distance, head_diversity
+from .neighbourhood import neighbourhood_attention_figure, neighbourhood_attention_graph, plot_neighbourhood_attention
 from .plots import plot_entropy_cdf, plot_head_entropy, plot_head_importance, plot_heads_sweep, reliability_diagram
 from .redundancy import HeadImportance, head_importance, mask_heads
 from .report import node_classification_report
@@ -39,6 +41,8 @@ __all__ = [
     "head_importance",
     "heads_sweep",
     "mask_heads",
+    "neighbourhood_attention_figure",
+    "neighbourhood_attention_graph",
     "node_classification_report",
     "num_heads",
     "overconfidence_error",
@@ -46,6 +50,7 @@ __all__ = [
     "plot_head_entropy",
     "plot_head_importance",
     "plot_heads_sweep",
+    "plot_neighbourhood_attention",
     "predictive_entropy",
     "reliability_diagram",
 ]

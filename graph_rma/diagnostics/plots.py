@@ -10,6 +10,7 @@ from typing import Mapping, Optional, Sequence, Union
 import torch
 from torch import Tensor
 
+from ..engine.optional import require
 from .calibration import CalibrationBins, calibration_bins, empirical_cdf, expected_calibration_error, overconfidence_error
 
 __all__ = [
@@ -24,13 +25,10 @@ PathLike = Union[str, os.PathLike]
 
 
 def _figure(width: float = 5.0, height: float = 4.0):
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError as e:  # pragma: no cover
-        raise ImportError("plots need matplotlib: pip install 'graph-rma[plots]'") from e
-    fig = Figure(figsize=(width, height), dpi=100)
-    FigureCanvasAgg(fig)
+    figure = require("matplotlib.figure", "plots", "diagnostics plots")
+    backend = require("matplotlib.backends.backend_agg", "plots", "diagnostics plots")
+    fig = figure.Figure(figsize=(width, height), dpi=100)
+    backend.FigureCanvasAgg(fig)
     return fig
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import sys
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
@@ -15,6 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from ..engine import write_json
+from ..engine.optional import MissingExtraError, require
 from .calibration import calibration_bins, expected_calibration_error, overconfidence_error, predictive_entropy
 from .capture import HeadCapture
 from .diversity import head_diversity
@@ -116,6 +118,12 @@ def node_classification_report(
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         files = {}
+        if plots:
+            try:
+                require("matplotlib", "plots", "the report's pictures")
+            except MissingExtraError as exc:  # optional: the JSON summary is the report
+                print(f"plots skipped ({exc.module} not installed): {exc.hint}", file=sys.stderr)
+                plots = False
         if plots:
             from .plots import plot_entropy_cdf, plot_head_entropy, plot_head_importance, reliability_diagram
 

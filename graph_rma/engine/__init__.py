@@ -4,12 +4,12 @@ and the ``torch.distributed`` helpers.
 Tasks (Cora, text, AGENDA, WebNLG) build on these instead of re-implementing them, so a crash never leaves a
 half-written result or checkpoint, and a resumed run reads exactly what was saved.
 """
-from .checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from .checkpoint import CheckpointError, load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from .early_stopping import EarlyStopping
 from .files import PathLike, atomic_write_bytes, atomic_write_text, read_json, slug, write_csv, write_json
 from .seeding import seed_everything
 from .stats import mean_std, paired_comparison
 
-__all__ = ["EarlyStopping", "PathLike", "atomic_write_bytes", "atomic_write_text", "load_checkpoint", "read_json",
-           "mean_std", "paired_comparison", "rng_state", "save_checkpoint", "seed_everything", "set_rng_state", "slug",
-           "write_csv", "write_json"]
+__all__ = ["CheckpointError", "EarlyStopping", "PathLike", "atomic_write_bytes", "atomic_write_text", "load_checkpoint",
+           "mean_std", "paired_comparison", "read_json", "rng_state", "save_checkpoint", "seed_everything",
+           "set_rng_state", "slug", "write_csv", "write_json"]

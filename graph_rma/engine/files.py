@@ -1,6 +1,8 @@
 r"""Result files written atomically: readers see the old file or the new one, never half of one.
 
 A crash never leaves a half-written result; every task writes its JSON/CSV/text outputs through these helpers.
+Files get the permissions of any file the user creates (``0666`` minus the umask, e.g. ``0644``), not the ``0600``
+of :func:`tempfile.mkstemp`.
 """
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import io
 import json
 import os
 import re
-import tempfile
+import secrets
 from pathlib import Path
 from typing import Any, Iterable, List, Mapping, Optional, Union
 
@@ -20,9 +22,18 @@ __all__ = ["PathLike", "slug", "atomic_write_bytes", "atomic_write_text", "write
 
 
 def atomic_write_bytes(path: PathLike, data: bytes) -> Path:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and ``os.replace``.
+
+    The file is created with mode ``0o666`` so that the kernel applies the user's umask, as for any new file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    while True:
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+            break
+        except FileExistsError:  # pragma: no cover - 48 random bits
+            continue
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

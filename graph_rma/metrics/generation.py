@@ -27,6 +27,9 @@ word tokenizer; quotes become ``\`\``/``''``) on the original-case text and then
 AGENDA's abstracts, to score exactly GraphWriter's tokens. pycocoevalcap's ``PTBTokenizer`` is *not* used: it spawns
 a Java process per call, writes a temporary file into the installed package folder and deletes punctuation tokens,
 which GraphWriter's evaluation kept. The same tokens feed every metric.
+
+BLEU, METEOR 1.5 and ROUGE need the ``text-metrics`` extra (``pip install 'graph-rma[text-metrics]'``); without it
+:func:`evaluate_generation` raises :class:`~graph_rma.engine.optional.MissingExtraError` saying so, before any work.
 """
 from __future__ import annotations
 
@@ -36,6 +39,8 @@ import shutil
 import subprocess
 import warnings
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+
+from ..engine.optional import require
 
 Reference = Union[str, Sequence[str]]
 
@@ -136,7 +141,7 @@ class Meteor15:
                 "METEOR 1.5 needs Java ('java' is not on PATH). Install a JRE (e.g. apt-get install "
                 "default-jre-headless; `make env` tries this) or use meteor='nltk' (numbers not comparable)."
             )
-        from pycocoevalcap.meteor.meteor import Meteor
+        Meteor = require("pycocoevalcap.meteor.meteor", "text-metrics", "METEOR 1.5").Meteor
 
         self.timeout = float(timeout)
         self._scorer = Meteor()
@@ -353,6 +358,9 @@ def evaluate_generation(
         entities), "repetition": .., "n": number of hypotheses}``.
     """
     hyps, refs, ents = _check_inputs(hypotheses, references, entities)
+    Bleu = require("pycocoevalcap.bleu.bleu", "text-metrics", "BLEU").Bleu
+    Rouge = require("pycocoevalcap.rouge.rouge", "text-metrics", "ROUGE-L_coco").Rouge
+    RougeScorer = require("rouge_score.rouge_scorer", "text-metrics", "ROUGE").RougeScorer
     if callable(tokenize):
         tok = lambda s: [t.lower() for t in tokenize(s)]  # noqa: E731
     elif tokenize in ("nltk", "split"):
@@ -367,10 +375,6 @@ def evaluate_generation(
     ref_tok = [[tok(r) for r in rs] for rs in refs]
     hyp_str = [" ".join(t) for t in hyp_tok]
     ref_str = [[" ".join(t) for t in rs] for rs in ref_tok]
-
-    from pycocoevalcap.bleu.bleu import Bleu
-    from pycocoevalcap.rouge.rouge import Rouge
-    from rouge_score.rouge_scorer import RougeScorer
 
     res = {i: [h] for i, h in enumerate(hyp_str)}
     gts = {i: rs for i, rs in enumerate(ref_str)}

@@ -41,8 +41,9 @@ import torch.nn.functional as F
 
 from ..data.nodes import NODE_DATASETS, load_node_dataset, num_splits
 from ..diagnostics import head_distance
-from ..engine import (EarlyStopping, mean_std, slug, paired_comparison, read_json, save_checkpoint, seed_everything,
+from ..engine import (EarlyStopping, mean_std, paired_comparison, slug, read_json, save_checkpoint, seed_everything,
                       write_csv, write_json)
+from ..engine.optional import MissingExtraError, require
 from ..models.gat import GAT
 from ..variants import apply_variant, parse_variant
 
@@ -170,13 +171,16 @@ def format_table(rows: List[Dict[str, Any]]) -> str:
 
 
 def plot(results: List[Dict[str, Any]], variants: Sequence[str], path: Path) -> Path:
-    """Accuracy per variant: each seed's test and validation accuracy, with the mean +- std."""
-    import matplotlib
+    """Accuracy per variant: each seed's test and validation accuracy, with the mean +- std (a PNG at ``path``).
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    Needs matplotlib (the ``plots`` extra); raises :class:`~graph_rma.engine.optional.MissingExtraError` without it.
+    """
+    figure = require("matplotlib.figure", "plots", "the accuracy plot")
+    backend = require("matplotlib.backends.backend_agg", "plots", "the accuracy plot")
 
-    fig, ax = plt.subplots(figsize=(max(4.0, 1.4 * len(variants) + 1.5), 3.6))
+    fig = figure.Figure(figsize=(max(4.0, 1.4 * len(variants) + 1.5), 3.6))
+    backend.FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
     for k, spec in enumerate(variants):
         for offset, key, color in ((-0.12, "test_acc", "tab:blue"), (0.12, "val_acc", "tab:orange")):
             vals = [100 * r["metrics"][key] for r in results if r["variant"] == spec]
@@ -198,8 +202,7 @@ def plot(results: List[Dict[str, Any]], variants: Sequence[str], path: Path) -> 
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=120)
-    plt.close(fig)
+    fig.savefig(tmp, dpi=120, format="png")
     tmp.replace(path)
     return path
 
@@ -304,6 +307,9 @@ def run_study(
                                                        "summary": rows, "runs": results}))
         files.append(write_csv(out / "results.csv", rows))
         if make_plot:
-            files.append(plot(results, variants, out / "accuracy.png"))
+            try:
+                files.append(plot(results, variants, out / "accuracy.png"))
+            except MissingExtraError as exc:  # optional: the results are written, the run goes on
+                print(f"plot skipped ({exc.module} not installed): {exc.hint}", file=sys.stderr)
     return {"config": config, "seeds": seeds, "variants": variants, "summary": rows, "runs": results,
             "table": format_table(rows) if rows else "", "files": files, "interrupted": interrupted}

@@ -1,0 +1,79 @@
+"""Installed as a user installs it: a fresh venv, ``pip install <the package>`` without extras, then the main job
+(``graph-rma cora``) and the README's quick start, run from a folder outside the repository.
+
+Marked ``install``: left out of ``make test`` (it builds a venv, about two minutes here), run by ``make test-install``
+and once by ``.ci/run``. torch is installed first, exactly as the Makefile does, so that pip never pulls a CUDA build.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import PLANETOID, REPO, needs_cora
+
+pytestmark = [pytest.mark.install, needs_cora]
+
+
+def _run(cmd, cwd, timeout=900):
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    env.update(OMP_NUM_THREADS="1", PYTHONNOUSERSITE="1")
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, f"{cmd} -> {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc
+
+
+def _quick_start() -> str:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Quick start"):]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory):
+    root = tmp_path_factory.mktemp("install")
+    _run([sys.executable, "-m", "venv", str(root / "venv")], cwd=root)  # no --system-site-packages
+    py = root / "venv" / "bin" / "python"
+    _run([str(py), "-m", "pip", "install", "-q", "torch==2.13.0"], cwd=root)  # as the Makefile does
+    src = root / "src"  # a copy, so that the build never writes into the work tree
+    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".git", ".venv", "runs", "__pycache__", "*.egg-info",
+                                                           "build", ".pytest_cache"))
+    _run([str(py), "-m", "pip", "install", "-q", str(src)], cwd=root)  # no extras
+    return root
+
+
+def test_plain_install_has_no_extras(venv):
+    py = venv / "venv" / "bin" / "python"
+    code = ("import importlib.util as u; print([m for m in ('matplotlib', 'pycocoevalcap', 'rouge_score', 'pytest')"
+            " if u.find_spec(m)]); import graph_rma, scipy, networkx; print(graph_rma.__file__)")
+    out = _run([str(py), "-c", code], cwd=venv).stdout.splitlines()
+    assert out[0] == "[]" and str(venv / "venv") in out[1]  # the installed copy, not the work tree
+
+
+def test_version_and_cora_run_without_extras(venv):
+    bin_ = venv / "venv" / "bin"
+    version = _run([str(bin_ / "python"), "-c", "import importlib.metadata as m; print(m.version('graph-rma'))"],
+                   cwd=venv).stdout.strip()
+    assert _run([str(bin_ / "graph-rma"), "--version"], cwd=venv).stdout == f"graph-rma {version}\n"
+    out = venv / "cora"
+    proc = _run([str(bin_ / "graph-rma"), "cora", "--seeds", "1", "--epochs", "2", "--variants", "ma",
+                 "--out", str(out), "--root", str(PLANETOID)], cwd=venv)
+    assert "| `ma` | 1 |" in proc.stdout
+    assert "plot skipped (matplotlib not installed): pip install 'graph-rma[plots]'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert (out / "results.json").is_file() and not (out / "accuracy.png").exists()
+
+
+def test_readme_quick_start_runs(venv):
+    # PyG's own Planetoid reads data/planetoid/Cora/raw (a copy of the real files: no network) and needs scipy.
+    work = venv / "quick"
+    shutil.copytree(PLANETOID / "Cora" / "raw", work / "data" / "planetoid" / "Cora" / "raw")
+    code = _quick_start()
+    assert "for epoch in range(200):" in code
+    code = code.replace("range(200)", "range(2)")  # two steps show that it runs; 200 only take longer
+    code += "assert isinstance(model.convs[0], graph_rma.nn.RepulsiveGATConv)\nprint('ok', float(out.sum()))\n"
+    (work / "quick_start.py").write_text(code)
+    proc = _run([str(venv / "venv" / "bin" / "python"), "quick_start.py"], cwd=work)
+    assert proc.stdout.startswith("ok ")

@@ -1,0 +1,63 @@
+"""Optional extras: one helper says which extra enables a part; optional parts are skipped with one line."""
+import sys
+
+import pytest
+
+from graph_rma.engine.optional import MissingExtraError, require
+
+from conftest import needs_cora
+
+
+def _hide(monkeypatch, *packages):
+    """Make ``import <package>`` (and its submodules) fail as if the package were not installed."""
+    for name in list(sys.modules):
+        if name.split(".")[0] in packages:
+            monkeypatch.setitem(sys.modules, name, None)
+    for name in packages:
+        monkeypatch.setitem(sys.modules, name, None)
+
+
+def test_require_imports_or_names_the_extra(monkeypatch):
+    assert require("json.decoder", "nope").JSONDecoder is __import__("json").decoder.JSONDecoder
+    with pytest.raises(MissingExtraError) as err:
+        require("graph_rma_no_such_module.sub", "plots", "the accuracy plot")
+    assert str(err.value) == ("the accuracy plot needs graph_rma_no_such_module: "
+                              "pip install 'graph-rma[plots]'")
+    assert (err.value.module, err.value.extra) == ("graph_rma_no_such_module", "plots")
+    assert isinstance(err.value, ImportError)
+    _hide(monkeypatch, "matplotlib")
+    with pytest.raises(MissingExtraError, match=r"^matplotlib is not installed: pip install 'graph-rma\[plots\]'$"):
+        require("matplotlib.figure", "plots")
+
+
+def test_require_does_not_hide_a_broken_installed_module(tmp_path, monkeypatch):
+    # An installed module whose own import fails on something else: that error, not a wrong "install the extra".
+    (tmp_path / "graph_rma_broken_pkg.py").write_text("import graph_rma_missing_inner\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ModuleNotFoundError) as err:
+        require("graph_rma_broken_pkg", "plots")
+    assert not isinstance(err.value, MissingExtraError) and err.value.name == "graph_rma_missing_inner"
+
+
+def test_generation_metrics_without_the_extra_say_which_extra(monkeypatch):
+    from graph_rma.metrics import evaluate_generation
+
+    _hide(monkeypatch, "pycocoevalcap")
+    with pytest.raises(MissingExtraError, match=r"^BLEU needs pycocoevalcap: pip install 'graph-rma\[text-metrics\]'$"):
+        evaluate_generation(["a b"], ["a b"], tokenize="split", meteor="none")
+    monkeypatch.undo()
+    _hide(monkeypatch, "rouge_score")
+    with pytest.raises(MissingExtraError, match=r"^ROUGE needs rouge_score: pip install 'graph-rma\[text-metrics\]'$"):
+        evaluate_generation(["a b"], ["a b"], tokenize="split", meteor="none")
+
+
+@needs_cora
+def test_cora_study_without_matplotlib_skips_the_plot_in_one_line(tmp_path, planetoid_cache, monkeypatch, capsys):
+    from graph_rma.tasks.node_classification import run_study
+
+    _hide(monkeypatch, "matplotlib")
+    res = run_study(["ma"], [0], tmp_path / "out", epochs=2, progress=False)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["plot skipped (matplotlib not installed): pip install 'graph-rma[plots]'"]
+    assert sorted(p.name for p in res["files"]) == ["results.csv", "results.json"]
+    assert not (tmp_path / "out" / "accuracy.png").exists() and "| `ma` | 1 |" in res["table"]
