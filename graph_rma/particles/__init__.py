@@ -47,7 +47,7 @@ repulsive displacement per step to ``max_repulsive_step`` (:math:`c`, default 1)
 
 Since :math:`\|\mathrm{rep}_i\|/M \lesssim 0.86/\sqrt{h}`, the limit never acts while
 :math:`\epsilon|\alpha| \le 1.16\,c\,h`: well-separated heads (:math:`h` of order 1 to 10 for initialised
-layers; the Cora and text presets have :math:`\epsilon\alpha \le 0.1`) follow Eq. (4) exactly; nearly identical
+layers; the Cora and text presets have :math:`\epsilon\alpha \le 1`) follow Eq. (4) exactly; nearly identical
 or tiny heads separate geometrically (by at most a factor :math:`1 + 2c/\sqrt{\log M}` per step at learning rate
 1) instead of exploding. ``sampler.limited_steps`` counts the steps at which it acted; ``max_repulsive_step=None``
 restores the unguarded equation. The functions :func:`svgd_direction`, :func:`spos_direction` and
