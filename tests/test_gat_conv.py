@@ -371,6 +371,7 @@ def _inputs(form):
         "bipartite_in_channels": (dict(add_self_loops=False, in_channels=(5, 5)), ((x, x_dst), bi), {}),
         "bipartite_no_x_dst_size": (dict(add_self_loops=False), ((x, None), bi), dict(size=(4, 2))),
         "bipartite_no_x_dst": (dict(add_self_loops=False), ((x, None), bi), {}),
+        # (x_src, None) with an edge list: the stock layer takes num_dst = num_src and crashes on more destinations
         "more_destinations_no_x_dst": (dict(add_self_loops=False), ((x[:2], None), bi.flip(0)), {}),
         "bipartite_no_x_dst_sparse": (dict(add_self_loops=False), ((x, None), adj(bi, 4, 2, "coo")), {}),
         "bipartite_no_x_dst_csr": (dict(add_self_loops=False), ((x, None), adj(bi, 4, 2, "csr")), {}),
@@ -444,6 +445,8 @@ def test_bipartite_sparse_adjacency_without_x_dst_reads_the_size_from_the_adjace
     conv = RepulsiveGATConv(5, 3, heads=2, add_self_loops=False)
     assert conv(*args).shape == (2, 6)
     (x, _), adj = args
+    with pytest.raises(ValueError, match="edge_index"):  # where the stock layer crashes, a clear error
+        conv((x[:2], None), torch.tensor([[0, 0, 1, 1], [0, 1, 2, 3]]))
     with pytest.raises(ValueError, match="edge_index"):  # a wrong source count is still an error
         conv((x[:3], None), adj)
 

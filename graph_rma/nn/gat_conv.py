@@ -87,6 +87,9 @@ def _check_inputs(module: Union[GATConv, GATv2Conv], x: Any, edge_index: Any, ed
         raise ValueError(f"x: expected a tensor [num_nodes, in_channels] or a pair (x_src, x_dst), got {type(x).__name__}")
     if size is not None:
         num_src, num_dst = size[0] if size[0] is not None else num_src, size[1] if size[1] is not None else num_dst
+    sparse = isinstance(edge_index, SparseTensor) or (isinstance(edge_index, Tensor) and is_torch_sparse_tensor(edge_index))
+    if num_dst is None and not sparse:  # as MessagePassing: an unknown destination count is the source count
+        num_dst = num_src
     if module.flow == "target_to_source":
         num_src, num_dst = num_dst, num_src
 
