@@ -28,6 +28,7 @@ the regularisation term to add to the loss::
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -112,28 +113,78 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def _float(spec: str, key: str, value: str) -> float:
+def _float(spec: str, key: str, value: str, low: Optional[float] = None, strict: bool = False,
+           high: Optional[float] = None) -> float:
+    """``value`` as a finite float (``> low`` when ``strict``, else ``>= low``; ``< high``), or a ValueError
+    naming ``key``."""
     try:
-        return float(value)
+        x = float(value)
     except ValueError:
         raise ValueError(f"variant: {key}={value!r} in {spec!r} is not a number") from None
+    if not math.isfinite(x):
+        raise ValueError(f"variant: {key}={value!r} in {spec!r} is not a finite number")
+    if low is not None and (x <= low if strict else x < low):
+        raise ValueError(f"variant: {key}={value!r} in {spec!r} must be {'>' if strict else '>='} {low:g}")
+    if high is not None and x >= high:
+        raise ValueError(f"variant: {key}={value!r} in {spec!r} must be < {high:g}")
+    return x
+
+
+def _int(spec: str, key: str, value: str, low: int) -> int:
+    try:
+        x = int(value)
+    except ValueError:
+        raise ValueError(f"variant: {key}={value!r} in {spec!r} is not an integer") from None
+    if x < low:
+        raise ValueError(f"variant: {key}={value!r} in {spec!r} must be >= {low}")
+    return x
+
+
+def _bool(spec: str, key: str, value: str) -> bool:
+    v = value.lower()
+    if v in ("1", "true", "yes"):
+        return True
+    if v in ("0", "false", "no"):
+        return False
+    raise ValueError(f"variant: {key}={value!r} in {spec!r} is not a boolean (1/0, true/false, yes/no)")
+
+
+def _names(spec: str, key: str, value: str) -> Tuple[str, ...]:
+    names = tuple(v for v in value.split("/") if v)
+    if not names:
+        raise ValueError(f"variant: {key}={value!r} in {spec!r} names nothing (expected e.g. {key}=a/b)")
+    return names
 
 
 def parse_variant(spec: Union[str, Variant]) -> Variant:
-    """Parse a spec string (see the module docstring) into a :class:`Variant`."""
+    """Parse a spec string (see the module docstring) into a :class:`Variant`.
+
+    Strict: every value is checked here, before any model or data exists. Unknown or duplicate keys (``w`` and
+    ``window`` are one key), a part given twice, non-numbers, non-finite numbers, out-of-range values (``alpha < 0``,
+    ``eps``/``beta``/``bandwidth <= 0``, ``p`` outside ``[0, 1)``, a ``window`` that is not an integer ``>= 1``,
+    a ``weight < 0``) and booleans other than ``1/0/true/false/yes/no`` raise a ``ValueError`` naming the key.
+    """
     if isinstance(spec, Variant):
         return spec
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"variant: expected a spec string such as 'svgd:alpha=0.1', got {spec!r}")
     fields: Dict[str, Any] = {}
+    seen_parts: set = set()
     for part in spec.strip().split("+"):
         name, _, rest = part.strip().partition(":")
+        if name in seen_parts:
+            raise ValueError(f"variant: part {name!r} appears twice in {spec!r}")
+        seen_parts.add(name)
         opts: Dict[str, str] = {}
         for item in filter(None, (s.strip() for s in rest.split(","))):
             key, eq, value = item.partition("=")
             if not eq:
                 raise ValueError(f"variant: option {item!r} in {spec!r} is not key=value")
-            opts[key.strip()] = value.strip()
+            key = key.strip()
+            canonical = "window" if name == "dropattn" and key in ("w", "window") else key
+            if any(("window" if name == "dropattn" and k in ("w", "window") else k) == canonical for k in opts):
+                raise ValueError(f"variant: duplicate key {key!r} in {spec!r}")
+            opts[key] = value.strip()
         if name in SAMPLERS:
             if "sampler" in fields and name != "ma":
                 raise ValueError(f"variant: {spec!r} names two samplers")
@@ -145,20 +196,22 @@ def parse_variant(spec: Union[str, Variant]) -> Variant:
             for key, value in opts.items():
                 if key not in allowed:
                     raise ValueError(f"variant: unknown option {key!r} for {name!r} (allowed: {sorted(allowed)})")
-                if key in ("alpha", "eps", "beta"):
-                    fields[key] = _float(spec, key, value)
+                if key == "alpha":
+                    fields[key] = _float(spec, key, value, low=0.0)
+                elif key in ("eps", "beta"):
+                    fields[key] = _float(spec, key, value, low=0.0, strict=True)
                 elif key == "bandwidth":
-                    fields[key] = value if value in ("median", "liu") else _float(spec, key, value)
+                    fields[key] = value if value in ("median", "liu") else _float(spec, key, value, low=0.0, strict=True)
                 elif key == "kernel_grad":
-                    fields[key] = value.lower() in ("1", "true", "yes")
+                    fields[key] = _bool(spec, key, value)
                 else:
-                    fields[key] = tuple(v for v in value.split("/") if v)
+                    fields[key] = _names(spec, key, value)
         elif name == "reg":
             kind = opts.pop("kind", "frobenius")
             if kind not in REG_KINDS:
                 raise ValueError(f"variant: reg kind must be one of {REG_KINDS}, got {kind!r}")
             fields["reg"] = kind
-            fields["reg_weight"] = _float(spec, "weight", opts.pop("weight", "0.01"))
+            fields["reg_weight"] = _float(spec, "weight", opts.pop("weight", "0.01"), low=0.0)
             target = opts.pop("target", "attention")
             if target not in ("attention", "parameters", "outputs"):
                 raise ValueError(f"variant: reg target must be attention, parameters or outputs, got {target!r}")
@@ -166,13 +219,15 @@ def parse_variant(spec: Union[str, Variant]) -> Variant:
             if opts:
                 raise ValueError(f"variant: unknown option(s) {sorted(opts)} for 'reg' (kind, weight, target)")
         elif name == "dropattn":
-            d: Dict[str, Any] = {"p": _float(spec, "p", opts.pop("p", "0.1"))}
-            d["window"] = int(_float(spec, "window", opts.pop("w", opts.pop("window", "1"))))
+            d: Dict[str, Any] = {"p": _float(spec, "p", opts.pop("p", "0.1"), low=0.0, high=1.0)}
+            d["window"] = _int(spec, "window", opts.pop("w", opts.pop("window", "1")), low=1)
             mode = opts.pop("mode", "element")
             if mode not in _MODE_ALIASES:
                 raise ValueError(f"variant: dropattn mode must be element (e) or column (c), got {mode!r}")
             d["mode"] = _MODE_ALIASES[mode]
             d["rescale"] = opts.pop("rescale", "normalized")
+            if d["rescale"] not in ("normalized", "inverse"):
+                raise ValueError(f"variant: dropattn rescale must be normalized or inverse, got {d['rescale']!r}")
             if opts:
                 raise ValueError(f"variant: unknown option(s) {sorted(opts)} for 'dropattn' (p, w, mode, rescale)")
             fields["drop_attention"] = tuple(d.items())

@@ -171,3 +171,114 @@ def test_stock_and_converted_models_train_identically_under_the_sampler():
     _train(ours, 2, True, x, edge_index, y)
     for (n1, p1), (n2, p2) in zip(stock.named_parameters(), ours.named_parameters()):
         assert n1 == n2 and torch.equal(p1, p2)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# convert never silently changes a model (issue 14)
+# ----------------------------------------------------------------------------------------------------------------
+def test_convert_keeps_requires_grad_and_reuses_the_parameter_objects():
+    model = gat()
+    model.convs[0].att_src.requires_grad_(False)
+    before = {n: p for n, p in model.named_parameters()}
+    graph_rma.convert(model)
+    assert model.convs[0].att_src.requires_grad is False
+    after = dict(model.named_parameters())
+    assert after.keys() == before.keys() and all(after[n] is before[n] for n in before)
+
+
+def test_optimizer_and_sampler_built_before_convert_keep_training_the_converted_layers():
+    x, edge_index, _, y = data()
+    ref = gat()
+    model = gat()
+    ref_opt = torch.optim.Adam(ref.parameters(), lr=0.01)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    SVGD(ref, alpha=1.0).attach(ref_opt)
+    sampler = SVGD(model, alpha=1.0)
+    sampler.attach(opt)
+    graph_rma.convert(model)
+    assert type(model.convs[0]) is RepulsiveGATConv
+    heads = [p.param for g in sampler.groups for p in g.params]
+    assert all(any(h is q for q in model.parameters()) for h in heads)  # the sampler moves the model's parameters
+    for m, o in ((ref, ref_opt), (model, opt)):
+        for _ in range(3):
+            o.zero_grad()
+            torch.nn.functional.cross_entropy(m(x, edge_index), y).backward()
+            o.step()
+    for (n, p), q in zip(ref.named_parameters(), model.parameters()):
+        assert torch.equal(p, q), n
+    assert not torch.equal(model.convs[0].lin.weight, gat().convs[0].lin.weight)  # it did train
+
+
+def test_convert_keeps_hooks_shared_modules_and_modes():
+    class Twice(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.a = GATConv(6, 4, heads=2)
+            self.b = self.a  # one module under two names
+            self.head = torch.nn.Linear(8, 3)
+
+        def forward(self, x, edge_index):
+            return self.head(self.b(self.a(x, edge_index)[:, :6], edge_index))
+
+    model = Twice()
+    calls = []
+    pre = model.a.register_forward_pre_hook(lambda m, args: calls.append("pre"))
+    model.a.register_forward_hook(lambda m, args, out: calls.append("post"))
+    model.a.lin.eval()  # a submodule in a mode of its own
+    x, edge_index, _, _ = data()
+    expected = model(x, edge_index)
+    calls.clear()
+    graph_rma.convert(model)
+    assert type(model.a) is RepulsiveGATConv and model.a is model.b
+    assert len(list(model.parameters())) == 6  # lin.weight, att_src, att_dst, bias + head
+    assert torch.equal(model(x, edge_index), expected)
+    assert calls == ["pre", "post", "pre", "post"]
+    pre.remove()  # the handle from before convert still works
+    calls.clear()
+    model(x, edge_index)
+    assert calls == ["post", "post"]
+    assert model.a.training and not model.a.lin.training
+
+
+def test_convert_keeps_device_and_dtype_of_each_parameter():
+    model = gat().double()
+    graph_rma.convert(model)
+    assert all(p.dtype == torch.float64 for p in model.parameters())
+    x, edge_index, _, _ = data()
+    assert model(x.double(), edge_index).dtype == torch.float64
+
+
+def test_drop_attention_without_p_takes_the_layers_dropout():
+    model = graph_rma.convert(gat(dropout=0.0), drop_attention=DropAttention(mode="column"))
+    assert all(c.attention_dropout_rate == 0.0 for c in model.convs)
+    conv = graph_rma.convert(GATConv(6, 4, heads=2, dropout=0.6), drop_attention=DropAttention())
+    assert conv.drop_attention.p is None and conv.attention_dropout_rate == 0.6 and conv.dropout == 0.6
+    assert "attention_dropout_rate=0.6" in repr(conv)
+    # It drops at 0.6: the same mask as DropAttention(0.6) from the same seed.
+    explicit = RepulsiveGATConv(6, 4, heads=2, dropout=0.6, drop_attention=DropAttention(0.6))
+    explicit.load_state_dict(conv.state_dict())
+    x, edge_index, _, _ = data()
+    torch.manual_seed(3)
+    a = conv(x, edge_index)
+    torch.manual_seed(3)
+    b = explicit(x, edge_index)
+    torch.manual_seed(3)
+    c = RepulsiveGATConv(6, 4, heads=2, dropout=0.6, drop_attention=DropAttention(0.1))
+    c.load_state_dict(conv.state_dict())
+    assert torch.equal(a, b) and not torch.equal(a, c(x, edge_index))
+    # Called outside a layer, a DropAttention without p says what it needs.
+    with pytest.raises(ValueError, match="p"):
+        DropAttention()(torch.rand(2, 3, 3))
+
+
+def test_convert_with_an_explicit_rate_that_replaces_the_layers_dropout_warns():
+    with pytest.warns(UserWarning, match=r"DropAttention\(p=0.1\) replaces the layer's attention dropout 0.6"):
+        model = graph_rma.convert(gat(dropout=0.6), drop_attention=DropAttention(0.1))
+    assert all(c.attention_dropout_rate == 0.1 for c in model.convs)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        graph_rma.convert(gat(dropout=0.6), drop_attention=DropAttention(0.6))  # same rate: silent
+        graph_rma.convert(gat(dropout=0.0), drop_attention=DropAttention(0.1))  # no dropout to replace: silent

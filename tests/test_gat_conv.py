@@ -4,6 +4,7 @@ import itertools
 
 import pytest
 import torch
+from torch import Tensor
 from torch_geometric.nn import GATConv, GATv2Conv
 from torch_geometric.utils import scatter, to_torch_csc_tensor
 
@@ -340,3 +341,143 @@ def test_repr():
     assert repr(RepulsiveGATv2Conv(5, 4, heads=2, drop_attention=DropAttention(0.1))) == (
         "RepulsiveGATv2Conv(5, 4, heads=2, drop_attention=DropAttention(p=0.1, window=1, mode='element', "
         "rescale='normalized'))")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Every input form the stock layers accept (issue 14)
+# ----------------------------------------------------------------------------------------------------------------
+def _inputs(form):
+    """(constructor kwargs, forward args, forward kwargs) for one input form, on a 4-source / 2-destination
+    bipartite graph or a 4-node graph."""
+    from torch_geometric.utils import to_torch_coo_tensor, to_torch_csr_tensor
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 5, generator=g)
+    x_dst = torch.randn(2, 5, generator=g)
+    ei = torch.tensor([[0, 1, 2, 3, 3, 1], [1, 2, 3, 0, 1, 0]])
+    bi = torch.tensor([[0, 1, 2, 3, 3], [0, 0, 1, 1, 0]])  # sources in [0, 4), destinations in [0, 2)
+    ea = torch.randn(6, 3, generator=g)
+
+    def adj(index, n_src, n_dst, layout):  # [num_dst, num_src], as PyG's adj.t()
+        if layout == "coo":
+            return to_torch_coo_tensor(index.flip(0), size=(n_dst, n_src))
+        if layout == "csr":
+            return to_torch_csr_tensor(index.flip(0), size=(n_dst, n_src))
+        return to_torch_csc_tensor(index.flip(0), size=(n_dst, n_src))
+
+    forms = {
+        "edge_index": ({}, (x, ei), {}),
+        "size": ({}, (x, ei), dict(size=(4, 4))),
+        "coo": ({}, (x, adj(ei, 4, 4, "coo")), {}),
+        "csr": ({}, (x, adj(ei, 4, 4, "csr")), {}),
+        "csc": ({}, (x, adj(ei, 4, 4, "csc")), {}),  # the stock layer cannot add self-loops to CSC: both raise
+        "csc_no_self_loops": (dict(add_self_loops=False), (x, adj(ei, 4, 4, "csc")), {}),
+        "bipartite": (dict(add_self_loops=False), ((x, x_dst), bi), {}),
+        "bipartite_in_channels": (dict(add_self_loops=False, in_channels=(5, 5)), ((x, x_dst), bi), {}),
+        "bipartite_no_x_dst_size": (dict(add_self_loops=False), ((x, None), bi), dict(size=(4, 2))),
+        "bipartite_no_x_dst": (dict(add_self_loops=False), ((x, None), bi), {}),
+        # (x_src, None) with an edge list: the stock layer takes num_dst = num_src and crashes on more destinations
+        "more_destinations_no_x_dst": (dict(add_self_loops=False), ((x[:2], None), bi.flip(0)), {}),
+        "bipartite_no_x_dst_sparse": (dict(add_self_loops=False), ((x, None), adj(bi, 4, 2, "coo")), {}),
+        "bipartite_no_x_dst_csr": (dict(add_self_loops=False), ((x, None), adj(bi, 4, 2, "csr")), {}),
+        "bipartite_sparse": (dict(add_self_loops=False), ((x, x_dst), adj(bi, 4, 2, "csr")), {}),
+        "edge_attr": (dict(edge_dim=3), (x, ei, ea), {}),
+        "edge_attr_1d": (dict(edge_dim=1), (x, ei, ea[:, 0]), {}),
+        "residual": (dict(residual=True), (x, ei), {}),
+        "residual_bipartite": (dict(residual=True, add_self_loops=False), ((x, x_dst), bi), {}),
+        "attention_weights": ({}, (x, ei), dict(return_attention_weights=True)),
+        "attention_weights_sparse": ({}, (x, adj(ei, 4, 4, "csr")), dict(return_attention_weights=True)),
+    }
+    from torch_geometric.typing import WITH_TORCH_SPARSE
+
+    if WITH_TORCH_SPARSE:  # pragma: no cover - not installed in the pinned environment
+        from torch_geometric.typing import SparseTensor
+
+        st = SparseTensor.from_edge_index(ei.flip(0), sparse_sizes=(4, 4))
+        forms["sparse_tensor"] = (dict(add_self_loops=False), (x, st), {})
+    return forms[form] if form in forms else None
+
+
+_FORMS = ["edge_index", "size", "coo", "csr", "csc", "csc_no_self_loops", "bipartite", "bipartite_in_channels", "bipartite_no_x_dst_size",
+          "bipartite_no_x_dst", "more_destinations_no_x_dst", "bipartite_no_x_dst_sparse", "bipartite_no_x_dst_csr", "bipartite_sparse",
+          "edge_attr", "edge_attr_1d", "residual", "residual_bipartite", "attention_weights",
+          "attention_weights_sparse", "sparse_tensor"]
+
+
+def _flat(out):
+    if isinstance(out, Tensor):
+        return [out]
+    if isinstance(out, (tuple, list)):
+        return [t for o in out for t in _flat(o)]
+    if out is None:
+        return []
+    return [out.to_dense()]  # a SparseTensor
+
+
+@pytest.mark.parametrize("form", _FORMS)
+@pytest.mark.parametrize("stock_cls,ours_cls", [(GATConv, RepulsiveGATConv), (GATv2Conv, RepulsiveGATv2Conv)])
+def test_every_stock_input_form_gives_the_stock_result(form, stock_cls, ours_cls):
+    case = _inputs(form)
+    if case is None:
+        pytest.skip(f"{form}: torch_sparse is not installed")
+    kwargs, args, fwd = case
+    kwargs = dict(kwargs)
+    in_channels = kwargs.pop("in_channels", 5)
+    if stock_cls is GATv2Conv and "size" in fwd:
+        pytest.skip("GATv2Conv.forward has no size argument")
+    torch.manual_seed(0)
+    stock = stock_cls(in_channels, 3, heads=2, **kwargs)
+    ours = ours_cls(in_channels, 3, heads=2, **kwargs)
+    ours.load_state_dict(stock.state_dict())
+    try:
+        expected = stock(*args, **fwd)
+    except Exception as exc:  # the stock layer cannot take it: ours raises too (a clear error is allowed)
+        with pytest.raises(Exception):
+            ours(*args, **fwd)
+        return
+    got = ours(*args, **fwd)
+    exp, res = _flat(expected), _flat(got)
+    assert len(exp) == len(res)
+    for a, b in zip(exp, res):
+        a = a.to_dense() if a.is_sparse or a.layout != torch.strided else a
+        b = b.to_dense() if b.is_sparse or b.layout != torch.strided else b
+        assert torch.equal(a, b)
+
+
+def test_bipartite_sparse_adjacency_without_x_dst_reads_the_size_from_the_adjacency():
+    # The issue's case: conv((x_src, None), adj.t()) with adj.t() of shape [num_dst, num_src] = [2, 4].
+    _, args, _ = _inputs("bipartite_no_x_dst_sparse")
+    conv = RepulsiveGATConv(5, 3, heads=2, add_self_loops=False)
+    assert conv(*args).shape == (2, 6)
+    (x, _), adj = args
+    with pytest.raises(ValueError, match="edge_index"):  # where the stock layer crashes, a clear error
+        conv((x[:2], None), torch.tensor([[0, 0, 1, 1], [0, 1, 2, 3]]))
+    with pytest.raises(ValueError, match="edge_index"):  # a wrong source count is still an error
+        conv((x[:3], None), adj)
+
+
+@pytest.mark.parametrize("stock_cls,ours_cls", [(GATConv, RepulsiveGATConv), (GATv2Conv, RepulsiveGATv2Conv)])
+def test_drop_in_accepts_every_argument_of_the_installed_stock_signature(stock_cls, ours_cls):
+    import inspect
+
+    stock_sig = inspect.signature(stock_cls.__init__).parameters
+    ours_sig = inspect.signature(ours_cls.__init__).parameters
+    named = [n for n, p in stock_sig.items() if n != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    for name in named:  # each argument by name, with the stock default where it has one
+        assert name in ours_sig, name
+        if stock_sig[name].default is not inspect.Parameter.empty:
+            assert ours_sig[name].default == stock_sig[name].default, name
+    # Non-default values of every argument survive convert (from_stock reads each one back).
+    values = dict(in_channels=(5, 7), out_channels=3, heads=2, concat=False, negative_slope=0.3, dropout=0.25,
+                  add_self_loops=False, edge_dim=4, fill_value=0.5, bias=False, residual=True, share_weights=True)
+    unknown = [n for n in named if n not in values]
+    assert not unknown, f"new stock argument(s) {unknown}: add a value here and check from_stock carries it"
+    stock = stock_cls(**{n: values[n] for n in named})
+    import graph_rma
+
+    new = graph_rma.convert(stock)
+    assert type(new) is ours_cls
+    for name in named:
+        expected = values[name]
+        got = (new.bias is not None) if name == "bias" else getattr(new, name)
+        assert got == expected, name

@@ -425,3 +425,184 @@ def test_public_names():
     for name, obj in home.items():
         assert getattr(graph_rma, name) is obj, name
     assert graph_rma.SVGD.__module__ == "graph_rma.particles.samplers"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# PyTorch's semantics kept (issue 14): frozen parameters, attach/detach, arguments, bounded repulsion
+# ----------------------------------------------------------------------------------------------------------------
+def _step_once(model, opt):
+    x, edge_index, y = _graph()
+    opt.zero_grad()
+    nn.functional.cross_entropy(model(x, edge_index), y).backward()
+    opt.step()
+
+
+def test_frozen_parameter_is_never_touched():
+    torch.manual_seed(0)
+    model = Net(heads=4)
+    model.conv.att_src.requires_grad_(False)
+    frozen = model.conv.att_src.detach().clone()
+    opt = torch.optim.Adam(model.parameters(), lr=0.1)
+    SVGD(model, alpha=1.0).attach(opt)
+    lin = model.conv.lin.weight.detach().clone()
+    for _ in range(3):
+        _step_once(model, opt)
+    assert model.conv.att_src.grad is None
+    assert torch.equal(model.conv.att_src, frozen)
+    assert not torch.equal(model.conv.lin.weight, lin)  # the trainable slices still move
+    # The particle is the heads' trainable slices: the same as a sampler over the other roles only.
+    a, b = Net(heads=4), Net(heads=4)
+    b.load_state_dict(a.state_dict())
+    a.conv.att_src.requires_grad_(False)
+    for m, roles in ((a, None), (b, ["lin", "att_dst"])):
+        opt = torch.optim.SGD([p for p in m.parameters() if p.requires_grad], lr=0.1)
+        SVGD(m, alpha=1.0, roles=roles).attach(opt)
+        _step_once(m, opt)
+    assert torch.equal(a.conv.lin.weight, b.conv.lin.weight) and torch.equal(a.conv.att_dst, b.conv.att_dst)
+    # A layer whose head slices are all frozen is left alone.
+    c = Net(heads=4)
+    for p in c.conv.parameters():
+        p.requires_grad_(False)
+    opt = torch.optim.SGD([p for p in c.parameters() if p.requires_grad], lr=0.1)
+    SVGD(c).attach(opt)
+    _step_once(c, opt)
+    assert all(p.grad is None for p in c.conv.parameters())
+
+
+def test_attach_twice_or_two_samplers_on_the_same_parameters_raise_and_detach():
+    model = Net(heads=4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    s = SVGD(model)
+    s.attach(opt)
+    with pytest.raises(ValueError, match="already attached"):
+        s.attach(opt)
+    other = SVGD(model, roles=["att_src"])
+    with pytest.raises(ValueError, match="att_src.*already sampled"):
+        other.attach(torch.optim.SGD(model.parameters(), lr=0.1))
+    s.detach()
+    handle = other.attach(opt)  # free again once detached
+    handle.remove()
+    s.attach(opt)
+    # After detach() the optimizer is plain again.
+    s.detach(opt)
+    ref = copy.deepcopy(model)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    _step_once(model, opt)
+    _step_once(ref, ref_opt)
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), ref.parameters()))
+
+
+def test_one_sampler_on_two_optimizers_transforms_each_gradient_once():
+    torch.manual_seed(0)
+    base = Net(heads=4)
+    single = copy.deepcopy(base)
+    opt = torch.optim.SGD(single.parameters(), lr=0.05)
+    SVGD(single, alpha=1.0).attach(opt)
+    split = copy.deepcopy(base)
+    # The head's lin slices in one optimizer, its attention vectors and the rest in another.
+    opt_a = torch.optim.SGD([split.conv.lin.weight], lr=0.05)
+    opt_b = torch.optim.SGD([p for n, p in split.named_parameters() if n != "conv.lin.weight"], lr=0.05)
+    s = SVGD(split, alpha=1.0)
+    s.attach(opt_a)
+    s.attach(opt_b)
+    x, edge_index, y = _graph()
+    for _ in range(3):
+        _step_once(single, opt)
+        opt_a.zero_grad(), opt_b.zero_grad()
+        nn.functional.cross_entropy(split(x, edge_index), y).backward()
+        opt_a.step(), opt_b.step()
+    for (n, p), q in zip(single.named_parameters(), split.parameters()):
+        assert torch.allclose(p, q, atol=1e-7), n
+    # A manual step() after the hook does nothing until the next backward.
+    g = split.conv.lin.weight.grad.clone()
+    s.step()
+    assert torch.equal(split.conv.lin.weight.grad, g)
+
+
+def test_sampler_arguments_checked_at_construction():
+    model = Net(heads=2)
+    for bad in ("abc", None, float("nan"), True):
+        with pytest.raises(ValueError, match="alpha"):
+            SVGD(model, alpha=bad)
+    with pytest.raises(ValueError, match="alpha.*allow_attraction"):
+        SVGD(model, alpha=-0.5)
+    with pytest.raises(ValueError, match="alpha"):
+        svgd_direction(torch.randn(3, 2), torch.randn(3, 2), alpha=-1.0)
+    assert SVGD(model, alpha=-0.5, allow_attraction=True).alpha == -0.5
+    for bad in ("silverman", -1.0, 0.0, float("inf")):
+        with pytest.raises(ValueError, match="bandwidth"):
+            SVGD(model, bandwidth=bad)
+    with pytest.raises(ValueError, match="beta"):
+        SPOS(model, beta="x")
+    with pytest.raises(ValueError, match="generator"):
+        SPOS(model).load_state_dict({})
+    with pytest.raises(ValueError, match="generator"):
+        SPOS(model).load_state_dict({"generator": 3})
+
+
+def _near_identical_gatconv(noise=None, scale=1.0, heads=4):
+    torch.manual_seed(0)
+    conv = GATConv(8, 4, heads=heads)
+    with torch.no_grad():
+        w = conv.lin.weight.view(heads, 4, 8)
+        params = [(w, 0), (conv.att_src, 1), (conv.att_dst, 1)]
+        for t, axis in params:
+            if noise is not None:
+                t.copy_(t.narrow(axis, 0, 1) + noise * torch.randn_like(t))
+            t.mul_(scale)
+    return conv
+
+
+def _one_sgd_step(conv, lr=0.01, **kwargs):
+    x = torch.randn(6, 8, generator=torch.Generator().manual_seed(1))
+    edge_index = torch.tensor([[0, 1, 2, 3, 4, 5], [1, 2, 3, 4, 5, 0]])
+    opt = torch.optim.SGD(conv.parameters(), lr=lr)
+    sampler = SVGD(conv, **kwargs)
+    sampler.attach(opt)
+    before = conv.lin.weight.detach().clone()
+    conv(x, edge_index).pow(2).mean().backward()
+    opt.step()
+    return (conv.lin.weight.detach() - before).abs().max().item(), sampler
+
+
+@pytest.mark.parametrize("case", [dict(noise=1e-7), dict(scale=1e-7), dict(scale=1e-20)])
+def test_repulsion_stays_bounded_for_nearly_identical_or_tiny_heads(case):
+    moved, sampler = _one_sgd_step(_near_identical_gatconv(**case))
+    assert moved < 1e-2, moved  # the paper's equation moves entries by about 2e3 (noise 1e-7) to 5e16 (scale 1e-20)
+    assert sampler.limited_steps == 1
+    # Without the step limit the equation blows up, as the paper's Eq. (4) gives it.
+    unguarded, _ = _one_sgd_step(_near_identical_gatconv(**case), max_repulsive_step=None)
+    assert unguarded > 1.0
+
+
+def test_well_separated_heads_follow_the_paper_exactly():
+    conv = _near_identical_gatconv()  # random init: well separated
+    moved, sampler = _one_sgd_step(conv)
+    ref, _ = _one_sgd_step(_near_identical_gatconv(), max_repulsive_step=None)
+    assert sampler.limited_steps == 0 and moved == ref
+
+
+def test_identical_heads_warn_once_and_never_nan():
+    conv = _near_identical_gatconv(noise=0.0, heads=16)
+    x = torch.randn(6, 8, generator=torch.Generator().manual_seed(1))
+    edge_index = torch.tensor([[0, 1, 2, 3, 4, 5], [1, 2, 3, 4, 5, 0]])
+    y = torch.randn(6, 64, generator=torch.Generator().manual_seed(2))
+    opt = torch.optim.SGD(conv.parameters(), lr=0.01)
+    SVGD(conv, alpha=10.0, eps=100.0).attach(opt)
+    with pytest.warns(UserWarning, match="identical heads.*SPOS") as record:
+        for _ in range(1000):
+            opt.zero_grad()
+            (conv(x, edge_index) - y).pow(2).mean().backward()
+            opt.step()
+    assert sum("identical heads" in str(w.message) for w in record) == 1
+    assert all(torch.isfinite(p).all() for p in conv.parameters())
+    # SPOS separates them (no warning), and stays finite too.
+    conv = _near_identical_gatconv(noise=0.0, heads=16)
+    opt = torch.optim.SGD(conv.parameters(), lr=0.01)
+    SPOS(conv, alpha=10.0, eps=100.0, beta=1e9).attach(opt)
+    for _ in range(200):
+        opt.zero_grad()
+        (conv(x, edge_index) - y).pow(2).mean().backward()
+        opt.step()
+    heads = conv.lin.weight.detach().view(16, -1)
+    assert all(torch.isfinite(p).all() for p in conv.parameters()) and torch.pdist(heads).min() > 0

@@ -54,3 +54,23 @@ def test_regularization_loss_weights_terms():
         regularization_loss("reg")
     outs = torch.tensor([[[1.0, 0.0], [1.0, 0.0]]])
     assert regularization_loss("reg:kind=disagreement,weight=2,target=outputs", head_outputs=[outs]).item() == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("bad, word", [
+    ("svgd:kernel_grad=maybe", "kernel_grad"), ("dropattn:window=2.7", "window"), ("dropattn:w=0", "window"),
+    ("svgd:alpha=1,alpha=2", "duplicate key 'alpha'"), ("dropattn:w=2,window=3", "duplicate key 'window'"),
+    ("svgd:alpha=-1", "alpha"), ("svgd:alpha=nan", "alpha"), ("svgd:eps=0", "eps"), ("spos:beta=-1", "beta"),
+    ("svgd:bandwidth=silverman", "bandwidth"), ("svgd:bandwidth=-2", "bandwidth"), ("dropattn:p=1.5", "p"),
+    ("dropattn:rescale=sum", "rescale"), ("reg:weight=-0.1", "weight"), ("svgd:roles=/", "roles"),
+    ("dropattn:p=0.1+dropattn:p=0.2", "twice"), ("reg+reg:weight=1", "twice"),
+])
+def test_strict_parsing_names_the_key(bad, word):
+    with pytest.raises(ValueError, match=word):
+        parse_variant(bad)
+
+
+def test_strict_parsing_accepts_the_documented_spellings():
+    assert parse_variant("svgd:kernel_grad=false").kernel_grad is False
+    assert parse_variant("svgd:kernel_grad=Yes").kernel_grad is True
+    assert parse_variant("dropattn:window=3").drop_attention_kwargs["window"] == 3
+    assert parse_variant("svgd:alpha=0").alpha == 0.0

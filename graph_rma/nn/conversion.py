@@ -3,15 +3,24 @@ r"""Swap stock attention modules inside any model for this package's drop-in ver
 ``graph_rma.convert(model)`` walks ``model`` and replaces every module whose exact class has a registered
 converter (PyG ``GATConv`` -> :class:`~graph_rma.nn.RepulsiveGATConv`, ``GATv2Conv`` ->
 :class:`~graph_rma.nn.RepulsiveGATv2Conv`, ``torch.nn.MultiheadAttention`` ->
-:class:`~graph_rma.nn.RepulsiveMultiheadAttention`, ...). The new module loads the old one's ``state_dict`` and
-keeps its device, dtype and training mode, so outputs are unchanged until an extra option is switched on.
+:class:`~graph_rma.nn.RepulsiveMultiheadAttention`, ...). Outputs are unchanged until an extra option is switched
+on, and nothing else about the model changes:
+
+* The new module takes over the old one's ``Parameter`` and buffer objects (and its submodules of the same name
+  and class), so ``requires_grad``, device and dtype are kept, and an optimizer or a sampler built before
+  ``convert`` keeps training the converted layers. A parameter that cannot be carried over (a converter whose new
+  module names or shapes differ) is reported with a warning.
+* Forward, pre-forward, backward, state-dict and PyG's message-passing hooks move to the new module (the handles
+  returned when they were registered still remove them); each submodule keeps its train/eval mode.
+* A module reachable under several names (shared) is converted once and stays one module.
 
 The swap table lives here and is filled when this module is imported (no import side effect elsewhere, no cycle);
 :func:`register_conversion` adds a user's own pair.
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, Optional, Type
+import warnings
+from typing import Callable, Dict, List, Optional, Type
 
 from torch import nn
 from torch_geometric.nn.conv import GATConv, GATv2Conv
@@ -39,16 +48,77 @@ register_conversion(GATv2Conv, RepulsiveGATv2Conv.from_stock)
 register_conversion(nn.MultiheadAttention, RepulsiveMultiheadAttention.from_stock)
 
 
-def _convert_one(module: nn.Module, **options) -> Optional[nn.Module]:
+def _owner(module: nn.Module, qualified: str):
+    *path, leaf = qualified.split(".")
+    for part in path:
+        module = getattr(module, part)
+    return module, leaf
+
+
+def _same_shape(a, b) -> bool:
+    lazy_a = isinstance(a, nn.parameter.UninitializedTensorMixin)
+    lazy_b = isinstance(b, nn.parameter.UninitializedTensorMixin)
+    if lazy_a or lazy_b:
+        return lazy_a and lazy_b
+    return a.shape == b.shape
+
+
+def _take_over(new: nn.Module, old: nn.Module) -> None:
+    """Move ``old``'s submodules (same name and class), parameters, buffers, hooks and modes into ``new``."""
+    modes = {name: m.training for name, m in old.named_modules()}
+    for name, child in list(new.named_children()):
+        mine = old._modules.get(name)
+        if mine is not None and type(mine) is type(child):
+            new._modules[name] = mine
+    lost: List[str] = []
+    old_params = dict(old.named_parameters(remove_duplicate=False))
+    for name, param in list(new.named_parameters(remove_duplicate=False)):
+        mine = old_params.pop(name, None)
+        if mine is None or not _same_shape(mine, param):
+            lost.append(name)
+            continue
+        owner, leaf = _owner(new, name)
+        owner._parameters[leaf] = mine
+    old_buffers = dict(old.named_buffers(remove_duplicate=False))
+    for name, buf in list(new.named_buffers(remove_duplicate=False)):
+        mine = old_buffers.pop(name, None)
+        if mine is not None and _same_shape(mine, buf):
+            owner, leaf = _owner(new, name)
+            owner._buffers[leaf] = mine
+    if lost or old_params:
+        warnings.warn(
+            f"convert: {type(old).__name__} -> {type(new).__name__} could not carry over parameter(s) "
+            f"{sorted(set(lost) | set(old_params))}; an optimizer or sampler built before convert does not see them "
+            f"(build it after convert)")
+    if lost:  # new parameters that did not take over an old one: copy values where the state_dict allows it
+        new.load_state_dict({k: v for k, v in old.state_dict().items() if k in lost}, strict=False)
+    for attr, value in vars(old).items():
+        if "hook" not in attr:
+            continue
+        if isinstance(value, dict):
+            own = getattr(new, attr, None)
+            if isinstance(own, dict):
+                for key, hook in own.items():  # hooks the new module registered itself come after the user's
+                    value.setdefault(key, hook)
+            setattr(new, attr, value)  # the very dict: the user's handles still remove their hooks
+        elif attr == "_is_full_backward_hook":
+            setattr(new, attr, value)
+    for name, m in new.named_modules():
+        m.training = modes.get(name, old.training)
+
+
+def _convert_one(module: nn.Module, memo: Dict[int, nn.Module], **options) -> Optional[nn.Module]:
+    if id(module) in memo:
+        return memo[id(module)]
     fn = _CONVERTERS.get(type(module))
     if fn is None:
         return None
     new = fn(module, **options)
-    new.load_state_dict(module.state_dict())
     ref = next(iter(module.parameters()), None)
-    if ref is not None:
+    if ref is not None and not isinstance(ref, nn.parameter.UninitializedTensorMixin):
         new.to(device=ref.device, dtype=ref.dtype)
-    new.train(module.training)
+    _take_over(new, module)
+    memo[id(module)] = new
     return new
 
 
@@ -61,7 +131,8 @@ def convert(model: nn.Module, inplace: bool = True, **options) -> nn.Module:
         **options: extra constructor options for the new layers (e.g. ``drop_attention=DropAttention(0.1)``).
 
     Returns:
-        The converted model (the new layer itself when ``model`` is a single convertible module).
+        The converted model (the new layer itself when ``model`` is a single convertible module). The new layers
+        hold the very ``Parameter`` objects of the old ones (of the copy with ``inplace=False``).
     """
     if not isinstance(model, nn.Module):
         raise ValueError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
@@ -69,12 +140,15 @@ def convert(model: nn.Module, inplace: bool = True, **options) -> nn.Module:
         import copy
 
         model = copy.deepcopy(model)
-    top = _convert_one(model, **options)
+    memo: Dict[int, nn.Module] = {}
+    top = _convert_one(model, memo, **options)
     if top is not None:
         return top
     for parent in list(model.modules()):
-        for name, child in list(parent.named_children()):
-            new = _convert_one(child, **options)
+        for name, child in list(parent._modules.items()):  # not named_children(): it hides a shared module's 2nd name
+            if child is None:
+                continue
+            new = _convert_one(child, memo, **options)
             if new is not None:
                 setattr(parent, name, new)
     return model

@@ -19,7 +19,10 @@ bit-identical outputs. What they add:
   ``h*C:(h+1)*C`` of every projection weight and ``att_*[0, h]`` (the stock head layouts apply through
   inheritance; stock layers work with the samplers too).
 * ``drop_attention=DropAttention(p, ...)`` replaces the plain attention dropout (``dropout`` is then not applied
-  to the attention weights). With ``rescale="normalized"`` the layer takes the edge softmax over the surviving
+  to the attention weights); ``DropAttention()`` without ``p`` drops at the layer's own ``dropout`` rate.
+  ``attention_dropout_rate`` (also in the ``repr`` when ``p`` is taken from the layer) reports the rate in effect. :func:`graph_rma.convert` with
+  ``drop_attention=DropAttention(p)`` whose ``p`` differs from the layer's non-zero ``dropout`` warns, naming both
+  rates; ``p`` is then in effect. With ``rescale="normalized"`` the layer takes the edge softmax over the surviving
   edges only, which equals dropping and renormalising the softmax weights but stays finite when the survivors'
   weights underflow. The weights returned with ``return_attention_weights`` and seen by PyG's
   ``AttentionExplainer`` are, as in the stock layer, the ones used for aggregation: **after** DropAttention (or
@@ -34,6 +37,8 @@ bit-identical outputs. What they add:
 from __future__ import annotations
 
 import copy
+import inspect
+import warnings
 from typing import Any, Dict, Optional, Tuple, Union
 
 import torch
@@ -74,7 +79,7 @@ def _check_inputs(module: Union[GATConv, GATv2Conv], x: Any, edge_index: Any, ed
     elif isinstance(x, (tuple, list)) and len(x) == 2:
         _check_features("x[0]", x[0], _channels(lin_src))
         num_src = x[0].size(0)
-        num_dst = num_src
+        num_dst = None  # (x_src, None): as in the stock layer, the destinations' count comes from size / adjacency
         if x[1] is not None:
             _check_features("x[1]", x[1], _channels(lin_dst))
             num_dst = x[1].size(0)
@@ -82,6 +87,9 @@ def _check_inputs(module: Union[GATConv, GATv2Conv], x: Any, edge_index: Any, ed
         raise ValueError(f"x: expected a tensor [num_nodes, in_channels] or a pair (x_src, x_dst), got {type(x).__name__}")
     if size is not None:
         num_src, num_dst = size[0] if size[0] is not None else num_src, size[1] if size[1] is not None else num_dst
+    sparse = isinstance(edge_index, SparseTensor) or (isinstance(edge_index, Tensor) and is_torch_sparse_tensor(edge_index))
+    if num_dst is None and not sparse:  # as MessagePassing: an unknown destination count is the source count
+        num_dst = num_src
     if module.flow == "target_to_source":
         num_src, num_dst = num_dst, num_src
 
@@ -90,8 +98,11 @@ def _check_inputs(module: Union[GATConv, GATv2Conv], x: Any, edge_index: Any, ed
     if isinstance(edge_index, SparseTensor):
         pass
     elif isinstance(edge_index, Tensor) and is_torch_sparse_tensor(edge_index):
-        if edge_index.dim() != 2 or tuple(edge_index.shape) != (num_dst, num_src):
-            raise ValueError(f"edge_index: expected a sparse adjacency of shape [{num_dst}, {num_src}] "
+        # [num_dst, num_src] (destinations x sources); an unknown count is read from the adjacency.
+        expected = (edge_index.size(0) if num_dst is None else num_dst,
+                    edge_index.size(1) if num_src is None or edge_index.dim() != 2 else num_src)
+        if edge_index.dim() != 2 or tuple(edge_index.shape) != expected:
+            raise ValueError(f"edge_index: expected a sparse adjacency of shape [{expected[0]}, {expected[1]}] "
                              f"(destinations x sources), got {list(edge_index.shape)}")
     elif isinstance(edge_index, Tensor):
         if edge_index.dim() != 2 or edge_index.size(0) != 2 or edge_index.is_floating_point() or edge_index.dtype == torch.bool:
@@ -102,7 +113,8 @@ def _check_inputs(module: Union[GATConv, GATv2Conv], x: Any, edge_index: Any, ed
             i, j = (1, 0) if module.flow == "source_to_target" else (0, 1)
             lo = int(edge_index.min())
             src_max, dst_max = int(edge_index[j].max()), int(edge_index[i].max())
-            if lo < 0 or src_max >= num_src or dst_max >= num_dst:
+            if (lo < 0 or (num_src is not None and src_max >= num_src)
+                    or (num_dst is not None and dst_max >= num_dst)):
                 raise ValueError(f"edge_index: expected sources in [0, {num_src}) and destinations in [0, {num_dst}) "
                                  f"(the node counts of x), got min {lo}, max source {src_max}, max destination {dst_max}")
     else:
@@ -145,12 +157,42 @@ def _message_passing_kwargs(conv: torch.nn.Module) -> Dict[str, Any]:
     return dict(aggr=aggr, flow=conv.flow, decomposed_layers=conv.decomposed_layers)
 
 
-def _conversion_options(options: Dict[str, Any]) -> Optional[DropAttention]:
+def _conversion_options(options: Dict[str, Any], dropout: float) -> Optional[DropAttention]:
+    """The ``drop_attention`` option of :func:`graph_rma.convert` for a layer whose attention dropout is ``dropout``.
+
+    ``DropAttention()`` without ``p`` keeps the layer's rate. An explicit ``p`` different from a non-zero layer
+    dropout replaces it, with a warning naming both rates (the layer's ``attention_dropout_rate`` then reads
+    ``p``).
+    """
     unknown = sorted(set(options) - {"drop_attention"})
     if unknown:
         raise ValueError(f"options: unknown option(s) {unknown} for the GAT layers; expected 'drop_attention'")
     drop = _check_drop_attention(options.get("drop_attention"))
+    if drop is not None and drop.p is not None and dropout > 0 and drop.p != dropout:
+        warnings.warn(f"convert: DropAttention(p={drop.p:g}) replaces the layer's attention dropout {dropout:g} "
+                      f"(rate in effect: {drop.p:g}); pass DropAttention() without p to keep {dropout:g}", UserWarning)
     return copy.deepcopy(drop)
+
+
+def _stock_arguments(conv: torch.nn.Module, stock: type) -> Dict[str, Any]:
+    """Every named argument of ``stock.__init__`` read back from ``conv`` (same-named attributes), so that a
+    newer torch-geometric's extra arguments are carried over too. Raises if one cannot be read back."""
+    special = {"bias": lambda c: c.bias is not None, "in_channels": lambda c: c.in_channels,
+               "out_channels": lambda c: c.out_channels}
+    args: Dict[str, Any] = {}
+    for name, param in inspect.signature(stock.__init__).parameters.items():
+        if name == "self" or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        if name in special:
+            args[name] = special[name](conv)
+        elif hasattr(conv, name):
+            args[name] = getattr(conv, name)
+        elif param.default is not inspect.Parameter.empty:
+            warnings.warn(f"convert: {stock.__name__} argument {name!r} cannot be read back from the layer; the "
+                          f"converted layer uses its default {param.default!r}")
+        else:
+            raise ValueError(f"conv: cannot read the {stock.__name__} argument {name!r} back from the layer")
+    return args
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -196,10 +238,7 @@ class RepulsiveGATConv(GATConv):
     @classmethod
     def from_stock(cls, conv: GATConv, **options) -> "RepulsiveGATConv":
         """A new layer with ``conv``'s constructor arguments (weights are copied by :func:`graph_rma.convert`)."""
-        return cls(conv.in_channels, conv.out_channels, heads=conv.heads, concat=conv.concat,
-                   negative_slope=conv.negative_slope, dropout=conv.dropout, add_self_loops=conv.add_self_loops,
-                   edge_dim=conv.edge_dim, fill_value=conv.fill_value, bias=conv.bias is not None,
-                   residual=conv.residual, drop_attention=_conversion_options(options),
+        return cls(**_stock_arguments(conv, GATConv), drop_attention=_conversion_options(options, conv.dropout),
                    **_message_passing_kwargs(conv))
 
     def forward(  # type: ignore[override]
@@ -230,8 +269,16 @@ class RepulsiveGATConv(GATConv):
         alpha = F.leaky_relu(alpha, self.negative_slope)
         return _softmax_and_drop(self, alpha, edge_index_j, index, ptr, size_j, dim_size)
 
+    @property
+    def attention_dropout_rate(self) -> float:
+        """The attention drop rate in effect: DropAttention's ``p``, or ``dropout`` (plain dropout, or a
+        ``DropAttention()`` without ``p``, which takes the layer's rate)."""
+        return _rate_in_effect(self)
+
     def __repr__(self) -> str:
         extra = f", drop_attention={self.drop_attention!r}" if self.drop_attention is not None else ""
+        if self.drop_attention is not None and self.drop_attention.p is None:  # the rate it takes from the layer
+            extra += f", attention_dropout_rate={self.attention_dropout_rate:g}"
         return f"{type(self).__name__}({self.in_channels}, {self.out_channels}, heads={self.heads}{extra})"
 
 
@@ -275,11 +322,8 @@ class RepulsiveGATv2Conv(GATv2Conv):
     @classmethod
     def from_stock(cls, conv: GATv2Conv, **options) -> "RepulsiveGATv2Conv":
         """A new layer with ``conv``'s constructor arguments (weights are copied by :func:`graph_rma.convert`)."""
-        return cls(conv.in_channels, conv.out_channels, heads=conv.heads, concat=conv.concat,
-                   negative_slope=conv.negative_slope, dropout=conv.dropout, add_self_loops=conv.add_self_loops,
-                   edge_dim=conv.edge_dim, fill_value=conv.fill_value, bias=conv.bias is not None,
-                   share_weights=conv.share_weights, residual=conv.residual,
-                   drop_attention=_conversion_options(options), **_message_passing_kwargs(conv))
+        return cls(**_stock_arguments(conv, GATv2Conv), drop_attention=_conversion_options(options, conv.dropout),
+                   **_message_passing_kwargs(conv))
 
     def forward(  # type: ignore[override]
         self,
@@ -306,8 +350,16 @@ class RepulsiveGATv2Conv(GATv2Conv):
         alpha = (x * self.att).sum(dim=-1)
         return _softmax_and_drop(self, alpha, edge_index_j, index, ptr, size_j, dim_size)
 
+    @property
+    def attention_dropout_rate(self) -> float:
+        """The attention drop rate in effect: DropAttention's ``p``, or ``dropout`` (plain dropout, or a
+        ``DropAttention()`` without ``p``, which takes the layer's rate)."""
+        return _rate_in_effect(self)
+
     def __repr__(self) -> str:
         extra = f", drop_attention={self.drop_attention!r}" if self.drop_attention is not None else ""
+        if self.drop_attention is not None and self.drop_attention.p is None:  # the rate it takes from the layer
+            extra += f", attention_dropout_rate={self.attention_dropout_rate:g}"
         return f"{type(self).__name__}({self.in_channels}, {self.out_channels}, heads={self.heads}{extra})"
 
 
@@ -320,4 +372,9 @@ def _softmax_and_drop(layer: Union[RepulsiveGATConv, RepulsiveGATv2Conv], logits
         return F.dropout(alpha, p=layer.dropout, training=layer.training)
     n_dst = num_dst if num_dst is not None else int(dst.max()) + 1
     n_src = num_src if num_src is not None else n_dst
-    return drop.sparse_softmax(logits, src, dst, n_src, n_dst, ptr)
+    return drop.sparse_softmax(logits, src, dst, n_src, n_dst, ptr, layer_rate=layer.dropout)
+
+
+def _rate_in_effect(layer: Union[RepulsiveGATConv, RepulsiveGATv2Conv]) -> float:
+    drop = layer.drop_attention
+    return float(drop.p) if drop is not None and drop.p is not None else float(layer.dropout)

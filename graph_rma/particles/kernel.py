@@ -5,7 +5,8 @@ Pure functions; no knowledge of layers or optimizers. See :mod:`graph_rma.partic
 from __future__ import annotations
 
 import math
-from typing import Optional, Tuple, Union
+import numbers
+from typing import Any, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -76,6 +77,32 @@ def _median(values: Tensor) -> Tensor:
     return v[(n - 1) // 2] if n % 2 == 1 else 0.5 * (v[n // 2 - 1] + v[n // 2])
 
 
+def _check_bandwidth(bandwidth: Any) -> None:
+    """Raise unless ``bandwidth`` is ``None``, ``"median"``, ``"liu"`` or a positive finite number."""
+    if bandwidth is None or (isinstance(bandwidth, str) and bandwidth in ("median", "liu")):
+        return
+    ok = False
+    if isinstance(bandwidth, Tensor):
+        ok = bandwidth.numel() == 1 and bool(torch.isfinite(bandwidth).all()) and bool((bandwidth > 0).all())
+    elif isinstance(bandwidth, numbers.Real) and not isinstance(bandwidth, bool):
+        ok = math.isfinite(float(bandwidth)) and float(bandwidth) > 0
+    if not ok:
+        raise ValueError(f"bandwidth: expected None, 'median', 'liu' or a positive finite number, got {bandwidth!r}")
+
+
+def _check_alpha(alpha: Any, allow_attraction: bool = False) -> float:
+    """``alpha`` as a float; raises a ``ValueError`` naming ``alpha`` for a non-number, NaN/Inf, or (unless
+    ``allow_attraction``) a negative value."""
+    if isinstance(alpha, Tensor) and alpha.numel() == 1:
+        alpha = alpha.item()
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not math.isfinite(float(alpha)):
+        raise ValueError(f"alpha: expected a finite repulsive weight (a number >= 0), got {alpha!r}")
+    if float(alpha) < 0 and not allow_attraction:
+        raise ValueError(f"alpha: a negative repulsive weight ({alpha!r}) makes the kernel term attractive; pass "
+                         f"allow_attraction=True if that is intended")
+    return float(alpha)
+
+
 def _normalized_bandwidth(dist: Tensor, bandwidth: Bandwidth, s: Tensor) -> Tensor:
     """Bandwidth in the normalised coordinates (``h / s**2``)."""
     M = dist.size(0)
@@ -124,14 +151,31 @@ def median_bandwidth(theta: Tensor) -> Tensor:
     return _normalized_bandwidth(_pairwise_distances(x), None, s) * s * s
 
 
-def _kernel_normalized(x: Tensor, s: Tensor, bandwidth: Bandwidth) -> Tuple[Tensor, Tensor]:
-    """Kernel and repulsion from normalised particles; repulsion returned in the original scale."""
+def _kernel_normalized(x: Tensor, s: Tensor, bandwidth: Bandwidth) -> Tuple[Tensor, Tensor, Tensor]:
+    """Kernel, repulsion and bandwidth from normalised particles, all in the normalised coordinates.
+
+    The repulsion in the original scale is ``rep_n / s``, the bandwidth ``h_n * s**2``.
+    """
     dist = _pairwise_distances(x)
     h_n = _normalized_bandwidth(dist, bandwidth, s)
     K = torch.exp(-(dist**2) / h_n)
     # repulsion_i = sum_j (2/h) (theta_i - theta_j) K_ij, with theta = s * x: (2 / (h_n s)) (x_i rowsum(K) - K x)
-    rep = (2.0 / h_n) * (x * K.sum(dim=1, keepdim=True) - K @ x) / s
-    return K, rep
+    rep_n = (2.0 / h_n) * (x * K.sum(dim=1, keepdim=True) - K @ x)
+    return K, rep_n, h_n
+
+
+def _step_limit(rep_n: Tensor, h_n: Tensor, s: Tensor, alpha: float, eps: float, M: int,
+                max_step: float) -> Tensor:
+    r"""Per-particle factors ``f_i`` in ``(0, 1]`` that bound one step's repulsive displacement (see
+    :mod:`graph_rma.particles`, *numerical safety*): :math:`\epsilon |lpha| f_i \|\mathrm{rep}_i\| / M \le
+    c \sqrt{h}`, computed in float64 from the normalised quantities so that neither side overflows. Returns
+    ``f`` ``[M, 1]``; ``rep_n * (f / s)`` is the (limited) repulsion in the original scale."""
+    norm = rep_n.double().norm(dim=1)  # ||rep_i|| = norm / s
+    s64, h64 = s.double(), h_n.double()
+    # eps |alpha| norm / (s M) <= c sqrt(h_n) s  <=>  norm <= c sqrt(h_n) s^2 M / (eps |alpha|)
+    limit = max_step * torch.sqrt(h64) * s64 * s64 * M / (eps * abs(alpha))
+    f = torch.where(norm > limit, limit / norm.clamp_min(torch.finfo(torch.float64).tiny), torch.ones_like(norm))
+    return f.unsqueeze(1)
 
 
 def _finite(x: Tensor, dtype: torch.dtype) -> Tensor:
@@ -163,8 +207,8 @@ def rbf_kernel(theta: Tensor, h: Bandwidth = None) -> Tuple[Tensor, Tensor]:
     """
     _check_theta(theta)
     x, s = _normalize(theta)
-    K, rep = _kernel_normalized(x, s, h)
-    return K, _finite(rep, x.dtype)
+    K, rep_n, _ = _kernel_normalized(x, s, h)
+    return K, _finite(rep_n / s, x.dtype)
 
 
 def svgd_direction(
@@ -173,6 +217,7 @@ def svgd_direction(
     alpha: float = 1.0,
     h: Bandwidth = None,
     kernel_grad: bool = True,
+    allow_attraction: bool = False,
 ) -> Tensor:
     r"""SVGD direction, Eq. (4) of the repulsive-attention paper with repulsive weight ``alpha``.
 
@@ -190,27 +235,38 @@ def svgd_direction(
         kernel_grad: ``True`` (Eq. 4) smooths the gradients with the kernel, mixing heads' gradients;
             ``False`` lets each particle follow its own gradient, ``phi_i = -g_i + (alpha / M) rep_i``, the
             repulsion then being the only coupling (an ablation, not the paper's method).
+        allow_attraction: accept a negative ``alpha`` (the kernel term then attracts).
 
     Returns:
-        ``phi`` with the shape and dtype of ``theta``.
+        ``phi`` with the shape and dtype of ``theta``. This is the paper's equation exactly, without the
+        samplers' step limit (see *numerical safety* in :mod:`graph_rma.particles`).
     """
     _check_theta(theta)
     _check_grad(theta, grad)
-    if not math.isfinite(float(alpha)):
-        raise ValueError(f"alpha: expected a finite repulsive weight, got {alpha!r}")
-    return _svgd(theta, grad, alpha, h, kernel_grad)
+    alpha = _check_alpha(alpha, allow_attraction)
+    _check_bandwidth(h)
+    return _svgd(theta, grad, alpha, h, kernel_grad)[0]
 
 
-def _svgd(theta: Tensor, grad: Tensor, alpha: float, h: Bandwidth, kernel_grad: bool) -> Tensor:
+def _svgd(theta: Tensor, grad: Tensor, alpha: float, h: Bandwidth, kernel_grad: bool,
+          eps: Optional[float] = None, max_step: Optional[float] = None) -> Tuple[Tensor, bool]:
+    """``(phi, limited)``; with ``eps`` and ``max_step`` the repulsion is step-limited (:func:`_step_limit`)."""
     M = theta.size(0)
     if M == 1:
-        return (-grad).to(theta.dtype)
+        return (-grad).to(theta.dtype), False
     x, s = _normalize(theta)
-    K, rep = _kernel_normalized(x, s, h)
+    K, rep_n, h_n = _kernel_normalized(x, s, h)
     g = grad.to(x.dtype)
     drive = K.t() @ g if kernel_grad else M * g
+    limited = False
+    if eps is not None and max_step is not None and alpha != 0.0:
+        f = _step_limit(rep_n, h_n, s, alpha, eps, M, max_step)
+        limited = bool((f < 1.0).any())
+        rep = rep_n * (f / s.double()).to(x.dtype)
+    else:
+        rep = rep_n / s
     phi = (-drive + alpha * rep) / M
-    return _finite(phi, theta.dtype)
+    return _finite(phi, theta.dtype), limited
 
 
 def _noise(shape, device, dtype, generator: Optional[torch.Generator]) -> Tensor:
@@ -233,6 +289,7 @@ def spos_direction(
     h: Bandwidth = None,
     generator: Optional[torch.Generator] = None,
     kernel_grad: bool = True,
+    allow_attraction: bool = False,
 ) -> Tensor:
     r"""SPOS direction, Eq. (5): :math:`\phi^{SVGD}_i - g_i / \beta + \sqrt{2 / (\beta \epsilon)}\, \xi_i`.
 
@@ -240,14 +297,14 @@ def spos_direction(
     device, so a fixed seed reproduces it on CPU and GPU alike and on every process of a distributed run.
 
     Args:
-        theta, grad, alpha, h, kernel_grad: as in :func:`svgd_direction`.
+        theta, grad, alpha, h, kernel_grad, allow_attraction: as in :func:`svgd_direction`.
         beta: inverse temperature of the Langevin part (``> 0``).
         eps: the step the update is taken with (``> 0``); it scales the noise.
         generator: source of the Gaussian noise (``None``: torch's global generator).
     """
     _check_positive("beta", beta)
     _check_positive("eps", eps)
-    phi = svgd_direction(theta, grad, alpha=alpha, h=h, kernel_grad=kernel_grad)
+    phi = svgd_direction(theta, grad, alpha=alpha, h=h, kernel_grad=kernel_grad, allow_attraction=allow_attraction)
     return _spos_noise(phi, theta, grad, beta, eps, generator)
 
 

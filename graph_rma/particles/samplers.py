@@ -1,17 +1,49 @@
 r"""Samplers that turn head gradients into the particle update: :class:`ParticleSampler`, :class:`SVGD`, :class:`SPOS`,
 :class:`SGLD` (an optimizer pre-hook, ``attach``/``detach``, ``state_dict``).
+
+PyTorch's semantics are kept:
+
+* A parameter with ``requires_grad=False`` is never touched (no ``.grad`` is created, so no optimizer moves it).
+  A head whose slices are partly frozen is a particle made of its trainable slices only (checked at every step,
+  so freezing after construction works too); a layer whose head slices are all frozen is skipped.
+* Each gradient is transformed once per backward pass: :meth:`ParticleSampler.step` remembers the gradient
+  tensors it wrote (and their version counters) and leaves them alone until a new backward pass (or any in-place
+  change) touches them. One sampler attached to two optimizers therefore transforms each gradient once.
+* Attaching a sampler twice to one optimizer, or attaching a second sampler whose particles share parameters with
+  an attached one, raises a ``ValueError``; :meth:`ParticleSampler.detach` undoes :meth:`ParticleSampler.attach`.
 """
 from __future__ import annotations
 
-import math
 import warnings
-from typing import Dict, Iterable, Optional
+import weakref
+from typing import Dict, Iterable, List, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
+from torch.utils.weak import WeakIdKeyDictionary
 
-from .kernel import Bandwidth, _all_finite, _check_positive, _spos_noise, _svgd, sgld_direction
-from .layouts import LayerSpec, find_particle_groups
+from .kernel import (Bandwidth, _all_finite, _check_alpha, _check_bandwidth, _check_positive, _spos_noise, _svgd,
+                     sgld_direction)
+from .layouts import LayerSpec, ParticleGroup, find_particle_groups
+
+# Parameters held by an attached sampler: parameter -> weak reference to the sampler.
+_CLAIMS: WeakIdKeyDictionary = WeakIdKeyDictionary()
+
+
+class _Attachment:
+    """Handle returned by :meth:`ParticleSampler.attach`; ``remove()`` detaches the sampler from that optimizer."""
+
+    def __init__(self, sampler: "ParticleSampler", optimizer: torch.optim.Optimizer, handle) -> None:
+        self._sampler = weakref.ref(sampler)
+        self._optimizer = weakref.ref(optimizer)
+        self._handle = handle
+
+    def remove(self) -> None:
+        sampler, optimizer = self._sampler(), self._optimizer()
+        if sampler is not None and optimizer is not None:
+            sampler.detach(optimizer)
+        else:
+            self._handle.remove()
 
 class ParticleSampler:
     r"""Base class: replaces each particle group's gradient by :math:`-\epsilon\,\phi` (see :meth:`direction`).
@@ -44,6 +76,9 @@ class ParticleSampler:
             warnings.warn(f"{type(self).__name__}: the model has no multi-head attention layer to sample; step() does nothing")
         self._generator: Optional[torch.Generator] = None
         self._generator_state: Optional[Tensor] = None
+        self._attachments: Dict[int, Tuple[weakref.ref, object]] = {}  # id(optimizer) -> (optimizer ref, hook handle)
+        self._written: Dict[int, List[Tuple[weakref.ref, int]]] = {}  # group index -> gradients written last step
+        self.limited_steps = 0  # steps at which the repulsion step limit acted (SVGD/SPOS)
 
     @property
     def generator(self) -> torch.Generator:
@@ -58,29 +93,110 @@ class ParticleSampler:
     def direction(self, theta: Tensor, grad: Tensor) -> Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    @staticmethod
+    def _trainable(group: ParticleGroup) -> Optional[ParticleGroup]:
+        """``group`` restricted to the parameters with ``requires_grad`` (``None`` when none is left)."""
+        params = [p for p in group.params if p.param.requires_grad]
+        if len(params) == len(group.params):
+            return group
+        return ParticleGroup(group.name, group.module, group.num_heads, params) if params else None
+
+    def _already_written(self, index: int, group: ParticleGroup) -> bool:
+        written = self._written.get(index)
+        if written is None or len(written) != len(group.params):
+            return False
+        for (ref, version), p in zip(written, group.params):
+            g = p.param.grad
+            if g is None or ref() is not g or g._version != version:
+                return False
+        return True
+
+    def _check_particles(self, group: ParticleGroup, theta: Tensor) -> None:
+        """Hook for subclasses: called with each group's particles before the direction is computed."""
+
     @torch.no_grad()
     def step(self) -> None:
-        """Replace every particle group's gradient by ``-eps * phi``."""
-        for group in self.groups:
+        """Replace every particle group's gradient by ``-eps * phi``.
+
+        Frozen parameters (``requires_grad=False``) are left out. A gradient this method already transformed and
+        that no backward pass has touched since is not transformed again.
+        """
+        for index, full in enumerate(self.groups):
+            group = self._trainable(full)
+            if group is None or self._already_written(index, group):
+                continue
             theta, grad = group.theta(), group.grad()
             if not _all_finite(grad):
                 bad = [p.name for p in group.params if p.param.grad is not None and not bool(torch.isfinite(p.param.grad).all())]
                 raise ValueError(f"grad: non-finite gradient in {group.name or 'model'} ({', '.join(bad)})")
+            self._check_particles(group, theta)
             phi = self.direction(theta, grad)
             group.set_grad(phi.mul(-self.eps))
+            self._written[index] = [(weakref.ref(p.param.grad), p.param.grad._version) for p in group.params]
 
-    def attach(self, optimizer: torch.optim.Optimizer):
-        """Run :meth:`step` before every ``optimizer.step()``; returns a handle whose ``remove()`` detaches it."""
+    def _params(self) -> List[nn.Parameter]:
+        seen: Dict[int, nn.Parameter] = {}
+        for group in self.groups:
+            for p in group.params:
+                seen.setdefault(id(p.param), p.param)
+        return list(seen.values())
+
+    def attach(self, optimizer: torch.optim.Optimizer) -> _Attachment:
+        """Run :meth:`step` before every ``optimizer.step()``; returns a handle whose ``remove()`` detaches it.
+
+        Raises a ``ValueError`` when this sampler is already attached to ``optimizer``, or when another attached
+        sampler holds some of the same parameters (both would transform the same gradients). Attaching to several
+        optimizers is fine: each gradient is still transformed once per backward pass.
+        """
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise ValueError(f"optimizer: expected a torch.optim.Optimizer, got {type(optimizer).__name__}")
-        return optimizer.register_step_pre_hook(lambda opt, args, kwargs: self.step())
+        entry = self._attachments.get(id(optimizer))
+        if entry is not None and entry[0]() is optimizer:
+            raise ValueError(f"optimizer: {type(self).__name__} is already attached to this "
+                             f"{type(optimizer).__name__}; attach it once (detach() undoes attach)")
+        for group in self.groups:
+            for p in group.params:
+                ref = _CLAIMS.get(p.param)
+                other = ref() if ref is not None else None
+                if other is not None and other is not self and other._attachments:
+                    raise ValueError(
+                        f"optimizer: {group.name or 'model'}.{p.name} is already sampled by an attached "
+                        f"{type(other).__name__}; two samplers over the same parameters would both transform its "
+                        f"gradient (detach the other one first)")
+        handle = optimizer.register_step_pre_hook(lambda opt, args, kwargs: self.step())
+        self._attachments[id(optimizer)] = (weakref.ref(optimizer), handle)
+        for param in self._params():
+            _CLAIMS[param] = weakref.ref(self)
+        return _Attachment(self, optimizer, handle)
+
+    def detach(self, optimizer: Optional[torch.optim.Optimizer] = None) -> None:
+        """Stop running before ``optimizer.step()`` (every optimizer when ``None``). Detaching from an optimizer
+        it is not attached to is a no-op."""
+        keys = list(self._attachments) if optimizer is None else [id(optimizer)]
+        for key in keys:
+            entry = self._attachments.pop(key, None)
+            if entry is not None:
+                entry[1].remove()
+        if not self._attachments:
+            for param in self._params():
+                ref = _CLAIMS.get(param)
+                if ref is not None and ref() is self:
+                    del _CLAIMS[param]
 
     def state_dict(self) -> Dict[str, Tensor]:
         """The noise generator's state, for exact resumption."""
         return {"generator": self.generator.get_state()}
 
     def load_state_dict(self, state: Dict[str, Tensor]) -> None:
-        self._generator_state = state["generator"]
+        if not isinstance(state, dict) or "generator" not in state:
+            found = sorted(state) if isinstance(state, dict) else type(state).__name__
+            raise ValueError(f"state: expected a {type(self).__name__}.state_dict() with the key 'generator' (the noise "
+                             f"generator's state), got {found}")
+        gen_state = state["generator"]
+        if not isinstance(gen_state, Tensor) or gen_state.dtype != torch.uint8:
+            raise ValueError(f"state: 'generator' must be a torch.Generator state (a uint8 tensor), got "
+                             f"{type(gen_state).__name__}")
+        self._generator_state = gen_state
         if self._generator is not None:
             self._generator.set_state(self._generator_state)
 
@@ -95,23 +211,56 @@ class ParticleSampler:
 class SVGD(ParticleSampler):
     r"""Stein variational gradient descent over attention heads (Eq. 4): gradient := :math:`-\epsilon\,\phi`.
 
+    Exactly identical heads cannot separate under SVGD (the kernel gradient between identical particles is zero and
+    they receive identical updates): the sampler warns once when it sees two identical heads; use :class:`SPOS`
+    (its noise separates them) or initialise the heads differently (e.g. add small noise).
+
     Args:
         model: the model; see :class:`ParticleSampler` for ``eps``, ``layers``, ``roles``, ``min_heads``, ``seed``.
-        alpha: repulsive weight.
+        alpha: repulsive weight (``>= 0``).
         bandwidth: ``"median"`` (the paper: ``med^2 / log M``), ``"liu"`` (``med^2 / log(M+1)``, median over all
             entries, as in Liu's and the authors' code) or a fixed positive number.
         kernel_grad: ``False`` gives each head its own gradient, coupled only by the repulsion (ablation).
+        allow_attraction: accept a negative ``alpha`` (the kernel term then pulls heads together).
+        max_repulsive_step: the numerical-safety step limit :math:`c` (see :mod:`graph_rma.particles`): one step
+            moves a particle by at most :math:`c \sqrt{h}` through the repulsion; ``None`` disables it (the
+            paper's equation even where it blows up).
     """
 
+    _separates_identical = False
+
     def __init__(self, model: nn.Module, alpha: float = 1.0, eps: float = 1.0, bandwidth: Bandwidth = "median",
-                 kernel_grad: bool = True, **kwargs) -> None:
+                 kernel_grad: bool = True, allow_attraction: bool = False,
+                 max_repulsive_step: Optional[float] = 1.0, **kwargs) -> None:
+        alpha = _check_alpha(alpha, allow_attraction)
+        _check_bandwidth(bandwidth)
+        if max_repulsive_step is not None:
+            _check_positive("max_repulsive_step", max_repulsive_step)
         super().__init__(model, eps=eps, **kwargs)
-        if not math.isfinite(float(alpha)):
-            raise ValueError(f"alpha: expected a finite repulsive weight, got {alpha!r}")
-        self.alpha, self.bandwidth, self.kernel_grad = float(alpha), bandwidth, bool(kernel_grad)
+        self.alpha, self.bandwidth, self.kernel_grad = alpha, bandwidth, bool(kernel_grad)
+        self.max_repulsive_step = None if max_repulsive_step is None else float(max_repulsive_step)
+        self._warned_identical = False
+
+    def _check_particles(self, group: ParticleGroup, theta: Tensor) -> None:
+        if self._separates_identical or self._warned_identical or self.alpha == 0.0 or theta.size(0) < 2:
+            return
+        same = (theta.unsqueeze(0) == theta.unsqueeze(1)).all(dim=-1)
+        same.fill_diagonal_(False)
+        if bool(same.any()):
+            self._warned_identical = True
+            warnings.warn(
+                f"{type(self).__name__}: {group.name or 'model'} has identical heads; SVGD cannot separate identical "
+                f"particles (their kernel gradient is zero and their updates are equal). Use SPOS, whose noise "
+                f"separates them, or initialise the heads differently (e.g. add small noise)")
+
+    def _phi(self, theta: Tensor, grad: Tensor) -> Tensor:
+        phi, limited = _svgd(theta, grad, self.alpha, self.bandwidth, self.kernel_grad, self.eps,
+                             self.max_repulsive_step)
+        self.limited_steps += int(limited)
+        return phi
 
     def direction(self, theta: Tensor, grad: Tensor) -> Tensor:
-        return _svgd(theta, grad, self.alpha, self.bandwidth, self.kernel_grad)
+        return self._phi(theta, grad)
 
     def _extra_repr(self) -> str:
         return f"alpha={self.alpha}, eps={self.eps}, bandwidth={self.bandwidth!r}"
@@ -126,13 +275,15 @@ class SPOS(SVGD):
         others: as in :class:`SVGD`.
     """
 
+    _separates_identical = True
+
     def __init__(self, model: nn.Module, alpha: float = 1.0, eps: float = 1.0, beta: float = 1.0, **kwargs) -> None:
         _check_positive("beta", beta)
         super().__init__(model, alpha=alpha, eps=eps, **kwargs)
         self.beta = float(beta)
 
     def direction(self, theta: Tensor, grad: Tensor) -> Tensor:
-        phi = _svgd(theta, grad, self.alpha, self.bandwidth, self.kernel_grad)
+        phi = self._phi(theta, grad)
         return _spos_noise(phi, theta, grad, self.beta, self.eps, self.generator)
 
     def _extra_repr(self) -> str:
