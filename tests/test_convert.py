@@ -282,3 +282,27 @@ def test_convert_with_an_explicit_rate_that_replaces_the_layers_dropout_warns():
         warnings.simplefilter("error")
         graph_rma.convert(gat(dropout=0.6), drop_attention=DropAttention(0.6))  # same rate: silent
         graph_rma.convert(gat(dropout=0.0), drop_attention=DropAttention(0.1))  # no dropout to replace: silent
+
+
+def test_convert_leaves_the_global_rng_alone_so_training_matches_stock():
+    """Building the drop-in initialises throw-away weights; the random stream a user's training reads (dropout
+    masks, later initialisations) must not move, or a converted model trains differently from the stock one."""
+    from torch_geometric.nn.models import GAT
+
+    def train(convert: bool):
+        torch.manual_seed(0)
+        model = GAT(12, 16, num_layers=2, out_channels=3, heads=4, dropout=0.6)
+        if convert:
+            model = graph_rma.convert(model)
+        x, edge_index = torch.randn(10, 12), torch.randint(0, 10, (2, 40))
+        y = torch.randint(0, 3, (10,))
+        opt = torch.optim.Adam(model.parameters(), lr=0.01)
+        for _ in range(5):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x, edge_index), y).backward()
+            opt.step()
+        return model.state_dict()
+
+    stock, converted = train(False), train(True)
+    assert list(stock) == list(converted)
+    assert all(torch.equal(stock[k], converted[k]) for k in stock)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import warnings
 from typing import Callable, Dict, List, Optional, Type
 
+import torch
 from torch import nn
 from torch_geometric.nn.conv import GATConv, GATv2Conv
 
@@ -113,7 +114,11 @@ def _convert_one(module: nn.Module, memo: Dict[int, nn.Module], **options) -> Op
     fn = _CONVERTERS.get(type(module))
     if fn is None:
         return None
-    new = fn(module, **options)
+    # Building the new layer initialises throw-away weights (they are replaced by the old module's own Parameter
+    # objects below): keep the global RNG where it was, so that a converted model trains on the same random stream
+    # (dropout masks, later initialisations) as the stock one.
+    with torch.random.fork_rng(devices=[]):
+        new = fn(module, **options)
     ref = next(iter(module.parameters()), None)
     if ref is not None and not isinstance(ref, nn.parameter.UninitializedTensorMixin):
         new.to(device=ref.device, dtype=ref.dtype)
