@@ -119,8 +119,16 @@ def _float(spec: str, key: str, value: str) -> float:
         raise ValueError(f"variant: {key}={value!r} in {spec!r} is not a number") from None
 
 
+def _check_range(spec: str, key: str, value: float, low: float, strict: bool, high: Optional[float] = None) -> None:
+    if not (value > low if strict else value >= low) or (high is not None and not value < high):
+        want = f"in [{low:g}, {high:g})" if high is not None else (f"> {low:g}" if strict else f">= {low:g}")
+        raise ValueError(f"variant: {key}={value:g} in {spec!r} must be {want}")
+
+
 def parse_variant(spec: Union[str, Variant]) -> Variant:
-    """Parse a spec string (see the module docstring) into a :class:`Variant`."""
+    """Parse a spec string (see the module docstring) into a :class:`Variant`; ``ValueError`` naming the bad part
+    (an unknown name or option, a value out of range: ``alpha`` and a ``reg`` weight >= 0, ``eps`` and ``beta`` > 0,
+    a DropAttention ``p`` in [0, 1) and window >= 1)."""
     if isinstance(spec, Variant):
         return spec
     if not isinstance(spec, str) or not spec.strip():
@@ -147,6 +155,7 @@ def parse_variant(spec: Union[str, Variant]) -> Variant:
                     raise ValueError(f"variant: unknown option {key!r} for {name!r} (allowed: {sorted(allowed)})")
                 if key in ("alpha", "eps", "beta"):
                     fields[key] = _float(spec, key, value)
+                    _check_range(spec, key, fields[key], 0.0, strict=key != "alpha")
                 elif key == "bandwidth":
                     fields[key] = value if value in ("median", "liu") else _float(spec, key, value)
                 elif key == "kernel_grad":
@@ -159,6 +168,7 @@ def parse_variant(spec: Union[str, Variant]) -> Variant:
                 raise ValueError(f"variant: reg kind must be one of {REG_KINDS}, got {kind!r}")
             fields["reg"] = kind
             fields["reg_weight"] = _float(spec, "weight", opts.pop("weight", "0.01"))
+            _check_range(spec, "weight", fields["reg_weight"], 0.0, strict=False)
             target = opts.pop("target", "attention")
             if target not in ("attention", "parameters", "outputs"):
                 raise ValueError(f"variant: reg target must be attention, parameters or outputs, got {target!r}")
@@ -167,7 +177,9 @@ def parse_variant(spec: Union[str, Variant]) -> Variant:
                 raise ValueError(f"variant: unknown option(s) {sorted(opts)} for 'reg' (kind, weight, target)")
         elif name == "dropattn":
             d: Dict[str, Any] = {"p": _float(spec, "p", opts.pop("p", "0.1"))}
+            _check_range(spec, "p", d["p"], 0.0, strict=False, high=1.0)
             d["window"] = int(_float(spec, "window", opts.pop("w", opts.pop("window", "1"))))
+            _check_range(spec, "window", d["window"], 1, strict=False)
             mode = opts.pop("mode", "element")
             if mode not in _MODE_ALIASES:
                 raise ValueError(f"variant: dropattn mode must be element (e) or column (c), got {mode!r}")

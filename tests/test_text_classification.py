@@ -50,8 +50,8 @@ def test_cli_writes_results_and_heatmaps(tmp_path):
         s, y = _toy(n, seed)
         (root / "TREC" / f"TREC.{split}.all").write_text("".join(f"{a} {b}\n" for a, b in zip(y, s)), encoding="latin-1")
     out = tmp_path / "out"
-    rc = cli.main(["--root", str(root), "--datasets", "trec", "--models", "transformer,selfattn",
-                   "--variants", "ma,svgd", "--seeds", "2", "--epochs", "1", "--out", str(out),
+    rc = cli.main(["--root", str(root), "--datasets", "trec", "--models", "transformer", "selfattn",
+                   "--variants", "ma", "svgd", "--seeds", "0", "1", "--epochs", "1", "--out", str(out),
                    "--sentence", "w1 excellent w2"])
     assert rc == 0
     res = json.loads((out / "results.json").read_text())

@@ -46,21 +46,11 @@ from ..engine import (EarlyStopping, mean_std, paired_comparison, slug, read_jso
 from ..engine.optional import MissingExtraError, require
 from ..models.gat import GAT
 from ..variants import apply_variant, parse_variant
-
-# Chosen on validation accuracy only, seeds 100-102 (the README's "Cora benchmark" section lists every configuration
-# tried). eps=8 (= the number of heads) undoes the 1/M of Eq. (4) relative to Adam's weight decay. The SGLD/SPOS
-# noise in a head's gradient has standard deviation sqrt(2 eps / beta) (1.3e-3 at beta=1e7, 1.3e-4 at beta=1e9),
-# against loss gradients of about 1e-5..1e-3 per coordinate, hence the large betas.
-MA = "ma"
-REG = "reg:kind=frobenius,weight=0.01"
-SGLD = "sgld:eps=8,beta=1e7"
-SVGD = "svgd:alpha=0.01,eps=8,roles=att_src/att_dst"
-SPOS = "spos:alpha=0.01,eps=8,beta=1e9,roles=att_src/att_dst"
-DROPATTN = "dropattn:p=0.6,mode=column"
-DEFAULT_VARIANTS = [MA, SVGD]
-FULL_VARIANTS = [MA, REG, SGLD, SVGD, SPOS, DROPATTN]
-DEFAULT_SEEDS = 3
-FULL_SEEDS = 20
+from .defaults import DROPATTN, MA, REG, SGLD, SPOS, SVGD  # noqa: F401 (the variant specs of the study)
+from .defaults import NODE_DEFAULT_SEEDS as DEFAULT_SEEDS
+from .defaults import NODE_DEFAULT_VARIANTS as DEFAULT_VARIANTS
+from .defaults import NODE_FULL_SEEDS as FULL_SEEDS
+from .defaults import NODE_FULL_VARIANTS as FULL_VARIANTS
 
 
 # ----------------------------------------------------------------------------------------------------------------
