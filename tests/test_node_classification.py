@@ -97,7 +97,7 @@ def test_cli_end_to_end_writes_results_and_checkpoints(tmp_path, planetoid_cache
 
 
 @needs_cora
-def test_interrupted_study_resumes_without_redoing_finished_runs(tmp_path, planetoid_cache, monkeypatch):
+def test_interrupted_study_resumes_without_redoing_finished_runs(tmp_path, planetoid_cache, monkeypatch, capsys):
     out = tmp_path / "out"
     real = nc.train_run
     calls = []
@@ -126,10 +126,13 @@ def test_interrupted_study_resumes_without_redoing_finished_runs(tmp_path, plane
         ("ma", 0), ("ma", 1), ("svgd:alpha=0.1", 0), ("svgd:alpha=0.1", 1)]
     assert read_json(out / "runs" / nc.slug("ma") / "seed0.json") == first
 
-    # A changed setting does not reuse runs made under another configuration.
+    # A changed setting does not reuse runs made under another configuration, and says which setting differs.
     calls.clear()
+    capsys.readouterr()
     assert cora.main(argv[:-1] + ["--patience", "2", "--no-plot", "--resume"]) == 0
     assert len(calls) == 4
+    assert f"resume: runs in {out} made with other settings (patience 100 -> 2) are trained again" in \
+        capsys.readouterr().err
 
 
 def test_bad_variant_is_reported(tmp_path, capsys):

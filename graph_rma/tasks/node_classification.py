@@ -41,8 +41,8 @@ import torch.nn.functional as F
 
 from ..data.nodes import NODE_DATASETS, load_node_dataset, num_splits
 from ..diagnostics import head_distance
-from ..engine import (EarlyStopping, mean_std, paired_comparison, slug, read_json, save_checkpoint, seed_everything,
-                      write_csv, write_json)
+from ..engine import (EarlyStopping, ResumeMismatchError, check_resume, mean_std, paired_comparison, read_json,
+                      save_checkpoint, seed_everything, slug, write_csv, write_json)
 from ..engine.optional import MissingExtraError, require
 from ..models.gat import GAT
 from ..variants import apply_variant, parse_variant
@@ -249,8 +249,12 @@ def run_study(
               "lr": lr, "weight_decay": weight_decay, "model_kwargs": model_kwargs}
     out = Path(out)
 
+    def flat(c: Dict[str, Any]) -> Dict[str, Any]:
+        return {**{k: v for k, v in c.items() if k != "model_kwargs"}, **c.get("model_kwargs", {})}
+
     results: List[Dict[str, Any]] = []
     todo = []
+    differing: Dict[str, None] = {}  # why finished runs in out were not reused (other settings), in order
     for seed in seeds:  # seed-major: an interrupted study has every variant on the same seeds
         for spec in variants:
             path = out / "runs" / slug(spec) / f"seed{seed}.json"
@@ -262,9 +266,17 @@ def run_study(
                 if saved is not None and saved.get("config") == config and saved.get("variant") == spec:
                     results.append(saved)
                     continue
+                if saved is not None and isinstance(saved.get("config"), dict):
+                    try:
+                        check_resume(flat(saved["config"]), flat(config), may_change=())
+                    except ResumeMismatchError as exc:
+                        differing.update(dict.fromkeys(f"{k} {o!r} -> {n!r}" for k, o, n in exc.differences))
             todo.append((spec, seed, path))
     if resume and results:
         print(f"resume: {len(results)} finished run(s) reused from {out}, {len(todo)} to do", file=sys.stderr)
+    if differing:
+        print(f"resume: runs in {out} made with other settings ({', '.join(differing)}) are trained again",
+              file=sys.stderr)
 
     interrupted = False
     bar = tqdm(todo, desc=f"{ds_name.lower()} runs", unit="run", file=sys.stderr, dynamic_ncols=True,
