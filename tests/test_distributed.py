@@ -184,7 +184,7 @@ def test_agenda_cli_under_torchrun(tmp_path):
                   "--min-freq", "1", "--quiet", "--variant", SPOS_VARIANT)
     assert r.returncode == 0, r.stderr[-3000:]
     lines = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
-    assert lines == [{"variant": "spos:alpha=0.1,beta=1000", "best_dev_loss": lines[0]["best_dev_loss"], "steps": 4}]
+    assert lines == [{"out": str(tmp_path / "run"), "variant": "spos:alpha=0.1,beta=1000", "best_dev_loss": lines[0]["best_dev_loss"], "steps": 4}]
     summary = json.loads((tmp_path / "run" / "train.json").read_text())
     assert summary["world_size"] == 2 and len(summary["replica_sha1"]) == 40
 

@@ -103,3 +103,18 @@ def test_legacy_checkpoint_loads_with_a_warning(tmp_path):
     torch.save({"w": torch.arange(3.0)}, path)
     with pytest.warns(RuntimeWarning, match=r"old\.pt: checkpoint without a checksum"):
         assert torch.equal(training.load_checkpoint(path)["w"], torch.arange(3.0))
+
+
+def test_check_resume_refuses_other_settings_and_reports_allowed_changes():
+    saved = {"hidden": 32, "lr": 0.003, "epochs": 8, "beam": 2}
+    assert training.check_resume(saved, dict(saved)) == []
+    assert training.check_resume(saved, dict(saved, epochs=12, beam=4), may_change=("epochs", "beam")) == [
+        "beam: 2 -> 4", "epochs: 8 -> 12"]
+    with pytest.raises(training.ResumeMismatchError) as err:
+        training.check_resume(saved, {"hidden": 64, "lr": 0.003, "epochs": 12, "new": 1}, where="runs/x/checkpoint.pt")
+    assert [d[0] for d in err.value.differences] == ["beam", "hidden", "new"]  # epochs may change: not refused
+    assert err.value.differences[1] == ("hidden", 32, 64)
+    assert str(err.value) == ("runs/x/checkpoint.pt was trained with other settings (beam 2 -> (unset), hidden 32 -> "
+                              "64, new (unset) -> 1); use the same settings to resume it, or another output folder "
+                              "for a new run")
+    assert isinstance(err.value, ValueError)

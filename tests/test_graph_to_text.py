@@ -9,7 +9,7 @@ import torch
 from graph_rma import DropAttention
 from graph_rma.data.agenda import AgendaEncoder, build_vocab, load_agenda
 from graph_rma.data.graph_text import collate
-from graph_rma.engine import load_checkpoint
+from graph_rma.engine import ResumeMismatchError, load_checkpoint
 from graph_rma.models.graphwriter import GraphWriter
 from graph_rma.tasks import agenda
 from graph_rma.tasks import graph_to_text as g2t
@@ -104,3 +104,46 @@ def test_run_folder_and_decode_settings(tmp_path):
     cfg = dict(SMALL)
     assert g2t.decode_settings(cfg, None, None, None) == (2, 20, 1.0)
     assert g2t.decode_settings(cfg, 1, 7, 0.0) == (1, 7, 0.0)
+
+
+def test_resume_with_other_settings_is_refused_and_more_epochs_are_applied(tmp_path, capsys):
+    """train on an existing run folder: other settings are refused with every difference named (and nothing is
+    written); more epochs are applied, said, and end where a run trained for that long at once ends."""
+    out = tmp_path / "run"
+    one = dict(SMALL, epochs=1)
+    first = agenda.train(dict(one), out, FIXTURE, variant="ma", seed=0, progress=False)
+    assert first["steps"] == 3 and len(first["history"]) == 1
+    before = (out / "checkpoint.pt").read_bytes()
+    with pytest.raises(ResumeMismatchError) as err:
+        agenda.train(dict(one, hidden=64, lr=1e-3), out, FIXTURE, variant="ma", seed=0, progress=False)
+    assert [d[0] for d in err.value.differences] == ["hidden", "lr"]
+    assert "hidden 32 -> 64, lr 0.003 -> 0.001" in str(err.value) and str(out / "checkpoint.pt") in str(err.value)
+    with pytest.raises(ResumeMismatchError, match=r"train_records \d+ -> 2"):
+        agenda.train(dict(one), out, FIXTURE, variant="ma", seed=0, max_train=2, progress=False)
+    with pytest.raises(ResumeMismatchError, match="seed 0 -> 1, variant 'ma' -> 'svgd'"):
+        agenda.train(dict(one), out, FIXTURE, variant="svgd", seed=1, progress=False)
+    assert (out / "checkpoint.pt").read_bytes() == before
+    capsys.readouterr()
+    more = agenda.train(dict(one, epochs=2, beam=1), out, FIXTURE, variant="ma", seed=0, progress=False)
+    err = capsys.readouterr().err
+    assert f"resume {out}: beam: 2 -> 1 (applied)" in err and f"resume {out}: epochs: 1 -> 2 (applied)" in err
+    assert more["steps"] == 6 and len(more["history"]) == 2
+    assert load_checkpoint(out / "checkpoint.pt")["config"] == dict(SMALL, epochs=2, beam=1)
+    straight = agenda.train(dict(SMALL, epochs=2), tmp_path / "straight", FIXTURE, variant="ma", seed=0,
+                            progress=False)
+    assert [h["dev_loss"] for h in more["history"]] == [h["dev_loss"] for h in straight["history"]]
+    a, b = (load_checkpoint(p / "checkpoint.pt")["model"] for p in (out, tmp_path / "straight"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    with pytest.raises(ValueError, match="has already trained 2 epochs, more than 1"):
+        agenda.train(dict(one), out, FIXTURE, variant="ma", seed=0, progress=False)
+    again = agenda.train(dict(SMALL, epochs=2, beam=1), out, FIXTURE, variant="ma", seed=0, progress=False)
+    assert again["steps"] == 6 and "already trained 2 epochs; nothing to do" in capsys.readouterr().err
+
+
+def test_settings_that_cannot_train_are_refused(tmp_path):
+    for key, value in (("epochs", 0), ("batch_size", 0), ("hidden", -1), ("dropout", 1.0), ("lr", 0.0)):
+        with pytest.raises(ValueError, match=f"^{key}: expected"):
+            g2t.check_config(dict(SMALL, **{key: value}))
+    with pytest.raises(ValueError, match="^epochs: expected a positive integer, got 0"):
+        agenda.train(dict(SMALL, epochs=0), tmp_path / "run", FIXTURE, progress=False)
+    assert not (tmp_path / "run").exists()

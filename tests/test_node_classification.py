@@ -63,7 +63,7 @@ def test_sparse_input_matches_dense_and_drops_only_stored_entries():
 def test_cli_end_to_end_writes_results_and_checkpoints(tmp_path, planetoid_cache, capsys):
     out = tmp_path / "out"
     specs = ["ma", "svgd:alpha=0.1"]
-    rc = cora.main(["--variants", *specs, "--seeds", "2", "--epochs", "4", "--out", str(out)])
+    rc = cora.main(["--variants", *specs, "--seeds", "0", "1", "--epochs", "4", "--out", str(out)])
     assert rc == 0
     table = capsys.readouterr().out
     assert "| `ma` | 2 |" in table and "| `svgd:alpha=0.1` | 2 |" in table
@@ -97,7 +97,7 @@ def test_cli_end_to_end_writes_results_and_checkpoints(tmp_path, planetoid_cache
 
 
 @needs_cora
-def test_interrupted_study_resumes_without_redoing_finished_runs(tmp_path, planetoid_cache, monkeypatch):
+def test_interrupted_study_resumes_without_redoing_finished_runs(tmp_path, planetoid_cache, monkeypatch, capsys):
     out = tmp_path / "out"
     real = nc.train_run
     calls = []
@@ -109,7 +109,7 @@ def test_interrupted_study_resumes_without_redoing_finished_runs(tmp_path, plane
         return real(data, spec, seed, *args, **kwargs)
 
     monkeypatch.setattr(nc, "train_run", interrupt_on_third)
-    argv = ["--variants", "ma", "svgd:alpha=0.1", "--seeds", "2", "--epochs", "3", "--out", str(out), "--no-plot"]
+    argv = ["--variants", "ma", "svgd:alpha=0.1", "--seeds", "0-1", "--epochs", "3", "--out", str(out), "--no-plot"]
     assert cora.main(argv) == 130
     # Seed-major order: ma and svgd on seed 0 finished, the third run (ma, seed 1) was interrupted.
     finished = sorted(str(p.relative_to(out / "runs")) for p in (out / "runs").rglob("seed*.json"))
@@ -126,10 +126,13 @@ def test_interrupted_study_resumes_without_redoing_finished_runs(tmp_path, plane
         ("ma", 0), ("ma", 1), ("svgd:alpha=0.1", 0), ("svgd:alpha=0.1", 1)]
     assert read_json(out / "runs" / nc.slug("ma") / "seed0.json") == first
 
-    # A changed setting does not reuse runs made under another configuration.
+    # A changed setting does not reuse runs made under another configuration, and says which setting differs.
     calls.clear()
+    capsys.readouterr()
     assert cora.main(argv[:-1] + ["--patience", "2", "--no-plot", "--resume"]) == 0
     assert len(calls) == 4
+    assert f"resume: runs in {out} made with other settings (patience 100 -> 2) are trained again" in \
+        capsys.readouterr().err
 
 
 def test_bad_variant_is_reported(tmp_path, capsys):

@@ -54,3 +54,18 @@ def test_head_diversity_command(tmp_path, capsys):
     w = torch.nn.functional.normalize(w, dim=1)  # head h = rows h*d:(h+1)*d of each projection
     expected = (w @ w.t())[torch.triu_indices(4, 4, 1).unbind()].mean()
     assert result["head_parameter_cosine"] == pytest.approx(float(expected), abs=1e-5)
+
+
+def test_cli_train_again_with_other_settings_is_one_line(tmp_path, capsys):
+    out = tmp_path / "run"
+    args = ["train", "--root", str(FIXTURE), "--out", str(out), "--quiet", "--hidden", "16", "--layers", "1",
+            "--heads", "2", "--epochs", "1", "--batch-size", "3", "--min-freq", "1"]
+    assert cli.main(args) == 0
+    capsys.readouterr()
+    assert cli.main(args + ["--hidden", "64", "--lr", "0.01"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"graph-rma agenda: {out / 'checkpoint.pt'} was trained with "
+                                                    "other settings (hidden 16 -> 64, lr 0.002 -> 0.01)")
+    assert cli.main(args + ["--epochs", "2"]) == 0
+    assert "epochs: 1 -> 2 (applied)" in capsys.readouterr().err
+    assert json.loads((out / "train.json").read_text())["history"][-1]["epoch"] == 2

@@ -86,3 +86,11 @@ def test_cli_train_generate_evaluate(tmp_path, capsys):
     assert cli.main(["evaluate", *args, "--split", "dev", "--meteor", "none", "--beam", "1"]) == 0
     dev = json.loads(capsys.readouterr().out)
     assert dev["entries"] == 1 and dev["unseen"] is None
+
+
+def test_resume_with_other_settings_is_refused(tmp_path, splits):
+    task.train(dict(SMALL, epochs=1), tmp_path / "run", variant="ma", seed=0, progress=False, splits=splits)
+    with pytest.raises(ValueError, match=r"other settings \(heads 2 -> 4, min_freq 1 -> 2\); use the same"):
+        # max_len, a decoding option, could change; heads and min_freq cannot
+        task.train(dict(SMALL, epochs=1, heads=4, max_len=20, min_freq=2), tmp_path / "run", variant="ma", seed=0,
+                   progress=False, splits=splits)

@@ -1,6 +1,7 @@
 """Text classification (graph_rma.tasks.text_classification) and `graph-rma text` on a separable toy task."""
 import json
 import random
+import sys
 
 import pytest
 import torch
@@ -50,8 +51,8 @@ def test_cli_writes_results_and_heatmaps(tmp_path):
         s, y = _toy(n, seed)
         (root / "TREC" / f"TREC.{split}.all").write_text("".join(f"{a} {b}\n" for a, b in zip(y, s)), encoding="latin-1")
     out = tmp_path / "out"
-    rc = cli.main(["--root", str(root), "--datasets", "trec", "--models", "transformer,selfattn",
-                   "--variants", "ma,svgd", "--seeds", "2", "--epochs", "1", "--out", str(out),
+    rc = cli.main(["--root", str(root), "--datasets", "trec", "--models", "transformer", "selfattn",
+                   "--variants", "ma", "svgd", "--seeds", "0", "1", "--epochs", "1", "--out", str(out),
                    "--sentence", "w1 excellent w2"])
     assert rc == 0
     res = json.loads((out / "results.json").read_text())
@@ -116,3 +117,22 @@ def test_run_benchmark_from_python(tmp_path):
         tc.run_benchmark(["trec"], ["lstm"], ["ma"], 1, tmp_path / "bad", root=str(root))
     with pytest.raises(ValueError, match="seeds"):
         tc.run_benchmark(["trec"], ["selfattn"], ["ma"], [], tmp_path / "bad", root=str(root))
+
+
+def test_cli_without_matplotlib_finishes_and_says_so_in_one_line(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "text"
+    (root / "TREC").mkdir(parents=True)
+    for split, n, seed in (("train", 100, 0), ("test", 30, 1)):
+        s, y = _toy(n, seed)
+        (root / "TREC" / f"TREC.{split}.all").write_text("".join(f"{a} {b}\n" for a, b in zip(y, s)), encoding="latin-1")
+    for name in [m for m in sys.modules if m.split(".")[0] == "matplotlib"] + ["matplotlib"]:
+        monkeypatch.setitem(sys.modules, name, None)  # as if the plots extra were not installed
+    out = tmp_path / "out"
+    assert cli.main(["--root", str(root), "--models", "selfattn", "--variants", "ma", "--seeds", "0", "--epochs", "1",
+                     "--out", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    skipped = [line for line in lines if "skipped" in line]
+    assert skipped == ["pictures skipped (matplotlib not installed): pip install 'graph-rma[plots]'"]
+    assert (out / "results.json").is_file() and (out / "heads_trec_selfattn.html").is_file()
+    assert not list(out.glob("*.png"))
+    assert "accuracy.png" not in lines[-1] and "results.json" in lines[-1]

@@ -1,4 +1,8 @@
-"""``graph-rma <command> ...``: one module per command in this package, each with ``main(argv) -> int``."""
+"""``graph-rma <command> ...``: one module per command in this package, each with ``main(argv) -> int``.
+
+The command modules import only argparse and :mod:`graph_rma.tasks.defaults` at the top, and the task (torch, PyG)
+when the command runs: ``graph-rma`` and every ``--help`` answer without loading torch.
+"""
 from __future__ import annotations
 
 import importlib
@@ -20,14 +24,26 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
+def usage() -> str:
+    """What ``graph-rma`` alone prints: the commands, one line each."""
+    from ._common import command_summary
+
+    names = commands()
+    width = max(map(len, names))
+    lines = ["usage: graph-rma <command> [options]", "", "commands:"]
+    for name in names:
+        lines.append(f"  {name:<{width}}  {command_summary(importlib.import_module(f'{__name__}.{name}').__doc__)}")
+    lines += ["", "run 'graph-rma <command> --help' for a command's options; 'graph-rma --version' for the version"]
+    return "\n".join(lines)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     names = commands()
     if argv[:1] == ["--version"]:
         return print(f"graph-rma {_version()}") or 0
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: graph-rma <command> [options]\n\ncommands: " + ", ".join(names))
-        print("run 'graph-rma <command> --help' for a command's options")
+        print(usage())
         return 0
     name, rest = argv[0], argv[1:]
     if name not in names:

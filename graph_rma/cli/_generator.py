@@ -1,57 +1,102 @@
-"""What ``graph-rma agenda`` and ``graph-rma webnlg`` share: their parsers and the ``train`` command under torchrun."""
+"""What ``graph-rma agenda`` and ``graph-rma webnlg`` share: their parsers and the ``train`` command under torchrun.
+
+Nothing here imports torch or the tasks at the top: the parsers are built from :mod:`graph_rma.tasks.defaults`.
+"""
 from __future__ import annotations
 
 import argparse
 import json
 from pathlib import Path
-from typing import Any, Callable, Dict, Sequence
+from typing import Any, Callable, Dict, Optional, Sequence
 
-from ..engine.distributed import cleanup, init_from_env
+from ..tasks.defaults import METEOR_CHOICES
+from ._common import (Parser, check_trained_run, description, format_preset, nonnegative_float,
+                      nonnegative_int, out_dir, positive_float, positive_int, probability, variant_spec)
+
+#: (option, type, help) of the training settings a preset sets and the command line may override
+_CONFIG_OPTIONS = (
+    ("hidden", positive_int, "model width"), ("layers", positive_int, "graph-transformer blocks"),
+    ("heads", positive_int, "encoder heads (the particles of the repulsive variants)"),
+    ("epochs", positive_int, "epochs (more epochs on an existing run continue it)"),
+    ("batch_size", positive_int, "global batch size (records per optimizer step)"),
+    ("min_freq", positive_int, "vocabulary: words seen at least this often"),
+    ("max_target_len", positive_int, "truncate training texts to this many tokens"),
+    ("beam", positive_int, "beam size for decoding (1 = greedy)"), ("max_len", positive_int, "longest decoded text"),
+    ("lr", positive_float, "learning rate"), ("dropout", probability, "dropout"),
+    ("attention_dropout", probability, "dropout on attention weights"),
+    ("clip", nonnegative_float, "gradient norm clipping (0: none)"), ("momentum", nonnegative_float, "SGD momentum"),
+    ("length_penalty", float, "beam search length penalty"),
+)
 
 
-def generator_parser(name: str, label: str, doc: str):
-    """``graph-rma <name>``'s parser, its subcommand action and the options every subcommand shares."""
-    p = argparse.ArgumentParser(prog=f"graph-rma {name}", description=doc.split("\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="cmd", required=True)
+def generator_parser(name: str, label: str, doc: str, presets: Dict[str, Dict[str, Any]], unit: str,
+                     splits: Sequence[str], save_every: int, common_options: Optional[Callable] = None):
+    """``graph-rma <name>``'s parser with ``train``, ``generate`` and ``evaluate``; returns ``(parser, subparsers,
+    common)`` (``common``: the options every subcommand shares, for a further subcommand such as ``heads``).
+    ``unit``: what one example is called in the help texts; ``common_options(common)`` adds dataset options."""
+    p = Parser(prog=f"graph-rma {name}", description=description(doc))
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="{train,generate,evaluate,...}")
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--out", type=Path, default=Path(f"runs/{name}/ma"), help="run folder")
-    common.add_argument("--root", default=None, help=f"{label} folder (default $GRAPH_RMA_DATA/{name})")
+    common.add_argument("--variant", type=variant_spec, default="ma", metavar="SPEC",
+                        help="the variant, e.g. ma, svgd:alpha=0.1, spos:..., dropattn:p=0.1, reg:... (see "
+                             "graph_rma.variants); without --out it also names the run folder")
+    common.add_argument("--out", type=out_dir, default=None,
+                        help=f"run folder (default: runs/{name}/<variant>, the spec made a folder name by graph_rma.engine.slug, "
+                             f"e.g. runs/{name}/ma-138224)")
+    common.add_argument("--root", default=None, help=f"{label} folder (default: $GRAPH_RMA_DATA/{name})")
     common.add_argument("--quiet", action="store_true", help="no progress bars")
     common.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    if common_options is not None:
+        common_options(common)
+
+    t = sub.add_parser("train", parents=[common], description=description(doc),
+                       help="train one variant into its run folder (resumes OUT/checkpoint.pt if present)")
+    t.add_argument("--preset", default="cpu", choices=sorted(presets),
+                   help="the training settings: " + "; ".join(format_preset(k, v) for k, v in presets.items()))
+    t.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the weights, batch order and noise")
+    t.add_argument("--max-train", type=positive_int, default=None,
+                   help=f"use only the first N training {unit} (default: all)")
+    t.add_argument("--max-dev", type=positive_int, default=None,
+                   help=f"use only the first N dev {unit} for the dev loss (default: all)")
+    t.add_argument("--save-every", type=nonnegative_int, default=save_every,
+                   help="checkpoint every N optimizer steps (0: at the end of each epoch only)")
+    for key, kind, text in _CONFIG_OPTIONS:
+        t.add_argument("--" + key.replace("_", "-"), type=kind, default=None, help=f"{text} (default: the preset's)")
+    t.add_argument("--optimizer", choices=["adam", "sgd"], default=None, help="optimizer (default: the preset's)")
+    t.add_argument("--evaluate", action="store_true", help="after training, decode and score the test split")
+    for cmd in ("generate", "evaluate"):
+        what = ("decode a split with OUT/best.pt" if cmd == "generate"
+                else "score a split (decoding it first if OUT has no hypotheses for it)")
+        g = sub.add_parser(cmd, parents=[common], description=description(doc), help=what)
+        g.add_argument("--split", default="test", choices=list(splits), help="the split")
+        g.add_argument("--checkpoint", type=Path, default=None, help="the model (default: OUT/best.pt)")
+        g.add_argument("--beam", type=positive_int, default=None, help="beam size, 1 = greedy (default: the run's)")
+        g.add_argument("--max-len", type=positive_int, default=None, help="longest decoded text (default: the run's)")
+        g.add_argument("--length-penalty", type=float, default=None, help="length penalty (default: the run's)")
+        g.add_argument("--batch-size", type=positive_int, default=32, help=f"{unit} decoded at once")
+        g.add_argument("--limit", type=positive_int, default=None, help=f"only the first N {unit} (default: all)")
+        if cmd == "evaluate":
+            g.add_argument("--meteor", default="auto", choices=METEOR_CHOICES,
+                           help="METEOR implementation: auto (1.5 if java is found, else nltk), meteor-1.5, nltk, none")
+            g.add_argument("--regenerate", action="store_true", help="decode again even if OUT/hyp.SPLIT.txt exists")
     return p, sub, common
 
 
-def add_generator_commands(sub, common: argparse.ArgumentParser, presets: Dict[str, Dict[str, Any]], unit: str,
-                           splits: Sequence[str], save_every: int) -> None:
-    """The ``train``, ``generate`` and ``evaluate`` subcommands shared by ``graph-rma agenda`` and ``graph-rma webnlg``
-    (``unit``: what one example is called in the help texts)."""
-    t = sub.add_parser("train", parents=[common], help="train (resumes from OUT/checkpoint.pt if present)")
-    t.add_argument("--preset", default="cpu", choices=sorted(presets))
-    t.add_argument("--variant", default="ma",
-                   help="ma, svgd:alpha=0.1, spos:..., dropattn:p=0.1, reg:... (see graph_rma.variants)")
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--max-train", type=int, default=None, help=f"use only the first N training {unit}")
-    t.add_argument("--max-dev", type=int, default=None, help=f"use only the first N dev {unit} for the dev loss")
-    t.add_argument("--save-every", type=int, default=save_every, help="checkpoint every N optimizer steps (0: per epoch)")
-    for key in ("hidden", "layers", "heads", "epochs", "batch_size", "min_freq", "max_target_len", "beam", "max_len"):
-        t.add_argument("--" + key.replace("_", "-"), type=int, default=None)
-    for key in ("lr", "dropout", "attention_dropout", "clip", "momentum", "length_penalty"):
-        t.add_argument("--" + key.replace("_", "-"), type=float, default=None)
-    t.add_argument("--optimizer", choices=["adam", "sgd"], default=None)
-    t.add_argument("--evaluate", action="store_true", help="after training, decode and score the test split")
-    for name in ("generate", "evaluate"):
-        g = sub.add_parser(name, parents=[common], help=f"{name} a split with OUT/best.pt")
-        g.add_argument("--split", default="test", choices=list(splits))
-        g.add_argument("--checkpoint", type=Path, default=None)
-        g.add_argument("--beam", type=int, default=None, help="beam size (1 = greedy); default from training config")
-        g.add_argument("--max-len", type=int, default=None)
-        g.add_argument("--length-penalty", type=float, default=None)
-        g.add_argument("--batch-size", type=int, default=32)
-        g.add_argument("--limit", type=int, default=None, help=f"only the first N {unit}")
-        if name == "evaluate":
-            g.add_argument("--meteor", default="auto", choices=["auto", "meteor-1.5", "nltk", "none"])
-            g.add_argument("--regenerate", action="store_true", help="decode again even if OUT/hyp.SPLIT.txt exists")
+def resolve_out(args: argparse.Namespace, name: str) -> Path:
+    """``--out``, else ``runs/<name>/<variant>`` (:func:`graph_rma.tasks.graph_to_text.run_folder`)."""
+    if args.out is None:
+        from ..tasks.graph_to_text import run_folder
+
+        args.out = run_folder(Path("runs") / name, args.variant)
+    return args.out
+
+
+def trained_checkpoint(args: argparse.Namespace, name: str) -> Path:
+    """The checkpoint ``generate``/``evaluate``/``heads`` read; a one-line error naming ``train`` when it is missing."""
+    out = resolve_out(args, name)
+    train = f"graph-rma {name} train --out {out}" if args.variant == "ma" else \
+        f"graph-rma {name} train --variant {args.variant} --out {out}"
+    return check_trained_run(out, args.checkpoint, f"graph-rma {name}", train)
 
 
 def preset_config(args: argparse.Namespace, presets: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
@@ -74,14 +119,20 @@ def train_command(args: argparse.Namespace, run: Callable[[Any], Dict[str, Any]]
                   evaluate_run: Callable[[Any], Dict[str, Any]]) -> int:
     """``train`` (and ``--evaluate``) in one process, or under ``torchrun`` in each of its processes: the process
     group is set up from torchrun's variables, each rank gets its own device, rank 0 prints and evaluates."""
+    from ..engine.distributed import cleanup, init_from_env
+
     info = init_from_env(device=args.device)
     device = str(info.device) if info.distributed else args.device
     try:
         summary = run(device)
         if info.rank == 0:
-            print(json.dumps({k: summary[k] for k in ("variant", "best_dev_loss", "steps")}))
+            print(json.dumps({"out": str(args.out), **{k: summary[k] for k in ("variant", "best_dev_loss", "steps")}}))
             if args.evaluate:
                 print(json.dumps(evaluate_run(device)))
     finally:
         cleanup()
     return 0
+
+
+__all__ = ["generation_kwargs", "generator_parser", "preset_config", "resolve_out", "train_command",
+           "trained_checkpoint"]

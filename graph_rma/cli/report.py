@@ -12,29 +12,24 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from ..tasks.report import compare_reports, report_checkpoint
+from ._common import Parser, UsageError, description, out_dir, positive_int, run_command
 
 __all__ = ["build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="graph-rma report", description=__doc__.split("\n\n")[0])
+    p = Parser(prog="graph-rma report", description=description(__doc__))
     p.add_argument("--checkpoint", required=True, nargs="+",
                    help="checkpoint(s) written by a graph-rma pipeline; with several (e.g. a plain and a repulsive "
                         "model), each gets a subfolder and their head-masking drops are plotted side by side")
-    p.add_argument("--out", default=None,
+    p.add_argument("--out", type=out_dir, default=None,
                    help="output folder (default: <first checkpoint dir>/report_<checkpoint stem>)")
     p.add_argument("--root", default=None, help="dataset folder (default: $GRAPH_RMA_DATA/<dataset>)")
-    p.add_argument("--bins", type=int, default=10, help="number M of equal-width confidence bins (default 10)")
+    p.add_argument("--bins", type=positive_int, default=10, help="number M of equal-width confidence bins")
     p.add_argument("--layers", nargs="+", default=None,
                    help="attention layers to diagnose, by submodule name (default: the task's, e.g. conv1)")
     p.add_argument("--no-plots", action="store_true", help="write the JSON summary only")
     return p
-
-
-def _fail(msg: str) -> int:
-    print(f"graph-rma report: {msg}", file=sys.stderr)
-    return 2
 
 
 def _print_summary(summary: Dict[str, Any], out: Path) -> None:
@@ -50,30 +45,30 @@ def _print_summary(summary: Dict[str, Any], out: Path) -> None:
     print(f"wrote {out}")
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
+def _run(args: argparse.Namespace) -> int:
+    from ..tasks.report import compare_reports, report_checkpoint
+
     paths = [Path(p) for p in args.checkpoint]
     for path in paths:
         if not path.is_file():
-            return _fail(f"--checkpoint: no such file {path}")
-    if args.bins < 1:
-        return _fail(f"--bins: expected a positive integer, got {args.bins}")
+            raise UsageError(f"--checkpoint: no such file {path}")
     if len({p.stem for p in paths}) != len(paths):
-        return _fail("--checkpoint: several checkpoints must have distinct file names (they name the subfolders)")
+        raise UsageError("--checkpoint: several checkpoints must have distinct file names (they name the subfolders)")
     first = paths[0]
     out = Path(args.out) if args.out else first.parent / f"report_{first.stem}"
     summaries = {}
-    try:
-        for path in paths:
-            where = out if len(paths) == 1 else out / path.stem
-            summaries[path.stem] = report_checkpoint(path, where, root=args.root, layers=args.layers,
-                                                     bins=args.bins, plots=not args.no_plots)
-            _print_summary(summaries[path.stem], where)
-    except ValueError as exc:
-        return _fail(str(exc))
+    for path in paths:
+        where = out if len(paths) == 1 else out / path.stem
+        summaries[path.stem] = report_checkpoint(path, where, root=args.root, layers=args.layers, bins=args.bins,
+                                                 plots=not args.no_plots)
+        _print_summary(summaries[path.stem], where)
     if len(paths) > 1:
         print(f"wrote {compare_reports(summaries, out, plots=not args.no_plots)}")
     return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    return run_command("graph-rma report", lambda: _run(build_parser().parse_args(argv)))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -18,7 +18,8 @@ import argparse
 import sys
 from typing import List, Optional
 
-from ..metrics.generation import METEOR_CHOICES, METRIC_KEYS, evaluate_generation
+from ..tasks.defaults import METEOR_CHOICES
+from ._common import Parser, UsageError, description, run_command
 
 
 def read_lines(path: str) -> List[str]:
@@ -32,43 +33,48 @@ def read_lines(path: str) -> List[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="graph-rma score", description=__doc__.split("\n")[0])
+    p = Parser(prog="graph-rma score", description=description(__doc__))
     p.add_argument("--hyp", required=True, help="generated texts, one per line")
     p.add_argument("--ref", required=True, action="append", help="references, one per line (repeat for more)")
-    p.add_argument("--entities", help="entities per line, separated by --entity-sep")
-    p.add_argument("--entity-sep", default=" ; ", help="separator of entities in --entities (default ' ; ')")
+    p.add_argument("--entities", default=None, help="entities per line, separated by --entity-sep, for entity_coverage (default: none)")
+    p.add_argument("--entity-sep", default=" ; ", help="separator of entities in --entities")
     p.add_argument("--meteor", default="auto", choices=METEOR_CHOICES,
                    help="METEOR implementation: auto (1.5 if java is found, else nltk), meteor-1.5, nltk, none")
     p.add_argument("--tokenize", default="nltk", choices=("nltk", "split"),
                    help="nltk: word_tokenize raw text; split: the text is already tokenised (e.g. AGENDA)")
-    p.add_argument("--json", help="write the metrics as JSON to this file")
+    p.add_argument("--json", default=None, help="write the metrics as JSON to this file (default: print only)")
     return p
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
-    hyps = read_lines(args.hyp)
-    ref_files = [read_lines(r) for r in args.ref]
+def _read(path: str, option: str) -> List[str]:
+    try:
+        return read_lines(path)
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{option} {path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+
+
+def _run(args: argparse.Namespace) -> int:
+    hyps = _read(args.hyp, "--hyp")
+    ref_files = [_read(r, "--ref") for r in args.ref]
     for path, lines in zip(args.ref, ref_files):
         if len(lines) != len(hyps):
-            print(f"graph-rma score: --ref {path} has {len(lines)} lines but --hyp {args.hyp} has {len(hyps)}",
-                  file=sys.stderr)
-            return 2
+            raise UsageError(f"--ref {path} has {len(lines)} lines but --hyp {args.hyp} has {len(hyps)}")
     refs = []
     for i in range(len(hyps)):
         rs = [lines[i] for lines in ref_files if lines[i].strip()]
         if not rs:
-            print(f"graph-rma score: example {i + 1} (line {i + 1}) has no non-empty reference", file=sys.stderr)
-            return 2
+            raise UsageError(f"example {i + 1} (line {i + 1}) has no non-empty reference")
         refs.append(rs)
     entities = None
     if args.entities:
-        ent_lines = read_lines(args.entities)
+        ent_lines = _read(args.entities, "--entities")
         if len(ent_lines) != len(hyps):
-            print(f"graph-rma score: --entities {args.entities} has {len(ent_lines)} lines but --hyp has "
-                  f"{len(hyps)}", file=sys.stderr)
-            return 2
+            raise UsageError(f"--entities {args.entities} has {len(ent_lines)} lines but --hyp has {len(hyps)}")
         entities = [[e.strip() for e in line.split(args.entity_sep) if e.strip()] for line in ent_lines]
+    from ..metrics.generation import METRIC_KEYS, evaluate_generation
+
     result = evaluate_generation(hyps, refs, entities=entities, meteor=args.meteor, tokenize=args.tokenize)
     result["tokenize"] = args.tokenize
     result["num_references"] = sum(len(r) for r in refs)
@@ -82,3 +88,11 @@ def main(argv: Optional[List[str]] = None) -> int:
 
         write_json(args.json, result)
     return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    return run_command("graph-rma score", lambda: _run(build_parser().parse_args(argv)))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,67 +1,115 @@
-"""``graph-rma text``: sentence classification (TREC, MR, SST) with plain, regularised, repulsive and DropAttention
-heads, on a small Transformer encoder and on Lin et al.'s self-attentive BiLSTM, same seeds for every variant.
+"""``graph-rma text``: sentence classification (TREC, MR, SST) with plain and repulsive heads, over variants and seeds.
 
-Argument parsing only; the benchmark is :func:`graph_rma.tasks.text_classification.run_benchmark`. Outputs under
-``--out``: ``results.json`` (every run and the summary), ``runs.csv``, ``summary.csv``, ``accuracy.png`` and, for
-one sentence, per-head attention heatmaps (``heads_<dataset>_<model>.png`` / ``.html``).
+Two models (a small Transformer encoder and Lin et al.'s self-attentive BiLSTM), every variant on the same seeds.
+Outputs under --out: results.json (every run and the summary), runs.csv, summary.csv, accuracy.png and, for one
+sentence, per-head attention heatmaps (heads_<dataset>_<model>.png / .html).
 
-The default (TREC, both models, six variants, two seeds, six epochs) is sized for a CPU run of about ten minutes
-on two cores; ``--full`` adds MR and uses five seeds and 15 epochs.
+The default (TREC, both models, six variants, seeds 0-1, six epochs) is sized for a CPU run of about ten minutes
+on two cores; --full adds MR and uses seeds 0-4 and 15 epochs.
+
+Examples::
+
+    graph-rma text
+    graph-rma text --datasets trec mr --models transformer --variants ma svgd "svgd:alpha=0.5,eps=1" --seeds 0-4
 """
 from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from typing import List, Optional
 
-import torch
+from ..tasks.defaults import TEXT_DATASETS, TEXT_DEFAULT, TEXT_FULL, TEXT_MODEL_VARIANTS, TEXT_MODELS, TEXT_VARIANTS
+from ._common import (Parser, add_seeds, description, nonnegative_int, out_dir, positive_int, run_command,
+                      variant_spec)
 
-from ..data.root import DataNotFoundError
-from ..models.text import MODELS
-from ..tasks.text_classification import MODEL_VARIANTS, VARIANTS, format_table, run_benchmark
+PROG = "graph-rma text"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="graph-rma text", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--datasets", default=None, help="comma list of trec, mr, sst2, sst1 (default: trec; --full: trec,mr)")
-    p.add_argument("--models", default="transformer,selfattn", help=f"comma list of {', '.join(MODELS)}")
-    p.add_argument("--variants", default=",".join(VARIANTS),
-                   help="comma list of names (" + ", ".join(f"{k}={s}" for k, s in VARIANTS.items())
-                        + "; Transformer: " + ", ".join(f"{k[1]}={s}" for k, s in MODEL_VARIANTS.items())
-                        + ") or ';'-separated spec strings")
-    p.add_argument("--seeds", type=int, default=None, help="number of seeds (default 2, --full 5)")
-    p.add_argument("--epochs", type=int, default=None, help="epochs per run (default 6, --full 15)")
-    p.add_argument("--full", action="store_true", help="five seeds and 15 epochs")
-    p.add_argument("--root", default=None, help="folder holding TREC/, MR/, SST-2/ (default $GRAPH_RMA_DATA/text)")
-    p.add_argument("--mr-fold", type=int, default=0, help="MR test fold (sentences i %% 10 == fold)")
-    p.add_argument("--sentence", default=None, help="sentence for the attention heatmaps (default: a TREC question)")
-    p.add_argument("--out", default="runs/text", help="output folder")
-    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+def build_parser() -> Parser:
+    p = Parser(prog=PROG, description=description(__doc__))
+    p.add_argument("--datasets", nargs="+", default=None, metavar="NAME",
+                   help=f"datasets among {', '.join(TEXT_DATASETS)} (default: {' '.join(TEXT_DEFAULT['datasets'])}; "
+                        f"--full: {' '.join(TEXT_FULL['datasets'])})")
+    p.add_argument("--models", nargs="+", default=list(TEXT_MODELS), metavar="NAME",
+                   help=f"models among {', '.join(TEXT_MODELS)}")
+    p.add_argument("--variants", nargs="+", default=list(TEXT_VARIANTS), metavar="NAME|SPEC",
+                   help="named variants (" + ", ".join(f"{k}={s}" for k, s in TEXT_VARIANTS.items())
+                        + "; on the Transformer " + ", ".join(f"{k[1]}={s}" for k, s in TEXT_MODEL_VARIANTS.items())
+                        + ") or variant specs (see graph_rma.variants)")
+    add_seeds(p, f"0-{TEXT_DEFAULT['seeds'] - 1}; --full: 0-{TEXT_FULL['seeds'] - 1}")
+    p.add_argument("--epochs", type=positive_int, default=None,
+                   help=f"epochs per run (default: {TEXT_DEFAULT['epochs']}; --full: {TEXT_FULL['epochs']})")
+    p.add_argument("--full", action="store_true", help="the full benchmark (see --datasets, --seeds, --epochs)")
+    p.add_argument("--root", default=None, help="folder holding TREC/, MR/, SST-2/ (default: $GRAPH_RMA_DATA/text)")
+    p.add_argument("--mr-fold", type=nonnegative_int, default=0, help="MR's test fold: sentences i %% 10 == fold")
+    p.add_argument("--sentence", default=None,
+                   help="sentence of the attention heatmaps (default: a TREC question on TREC, else the first test "
+                        "sentence)")
+    p.add_argument("--out", type=out_dir, default="runs/text", help="output folder")
+    p.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads")
     return p
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
-    torch.set_num_threads(max(1, args.threads))
-    datasets = (args.datasets or ("trec,mr" if args.full else "trec")).split(",")
-    variants = args.variants.split(";") if ";" in args.variants or ":" in args.variants else args.variants.split(",")
-    command = "graph-rma text " + " ".join(argv if argv is not None else sys.argv[1:])
-    try:
-        result = run_benchmark(datasets, args.models.split(","), variants, args.seeds or (5 if args.full else 2),
-                               args.out, epochs=args.epochs or (15 if args.full else 6), root=args.root,
-                               mr_fold=args.mr_fold, sentence=args.sentence, command=command.strip(),
-                               log=lambda line: print(line, flush=True))
-    except DataNotFoundError as exc:
-        print(f"graph-rma text: {exc}", file=sys.stderr)
-        return 1
-    except ValueError as exc:
-        print(f"graph-rma text: {exc}", file=sys.stderr)
-        return 2
+def _names(values: List[str], option: str) -> List[str]:
+    """Words of --datasets / --models; the old comma list (a,b) still works, with a deprecation warning."""
+    if any("," in v for v in values):
+        warnings.warn(f"{PROG} {option} a,b is deprecated: separate the names by spaces", FutureWarning)
+    return [w.strip() for v in values for w in v.split(",") if w.strip()]
+
+
+def _variants(parser: Parser, values: List[str]) -> List[str]:
+    """Names or specs; the old single word 'a,b' (names) or 'spec;spec' still works, with a deprecation warning."""
+    words = list(values)
+    if len(words) == 1 and (";" in words[0] or ("," in words[0] and ":" not in words[0])):
+        warnings.warn(f"{PROG} --variants a,b (or a;b) is deprecated: separate the variants by spaces", FutureWarning)
+        words = [w.strip() for w in words[0].split(";" if ";" in words[0] else ",") if w.strip()]
+    for w in words:
+        if w not in TEXT_VARIANTS:
+            try:
+                variant_spec(w)
+            except argparse.ArgumentTypeError as exc:
+                parser.error(f"argument --variants: {exc}")
+    return words
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Argument parsing only; the benchmark is graph_rma.tasks.text_classification.run_benchmark."""
+    import torch
+
+    from ..tasks.text_classification import format_table, run_benchmark
+
+    torch.set_num_threads(args.threads)
+    preset = TEXT_FULL if args.full else TEXT_DEFAULT
+    command = "graph-rma text " + " ".join(args.argv)
+    result = run_benchmark(args.datasets or preset["datasets"], args.models, args.variants,
+                           args.seeds if args.seeds is not None else preset["seeds"], args.out,
+                           epochs=args.epochs or preset["epochs"], root=args.root, mr_fold=args.mr_fold,
+                           sentence=args.sentence, command=command.strip(), log=lambda line: print(line, flush=True))
     print("\n" + format_table(result["summary"]))
-    print(f"\nwrote {args.out}/results.json, runs.csv, summary.csv, accuracy.png, heads_*.png/.html "
-          f"({result['total_s']:.0f}s)")
+    print(f"\nwrote {', '.join(str(f) for f in result['files'])} ({result['total_s']:.0f}s)")
     return 0
+
+
+def _parse(argv: Optional[List[str]]) -> argparse.Namespace:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.argv = list(argv if argv is not None else sys.argv[1:])
+    if args.datasets is not None:
+        args.datasets = _names(args.datasets, "--datasets")
+        for d in args.datasets:
+            if d.lower().replace("-", "") not in TEXT_DATASETS:
+                parser.error(f"argument --datasets: unknown dataset {d!r}; choose from {', '.join(TEXT_DATASETS)}")
+    args.models = _names(args.models, "--models")
+    for m in args.models:
+        if m not in TEXT_MODELS:
+            parser.error(f"argument --models: unknown model {m!r}; choose from {', '.join(TEXT_MODELS)}")
+    args.variants = _variants(parser, args.variants)
+    return args
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    return run_command(PROG, lambda: _run(_parse(argv)))
 
 
 if __name__ == "__main__":  # pragma: no cover

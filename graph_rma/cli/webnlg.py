@@ -1,18 +1,18 @@
 r"""``graph-rma webnlg train|generate|evaluate``: GraphWriter on WebNLG 2017 with plain or repulsive encoder heads.
 
-::
+Examples::
 
-    graph-rma webnlg train    --out runs/webnlg/ma   --variant ma              # CPU default
-    graph-rma webnlg train    --out runs/webnlg/svgd --variant svgd:alpha=0.1
-    graph-rma webnlg generate --out runs/webnlg/ma   --split test              # hypotheses + all references
-    graph-rma webnlg evaluate --out runs/webnlg/ma   --split test              # multi-reference; all/seen/unseen
-    graph-rma webnlg train    --preset full --out runs/webnlg/full             # GraphWriter's size; for a GPU
+    graph-rma webnlg train                                  # CPU default, into runs/webnlg/ma-*
+    graph-rma webnlg train    --variant svgd:alpha=0.1      # each variant into its own runs/webnlg/<variant>
+    graph-rma webnlg generate --split test                  # hypotheses + all references
+    graph-rma webnlg evaluate --variant svgd:alpha=0.1      # multi-reference; all/seen/unseen
+    graph-rma webnlg train    --preset full --out runs/webnlg/full    # GraphWriter's size; for a GPU
 
 The work is done by :mod:`graph_rma.tasks.webnlg`; this module only parses the command line. Training is the shared
 graph-to-text trainer (:func:`graph_rma.tasks.graph_to_text.train`, the same ``checkpoint.pt`` / ``best.pt``, progress
-bars and exact resume) on :func:`graph_rma.data.webnlg.load_webnlg_splits`: one training example per (entry,
-reference) pair, relations read from their words (open vocabulary), entities copied through ``<ent_i>``
-placeholders. Evaluation scores every test entry against **all** its references (BLEU, METEOR, ROUGE of
+bars, exact resume and refusal of other settings) on :func:`graph_rma.data.webnlg.load_webnlg_splits`: one training
+example per (entry, reference) pair, relations read from their words (open vocabulary), entities copied through
+``<ent_i>`` placeholders. Evaluation scores every test entry against **all** its references (BLEU, METEOR, ROUGE of
 :func:`graph_rma.metrics.evaluate_generation`, ``tokenize="nltk"``) and reports ``all``, ``seen`` and ``unseen``.
 """
 from __future__ import annotations
@@ -22,27 +22,35 @@ import json
 import sys
 from typing import Optional, Sequence
 
-from ..tasks import webnlg as task
-from ._generator import add_generator_commands, generation_kwargs, generator_parser, preset_config, train_command
+from ..tasks.defaults import WEBNLG_PRESETS, WEBNLG_SPLITS
+from ._common import run_command
+from ._generator import (generation_kwargs, generator_parser, preset_config, resolve_out, train_command,
+                         trained_checkpoint)
+
+NAME = "webnlg"
 
 
-def _parser() -> argparse.ArgumentParser:
-    p, sub, common = generator_parser("webnlg", "WebNLG", __doc__)
-    add_generator_commands(sub, common, task.PRESETS, "entries", ["dev", "test", "train"], save_every=100)
+def _parser():
+    p, _, _ = generator_parser(NAME, "WebNLG", __doc__, WEBNLG_PRESETS, "entries", WEBNLG_SPLITS, save_every=100)
     return p
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = _parser().parse_args(argv)
+def _run(args: argparse.Namespace) -> int:
     progress = not args.quiet
     if args.cmd == "train":
-        config = preset_config(args, task.PRESETS)
+        out = resolve_out(args, NAME)
+        config = preset_config(args, WEBNLG_PRESETS)
+        from ..tasks import webnlg as task
+
         return train_command(
             args,
-            lambda device: task.train(config, args.out, args.root, args.variant, args.seed, args.max_train,
+            lambda device: task.train(config, out, args.root, args.variant, args.seed, args.max_train,
                                       args.max_dev, args.save_every, progress=progress, device=device),
-            lambda device: task.evaluate(args.out, "test", args.root, regenerate=True, progress=progress,
+            lambda device: task.evaluate(out, "test", args.root, regenerate=True, progress=progress,
                                          device=device))
+    trained_checkpoint(args, NAME)  # before any data is read
+    from ..tasks import webnlg as task
+
     kwargs = generation_kwargs(args, progress)
     if args.cmd == "generate":
         paths = task.generate(args.out, args.split, args.root, **kwargs)
@@ -52,6 +60,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     result = task.evaluate(args.out, args.split, args.root, regenerate=regenerate, meteor=args.meteor, **kwargs)
     print(json.dumps(result, indent=2))
     return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    return run_command(f"graph-rma {NAME}", lambda: _run(_parser().parse_args(argv)))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -22,22 +22,13 @@ from ..engine import atomic_write_text, write_json
 from ..metrics import evaluate_generation
 from ..variants import Variant
 from . import graph_to_text as g2t
+from .defaults import AGENDA_PRESETS
 
 __all__ = ["PRESETS", "evaluate", "generate", "head_diversity", "load_agenda", "score", "train"]
 
 PathLike = Union[str, Path]
 
-PRESETS: Dict[str, Dict[str, Any]] = {
-    # small enough to train and evaluate on 2 CPU cores in under 15 minutes (offline protocol)
-    "cpu": dict(hidden=128, layers=2, heads=4, dropout=0.1, attention_dropout=0.1, decoder_heads=4, epochs=8,
-                batch_size=24, optimizer="adam", lr=2e-3, momentum=0.9, clip=1.0, min_freq=3,
-                max_target_len=120, beam=2, max_len=150, length_penalty=1.0),
-    # GraphWriter's configuration (pargs.py / train.py of rikdz/GraphWriter): hidden 500, 6 blocks, 4 heads,
-    # SGD lr 0.1 momentum 0.9, gradient clipping 1, batch 32, 20 epochs, vocabulary cut at 5 occurrences
-    "full": dict(hidden=500, layers=6, heads=4, dropout=0.1, attention_dropout=0.1, decoder_heads=4, epochs=20,
-                 batch_size=32, optimizer="sgd", lr=0.1, momentum=0.9, clip=1.0, min_freq=5,
-                 max_target_len=None, beam=4, max_len=200, length_penalty=1.0),
-}
+PRESETS: Dict[str, Dict[str, Any]] = AGENDA_PRESETS  # cpu (2 CPU cores, < 15 min) and full (GraphWriter's)
 
 
 def train(config: Dict[str, Any], out: PathLike, root: Optional[PathLike] = None, protocol: str = "auto",

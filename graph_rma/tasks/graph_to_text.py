@@ -41,20 +41,24 @@ from tqdm.auto import tqdm
 
 from ..data.graph_text import (EncodedRecord, GraphTextEncoder, GraphTextRecord, GraphTextSplits, Vocab, build_vocab,
                                collate)
-from ..engine import load_checkpoint, rng_state, save_checkpoint, seed_everything, set_rng_state, slug, write_json
+from ..engine import (check_resume, load_checkpoint, rng_state, save_checkpoint, seed_everything, set_rng_state,
+                      slug, write_json)
 from ..engine.distributed import (all_reduce_sum, barrier, gather_objects, rank_and_world, replica_fingerprints,
                                   shard)
 from ..models.graphwriter import GraphWriter
 from ..regularizers import disagreement, parameter_disagreement
 from ..variants import Variant, apply_variant, parse_variant
 
-__all__ = ["CONFIG_KEYS", "build_model", "build_optimizer", "check_variant", "decode_records", "decode_settings",
+__all__ = ["CONFIG_KEYS", "RESUMABLE_CHANGES", "build_model", "build_optimizer", "check_config", "check_variant", "decode_records", "decode_settings",
            "dev_loss", "head_diversity", "load_model", "read_lines", "run_folder", "train"]
 
 #: The keys of a training configuration (the presets of :mod:`graph_rma.tasks.agenda` and ``.webnlg``).
 CONFIG_KEYS = ("hidden", "layers", "heads", "dropout", "attention_dropout", "decoder_heads", "epochs", "batch_size",
                "optimizer", "lr", "momentum", "clip", "min_freq", "max_target_len", "beam", "max_len",
                "length_penalty")
+#: Settings that may change when a run is resumed: more (or fewer, down to the epochs done) epochs, and the decoding
+#: options (used only by generate/evaluate). Anything else differing from the checkpoint is refused.
+RESUMABLE_CHANGES = ("epochs", "beam", "max_len", "length_penalty")
 
 PathLike = Union[str, Path]
 VocabBuilder = Callable[..., Vocab]  # (records, min_freq=...) -> Vocab
@@ -86,6 +90,22 @@ def check_variant(variant: Union[str, Variant]) -> Variant:
         raise ValueError("variant: reg target=outputs is not supported by the graph-to-text trainer "
                          "(use target=attention or target=parameters)")
     return v
+
+
+def check_config(config: Dict[str, Any]) -> None:
+    """A ``ValueError`` naming the first setting of ``config`` that cannot train (a count below 1, a missing key)."""
+    missing = [k for k in CONFIG_KEYS if k not in config]
+    if missing:
+        raise ValueError(f"config: missing {', '.join(missing)}")
+    for key in ("hidden", "layers", "heads", "decoder_heads", "epochs", "batch_size", "beam", "max_len"):
+        if not isinstance(config[key], int) or config[key] < 1:
+            raise ValueError(f"{key}: expected a positive integer, got {config[key]!r}")
+    for key in ("lr", "min_freq"):
+        if config[key] <= 0:
+            raise ValueError(f"{key}: expected a positive number, got {config[key]!r}")
+    for key in ("dropout", "attention_dropout"):
+        if not 0 <= config[key] < 1:
+            raise ValueError(f"{key}: expected a probability in [0, 1), got {config[key]!r}")
 
 
 def build_model(config: Dict[str, Any], vocab_size: int, num_relations: int) -> GraphWriter:
@@ -158,7 +178,9 @@ def train(config: Dict[str, Any], out: PathLike, splits: GraphTextSplits, varian
 
     Args:
         config: the training configuration (:data:`CONFIG_KEYS`; a preset of a dataset task).
-        out: run folder; an existing ``checkpoint.pt`` there is resumed (same variant and seed, else ``ValueError``).
+        out: run folder; an existing ``checkpoint.pt`` there is resumed when the variant, seed, data and every
+            setting but :data:`RESUMABLE_CHANGES` match it (else :class:`~graph_rma.engine.ResumeMismatchError`
+            listing the differences); a changed ``epochs`` or decoding option is applied and reported on stderr.
         splits: the records; ``max_train`` / ``max_dev`` keep only the first records of train / dev.
         variant: spec string or :class:`~graph_rma.variants.Variant`, applied by :func:`graph_rma.apply_variant`.
         seed: seeds the weights, the batch order, dropout and the sampler's noise.
@@ -170,7 +192,10 @@ def train(config: Dict[str, Any], out: PathLike, splits: GraphTextSplits, varian
         make_encoder: ``(vocab, relation_names, max_target_len=None) -> encoder`` (e.g. WebNLG's relation texts).
     """
     v = check_variant(variant)
+    check_config(config)
     out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out: {out} is a file, not a folder")
     rank, world = rank_and_world()
     main_rank = rank == 0
     if main_rank:
@@ -181,10 +206,22 @@ def train(config: Dict[str, Any], out: PathLike, splits: GraphTextSplits, varian
     ckpt_path = out / "checkpoint.pt"
     ckpt = load_checkpoint(ckpt_path) if ckpt_path.exists() else None
     if ckpt is not None:
-        if ckpt["variant"] != v.spec or ckpt["seed"] != seed:
-            raise ValueError(f"out: {ckpt_path} was written for variant {ckpt['variant']!r} seed {ckpt['seed']}, "
-                             f"not {v.spec!r} seed {seed}; use another --out")
-        config = dict(ckpt["config"])
+        # the same run, or refuse (engine.check_resume); more epochs and decoding options are applied
+        data = {"train_records": len(train_recs), "dev_records": len(dev_recs)}
+        data = {k: n for k, n in data.items() if k in ckpt}  # checkpoints of older versions did not keep them
+        changes = check_resume({**ckpt["config"], "variant": ckpt["variant"], "seed": ckpt["seed"],
+                                **{k: ckpt[k] for k in data}},
+                               {**config, "variant": v.spec, "seed": seed, **data},
+                               may_change=RESUMABLE_CHANGES, where=str(ckpt_path))
+        if config["epochs"] < ckpt["epoch"]:
+            raise ValueError(f"epochs: {ckpt_path} has already trained {ckpt['epoch']} epochs, more than "
+                             f"{config['epochs']}; use another output folder for a shorter run")
+        if main_rank:
+            for line in changes:
+                print(f"resume {out}: {line} (applied)", file=sys.stderr, flush=True)
+            if not changes and ckpt["epoch"] >= config["epochs"] and ckpt["batch"] == 0:
+                print(f"resume {out}: already trained {ckpt['epoch']} epochs; nothing to do", file=sys.stderr)
+        config = {**ckpt["config"], **{k: config[k] for k in RESUMABLE_CHANGES if k in config}}
         vocab = Vocab.from_list(ckpt["vocab"])
     else:
         seed_everything(seed)
@@ -232,6 +269,7 @@ def train(config: Dict[str, Any], out: PathLike, splits: GraphTextSplits, varian
                 "rng": rngs[0], "rng_ranks": rngs, "world_size": world,
                 "config": config, "vocab": vocab.to_list(), "relations": list(splits.relation_names),
                 "variant": v.spec, "seed": seed, "epoch": epoch, "batch": batch, "step": state["step"],
+                "train_records": len(train_recs), "dev_records": len(dev_recs),
                 "best_dev": state["best_dev"], "history": state["history"],
             })
         barrier()  # no rank reads or moves on before the file is complete

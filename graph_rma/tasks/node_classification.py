@@ -41,26 +41,16 @@ import torch.nn.functional as F
 
 from ..data.nodes import NODE_DATASETS, load_node_dataset, num_splits
 from ..diagnostics import head_distance
-from ..engine import (EarlyStopping, mean_std, paired_comparison, slug, read_json, save_checkpoint, seed_everything,
-                      write_csv, write_json)
+from ..engine import (EarlyStopping, ResumeMismatchError, check_resume, mean_std, paired_comparison, read_json,
+                      save_checkpoint, seed_everything, slug, write_csv, write_json)
 from ..engine.optional import MissingExtraError, require
 from ..models.gat import GAT
 from ..variants import apply_variant, parse_variant
-
-# Chosen on validation accuracy only, seeds 100-102 (the README's "Cora benchmark" section lists every configuration
-# tried). eps=8 (= the number of heads) undoes the 1/M of Eq. (4) relative to Adam's weight decay. The SGLD/SPOS
-# noise in a head's gradient has standard deviation sqrt(2 eps / beta) (1.3e-3 at beta=1e7, 1.3e-4 at beta=1e9),
-# against loss gradients of about 1e-5..1e-3 per coordinate, hence the large betas.
-MA = "ma"
-REG = "reg:kind=frobenius,weight=0.01"
-SGLD = "sgld:eps=8,beta=1e7"
-SVGD = "svgd:alpha=0.01,eps=8,roles=att_src/att_dst"
-SPOS = "spos:alpha=0.01,eps=8,beta=1e9,roles=att_src/att_dst"
-DROPATTN = "dropattn:p=0.6,mode=column"
-DEFAULT_VARIANTS = [MA, SVGD]
-FULL_VARIANTS = [MA, REG, SGLD, SVGD, SPOS, DROPATTN]
-DEFAULT_SEEDS = 3
-FULL_SEEDS = 20
+from .defaults import DROPATTN, MA, REG, SGLD, SPOS, SVGD  # noqa: F401 (the variant specs of the study)
+from .defaults import NODE_DEFAULT_SEEDS as DEFAULT_SEEDS
+from .defaults import NODE_DEFAULT_VARIANTS as DEFAULT_VARIANTS
+from .defaults import NODE_FULL_SEEDS as FULL_SEEDS
+from .defaults import NODE_FULL_VARIANTS as FULL_VARIANTS
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -259,8 +249,12 @@ def run_study(
               "lr": lr, "weight_decay": weight_decay, "model_kwargs": model_kwargs}
     out = Path(out)
 
+    def flat(c: Dict[str, Any]) -> Dict[str, Any]:
+        return {**{k: v for k, v in c.items() if k != "model_kwargs"}, **c.get("model_kwargs", {})}
+
     results: List[Dict[str, Any]] = []
     todo = []
+    differing: Dict[str, None] = {}  # why finished runs in out were not reused (other settings), in order
     for seed in seeds:  # seed-major: an interrupted study has every variant on the same seeds
         for spec in variants:
             path = out / "runs" / slug(spec) / f"seed{seed}.json"
@@ -272,9 +266,17 @@ def run_study(
                 if saved is not None and saved.get("config") == config and saved.get("variant") == spec:
                     results.append(saved)
                     continue
+                if saved is not None and isinstance(saved.get("config"), dict):
+                    try:
+                        check_resume(flat(saved["config"]), flat(config), may_change=())
+                    except ResumeMismatchError as exc:
+                        differing.update(dict.fromkeys(f"{k} {o!r} -> {n!r}" for k, o, n in exc.differences))
             todo.append((spec, seed, path))
     if resume and results:
         print(f"resume: {len(results)} finished run(s) reused from {out}, {len(todo)} to do", file=sys.stderr)
+    if differing:
+        print(f"resume: runs in {out} made with other settings ({', '.join(differing)}) are trained again",
+              file=sys.stderr)
 
     interrupted = False
     bar = tqdm(todo, desc=f"{ds_name.lower()} runs", unit="run", file=sys.stderr, dynamic_ncols=True,

@@ -35,25 +35,13 @@ from torch import Tensor, nn
 
 from ..data.text import TextDataset, Vocabulary, load_text_dataset, tokenize
 from ..engine import seed_everything, write_csv, write_json
+from ..engine.optional import MissingExtraError, require
 from ..models.text import MODELS, build_model
 from ..regularizers import disagreement, frobenius_penalty
 from ..variants import apply_variant, parse_variant
-
-# Named variants of the benchmark (any spec string of graph_rma.variants is accepted too).
-VARIANTS: Dict[str, str] = {
-    "ma": "ma",
-    "reg": "reg:kind=frobenius,weight=0.1",
-    "svgd": "svgd:alpha=1,eps=1",
-    "spos": "spos:alpha=1,eps=1,beta=100000",
-    "dropattn-c": "dropattn:p=0.1,mode=column",
-    "dropattn-e": "dropattn:p=0.1,mode=element",
-}
-# Per-model settings of a named variant, chosen on TREC dev accuracy (seed 0, 6 epochs; see the README): the
-# Transformer's heads have ~4k parameters per particle and a weaker repulsion (alpha=0.1) did better there.
-MODEL_VARIANTS: Dict[Tuple[str, str], str] = {
-    ("transformer", "svgd"): "svgd:alpha=0.1,eps=1",
-    ("transformer", "spos"): "spos:alpha=0.1,eps=1,beta=100000",
-}
+# named variants of the benchmark (any spec string is accepted too) and their per-model settings
+from .defaults import TEXT_MODEL_VARIANTS as MODEL_VARIANTS
+from .defaults import TEXT_VARIANTS as VARIANTS
 
 
 def variant_spec(model: str, name: str) -> str:
@@ -163,16 +151,23 @@ def train_one(model_name: str, variant: str, ds_train: TextDataset, ds_test: Tex
 # --------------------------------------------------------------------------------------------------------------
 # Heatmaps (the paper's Figure 1: one row per head, one column per token)
 # --------------------------------------------------------------------------------------------------------------
+def _figure(figsize: Tuple[float, float]):
+    """A matplotlib ``Figure`` on the Agg canvas (no pyplot state); ``MissingExtraError`` without the plots extra."""
+    figure = require("matplotlib.figure", "plots", "the text benchmark's pictures")
+    backend = require("matplotlib.backends.backend_agg", "plots", "the text benchmark's pictures")
+    fig = figure.Figure(figsize=figsize)
+    backend.FigureCanvasAgg(fig)
+    return fig
+
+
 def head_heatmap_png(path: Path, tokens: List[str], panels: List[Tuple[str, Tensor]]) -> Path:
-    """``panels``: ``(title, weights [H, n])``; one heatmap per panel, stacked vertically."""
-    import matplotlib
+    """``panels``: ``(title, weights [H, n])``; one heatmap per panel, stacked vertically.
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    Needs matplotlib (the ``plots`` extra); raises :class:`~graph_rma.engine.optional.MissingExtraError` without it.
+    """
     H = max(w.size(0) for _, w in panels)
-    fig, axes = plt.subplots(len(panels), 1, figsize=(max(6, 0.6 * len(tokens)), 0.45 * H * len(panels) + 1.2 * len(panels)),
-                             squeeze=False)
+    fig = _figure(figsize=(max(6, 0.6 * len(tokens)), 0.45 * H * len(panels) + 1.2 * len(panels)))
+    axes = fig.subplots(len(panels), 1, squeeze=False)
     for ax, (title, w) in zip(axes[:, 0], panels):
         im = ax.imshow(w.numpy(), aspect="auto", cmap="Reds", vmin=0.0)
         ax.set_title(title, fontsize=9)
@@ -181,7 +176,6 @@ def head_heatmap_png(path: Path, tokens: List[str], panels: List[Tuple[str, Tens
         fig.colorbar(im, ax=ax, fraction=0.02)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    plt.close(fig)
     return path
 
 
@@ -205,14 +199,10 @@ def head_heatmap_html(path: Path, tokens: List[str], panels: List[Tuple[str, Ten
 
 
 def accuracy_plot(path: Path, summary: List[dict]) -> Path:
-    """Test accuracy (mean +- std over seeds) per variant, one panel per (dataset, model)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """Test accuracy (mean +- std over seeds) per variant, one panel per (dataset, model). Needs matplotlib."""
     groups = sorted({(r["dataset"], r["model"]) for r in summary})
-    fig, axes = plt.subplots(1, len(groups), figsize=(4.2 * len(groups), 3.4), squeeze=False)
+    fig = _figure(figsize=(4.2 * len(groups), 3.4))
+    axes = fig.subplots(1, len(groups), squeeze=False)
     for ax, (d, m) in zip(axes[0], groups):
         rows = [r for r in summary if r["dataset"] == d and r["model"] == m]
         ax.bar(range(len(rows)), [100 * r["test_acc_mean"] for r in rows],
@@ -224,7 +214,6 @@ def accuracy_plot(path: Path, summary: List[dict]) -> Path:
         ax.set_ylabel("test accuracy (%)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    plt.close(fig)
     return path
 
 
@@ -309,6 +298,16 @@ def run_benchmark(
     out.mkdir(parents=True, exist_ok=True)
     runs: List[Dict[str, Any]] = []
     files: List[Path] = []
+    skipped: List[str] = []
+
+    def plot(draw: Callable[..., Path], *args: Any) -> None:
+        # the PNGs are optional (the plots extra): without matplotlib say so once and go on
+        try:
+            files.append(draw(*args))
+        except MissingExtraError as exc:
+            if not skipped and log is not None:
+                log(f"pictures skipped ({exc.module} not installed): {exc.hint}")
+            skipped.append(str(args[0]))
     t_start = time.perf_counter()
     for d in datasets:
         ds_train = load_text_dataset(d, "train", root=root, fold=mr_fold)
@@ -334,7 +333,7 @@ def run_benchmark(
                         panels.append((f"{v} (seed {seed}, test acc {100 * metrics['test_acc']:.1f}%)", w))
             if panels:
                 title = f"{ds_train.name} / {m}: per-head attention on \u201c{text}\u201d"
-                files.append(head_heatmap_png(out / f"heads_{d}_{m}.png", sent_tokens, panels))
+                plot(head_heatmap_png, out / f"heads_{d}_{m}.png", sent_tokens, panels)
                 files.append(head_heatmap_html(out / f"heads_{d}_{m}.html", sent_tokens, panels, title))
     summary = summarize(runs)
     total_s = time.perf_counter() - t_start
@@ -345,6 +344,6 @@ def run_benchmark(
     files += [write_json(out / "results.json", record), write_csv(out / "runs.csv", runs),
               write_csv(out / "summary.csv", summary)]
     if summary:
-        files.append(accuracy_plot(out / "accuracy.png", summary))
+        plot(accuracy_plot, out / "accuracy.png", summary)
     return {"runs": runs, "summary": summary, "epochs": cfg.epochs, "seeds": seeds, "total_s": total_s,
             "files": files}

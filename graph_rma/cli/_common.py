@@ -1,0 +1,231 @@
+"""What every ``graph-rma`` command shares: one parser class, argument types and the error handling.
+
+The grammar, the same in every command:
+
+* ``--variants SPEC [SPEC ...]`` wherever a command runs several variants (``cora``, ``text``); ``--variant SPEC``
+  where one run folder holds exactly one model (``agenda``/``webnlg train``, and to find that folder in
+  ``generate``/``evaluate``/``heads``).
+* ``--seeds S [S ...]`` is always a list of seeds, each a number or an inclusive range ``A-B`` (``--seeds 0-9``);
+  ``--seed N`` is one seed, where a command trains exactly one run.
+* ``--out DIR`` is a folder (an existing file there is refused before anything runs).
+
+A user's mistake (a misspelt variant, a count below 1, missing data, an output folder that is a file, a run that
+does not exist) prints one line and exits with 2 (1 for missing data or a missing optional extra) before any data is
+loaded; any other exception is a bug and shows its traceback. Nothing here imports torch: ``--help`` stays fast.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, Callable, List, Mapping, Optional
+
+__all__ = ["HelpFormatter", "Parser", "UsageError", "format_preset", "nonnegative_int", "out_dir", "positive_float",
+           "positive_int", "probability", "run_command", "seed_list", "strip_markup", "variant_spec"]
+
+
+class UsageError(Exception):
+    """A mistake on the command line found by the command itself (e.g. no trained run in ``--out``): one line, exit 2."""
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Descriptions as written, and ``(default: X)`` after every option's help. Options whose default is ``None``
+    say in their own help what happens without them; flags (default ``False``) need no default."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        if action.default is None or isinstance(action, (argparse._StoreTrueAction, argparse._VersionAction)):
+            return action.help or ""
+        if isinstance(action.default, (list, tuple)) and action.help and action.help is not argparse.SUPPRESS:
+            shown = " ".join(str(v) for v in action.default).replace("%", "%%")
+            return f"{action.help} (default: {shown})"
+        return super()._get_help_string(action)
+
+
+class Parser(argparse.ArgumentParser):
+    """:class:`argparse.ArgumentParser` with :class:`HelpFormatter` whose errors are one line (and exit 2)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Argument types: each turns one command-line word into a value or raises ArgumentTypeError (argparse prints it)
+# ---------------------------------------------------------------------------------------------------------------
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1."""
+    value = _int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def nonnegative_int(text: str) -> int:
+    """An integer >= 0."""
+    value = _int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
+def positive_float(text: str) -> float:
+    """A number > 0."""
+    value = _float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def nonnegative_float(text: str) -> float:
+    """A number >= 0."""
+    value = _float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
+def probability(text: str) -> float:
+    """A number in [0, 1)."""
+    value = _float(text)
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1), got {text!r}")
+    return value
+
+
+def variant_spec(text: str) -> str:
+    """A variant spec string checked by :func:`graph_rma.variants.parse_variant` (returned as given)."""
+    from ..variants import parse_variant  # imported only when a command line is parsed, not for --help
+
+    try:
+        parse_variant(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def seed_list(text: str) -> List[int]:
+    """One word of ``--seeds``: a seed ``N`` or an inclusive range ``A-B``."""
+    first, dash, last = text.partition("-")
+    try:
+        lo, hi = int(first), int(last if dash else first)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a seed (0, 1, ...) or a range such as 0-9, got {text!r}") from None
+    if lo < 0 or hi < lo:
+        raise argparse.ArgumentTypeError(f"expected seeds >= 0 and a range A-B with A <= B, got {text!r}")
+    return list(range(lo, hi + 1))
+
+
+class SeedsAction(argparse.Action):
+    """``--seeds 0 1 2``, ``--seeds 0-9`` or both mixed: one flat list without repeats."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        seeds = [s for chunk in values for s in chunk]
+        if len(set(seeds)) != len(seeds):
+            parser.error(f"argument {option_string}: a seed is given twice in {' '.join(map(str, seeds))}")
+        setattr(namespace, self.dest, seeds)
+
+
+def add_seeds(parser: argparse.ArgumentParser, default_help: str) -> None:
+    """``--seeds S [S ...]`` (a list; ranges ``A-B``)."""
+    parser.add_argument("--seeds", nargs="+", type=seed_list, action=SeedsAction, default=None, metavar="S",
+                        help=f"the seeds, each a number or a range A-B, e.g. --seeds 0 1 2 or --seeds 0-9 "
+                             f"(default: {default_help})")
+
+
+def out_dir(text: str) -> Path:
+    """An output folder: it may exist (as a folder) or not yet; an existing file there or above is refused."""
+    path = Path(text)
+    for p in (path, *path.parents):
+        if p.exists():
+            if not p.is_dir():
+                what = "is a file" if p == path else f"is below {p}, which is a file"
+                raise argparse.ArgumentTypeError(f"{text} {what}, not a folder")
+            break
+    return path
+
+
+def format_preset(name: str, values: Mapping[str, Any]) -> str:
+    """``name: key=value, ...`` for a preset's help text."""
+    return f"{name}: " + ", ".join(f"{k}={v}" for k, v in values.items())
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Running a command
+# ---------------------------------------------------------------------------------------------------------------
+def run_command(prog: str, fn: Callable[[], Optional[int]]) -> int:
+    """Call ``fn()`` (parsing the command line and running the command) and return its exit code (argparse's own
+    exits included, so ``main(argv)`` always returns); a user's mistake becomes one line on stderr and exit code 2
+    (``ValueError``, :class:`UsageError`, a refused checkpoint or resume) or 1 (missing data, a missing optional
+    extra). Any other exception propagates with its traceback: it is a bug."""
+    try:
+        return int(fn() or 0)
+    except SystemExit as exc:  # argparse: --help (0) or a one-line usage error (2)
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except Exception as exc:
+        # DataNotFoundError / MissingExtraError can only come from their modules once imported: looking them up
+        # in sys.modules keeps a plain usage error from importing torch (engine's package) just to classify it
+        if _raised(exc, "graph_rma.data.root", "DataNotFoundError") or \
+                _raised(exc, "graph_rma.engine.optional", "MissingExtraError"):
+            print(f"{prog}: {exc}", file=sys.stderr)
+            return 1
+        if isinstance(exc, (UsageError, ValueError)):
+            print(f"{prog}: {exc}", file=sys.stderr)
+            return 2
+        raise
+
+
+def _raised(exc: BaseException, module: str, name: str) -> bool:
+    loaded = sys.modules.get(module)
+    return loaded is not None and isinstance(exc, getattr(loaded, name))
+
+
+def check_trained_run(out: Path, checkpoint: Optional[Path], prog: str, train_hint: str) -> Path:
+    """The checkpoint a ``generate``/``evaluate``/``heads`` command reads: ``--checkpoint`` or ``OUT/best.pt``;
+    :class:`UsageError` naming the command that makes it when it does not exist."""
+    if checkpoint is not None:
+        if not Path(checkpoint).is_file():
+            raise UsageError(f"--checkpoint: no such file {checkpoint}")
+        return Path(checkpoint)
+    if not (Path(out) / "best.pt").is_file():
+        raise UsageError(f"no trained run in {out}: run `{train_hint}` first")
+    return Path(out) / "best.pt"
+
+
+def command_summary(doc: Optional[str]) -> str:
+    """The first line of a command module's docstring without its reST markup: the line ``graph-rma`` lists."""
+    line = (doc or "").strip().split("\n")[0]
+    if line.startswith("``") and "``:" in line:
+        line = line.split("``:", 1)[1]
+    return strip_markup(line).strip()
+
+
+def strip_markup(text: str) -> str:
+    """``x`` -> x, :func:`a.b` -> a.b, ``**x**`` -> x: plain text for help output."""
+    import re
+
+    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", text)
+    text = re.sub(r"::$", ":", text, flags=re.M)
+    return text.replace("``", "").replace("**", "")
+
+
+def description(doc: Optional[str]) -> str:
+    """A command module's docstring as its ``--help`` description (plain text)."""
+    return strip_markup((doc or "").strip())
+

@@ -1,0 +1,235 @@
+"""The command line as a user meets it: one grammar in every command, one-line errors before any data is read,
+help texts with defaults and without reST, ``--help`` without torch, and the default run folder per variant."""
+import argparse
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from graph_rma import parse_variant
+from graph_rma.cli import commands, main as cli_main
+from graph_rma.cli._common import Parser, run_command, seed_list
+from graph_rma.tasks import defaults
+
+from conftest import REPO
+
+FIXTURE = REPO / "datasets" / "fixtures" / "agenda_tiny"
+TINY = ["--hidden", "16", "--layers", "1", "--heads", "2", "--epochs", "1", "--batch-size", "4", "--min-freq", "1",
+        "--quiet"]
+
+
+def _parsers():
+    """(name, parser) of every command and subcommand."""
+    for name in commands():
+        module = importlib.import_module(f"graph_rma.cli.{name}")
+        parser = (getattr(module, "build_parser", None) or module._parser)()
+        yield name, parser
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub, subparser in action.choices.items():
+                    yield f"{name} {sub}", subparser
+
+
+def test_building_every_parser_and_its_help_imports_no_torch():
+    """--help answers fast because no command imports torch, PyG or a task before it runs."""
+    code = ("import sys, importlib, argparse\n"
+            "from graph_rma.cli import commands, usage\n"
+            "usage()\n"
+            "for name in commands():\n"
+            "    m = importlib.import_module('graph_rma.cli.' + name)\n"
+            "    p = (getattr(m, 'build_parser', None) or m._parser)()\n"
+            "    p.format_help()\n"
+            "    for a in p._actions:\n"
+            "        if isinstance(a, argparse._SubParsersAction):\n"
+            "            [s.format_help() for s in a.choices.values()]\n"
+            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'torch_geometric', 'numpy')\n"
+            "               or m.startswith('graph_rma.tasks.') and m != 'graph_rma.tasks.defaults')\n"
+            "print(heavy)\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"
+    # and the real entry point: `python -m graph_rma.cli cora --help` imports no torch
+    r = subprocess.run([sys.executable, "-X", "importtime", "-m", "graph_rma.cli", "cora", "--help"], cwd=REPO,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "--variants SPEC [SPEC ...]" in r.stdout
+    imported = {line.split("|")[-1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
+    # (importlib.import_module, which loads the command's module, is not traced by -X importtime)
+    assert "graph_rma.cli._common" in imported and not {m for m in imported if m.split(".")[0] == "torch"}
+
+
+def test_graph_rma_alone_lists_the_commands_one_line_each(capsys):
+    assert cli_main([]) == 0
+    out = capsys.readouterr().out.splitlines()
+    listed = {line.split()[0]: line.split(None, 1)[1] for line in out if line.startswith("  ")}
+    assert set(listed) == set(commands()) == {"agenda", "cora", "report", "score", "text", "webnlg"}
+    assert listed["cora"].startswith("node classification with GAT")
+    assert all("``" not in s and ":" not in s.split(" ")[0] for s in listed.values())
+
+
+def test_every_option_has_help_and_shows_its_default_and_no_rest_markup():
+    seen = 0
+    for name, parser in _parsers():
+        text = parser.format_help()
+        for marker in ("``", ":class:", ":func:", ":mod:", ":meth:", "::"):
+            assert marker not in text, (name, marker)
+        for action in parser._actions:
+            if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
+                continue
+            if action.help == argparse.SUPPRESS:  # a removed option kept to explain its removal
+                assert name == "cora" and action.dest == "seed"
+                continue
+            assert action.help, (name, action.option_strings)
+            seen += 1
+            shown = parser._get_formatter()._get_help_string(action)
+            if action.default not in (None, False) and action.option_strings:
+                assert "(default: " in shown, (name, action.option_strings, shown)
+            if action.default is None and not action.required and action.option_strings:
+                assert "default" in shown, (name, action.option_strings, shown)  # says what happens without it
+    assert seen > 100
+    train = dict(_parsers())["agenda train"].format_help()
+    # the presets show their values
+    assert "cpu: hidden=128, layers=2" in " ".join(train.split()) and "full: hidden=500, layers=6" in " ".join(train.split())
+
+
+def test_task_defaults_match_their_sources():
+    from graph_rma.data.nodes import NODE_DATASETS
+    from graph_rma.data.text import DATASETS
+    from graph_rma.engine import EarlyStopping
+    from graph_rma.metrics.generation import METEOR_CHOICES
+    from graph_rma.models.text import MODELS
+    from graph_rma.tasks import agenda, node_classification, text_classification, webnlg
+
+    assert defaults.NODE_DATASET_NAMES == NODE_DATASETS and defaults.TEXT_MODELS == MODELS
+    assert defaults.TEXT_DATASETS == DATASETS and defaults.METEOR_CHOICES == METEOR_CHOICES
+    assert defaults.EARLY_STOPPING_RULES == EarlyStopping.RULES
+    assert agenda.PRESETS is defaults.AGENDA_PRESETS and webnlg.PRESETS is defaults.WEBNLG_PRESETS
+    assert node_classification.DEFAULT_VARIANTS is defaults.NODE_DEFAULT_VARIANTS
+    assert text_classification.VARIANTS is defaults.TEXT_VARIANTS
+
+
+def test_seeds_are_a_list_with_ranges():
+    p = Parser(prog="t")
+    from graph_rma.cli._common import add_seeds
+
+    add_seeds(p, "0-2")
+    assert p.parse_args(["--seeds", "0", "1", "5-7"]).seeds == [0, 1, 5, 6, 7]
+    assert p.parse_args(["--seeds", "3"]).seeds == [3]  # one seed, not a count
+    assert p.parse_args([]).seeds is None
+    assert seed_list("0-9") == list(range(10))
+    for bad in ("a", "-1", "3-1", "1-x"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            seed_list(bad)
+
+
+@pytest.fixture
+def a_file(tmp_path):
+    path = tmp_path / "results.txt"
+    path.write_text("not a folder\n")
+    return path
+
+
+# Every case must fail on its own mistake before any data is read: the data root does not exist, so reading data
+# would end with "missing ... under /nonexistent" (exit 1) instead.
+MISTAKES = [
+    (["cora", "--variants", "svdg:alpha=0.1"], "unknown part 'svdg'"),
+    (["cora", "--variants", "ma", "svgd:alpha=-0.5"], "alpha=-0.5 in 'svgd:alpha=-0.5' must be >= 0"),
+    (["cora", "--epochs", "0"], "--epochs: expected a positive integer, got '0'"),
+    (["cora", "--seeds", "2-1"], "--seeds: expected seeds >= 0"),
+    (["cora", "--seed", "3"], "--seed was removed: give the seeds themselves"),
+    (["cora", "--out", "{file}"], "is a file, not a folder"),
+    (["cora", "--out", "{file}/sub"], "which is a file, not a folder"),
+    (["text", "--variants", "nope:x=1"], "unknown part 'nope'"),
+    (["text", "--models", "lstm"], "unknown model 'lstm'"),
+    (["text", "--datasets", "imdb"], "unknown dataset 'imdb'"),
+    (["text", "--out", "{file}"], "is a file, not a folder"),
+    (["agenda", "train", "--variant", "svdg:alpha=0.1"], "unknown part 'svdg'"),
+    (["agenda", "train", "--variant", "svgd:alpha=-1"], "must be >= 0"),
+    (["agenda", "train", "--epochs", "0"], "--epochs: expected a positive integer"),
+    (["agenda", "train", "--batch-size", "0"], "--batch-size: expected a positive integer"),
+    (["agenda", "train", "--out", "{file}"], "is a file, not a folder"),
+    (["agenda", "evaluate", "--out", "{empty}"], "no trained run in {empty}: run `graph-rma agenda train --out {empty}` first"),
+    (["agenda", "generate", "--out", "{empty}"], "no trained run in {empty}"),
+    (["agenda", "heads", "--out", "{empty}"], "no trained run in {empty}"),
+    (["webnlg", "train", "--variant", "spos:beta=0"], "beta=0 in 'spos:beta=0' must be > 0"),
+    (["webnlg", "train", "--dropout", "1.5"], "--dropout: expected a probability in [0, 1)"),
+    (["webnlg", "evaluate", "--out", "{empty}"], "no trained run in {empty}: run `graph-rma webnlg train --out {empty}`"),
+    (["score", "--hyp", "{empty}/none.txt", "--ref", "{empty}/none.txt"], "--hyp {empty}/none.txt: No such file"),
+    (["report", "--checkpoint", "{empty}/none.pt"], "--checkpoint: no such file"),
+    (["report", "--checkpoint", "{file}", "--bins", "0"], "--bins: expected a positive integer"),
+]
+
+
+@pytest.mark.parametrize("argv, message", MISTAKES, ids=[" ".join(a[:3]) for a, _ in MISTAKES])
+def test_a_user_mistake_is_one_line_and_exit_2(argv, message, tmp_path, a_file, monkeypatch, capsys):
+    monkeypatch.setenv("GRAPH_RMA_DATA", "/nonexistent")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    fill = {"file": str(a_file), "empty": str(empty)}
+    assert cli_main([a.format(**fill) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert message.format(**fill) in err
+
+
+@pytest.mark.parametrize("argv", [["agenda", "train"], ["webnlg", "train"], ["text", "--models", "selfattn"]])
+def test_missing_data_is_one_line_and_exit_1(argv, monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("GRAPH_RMA_DATA", str(tmp_path / "nodata"))
+    assert cli_main([*argv, "--out", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "missing" in err and str(tmp_path / "nodata") in err
+    assert not (tmp_path / "nodata").exists()
+
+
+def test_a_bug_still_shows_its_traceback(monkeypatch):
+    def broken():
+        raise KeyError("a bug")
+
+    with pytest.raises(KeyError):
+        run_command("graph-rma x", broken)
+    assert run_command("graph-rma x", lambda: (_ for _ in ()).throw(ValueError("bad input"))) == 2
+
+
+def test_score_without_the_text_metrics_extra_is_one_line(tmp_path, monkeypatch, capsys):
+    for name in ("hyp", "ref"):
+        (tmp_path / f"{name}.txt").write_text("a b c\n")
+    for name in [m for m in sys.modules if m.split(".")[0] == "pycocoevalcap"] + ["pycocoevalcap"]:
+        monkeypatch.setitem(sys.modules, name, None)
+    argv = ["score", "--hyp", str(tmp_path / "hyp.txt"), "--ref", str(tmp_path / "ref.txt"), "--meteor", "none",
+            "--tokenize", "split"]
+    assert cli_main(argv) == 1
+    err = capsys.readouterr().err
+    assert err == "graph-rma score: BLEU needs pycocoevalcap: pip install 'graph-rma[text-metrics]'\n"
+
+
+def test_default_run_folder_holds_the_variant(tmp_path, monkeypatch, capsys):
+    """Without --out every variant trains into its own runs/agenda/<variant>; generate finds it by --variant."""
+    from graph_rma.tasks.graph_to_text import run_folder
+
+    monkeypatch.chdir(tmp_path)
+    for spec in ("svgd:alpha=0.1", "svgd:alpha=1"):
+        assert cli_main(["agenda", "train", "--root", str(FIXTURE), "--variant", spec, *TINY]) == 0
+        printed = json.loads(capsys.readouterr().out.splitlines()[0])
+        assert printed["variant"] == parse_variant(spec).spec and printed["out"] == str(run_folder("runs/agenda", spec))
+        assert json.loads((run_folder("runs/agenda", spec) / "config.json").read_text())["variant"] == parse_variant(spec).spec
+    assert len(list((tmp_path / "runs" / "agenda").iterdir())) == 2
+    assert cli_main(["agenda", "generate", "--root", str(FIXTURE), "--variant", "svgd:alpha=1", "--quiet",
+                     "--max-len", "5"]) == 0
+    assert (run_folder("runs/agenda", "svgd:alpha=1") / "hyp.test.txt").is_file()
+    assert not (run_folder("runs/agenda", "svgd:alpha=0.1") / "hyp.test.txt").exists()
+
+
+def test_old_comma_lists_of_text_still_parse_with_a_warning():
+    from graph_rma.cli.text import _parse
+
+    with pytest.warns(FutureWarning, match="--variants a,b"):
+        args = _parse(["--variants", "ma,svgd", "--models", "selfattn"])
+    assert args.variants == ["ma", "svgd"] and args.models == ["selfattn"]
+    with pytest.warns(FutureWarning, match="--models a,b"):
+        assert _parse(["--models", "transformer,selfattn"]).models == ["transformer", "selfattn"]
+    with pytest.warns(FutureWarning):
+        assert _parse(["--variants", "svgd:alpha=1,eps=1;ma"]).variants == ["svgd:alpha=1,eps=1", "ma"]
+    args = _parse(["--variants", "svgd:alpha=1,eps=1", "ma", "--seeds", "0-2"])  # the grammar: no warning
+    assert args.variants == ["svgd:alpha=1,eps=1", "ma"] and args.seeds == [0, 1, 2]
