@@ -135,7 +135,7 @@ def a_file(tmp_path):
 # would end with "missing ... under /nonexistent" (exit 1) instead.
 MISTAKES = [
     (["cora", "--variants", "svdg:alpha=0.1"], "unknown part 'svdg'"),
-    (["cora", "--variants", "ma", "svgd:alpha=-0.5"], "alpha=-0.5 in 'svgd:alpha=-0.5' must be >= 0"),
+    (["cora", "--variants", "ma", "svgd:alpha=-0.5"], "alpha='-0.5' in 'svgd:alpha=-0.5' must be >= 0"),
     (["cora", "--epochs", "0"], "--epochs: expected a positive integer, got '0'"),
     (["cora", "--seeds", "2-1"], "--seeds: expected seeds >= 0"),
     (["cora", "--seed", "3"], "--seed was removed: give the seeds themselves"),
@@ -153,7 +153,7 @@ MISTAKES = [
     (["agenda", "evaluate", "--out", "{empty}"], "no trained run in {empty}: run `graph-rma agenda train --out {empty}` first"),
     (["agenda", "generate", "--out", "{empty}"], "no trained run in {empty}"),
     (["agenda", "heads", "--out", "{empty}"], "no trained run in {empty}"),
-    (["webnlg", "train", "--variant", "spos:beta=0"], "beta=0 in 'spos:beta=0' must be > 0"),
+    (["webnlg", "train", "--variant", "spos:beta=0"], "beta='0' in 'spos:beta=0' must be > 0"),
     (["webnlg", "train", "--dropout", "1.5"], "--dropout: expected a probability in [0, 1)"),
     (["webnlg", "evaluate", "--out", "{empty}"], "no trained run in {empty}: run `graph-rma webnlg train --out {empty}`"),
     (["score", "--hyp", "{empty}/none.txt", "--ref", "{empty}/none.txt"], "--hyp {empty}/none.txt: No such file"),
