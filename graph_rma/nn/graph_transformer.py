@@ -46,6 +46,7 @@ from torch import Tensor, nn
 from torch_geometric.utils import softmax
 
 from ..particles import HeadParam, register_head_layout
+from .edge_attention import edge_aggregate, edge_dot, edge_softmax
 
 __all__ = ["GraphTransformerLayer", "GraphTransformerEncoder"]
 
@@ -64,6 +65,8 @@ class GraphTransformerLayer(nn.Module):
         drop_attention: optional :class:`graph_rma.DropAttention`-like module called as
             ``drop_attention(alpha, edge_index, num_nodes=N)`` on the ``[E, H]`` weights during training.
         bias: whether the projections have biases.
+        lean: compute scores and aggregation with :mod:`graph_rma.nn.edge_attention`, keeping no
+            ``[E, H, C / H]`` tensor for backward (same outputs and parameters; for large graphs).
 
     Shapes:
         ``x`` ``[N, C]``, ``edge_index`` ``[2, E]`` (row 0 source ``j``, row 1 target ``i``) -> ``[N, C]``;
@@ -79,6 +82,7 @@ class GraphTransformerLayer(nn.Module):
         ffn_ratio: int = 4,
         drop_attention: Optional[nn.Module] = None,
         bias: bool = True,
+        lean: bool = False,
     ) -> None:
         super().__init__()
         if not isinstance(channels, int) or channels <= 0:
@@ -106,6 +110,9 @@ class GraphTransformerLayer(nn.Module):
         self.ffn_out = nn.Linear(ffn_ratio * channels, channels)
         self.norm2 = nn.LayerNorm(channels)
         self.drop_attention = drop_attention
+        if not isinstance(lean, bool):
+            raise ValueError(f"lean: expected a bool, got {lean!r}")
+        self.lean = lean
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -123,6 +130,8 @@ class GraphTransformerLayer(nn.Module):
         src, dst = edge_index[0], edge_index[1]
         q = self.lin_query(x).view(N, self.heads, self.head_dim)
         k = self.lin_key(x).view(N, self.heads, self.head_dim)
+        if self.lean:
+            return edge_softmax(edge_dot(q, k, src, dst, 1.0 / math.sqrt(self.head_dim)), dst, num_nodes=N)
         score = (q[dst] * k[src]).sum(-1) / math.sqrt(self.head_dim)
         return softmax(score, dst, num_nodes=N)
 
@@ -143,8 +152,11 @@ class GraphTransformerLayer(nn.Module):
             elif self.attention_dropout > 0:
                 weights = F.dropout(alpha, p=self.attention_dropout, training=True)
         v = self.lin_value(x).view(N, self.heads, self.head_dim)
-        msg = weights.unsqueeze(-1) * v[src]
-        agg = x.new_zeros(N, self.heads, self.head_dim).index_add_(0, dst, msg)
+        if self.lean:
+            agg = edge_aggregate(weights, v, src, dst, N)
+        else:
+            msg = weights.unsqueeze(-1) * v[src]
+            agg = x.new_zeros(N, self.heads, self.head_dim).index_add_(0, dst, msg)
         a = self.lin_out(agg.reshape(N, self.channels))
         h = self.norm1(x + F.dropout(a, self.dropout, self.training))
         f = self.ffn_out(self.act(self.ffn_in(h)))
@@ -175,12 +187,13 @@ class GraphTransformerEncoder(nn.Module):
         attention_dropout: float = 0.1,
         ffn_ratio: int = 4,
         drop_attention: Optional[nn.Module] = None,
+        lean: bool = False,
     ) -> None:
         super().__init__()
         if not isinstance(num_layers, int) or num_layers < 1:
             raise ValueError(f"num_layers: expected a positive int, got {num_layers!r}")
         self.layers = nn.ModuleList(
-            GraphTransformerLayer(channels, heads, dropout, attention_dropout, ffn_ratio, drop_attention)
+            GraphTransformerLayer(channels, heads, dropout, attention_dropout, ffn_ratio, drop_attention, lean=lean)
             for _ in range(num_layers)
         )
 
