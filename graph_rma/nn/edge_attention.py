@@ -314,34 +314,35 @@ class _GATAttention(torch.autograd.Function):
         need = ctx.needs_input_grad
         grad = grad.contiguous()
         E, H, C = src.numel(), x.size(1), x.size(2)
-        t = a_src.new_empty(E, H)  # alpha * dL/dalpha, then dL/d(score before LeakyReLU)
         row = a_src.new_zeros(grad.size(0), H)  # per destination: sum of alpha * dL/dalpha
         g_x = _zeros_if(need[3], x)
-        for a, b in _chunks(E, H * C * x.element_size()):
-            _, s = _gat_weights(a_src, a_dst, a_edge, src, dst, peak, total, ctx.slope, a, b)
-            g = grad.index_select(0, dst[a:b])
-            gw = (x.index_select(0, src[a:b]) * g).sum(-1)
-            w = s
-            if keep is not None:
-                m = keep[a:b].to(s.dtype).mul_(scale)
-                gw.mul_(m)
-                w = s * m
-            if g_x is not None:
-                g_x.index_add_(0, src[a:b], g.mul_(w.unsqueeze(-1)))
-            gw.mul_(s)
-            t[a:b] = gw
-            row.index_add_(0, dst[a:b], gw)
-        g_src = _zeros_if(need[0], a_src)
-        g_dst = _zeros_if(need[1], a_dst)
-        for a, b in _chunks(E, H * a_src.element_size()):
-            pre, s = _gat_weights(a_src, a_dst, a_edge, src, dst, peak, total, ctx.slope, a, b)
-            gs = t[a:b].sub_(s.mul_(row.index_select(0, dst[a:b])))  # dL/dscore (softmax backward)
-            gs.copy_(torch.where(pre > 0, gs, gs * ctx.slope))  # LeakyReLU backward
-            if g_src is not None:
-                g_src.index_add_(0, src[a:b], gs)
-            if g_dst is not None:
-                g_dst.index_add_(0, dst[a:b], gs)
-        return g_src, g_dst, (t if a_edge is not None and need[2] else None), g_x, None, None, None, None, None
+        g_src, g_dst = _zeros_if(need[0], a_src), _zeros_if(need[1], a_dst)
+        g_edge = a_edge.new_empty(a_edge.shape) if a_edge is not None and need[2] else None
+        # Two passes over the edges; the second recomputes dL/dalpha instead of keeping it ([E, H] less).
+        for second in (False, True):
+            for a, b in _chunks(E, H * C * x.element_size()):
+                pre, s = _gat_weights(a_src, a_dst, a_edge, src, dst, peak, total, ctx.slope, a, b)
+                g = grad.index_select(0, dst[a:b])
+                gw = (x.index_select(0, src[a:b]) * g).sum(-1)  # dL/d(weight after dropout)
+                m = keep[a:b].to(s.dtype).mul_(scale) if keep is not None else None
+                if m is not None:
+                    gw.mul_(m)  # dL/dalpha
+                if not second:
+                    if g_x is not None:
+                        g_x.index_add_(0, src[a:b], g.mul_((s if m is None else s * m).unsqueeze(-1)))
+                    row.index_add_(0, dst[a:b], gw.mul_(s))
+                    continue
+                gs = gw.sub_(row.index_select(0, dst[a:b])).mul_(s)  # dL/dscore: softmax backward
+                gs = torch.where(pre > 0, gs, gs * ctx.slope)  # LeakyReLU backward
+                if g_src is not None:
+                    g_src.index_add_(0, src[a:b], gs)
+                if g_dst is not None:
+                    g_dst.index_add_(0, dst[a:b], gs)
+                if g_edge is not None:
+                    g_edge[a:b] = gs
+            if g_src is None and g_dst is None and g_edge is None:
+                break
+        return g_src, g_dst, g_edge, g_x, None, None, None, None, None
 
 
 def _gat_weights(a_src: Tensor, a_dst: Optional[Tensor], a_edge: Optional[Tensor], src: Tensor, dst: Tensor,
@@ -537,12 +538,20 @@ def _edges(edge_index: Tensor, num_src: int, num_dst: int) -> Tuple[Tensor, Tens
 
 def _finish(layer: Any, out: Tensor, res: Optional[Tensor], edge_index: Tensor, alpha: Optional[Tensor],
             keep: Optional[Tensor], scale: Optional[Tensor], return_attention_weights: Optional[bool]):
-    # The aggregate is a fresh tensor that autograd does not keep: residual and bias are added in place.
-    out = out.view(-1, layer.heads * layer.out_channels) if layer.concat else out.mean(dim=1)
-    if res is not None:
-        out = out.add_(res)
-    if layer.bias is not None:
-        out = out.add_(layer.bias)
+    if layer.concat:
+        # The aggregate is a fresh tensor that autograd does not keep: residual and bias are added in place, on
+        # the tensor itself (in place on a view of it would make backward copy it twice).
+        if res is not None:
+            out.add_(res.view(out.shape))
+        if layer.bias is not None:
+            out.add_(layer.bias.view(out.shape[1:]))
+        out = out.view(-1, layer.heads * layer.out_channels)
+    else:
+        out = out.mean(dim=1)
+        if res is not None:
+            out = out + res
+        if layer.bias is not None:
+            out = out + layer.bias
     if return_attention_weights:
         assert alpha is not None
         alpha = dropped_weights(alpha, keep, scale)
