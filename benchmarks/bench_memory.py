@@ -157,7 +157,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     names = [c for c in args.contenders if c != "dgl" or have_dgl()]
     if "dgl" in args.contenders and "dgl" not in names:
-        print("dgl: not importable here (no DGL build for this torch); left out")
+        print("dgl: not importable here (not installed); left out")
     if args.one_memory:
         torch.set_num_threads(1)
         print(json.dumps(one_memory(args.one_memory[0], int(float(args.one_memory[1])), args.loss)))

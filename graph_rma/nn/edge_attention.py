@@ -26,8 +26,16 @@ less. With :math:`\mathbf{g}_i = \partial L / \partial \mathbf{y}_i`:
 and the score's gradient is recomputed from node-level tensors. The functions here are
 :class:`torch.autograd.Function` s that save only those: ``[E, H]`` weights, the edge index and node-level
 tensors. Where a per-edge ``[E, H, C]`` product cannot be avoided (gathering :math:`\mathbf{x}_{j}`, the GATv2
-score) it is formed in chunks of edges of at most :data:`CHUNK_BYTES` and dropped at once, in forward and again in
-backward. Edges need no particular order.
+score) it is formed in chunks of edges (:data:`CHUNK_BYTES`, :data:`MAX_CHUNKS`) and dropped at once, in
+forward and again in backward. Edges need no particular order.
+
+For GAT, :math:`s_{e,h} = \mathrm{LeakyReLU}(a_{j,h} + b_{i,h} + c_{e,h})` is cheap to recompute from per-node
+terms, so :func:`gat_attention` goes further: with the per-destination softmax maximum :math:`m_i` and sum
+:math:`Z_i` (``[N, H]``) saved, :math:`\alpha_{e,h} = \exp(s_{e,h} - m_{i,h}) / Z_{i,h}` is recomputed chunk by
+chunk, and backward takes two passes over the edges (the first sums :math:`\sum_{e' \to i} \alpha
+\partial L / \partial \alpha` per destination, the second forms :math:`\partial L / \partial s`): per edge it
+keeps only the boolean dropout mask and the edge index, at the price of gathering the ``[E, H, C]`` features
+twice more in backward.
 
 * :func:`edge_aggregate` -- :math:`\mathbf{y} = \sum \tilde\alpha \mathbf{x}_j` (sparse-dense product per head).
 * :func:`edge_softmax` -- PyG's :func:`~torch_geometric.utils.softmax` (same signature and values) saving only
@@ -38,6 +46,8 @@ backward. Edges need no particular order.
   + W_e \mathbf{e}_{e})_h`, chunked, recomputed in backward.
 * :func:`edge_dot` -- dot-product scores :math:`\gamma \langle \mathbf{q}_{i,h}, \mathbf{k}_{j,h} \rangle`
   (graph transformer), chunked.
+* :func:`softmax_aggregate` -- edge softmax, dropout and aggregation as one node (GATv2).
+* :func:`gat_attention` -- GAT scores, softmax, dropout and aggregation as one node (above).
 * :func:`gat_forward` / :func:`gatv2_forward` -- the whole forward of ``GATConv`` / ``GATv2Conv`` built from
   these, used by :class:`~graph_rma.nn.RepulsiveGATConv` and :class:`~graph_rma.nn.RepulsiveGATv2Conv` with
   ``lean=True``.
@@ -57,12 +67,12 @@ from torch_geometric.typing import SparseTensor
 from torch_geometric.utils import add_self_loops, is_torch_sparse_tensor, remove_self_loops, scatter, to_edge_index
 from torch_geometric.utils.sparse import set_sparse_value
 
-__all__ = ["CHUNK_BYTES", "MAX_CHUNKS", "edge_aggregate", "edge_softmax", "gat_scores", "gatv2_scores", "edge_dot", "gat_forward",
-           "gatv2_forward", "check_lean", "attention_softmax", "dropout_mask",
-           "softmax_aggregate", "gat_attention"]
+__all__ = ["CHUNK_BYTES", "MAX_CHUNKS", "edge_aggregate", "edge_softmax", "gat_scores", "gatv2_scores", "edge_dot",
+           "softmax_aggregate", "gat_attention", "gat_forward", "gatv2_forward", "check_lean", "attention_softmax",
+           "dropout_mask"]
 
 #: Per-chunk temporaries take about this many bytes (a few of them live at once) ...
-CHUNK_BYTES = 1 << 20
+CHUNK_BYTES = 1 << 22
 #: ... or more, so that one pass has at most this many chunks (each chunk is a few small ops, and small ops cost
 #: more than their share when threads wait on each other): the temporaries stay below ~3 / MAX_CHUNKS of an
 #: ``[E, H, C]`` tensor.

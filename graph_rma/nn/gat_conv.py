@@ -24,6 +24,11 @@ bit-identical outputs. What they add:
   weights underflow. The weights returned with ``return_attention_weights`` and seen by PyG's
   ``AttentionExplainer`` are, as in the stock layer, the ones used for aggregation: **after** DropAttention (or
   after plain dropout); in ``eval()`` mode they are the softmax weights.
+* ``lean=True`` computes the attention with :mod:`graph_rma.nn.edge_attention`: no ``[E, heads, out_channels]``
+  tensor is kept for backward (GAT: per edge only the boolean dropout mask and the edge index; the weights are
+  recomputed in backward), about 7x less peak memory per edge than the stock layer and no slower on CPU; same
+  outputs (to float rounding), parameters, ``state_dict`` and dropout / DropAttention draws. Use it for
+  full-batch training on large graphs.
 * Bad input (feature size, ``edge_index`` shape or range, ``edge_attr`` size) raises a ``ValueError`` naming the
   argument. The data-dependent range check is skipped under ``torch.compile``, so compiled layers have no graph
   break (with ``add_self_loops=False``).
