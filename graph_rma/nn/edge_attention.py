@@ -72,7 +72,7 @@ __all__ = ["CHUNK_BYTES", "MAX_CHUNKS", "edge_aggregate", "edge_softmax", "gat_s
            "dropout_mask"]
 
 #: Per-chunk temporaries take about this many bytes (a few of them live at once) ...
-CHUNK_BYTES = 1 << 22
+CHUNK_BYTES = 1 << 20
 #: ... or more, so that one pass has at most this many chunks (each chunk is a few small ops, and small ops cost
 #: more than their share when threads wait on each other): the temporaries stay below ~3 / MAX_CHUNKS of an
 #: ``[E, H, C]`` tensor.
