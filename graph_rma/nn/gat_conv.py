@@ -26,9 +26,9 @@ bit-identical outputs. What they add:
   after plain dropout); in ``eval()`` mode they are the softmax weights.
 * ``lean=True`` computes the attention with :mod:`graph_rma.nn.edge_attention`: no ``[E, heads, out_channels]``
   tensor is kept for backward (GAT: per edge only the boolean dropout mask and the edge index; the weights are
-  recomputed in backward), about 7x less peak memory per edge than the stock layer and no slower on CPU; same
-  outputs (to float rounding), parameters, ``state_dict`` and dropout / DropAttention draws. Use it for
-  full-batch training on large graphs.
+  recomputed in backward): 6-8x less peak memory per edge than the stock layer, for a 1.3-1.5x slower step on
+  CPU (benchmarks/README.md); same outputs (to float rounding), parameters, ``state_dict`` and dropout /
+  DropAttention draws (CPU). Use it when memory limits full-batch training on a large graph.
 * Bad input (feature size, ``edge_index`` shape or range, ``edge_attr`` size) raises a ``ValueError`` naming the
   argument. The data-dependent range check is skipped under ``torch.compile``, so compiled layers have no graph
   break (with ``add_self_loops=False``).
@@ -171,8 +171,8 @@ class RepulsiveGATConv(GATConv):
         drop_attention: a :class:`graph_rma.DropAttention` applied to the normalised attention coefficients
             (sparse, per head) in place of the plain attention ``dropout``; ``None`` keeps the stock behaviour.
         lean: compute with :mod:`graph_rma.nn.edge_attention`, which keeps no ``[E, heads, out_channels]``
-            tensor for backward (about 10x less memory per edge, same outputs, parameters and random draws;
-            for full-batch training on large graphs). Needs a ``[2, E]`` or torch sparse ``edge_index`` and the
+            tensor for backward (6-8x less memory per edge, 1.3-1.5x slower on CPU; same outputs, parameters
+            and random draws; for full-batch training on large graphs). Needs a ``[2, E]`` or torch sparse ``edge_index`` and the
             default ``aggr="add"``.
 
     Forward: ``(x, edge_index, edge_attr=None, size=None, return_attention_weights=None)`` with the stock
