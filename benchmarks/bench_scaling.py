@@ -1,6 +1,7 @@
 """Full-batch training of a 2-layer repulsive GAT (SVGD on every layer) on synthetic graphs of growing size.
 
-    python -m benchmarks.bench_scaling [--edges 1e4 1e5 1e6 1e7] [--steps 3] [--sort-edges] [--out results/scaling]
+    python -m benchmarks.bench_scaling [--edges 1e4 1e5 1e6 1e7] [--steps 3] [--sort-edges] [--lean]
+        [--out results/scaling]
 
 Each size runs in its own process so that peak memory (max RSS on CPU, max allocated on GPU) is that size's own.
 Graphs have E edges over N = E / 10 nodes (average in-degree 10), 128 features, 7 classes; the model has 8 heads
@@ -30,7 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 
-def one(num_edges: int, steps: int, device: str, sort_edges: bool = False) -> dict:
+def one(num_edges: int, steps: int, device: str, sort_edges: bool = False, lean: bool = False) -> dict:
     from torch_geometric.nn import GATConv
 
     try:
@@ -50,7 +51,9 @@ def one(num_edges: int, steps: int, device: str, sort_edges: bool = False) -> di
     y = torch.randint(0, 7, (N,), generator=g)
     x, edge_index, y = x.to(device), edge_index.to(device), y.to(device)
     torch.manual_seed(0)
-    model = nn.ModuleDict({"conv1": Conv(128, 8, heads=8), "conv2": Conv(64, 7, heads=8, concat=False)}).to(device)
+    kw = {"lean": True} if lean else {}
+    model = nn.ModuleDict({"conv1": Conv(128, 8, heads=8, **kw),
+                           "conv2": Conv(64, 7, heads=8, concat=False, **kw)}).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=0.005)
     SVGD(model, alpha=0.1).attach(opt)
 
@@ -88,6 +91,7 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--sort-edges", action="store_true", help="order edges by target node (as PyG datasets are)")
+    ap.add_argument("--lean", action="store_true", help="layers with lean=True (graph_rma.nn.edge_attention)")
     ap.add_argument("--keep-freed-memory", action="store_true",
                     help="glibc: no mmap for large blocks, no trimming (each size's process only)")
     ap.add_argument("--out", default="results/scaling")
@@ -95,12 +99,13 @@ def main(argv=None):
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.one:
-        print(json.dumps(one(int(args.one), args.steps, args.device, args.sort_edges)))
+        print(json.dumps(one(int(args.one), args.steps, args.device, args.sort_edges, args.lean)))
         return
     rows = []
     for e in args.edges:
         cmd = [sys.executable, __file__, "--one", str(e), "--steps", str(args.steps), "--threads", str(args.threads),
                "--device", args.device] + (["--sort-edges"] if args.sort_edges else [])
+        cmd += ["--lean"] if args.lean else []
         env = dict(os.environ)
         if args.keep_freed_memory:
             env.update(MALLOC_MMAP_MAX_="0", MALLOC_TRIM_THRESHOLD_=str(1 << 46))
@@ -123,7 +128,7 @@ def main(argv=None):
     print(f"log-log slope vs edges: time {st:.2f}, peak memory {sm:.2f} (from 1e5 edges; 1.00 = linear)")
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "scaling.json"), "w") as f:
-        json.dump({"rows": rows, "slope_time": st, "slope_memory": sm, "device": args.device,
+        json.dump({"rows": rows, "slope_time": st, "slope_memory": sm, "device": args.device, "lean": args.lean,
                    "sorted_edges": args.sort_edges, "keep_freed_memory": args.keep_freed_memory}, f, indent=2)
     import matplotlib
 
@@ -139,6 +144,7 @@ def main(argv=None):
         a.grid(True, which="both", alpha=0.3)
     order = "edges sorted by target" if args.sort_edges else "random edge order"
     order += ", freed memory kept" if args.keep_freed_memory else ""
+    order += ", lean=True" if args.lean else ""
     fig.suptitle(f"2-layer repulsive GAT (SVGD, 8 heads), full batch, {args.device}, {order}")
     fig.tight_layout()
     fig.savefig(os.path.join(args.out, "scaling.png"), dpi=120)

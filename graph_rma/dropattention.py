@@ -396,25 +396,26 @@ class DropAttention(nn.Module):
 
     def sparse_softmax(self, logits: Tensor, src: Tensor, dst: Tensor, num_src: int, num_dst: int,
                        ptr: Optional[Tensor] = None, generator: Optional[torch.Generator] = None,
-                       layer_rate: Optional[float] = None) -> Tensor:
+                       layer_rate: Optional[float] = None, softmax_fn=softmax) -> Tensor:
         r"""Edge softmax over each destination's incoming edges followed by DropAttention, for layers.
 
         With ``rescale="normalized"`` this is computed as one softmax over the *surviving* edges (dropped logits
         set to :math:`-\infty`), which equals renormalising the dropped softmax weights but stays finite, with
         finite gradients, even when the survivors' weights underflow. Rows left without a survivor keep the plain
         softmax. ``logits`` ``[E, H]``; ``ptr`` as in :func:`torch_geometric.utils.softmax`; ``layer_rate``: the
-        host layer's dropout, used when ``p`` is None.
+        host layer's dropout, used when ``p`` is None; ``softmax_fn`` (that function's signature) computes the
+        softmax, e.g. :func:`graph_rma.nn.edge_attention.edge_softmax`.
         """
         p = self.rate(layer_rate)
         if not self.training or p == 0.0 or logits.numel() == 0:
-            return softmax(logits, dst, ptr, num_dst)
+            return softmax_fn(logits, dst, ptr, num_dst)
         dropped = _sparse_mask(src, dst, logits.size(1), num_src, num_dst, p, self.window, self.mode, generator,
                                self._order(src, dst, num_src, num_dst))
         if self.rescale == "inverse":
-            return _rescale_sparse(softmax(logits, dst, ptr, num_dst), dropped, dst, num_dst, p, self.rescale)
+            return _rescale_sparse(softmax_fn(logits, dst, ptr, num_dst), dropped, dst, num_dst, p, self.rescale)
         survivors = scatter((~dropped).to(torch.int32), dst, dim=0, dim_size=num_dst, reduce="sum")
         dropped = dropped & (survivors > 0).index_select(0, dst)
-        return softmax(logits.masked_fill(dropped, float("-inf")), dst, ptr, num_dst)
+        return softmax_fn(logits.masked_fill(dropped, float("-inf")), dst, ptr, num_dst)
 
     def dense_softmax(self, scores: Tensor, generator: Optional[torch.Generator] = None,
                       layer_rate: Optional[float] = None) -> Tensor:

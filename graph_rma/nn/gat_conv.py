@@ -27,6 +27,11 @@ bit-identical outputs. What they add:
   weights underflow. The weights returned with ``return_attention_weights`` and seen by PyG's
   ``AttentionExplainer`` are, as in the stock layer, the ones used for aggregation: **after** DropAttention (or
   after plain dropout); in ``eval()`` mode they are the softmax weights.
+* ``lean=True`` computes the attention with :mod:`graph_rma.nn.edge_attention`: no ``[E, heads, out_channels]``
+  tensor is kept for backward (GAT: per edge only the boolean dropout mask and the edge index; the weights are
+  recomputed in backward): 6-8x less peak memory per edge than the stock layer, for a 1.3-1.5x slower step on
+  CPU (benchmarks/README.md); same outputs (to float rounding), parameters, ``state_dict`` and dropout /
+  DropAttention draws (CPU). Use it when memory limits full-batch training on a large graph.
 * Bad input (feature size, ``edge_index`` shape or range, ``edge_attr`` size) raises a ``ValueError`` naming the
   argument. The data-dependent range check is skipped under ``torch.compile``, so compiled layers have no graph
   break (with ``add_self_loops=False``).
@@ -50,6 +55,7 @@ from torch_geometric.typing import Adj, OptTensor, Size, SparseTensor
 from torch_geometric.utils import is_torch_sparse_tensor, softmax
 
 from ..dropattention import DropAttention
+from .edge_attention import check_lean, gat_forward, gatv2_forward
 
 __all__ = ["RepulsiveGATConv", "RepulsiveGATv2Conv"]
 
@@ -206,6 +212,10 @@ class RepulsiveGATConv(GATConv):
         fill_value, bias, residual, **kwargs: exactly as in ``GATConv``.
         drop_attention: a :class:`graph_rma.DropAttention` applied to the normalised attention coefficients
             (sparse, per head) in place of the plain attention ``dropout``; ``None`` keeps the stock behaviour.
+        lean: compute with :mod:`graph_rma.nn.edge_attention`, which keeps no ``[E, heads, out_channels]``
+            tensor for backward (6-8x less memory per edge, 1.3-1.5x slower on CPU; same outputs, parameters
+            and random draws; for full-batch training on large graphs). Needs a ``[2, E]`` or torch sparse ``edge_index`` and the
+            default ``aggr="add"``.
 
     Forward: ``(x, edge_index, edge_attr=None, size=None, return_attention_weights=None)`` with the stock
     return values; returned attention weights are taken after DropAttention / dropout.
@@ -227,6 +237,7 @@ class RepulsiveGATConv(GATConv):
         bias: bool = True,
         residual: bool = False,
         drop_attention: Optional[DropAttention] = None,
+        lean: bool = False,
         **kwargs,
     ) -> None:
         _check_heads(heads, out_channels)
@@ -234,6 +245,7 @@ class RepulsiveGATConv(GATConv):
                          dropout=dropout, add_self_loops=add_self_loops, edge_dim=edge_dim, fill_value=fill_value,
                          bias=bias, residual=residual, **kwargs)
         self.drop_attention = _check_drop_attention(drop_attention)
+        self.lean = check_lean(self, lean)
 
     @classmethod
     def from_stock(cls, conv: GATConv, **options) -> "RepulsiveGATConv":
@@ -252,6 +264,8 @@ class RepulsiveGATConv(GATConv):
         _check_inputs(self, x, edge_index, edge_attr, size,
                       self.lin if self.lin is not None else self.lin_src,
                       self.lin if self.lin is not None else self.lin_dst)
+        if self.lean:
+            return gat_forward(self, x, edge_index, edge_attr, size, return_attention_weights)
         return super().forward(x, edge_index, edge_attr=edge_attr, size=size,
                                return_attention_weights=return_attention_weights)
 
@@ -279,6 +293,7 @@ class RepulsiveGATConv(GATConv):
         extra = f", drop_attention={self.drop_attention!r}" if self.drop_attention is not None else ""
         if self.drop_attention is not None and self.drop_attention.p is None:  # the rate it takes from the layer
             extra += f", attention_dropout_rate={self.attention_dropout_rate:g}"
+        extra += ", lean=True" if self.lean else ""
         return f"{type(self).__name__}({self.in_channels}, {self.out_channels}, heads={self.heads}{extra})"
 
 
@@ -289,6 +304,7 @@ class RepulsiveGATv2Conv(GATv2Conv):
         in_channels, out_channels, heads, concat, negative_slope, dropout, add_self_loops, edge_dim,
         fill_value, bias, share_weights, residual, **kwargs: exactly as in ``GATv2Conv``.
         drop_attention: a :class:`graph_rma.DropAttention` replacing the plain attention ``dropout``.
+        lean: the memory-lean path of :mod:`graph_rma.nn.edge_attention` (see :class:`RepulsiveGATConv`).
 
     Forward: ``(x, edge_index, edge_attr=None, return_attention_weights=None)`` with the stock return values;
     returned attention weights are taken after DropAttention / dropout.
@@ -311,6 +327,7 @@ class RepulsiveGATv2Conv(GATv2Conv):
         share_weights: bool = False,
         residual: bool = False,
         drop_attention: Optional[DropAttention] = None,
+        lean: bool = False,
         **kwargs,
     ) -> None:
         _check_heads(heads, out_channels)
@@ -318,6 +335,7 @@ class RepulsiveGATv2Conv(GATv2Conv):
                          dropout=dropout, add_self_loops=add_self_loops, edge_dim=edge_dim, fill_value=fill_value,
                          bias=bias, share_weights=share_weights, residual=residual, **kwargs)
         self.drop_attention = _check_drop_attention(drop_attention)
+        self.lean = check_lean(self, lean)
 
     @classmethod
     def from_stock(cls, conv: GATv2Conv, **options) -> "RepulsiveGATv2Conv":
@@ -336,6 +354,8 @@ class RepulsiveGATv2Conv(GATv2Conv):
             raise ValueError("edge_attr: this layer has no edge features (edge_dim=None); pass edge_attr=None or "
                              "build it with edge_dim")
         _check_inputs(self, x, edge_index, edge_attr, None, self.lin_l, self.lin_r)
+        if self.lean:
+            return gatv2_forward(self, x, edge_index, edge_attr, return_attention_weights)
         return super().forward(x, edge_index, edge_attr=edge_attr, return_attention_weights=return_attention_weights)
 
     def edge_update(self, x_j: Tensor, x_i: Tensor, edge_attr: OptTensor, index: Tensor, ptr: OptTensor,
@@ -360,6 +380,7 @@ class RepulsiveGATv2Conv(GATv2Conv):
         extra = f", drop_attention={self.drop_attention!r}" if self.drop_attention is not None else ""
         if self.drop_attention is not None and self.drop_attention.p is None:  # the rate it takes from the layer
             extra += f", attention_dropout_rate={self.attention_dropout_rate:g}"
+        extra += ", lean=True" if self.lean else ""
         return f"{type(self).__name__}({self.in_channels}, {self.out_channels}, heads={self.heads}{extra})"
 
 

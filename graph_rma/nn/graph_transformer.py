@@ -51,6 +51,7 @@ from torch_geometric.utils import softmax
 
 from ..dropattention import DropAttention
 from ..particles import HeadParam, register_head_layout
+from .edge_attention import edge_aggregate, edge_dot, edge_softmax
 
 __all__ = ["GraphTransformerLayer", "GraphTransformerEncoder"]
 
@@ -70,6 +71,8 @@ class GraphTransformerLayer(nn.Module):
             softmax over the surviving edges (:meth:`~graph_rma.DropAttention.sparse_softmax`), in place of
             ``attention_dropout``.
         bias: whether the projections have biases.
+        lean: compute scores and aggregation with :mod:`graph_rma.nn.edge_attention`, keeping no
+            ``[E, H, C / H]`` tensor for backward (same outputs and parameters; for large graphs).
 
     Shapes:
         ``x`` ``[N, C]``, ``edge_index`` ``[2, E]`` (row 0 source ``j``, row 1 target ``i``) -> ``[N, C]``;
@@ -87,6 +90,7 @@ class GraphTransformerLayer(nn.Module):
         ffn_ratio: int = 4,
         drop_attention: Optional[nn.Module] = None,
         bias: bool = True,
+        lean: bool = False,
     ) -> None:
         super().__init__()
         if not isinstance(channels, int) or channels <= 0:
@@ -117,6 +121,9 @@ class GraphTransformerLayer(nn.Module):
             raise ValueError(f"drop_attention: expected a graph_rma.DropAttention or None, "
                              f"got {type(drop_attention).__name__}")
         self.drop_attention = drop_attention
+        if not isinstance(lean, bool):
+            raise ValueError(f"lean: expected a bool, got {lean!r}")
+        self.lean = lean
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -134,11 +141,17 @@ class GraphTransformerLayer(nn.Module):
         src, dst = edge_index[0], edge_index[1]
         q = self.lin_query(x).view(N, self.heads, self.head_dim)
         k = self.lin_key(x).view(N, self.heads, self.head_dim)
+        if self.lean:  # no [E, H, C] gather kept for backward
+            return edge_dot(q, k, src, dst, 1.0 / math.sqrt(self.head_dim))
         return (q[dst] * k[src]).sum(-1) / math.sqrt(self.head_dim)
 
     def attention(self, x: Tensor, edge_index: Tensor) -> Tensor:
         """The edge weights ``alpha`` ``[E, H]`` (softmax over each target's incoming edges; no dropout)."""
-        return softmax(self.scores(x, edge_index), edge_index[1], num_nodes=x.size(0))
+        return self._softmax(self.scores(x, edge_index), edge_index[1], num_nodes=x.size(0))
+
+    @property
+    def _softmax(self):
+        return edge_softmax if self.lean else softmax
 
     def forward(
         self, x: Tensor, edge_index: Tensor, return_attention_weights: bool = False
@@ -151,15 +164,18 @@ class GraphTransformerLayer(nn.Module):
         src, dst = edge_index[0], edge_index[1]
         score = self.scores(x, edge_index)
         if self.training and self.drop_attention is not None:  # softmax over the surviving edges
-            weights = self.drop_attention.sparse_softmax(score, src, dst, N, N)
-            alpha = softmax(score, dst, num_nodes=N) if return_attention_weights else weights
+            weights = self.drop_attention.sparse_softmax(score, src, dst, N, N, softmax_fn=self._softmax)
+            alpha = self._softmax(score, dst, num_nodes=N) if return_attention_weights else weights
         else:
-            alpha = weights = softmax(score, dst, num_nodes=N)
+            alpha = weights = self._softmax(score, dst, num_nodes=N)
             if self.training and self.attention_dropout > 0:
                 weights = F.dropout(alpha, p=self.attention_dropout, training=True)
         v = self.lin_value(x).view(N, self.heads, self.head_dim)
-        msg = weights.unsqueeze(-1) * v[src]
-        agg = x.new_zeros(N, self.heads, self.head_dim).index_add_(0, dst, msg)
+        if self.lean:
+            agg = edge_aggregate(weights, v, src, dst, N)
+        else:
+            msg = weights.unsqueeze(-1) * v[src]
+            agg = x.new_zeros(N, self.heads, self.head_dim).index_add_(0, dst, msg)
         a = self.lin_out(agg.reshape(N, self.channels))
         h = self.norm1(x + F.dropout(a, self.dropout, self.training))
         f = self.ffn_out(self.act(self.ffn_in(h)))
@@ -195,6 +211,7 @@ class GraphTransformerEncoder(nn.Module):
         attention_dropout: float = 0.1,
         ffn_ratio: int = 4,
         drop_attention: Union[None, DropAttention, Dict[str, Any], Sequence[DropAttention]] = None,
+        lean: bool = False,
     ) -> None:
         super().__init__()
         if not isinstance(num_layers, int) or num_layers < 1:
@@ -209,7 +226,7 @@ class GraphTransformerEncoder(nn.Module):
             raise ValueError(f"drop_attention: expected None, a DropAttention, a dict of its options or "
                              f"{num_layers} instances (one per layer), got {drop_attention!r}")
         self.layers = nn.ModuleList(
-            GraphTransformerLayer(channels, heads, dropout, attention_dropout, ffn_ratio, drop)
+            GraphTransformerLayer(channels, heads, dropout, attention_dropout, ffn_ratio, drop, lean=lean)
             for drop in drops
         )
 

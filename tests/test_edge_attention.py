@@ -1,0 +1,270 @@
+"""Memory-lean edge attention (graph_rma.nn.edge_attention): equivalence with the default path and with stock PyG
+over the input forms, gradients (gradcheck of every autograd function), dropout / DropAttention masks, attention
+weights, state_dict, samplers, torch.compile, and that no [E, heads, channels] tensor is kept for backward."""
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch_geometric.nn import GATConv, GATv2Conv
+
+from graph_rma import SVGD, DropAttention
+from graph_rma.nn import GraphTransformerLayer, RepulsiveGATConv, RepulsiveGATv2Conv
+from graph_rma.nn import edge_attention as ea
+
+N, E, FEAT, H, C = 30, 160, 12, 4, 5
+
+
+def graph(seed=0, num_src=N, num_dst=N, edges=E):
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(0, num_src, (edges,), generator=g)
+    dst = torch.randint(0, num_dst, (edges,), generator=g)
+    return torch.stack([src, dst]), g
+
+
+def run(conv, *args, seed=1, **kwargs):
+    """Forward (seeded: the same dropout / DropAttention draws), a loss using the output and, when returned, the
+    attention weights, backward; returns output, weights (or None) and the parameter gradients."""
+    conv.zero_grad()
+    torch.manual_seed(seed)
+    res = conv(*args, **kwargs)
+    out, att = (res[0], res[1]) if isinstance(res, tuple) else (res, None)
+    loss = (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum()
+    if att is not None:
+        loss = loss + (att[1] * torch.linspace(0, 1, att[1].numel()).view_as(att[1])).sum()
+    loss.backward()
+    return out, att, {k: p.grad.clone() for k, p in conv.named_parameters() if p.grad is not None}
+
+
+def assert_same(a, b, atol=1e-5):
+    out_a, att_a, grads_a = a
+    out_b, att_b, grads_b = b
+    torch.testing.assert_close(out_a, out_b, atol=atol, rtol=1e-5)
+    if att_a is not None:
+        ia, ib = att_a[0], att_b[0]
+        if ia.is_sparse or ia.layout == torch.sparse_csr:
+            torch.testing.assert_close(ia.to_dense(), ib.to_dense(), atol=1e-6, rtol=1e-5)
+        else:
+            assert torch.equal(ia, ib)
+        torch.testing.assert_close(att_a[1], att_b[1], atol=1e-6, rtol=1e-5)
+    assert grads_a.keys() == grads_b.keys()
+    for k in grads_a:
+        torch.testing.assert_close(grads_a[k], grads_b[k], atol=atol, rtol=1e-4, msg=k)
+
+
+def pair(cls, **kw):
+    torch.manual_seed(0)
+    default = cls(FEAT, C, heads=H, **kw)
+    lean = cls(FEAT, C, heads=H, lean=True, **kw)
+    lean.load_state_dict(default.state_dict())
+    return default, lean
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Layers: lean == default == stock PyG
+# ----------------------------------------------------------------------------------------------------------------
+CASES = [
+    dict(),
+    dict(dropout=0.5),
+    dict(concat=False, dropout=0.3),
+    dict(add_self_loops=False),
+    dict(residual=True, dropout=0.2),
+    dict(edge_dim=3, dropout=0.4),
+    dict(edge_dim=3, fill_value=0.5, add_self_loops=True),
+]
+
+
+@pytest.mark.parametrize("cls,stock", [(RepulsiveGATConv, GATConv), (RepulsiveGATv2Conv, GATv2Conv)])
+@pytest.mark.parametrize("kw", CASES, ids=[str(c) for c in CASES])
+@pytest.mark.parametrize("attention", [False, True])
+def test_lean_matches_default_and_stock_pyg(cls, stock, kw, attention):
+    default, lean = pair(cls, **kw)
+    ref = stock(FEAT, C, heads=H, **kw)
+    ref.load_state_dict(default.state_dict())
+    edge_index, g = graph()
+    x = torch.randn(N, FEAT, generator=g)
+    args = (x, edge_index) + ((torch.randn(E, 3, generator=g),) if "edge_dim" in kw else ())
+    extra = {"return_attention_weights": True} if attention else {}
+    for mode in ("train", "eval"):
+        for m in (default, lean, ref):
+            m.train(mode == "train")
+        got = run(lean, *args, **extra)
+        assert_same(run(default, *args, **extra), got)
+        assert_same(run(ref, *args, **extra), got)
+
+
+@pytest.mark.parametrize("cls", [RepulsiveGATConv, RepulsiveGATv2Conv])
+def test_lean_bipartite_and_sparse_inputs(cls):
+    default, lean = pair(cls, dropout=0.3, add_self_loops=False)
+    (default_sl, lean_sl) = pair(cls, dropout=0.3)
+    edge_index, g = graph(num_src=N, num_dst=N // 2)
+    x_src, x_dst = torch.randn(N, FEAT, generator=g), torch.randn(N // 2, FEAT, generator=g)
+    for m in (default, lean, default_sl, lean_sl):
+        m.train()
+    assert_same(run(default, (x_src, x_dst), edge_index), run(lean, (x_src, x_dst), edge_index))
+    # Self-loops on a bipartite pair: on the first min(N_src, N_dst) nodes, as in PyG.
+    assert_same(run(default_sl, (x_src, x_dst), edge_index), run(lean_sl, (x_src, x_dst), edge_index))
+    # A torch sparse adjacency [N_dst, N_src] (COO and CSR), attention weights returned as a sparse matrix too.
+    square, _ = graph(seed=3)
+    x = torch.randn(N, FEAT, generator=g)
+    adj = torch.sparse_coo_tensor(square.flip(0), torch.ones(E), (N, N)).coalesce()
+    for a in (adj, adj.to_sparse_csr()):
+        assert_same(run(default_sl, x, a, return_attention_weights=True),
+                    run(lean_sl, x, a, return_attention_weights=True))
+    if cls is RepulsiveGATConv:  # (x_src, None) and an explicit size
+        assert_same(run(default, (x_src, None), edge_index, size=(N, N // 2)),
+                    run(lean, (x_src, None), edge_index, size=(N, N // 2)))
+
+
+@pytest.mark.parametrize("cls", [RepulsiveGATConv, RepulsiveGATv2Conv])
+@pytest.mark.parametrize("drop", [DropAttention(0.3), DropAttention(0.3, window=3), DropAttention(0.3, mode="column"),
+                                  DropAttention(0.3, rescale="inverse")], ids=["e", "w3", "column", "inverse"])
+def test_lean_with_drop_attention(cls, drop):
+    default, lean = pair(cls, drop_attention=copy.deepcopy(drop))
+    lean.drop_attention = copy.deepcopy(drop)
+    edge_index, g = graph()
+    x = torch.randn(N, FEAT, generator=g)
+    default.train(), lean.train()
+    a = run(default, x, edge_index, return_attention_weights=True)
+    b = run(lean, x, edge_index, return_attention_weights=True)
+    assert_same(a, b)
+    assert bool((b[1][1] == 0).any())  # some weights were dropped
+    assert_same(run(default, x, edge_index), run(lean, x, edge_index))
+
+
+def test_state_dict_repr_and_bad_options():
+    default, lean = pair(RepulsiveGATConv, dropout=0.6)
+    sd_a, sd_b = default.state_dict(), lean.state_dict()
+    assert list(sd_a) == list(sd_b) and all(torch.equal(sd_a[k], sd_b[k]) for k in sd_a)
+    assert list(sd_b) == list(GATConv(FEAT, C, heads=H, dropout=0.6).state_dict())
+    assert "lean=True" in repr(lean)
+    with pytest.raises(ValueError, match="lean"):
+        RepulsiveGATConv(FEAT, C, lean=True, aggr="mean")
+    with pytest.raises(ValueError, match="lean"):
+        RepulsiveGATv2Conv(FEAT, C, lean="yes")
+    with pytest.raises(ValueError, match="lean"):
+        GraphTransformerLayer(8, heads=2, lean=1)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Graph transformer
+# ----------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("drop", [None, DropAttention(0.3)], ids=["dropout", "dropattention"])
+def test_graph_transformer_lean_matches_default(drop):
+    torch.manual_seed(0)
+    default = GraphTransformerLayer(16, heads=4, dropout=0.0, attention_dropout=0.3, drop_attention=drop)
+    lean = GraphTransformerLayer(16, heads=4, dropout=0.0, attention_dropout=0.3, drop_attention=drop, lean=True)
+    lean.load_state_dict(default.state_dict())
+    edge_index, g = graph()
+    x = torch.randn(N, 16, generator=g)
+    for mode in (True, False):
+        default.train(mode), lean.train(mode)
+        assert_same(run(default, x, edge_index, return_attention_weights=True),
+                    run(lean, x, edge_index, return_attention_weights=True))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The autograd functions: gradcheck in float64
+# ----------------------------------------------------------------------------------------------------------------
+def test_functions_gradcheck():
+    from torch.autograd import gradcheck
+
+    g = torch.Generator().manual_seed(0)
+    n_src, n_dst, e = 6, 5, 20
+    src = torch.randint(0, n_src, (e,), generator=g)
+    dst = torch.randint(0, n_dst, (e,), generator=g)
+
+    def r(*shape):
+        return torch.randn(*shape, generator=g, dtype=torch.double, requires_grad=True)
+
+    old = ea.CHUNK_BYTES, ea.MAX_CHUNKS
+    ea.CHUNK_BYTES, ea.MAX_CHUNKS = 1, 10**9  # one edge per chunk: the chunk loop is exercised too
+    try:
+        assert gradcheck(lambda w, x: ea.edge_aggregate(w, x, src, dst, n_dst), (r(e, 2), r(n_src, 2, 3)))
+        assert gradcheck(lambda s: ea.edge_softmax(s, dst, num_nodes=n_dst), (r(e, 2),))
+        assert gradcheck(lambda a, b, c: ea.gat_scores(a, b, c, src, dst, 0.2), (r(n_src, 2), r(n_dst, 2), r(e, 2)))
+        assert gradcheck(lambda xs, xd, att, at, w: ea.gatv2_scores(xs, xd, att, at, w, src, dst, 0.2),
+                         (r(n_src, 2, 3), r(n_dst, 2, 3), r(1, 2, 3), r(e, 4), r(6, 4)))
+        assert gradcheck(lambda q, k: ea.edge_dot(q, k, src, dst, 0.5), (r(n_dst, 2, 3), r(n_src, 2, 3)))
+        assert gradcheck(lambda s, x: ea.softmax_aggregate(s, x, src, dst, n_dst), (r(e, 2), r(n_src, 2, 3)))
+        assert gradcheck(lambda a, b, c, x: ea.gat_attention(a, b, c, x, src, dst, n_dst, 0.2),
+                         (r(n_src, 2), r(n_dst, 2), r(e, 2), r(n_src, 2, 3)))
+        # With dropout: the same mask in every call from the same seed.
+        def dropped(a, b, x):
+            torch.manual_seed(5)
+            return ea.gat_attention(a, b, None, x, src, dst, n_dst, 0.2, p=0.5)
+        assert gradcheck(dropped, (r(n_src, 2), r(n_dst, 2), r(n_src, 2, 3)))
+    finally:
+        ea.CHUNK_BYTES, ea.MAX_CHUNKS = old
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# What backward keeps
+# ----------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("make", [
+    lambda lean: RepulsiveGATConv(16, 8, heads=8, dropout=0.6, lean=lean),
+    lambda lean: RepulsiveGATConv(16, 8, heads=8, drop_attention=DropAttention(0.2), lean=lean),
+    lambda lean: RepulsiveGATv2Conv(16, 8, heads=8, dropout=0.6, lean=lean),
+    lambda lean: GraphTransformerLayer(64, heads=8, lean=lean),
+], ids=["gat", "gat+dropattention", "gatv2", "transformer"])
+def test_no_per_edge_feature_tensor_is_kept(make):
+    n, e = 50, 2000  # E >> N: a kept [E, H, C] tensor stands out
+    edge_index, g = graph(num_src=n, num_dst=n, edges=e)
+    widths = []
+
+    def pack(t):
+        if t.dim() >= 1 and t.size(0) >= e:  # one row per edge (self-loops included)
+            widths.append(t[0].numel())
+        return t
+
+    for lean in (False, True):
+        widths.clear()
+        layer = make(lean).train()
+        x = torch.randn(n, 64 if isinstance(layer, GraphTransformerLayer) else 16, generator=g)
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            layer(x, edge_index).sum().backward()
+        if lean:  # at most [E, heads] (weights, masks, per-edge score terms) and [E] indices
+            assert widths and max(widths) <= 8, widths
+        else:  # the default path keeps [E, 8, 8] (or [E, 8, C / 8]) tensors
+            assert max(widths) >= 64, widths
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Samplers and torch.compile
+# ----------------------------------------------------------------------------------------------------------------
+def test_sampler_step_same_as_default():
+    edge_index, g = graph()
+    x = torch.randn(N, FEAT, generator=g)
+    y = torch.randint(0, 3, (N,), generator=g)
+    params = []
+    for lean in (False, True):
+        torch.manual_seed(0)
+        model = torch.nn.ModuleDict({"c1": RepulsiveGATConv(FEAT, 4, heads=4, dropout=0.5, lean=lean),
+                                     "c2": RepulsiveGATConv(16, 3, heads=2, concat=False, lean=lean)})
+        opt = torch.optim.Adam(model.parameters(), lr=0.01)
+        SVGD(model, alpha=0.1).attach(opt)
+        torch.manual_seed(1)
+        for _ in range(2):
+            opt.zero_grad()
+            F.cross_entropy(model["c2"](F.elu(model["c1"](x, edge_index)), edge_index), y).backward()
+            opt.step()
+        params.append([p.detach().clone() for p in model.parameters()])
+    for a, b in zip(*params):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: RepulsiveGATConv(FEAT, C, heads=H, dropout=0.3, add_self_loops=False, lean=True),
+    lambda: RepulsiveGATv2Conv(FEAT, C, heads=H, add_self_loops=False, lean=True,
+                               drop_attention=DropAttention(0.2)),
+], ids=["gat", "gatv2+dropattention"])
+def test_torch_compile_without_graph_breaks(make):
+    torch._dynamo.reset()
+    conv = make().train()
+    edge_index, g = graph()
+    x = torch.randn(N, FEAT, generator=g)
+    explanation = torch._dynamo.explain(conv)(x, edge_index)
+    assert explanation.graph_count == 1 and explanation.graph_break_count == 0, explanation.break_reasons
+    conv.eval()
+    compiled = torch.compile(conv, backend="eager", fullgraph=True)
+    torch.testing.assert_close(compiled(x, edge_index), conv(x, edge_index))
