@@ -12,7 +12,8 @@ A variant is a short spec string, parsed by :func:`parse_variant`::
     dropattn:p=0.1,w=1,mode=column       DropAttention (column mode; ``mode=element`` is the default)
     svgd:alpha=0.1+dropattn:p=0.1        combined with ``+``
     svgd:alpha=0.01,update=authors       the authors' published code, not the paper (compatibility option:
-                                         graph_rma.particles.authors; alpha is their d_kernel_weight w)
+                                         graph_rma.particles.authors; alpha is their d_kernel_weight w;
+                                         view=heads: one particle per head instead of W.t().reshape(H, -1))
 
 Tasks and examples never re-implement a variant: :func:`apply_variant` is the one function that applies it to a
 built model and its optimizer (DropAttention into every attention layer that supports it, one instance per layer;
@@ -68,6 +69,7 @@ class Variant:
     reg_target: str = "attention"
     drop_attention: Optional[Tuple[Tuple[str, Any], ...]] = None
     update: str = "paper"
+    view: str = "mixing"
 
     @property
     def name(self) -> str:
@@ -94,8 +96,10 @@ class Variant:
                 opts.append(f"target={self.reg_target}")
             parts.append("reg:" + ",".join(opts))
         if self.sampler != "ma" or not parts and not self.drop_attention:
-            keys = {"sgld": ("eps", "beta"), "svgd": ("alpha", "eps", "bandwidth", "kernel_grad", "update"),
-                    "spos": ("alpha", "eps", "beta", "bandwidth", "kernel_grad", "update"), "ma": ()}[self.sampler]
+            keys = {"sgld": ("eps", "beta"),
+                    "svgd": ("alpha", "eps", "bandwidth", "kernel_grad", "update", "view"),
+                    "spos": ("alpha", "eps", "beta", "bandwidth", "kernel_grad", "update", "view"),
+                    "ma": ()}[self.sampler]
             opts = [f"{k}={_fmt(getattr(self, k))}" for k in keys if getattr(self, k) != getattr(default, k)]
             if self.sampler != "ma" and self.roles:
                 opts.append("roles=" + "/".join(self.roles))
@@ -167,9 +171,10 @@ def parse_variant(spec: Union[str, Variant]) -> Variant:
 
     Strict: every value is checked here, before any model or data exists. Unknown or duplicate keys (``w`` and
     ``window`` are one key), a part given twice, non-numbers, non-finite numbers, out-of-range values (``alpha < 0``,
-    ``eps``/``beta``/``bandwidth <= 0``, an ``update`` other than ``paper``/``authors``, ``bandwidth``/``kernel_grad``
-    with ``update=authors``, ``p`` outside ``[0, 1)``, a ``window`` that is not an integer ``>= 1``,
-    a ``weight < 0``) and booleans other than ``1/0/true/false/yes/no`` raise a ``ValueError`` naming the key.
+    ``eps``/``beta``/``bandwidth <= 0``, an ``update`` other than ``paper``/``authors``, ``bandwidth`` or
+    ``kernel_grad`` with ``update=authors``, ``view`` (``mixing``/``heads``) without it, ``p`` outside ``[0, 1)``, a
+    ``window`` that is not an integer ``>= 1``, a ``weight < 0``) and booleans other than ``1/0/true/false/yes/no``
+    raise a ``ValueError`` naming the key.
     """
     if isinstance(spec, Variant):
         return spec
@@ -198,13 +203,16 @@ def parse_variant(spec: Union[str, Variant]) -> Variant:
             if name != "ma":
                 fields["sampler"] = name
             allowed = {"ma": set(), "sgld": {"eps", "beta", "roles", "layers"},
-                       "svgd": {"alpha", "eps", "bandwidth", "kernel_grad", "roles", "layers", "update"},
-                       "spos": {"alpha", "eps", "beta", "bandwidth", "kernel_grad", "roles", "layers", "update"}}[name]
+                       "svgd": {"alpha", "eps", "bandwidth", "kernel_grad", "roles", "layers", "update", "view"},
+                       "spos": {"alpha", "eps", "beta", "bandwidth", "kernel_grad", "roles", "layers", "update",
+                                "view"}}[name]
             if opts.get("update") == "authors":
                 for key in ("bandwidth", "kernel_grad"):
                     if key in opts:
                         raise ValueError(f"variant: option {key!r} does not apply with update=authors (their code "
                                          f"fixes the bandwidth and smooths the gradients) in {spec!r}")
+            elif "view" in opts:
+                raise ValueError(f"variant: option 'view' applies only with update=authors in {spec!r}")
             for key, value in opts.items():
                 if key not in allowed:
                     raise ValueError(f"variant: unknown option {key!r} for {name!r} (allowed: {sorted(allowed)})")
@@ -218,7 +226,12 @@ def parse_variant(spec: Union[str, Variant]) -> Variant:
                     fields[key] = _bool(spec, key, value)
                 elif key == "update":
                     if value not in UPDATES:
-                        raise ValueError(f"variant: update={value!r} in {spec!r} must be one of {', '.join(UPDATES)}")
+                        raise ValueError(f"variant: update={value!r} in {spec!r} must be one of "
+                                         f"{', '.join(UPDATES)}")
+                    fields[key] = value
+                elif key == "view":
+                    if value not in ("mixing", "heads"):
+                        raise ValueError(f"variant: view={value!r} in {spec!r} must be mixing or heads")
                     fields[key] = value
                 else:
                     fields[key] = _names(spec, key, value)
@@ -259,8 +272,8 @@ def make_sampler(variant: Union[str, Variant], model: nn.Module, seed: int = 0) 
     common = dict(eps=v.eps, roles=v.roles, layers=list(v.layers) if v.layers else None, seed=seed)
     if v.update == "authors":  # parse_variant allows it for svgd/spos only
         if v.sampler == "svgd":
-            return AuthorsSVGD(model, w=v.alpha, **common)
-        return AuthorsSPOS(model, w=v.alpha, beta=v.beta, **common)
+            return AuthorsSVGD(model, w=v.alpha, view=v.view, **common)
+        return AuthorsSPOS(model, w=v.alpha, beta=v.beta, view=v.view, **common)
     if v.sampler == "svgd":
         return SVGD(model, alpha=v.alpha, bandwidth=v.bandwidth, kernel_grad=v.kernel_grad, **common)
     if v.sampler == "spos":

@@ -93,7 +93,8 @@ def test_mixing_view_is_the_transposed_reshape():
     W = lin.weight
     view = MixingHeadParam("weight", "lin", W, 4)
     torch.testing.assert_close(view.heads(W.detach()), W.detach().t().reshape(4, -1))
-    assert view.size == 12 and HeadParam("weight", "lin", W, 4).heads(W.detach())[0].tolist() == W[:2].flatten().tolist()
+    head_view = HeadParam("weight", "lin", W, 4).heads(W.detach())
+    assert view.size == 12 and head_view[0].tolist() == W[:2].flatten().tolist()
     t = torch.zeros_like(W)
     view.write(t, 2 * W.detach().t().reshape(4, -1))
     torch.testing.assert_close(t, 2 * W.detach())
@@ -158,6 +159,19 @@ def test_roles_select_and_others_keep_their_gradients():
             assert torch.equal(dict(model.named_parameters())[name].grad, g), name
 
 
+def test_heads_view_is_the_sentence_classifiers_rows():
+    # Their sentence classifier's particles are the rows of Weight2 [hops, unit]: one per head, own kernel.
+    torch.manual_seed(0)
+    model = _Net()
+    sampler = make_sampler("svgd:alpha=0.3,update=authors,view=heads,roles=lin", model)
+    assert sampler.view == "heads" and all(type(p) is HeadParam for g in sampler.groups for p in g.params)
+    before = _backward(model)
+    sampler.step()
+    W = model.conv.lin.weight.detach()  # [12, 10]: head i = rows 3i..3i+2
+    want = authors_svgd_grad(W.reshape(4, -1), before["conv.lin.weight"].reshape(4, -1), w=0.3)
+    torch.testing.assert_close(model.conv.lin.weight.grad, want.reshape(12, 10))
+
+
 def test_spos_sampler_uses_its_seeded_generator():
     torch.manual_seed(0)
     model = _Net()
@@ -190,7 +204,7 @@ def test_default_samplers_are_unchanged():
 @pytest.mark.parametrize("bad, word", [
     ("svgd:update=theirs", "update"), ("svgd:update=authors,bandwidth=liu", "bandwidth"),
     ("spos:kernel_grad=0,update=authors", "kernel_grad"), ("sgld:update=authors", "update"),
-    ("svgd:update=authors,w=0.01", "'w'"),
+    ("svgd:update=authors,w=0.01", "'w'"), ("svgd:view=heads", "view"), ("svgd:update=authors,view=rows", "view"),
 ])
 def test_strict_spec(bad, word):
     with pytest.raises(ValueError, match=word):

@@ -34,7 +34,7 @@ absolute gradient entries of the whole ``[M, D]`` block.
    multiple of ``H``, a contiguous run of that flattened transpose). In their sentence classifier
    (``SentenceClassification/scripts/embedding_svgd.py``, ``Linear_SVGD.backward``) the particles are the rows of
    ``Weight2`` ``[hops, attention_unit]``, one per hop: there they *are* heads. :class:`MixingHeadParam` is the
-   GraphWriter view.
+   GraphWriter view (``view="mixing"``, the default); ``view="heads"`` is the sentence classifier's.
 2. *Each weight is its own particle set*: GraphWriter calls the update separately for ``key_layer``,
    ``query_layer`` and ``value_layer`` (``train``), each with its own kernel and bandwidth; the paper (and
    :class:`graph_rma.particles.SVGD`) concatenates a head's parameters into one particle.
@@ -81,7 +81,7 @@ from .layouts import HeadParam, LayerSpec, ParticleGroup
 from .samplers import ParticleSampler
 
 __all__ = ["authors_bandwidth", "authors_kernel", "authors_svgd_grad", "authors_spos_grad", "MixingHeadParam",
-           "mixing_groups", "AuthorsSVGD", "AuthorsSPOS"]
+           "mixing_groups", "VIEWS", "AuthorsSVGD", "AuthorsSPOS"]
 
 
 def _lower_median(values: Tensor) -> Tensor:
@@ -218,13 +218,20 @@ class MixingHeadParam(HeadParam):
         region.copy_(value.reshape(-1, rows).t().reshape(region.shape))
 
 
-def mixing_groups(groups: List[ParticleGroup]) -> List[ParticleGroup]:
+VIEWS = ("mixing", "heads")
+
+
+def mixing_groups(groups: List[ParticleGroup], view: str = "mixing") -> List[ParticleGroup]:
     """The authors' particle sets for ``groups``: one group per parameter (each weight its own kernel), read
-    through :class:`MixingHeadParam`. Group names are ``"<layer>.<parameter>"``."""
+    through :class:`MixingHeadParam` (``view="mixing"``, GraphWriter) or as heads (``view="heads"``, their
+    sentence classifier's ``Weight2`` rows). Group names are ``"<layer>.<parameter>"``."""
+    if view not in VIEWS:
+        raise ValueError(f"view: expected one of {', '.join(VIEWS)}, got {view!r}")
+    cls = MixingHeadParam if view == "mixing" else HeadParam
     out: List[ParticleGroup] = []
     for group in groups:
         for p in group.params:
-            mixed = MixingHeadParam(p.name, p.role, p.param, p.num_heads, p.axis, p.start, p.length)
+            mixed = cls(p.name, p.role, p.param, p.num_heads, p.axis, p.start, p.length)
             name = f"{group.name}.{p.name}" if group.name else p.name
             out.append(ParticleGroup(name, group.module, group.num_heads, [mixed]))
     return out
@@ -240,20 +247,25 @@ class AuthorsSVGD(ParticleSampler):
             :class:`~graph_rma.particles.ParticleSampler`.
         w: weight of the kernel term (their ``d_kernel_weight``), ``>= 0``.
         eps: multiplier of the new gradient (their sentence classifier's ``stepsize``; GraphWriter: 1).
+        view: ``"mixing"`` (``W.t().reshape(H, -1)``, GraphWriter) or ``"heads"`` (one particle per head, as their
+            sentence classifier's ``Weight2`` rows); either way each weight is its own particle set.
     """
 
     def __init__(self, model: nn.Module, w: float = 0.01, eps: float = 1.0, layers: LayerSpec = None,
-                 roles=None, min_heads: int = 2, seed: int = 0) -> None:
+                 roles=None, min_heads: int = 2, seed: int = 0, view: str = "mixing") -> None:
         self.w = _check_alpha(w)
+        if view not in VIEWS:
+            raise ValueError(f"view: expected one of {', '.join(VIEWS)}, got {view!r}")
         super().__init__(model, eps=eps, layers=layers, roles=roles, min_heads=min_heads, seed=seed)
-        self.groups = mixing_groups(self.groups)
+        self.view = view
+        self.groups = mixing_groups(self.groups, view)
 
     def direction(self, theta: Tensor, grad: Tensor) -> Tensor:
         # The base class writes -eps * direction; their gradient is +eps * g~.
         return -_svgd_grad(theta, grad, self.w)
 
     def _extra_repr(self) -> str:
-        return f"w={self.w}, eps={self.eps}"
+        return f"w={self.w}, eps={self.eps}, view={self.view!r}"
 
 
 class AuthorsSPOS(AuthorsSVGD):
@@ -283,4 +295,4 @@ class AuthorsSPOS(AuthorsSVGD):
         return -_spos_grad(theta, grad, self.w, self.beta, self.stepsize, self.generator, self.grad_scaled_noise)
 
     def _extra_repr(self) -> str:
-        return f"w={self.w}, eps={self.eps}, beta={self.beta}, stepsize={self.stepsize}"
+        return f"w={self.w}, eps={self.eps}, beta={self.beta}, stepsize={self.stepsize}, view={self.view!r}"
