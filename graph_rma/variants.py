@@ -11,6 +11,9 @@ A variant is a short spec string, parsed by :func:`parse_variant`::
     svgd:layers=conv1                    only the module named ``conv1``
     dropattn:p=0.1,w=1,mode=column       DropAttention (column mode; ``mode=element`` is the default)
     svgd:alpha=0.1+dropattn:p=0.1        combined with ``+``
+    svgd:alpha=0.01,update=authors       the authors' published code, not the paper (compatibility option:
+                                         graph_rma.particles.authors; alpha is their d_kernel_weight w;
+                                         view=heads: one particle per head instead of W.t().reshape(H, -1))
 
 Tasks and examples never re-implement a variant: :func:`apply_variant` is the one function that applies it to a
 built model and its optimizer (DropAttention into every attention layer that supports it, one instance per layer;
@@ -36,6 +39,7 @@ import torch
 from torch import Tensor, nn
 
 from .particles import SGLD, SPOS, SVGD, ParticleSampler
+from .particles.authors import AuthorsSPOS, AuthorsSVGD
 from .regularizers import disagreement, frobenius_penalty, frobenius_penalty_sparse, parameter_disagreement
 
 __all__ = ["Variant", "VariantSetup", "apply_variant", "parse_variant", "make_sampler", "make_drop_attention",
@@ -43,12 +47,14 @@ __all__ = ["Variant", "VariantSetup", "apply_variant", "parse_variant", "make_sa
 
 SAMPLERS = ("ma", "sgld", "svgd", "spos")
 REG_KINDS = ("frobenius", "disagreement")
+UPDATES = ("paper", "authors")
 _MODE_ALIASES = {"e": "element", "element": "element", "c": "column", "column": "column"}
 
 
 @dataclass(frozen=True)
 class Variant:
-    """A parsed variant. ``sampler`` is one of ``ma``, ``sgld``, ``svgd``, ``spos``."""
+    """A parsed variant. ``sampler`` is one of ``ma``, ``sgld``, ``svgd``, ``spos``; ``update`` is ``paper`` (Eqs.
+    4-5) or ``authors`` (the authors' published code, :mod:`graph_rma.particles.authors`; svgd/spos only)."""
 
     sampler: str = "ma"
     alpha: float = 1.0
@@ -62,6 +68,8 @@ class Variant:
     reg_weight: float = 0.0
     reg_target: str = "attention"
     drop_attention: Optional[Tuple[Tuple[str, Any], ...]] = None
+    update: str = "paper"
+    view: str = "mixing"
 
     @property
     def name(self) -> str:
@@ -88,8 +96,10 @@ class Variant:
                 opts.append(f"target={self.reg_target}")
             parts.append("reg:" + ",".join(opts))
         if self.sampler != "ma" or not parts and not self.drop_attention:
-            keys = {"sgld": ("eps", "beta"), "svgd": ("alpha", "eps", "bandwidth", "kernel_grad"),
-                    "spos": ("alpha", "eps", "beta", "bandwidth", "kernel_grad"), "ma": ()}[self.sampler]
+            keys = {"sgld": ("eps", "beta"),
+                    "svgd": ("alpha", "eps", "bandwidth", "kernel_grad", "update", "view"),
+                    "spos": ("alpha", "eps", "beta", "bandwidth", "kernel_grad", "update", "view"),
+                    "ma": ()}[self.sampler]
             opts = [f"{k}={_fmt(getattr(self, k))}" for k in keys if getattr(self, k) != getattr(default, k)]
             if self.sampler != "ma" and self.roles:
                 opts.append("roles=" + "/".join(self.roles))
@@ -161,8 +171,10 @@ def parse_variant(spec: Union[str, Variant]) -> Variant:
 
     Strict: every value is checked here, before any model or data exists. Unknown or duplicate keys (``w`` and
     ``window`` are one key), a part given twice, non-numbers, non-finite numbers, out-of-range values (``alpha < 0``,
-    ``eps``/``beta``/``bandwidth <= 0``, ``p`` outside ``[0, 1)``, a ``window`` that is not an integer ``>= 1``,
-    a ``weight < 0``) and booleans other than ``1/0/true/false/yes/no`` raise a ``ValueError`` naming the key.
+    ``eps``/``beta``/``bandwidth <= 0``, an ``update`` other than ``paper``/``authors``, ``bandwidth`` or
+    ``kernel_grad`` with ``update=authors``, ``view`` (``mixing``/``heads``) without it, ``p`` outside ``[0, 1)``, a
+    ``window`` that is not an integer ``>= 1``, a ``weight < 0``) and booleans other than ``1/0/true/false/yes/no``
+    raise a ``ValueError`` naming the key.
     """
     if isinstance(spec, Variant):
         return spec
@@ -191,8 +203,16 @@ def parse_variant(spec: Union[str, Variant]) -> Variant:
             if name != "ma":
                 fields["sampler"] = name
             allowed = {"ma": set(), "sgld": {"eps", "beta", "roles", "layers"},
-                       "svgd": {"alpha", "eps", "bandwidth", "kernel_grad", "roles", "layers"},
-                       "spos": {"alpha", "eps", "beta", "bandwidth", "kernel_grad", "roles", "layers"}}[name]
+                       "svgd": {"alpha", "eps", "bandwidth", "kernel_grad", "roles", "layers", "update", "view"},
+                       "spos": {"alpha", "eps", "beta", "bandwidth", "kernel_grad", "roles", "layers", "update",
+                                "view"}}[name]
+            if opts.get("update") == "authors":
+                for key in ("bandwidth", "kernel_grad"):
+                    if key in opts:
+                        raise ValueError(f"variant: option {key!r} does not apply with update=authors (their code "
+                                         f"fixes the bandwidth and smooths the gradients) in {spec!r}")
+            elif "view" in opts:
+                raise ValueError(f"variant: option 'view' applies only with update=authors in {spec!r}")
             for key, value in opts.items():
                 if key not in allowed:
                     raise ValueError(f"variant: unknown option {key!r} for {name!r} (allowed: {sorted(allowed)})")
@@ -204,6 +224,15 @@ def parse_variant(spec: Union[str, Variant]) -> Variant:
                     fields[key] = value if value in ("median", "liu") else _float(spec, key, value, low=0.0, strict=True)
                 elif key == "kernel_grad":
                     fields[key] = _bool(spec, key, value)
+                elif key == "update":
+                    if value not in UPDATES:
+                        raise ValueError(f"variant: update={value!r} in {spec!r} must be one of "
+                                         f"{', '.join(UPDATES)}")
+                    fields[key] = value
+                elif key == "view":
+                    if value not in ("mixing", "heads"):
+                        raise ValueError(f"variant: view={value!r} in {spec!r} must be mixing or heads")
+                    fields[key] = value
                 else:
                     fields[key] = _names(spec, key, value)
         elif name == "reg":
@@ -241,6 +270,10 @@ def make_sampler(variant: Union[str, Variant], model: nn.Module, seed: int = 0) 
     """The particle sampler of ``variant`` for ``model`` (``None`` for ``ma``/``reg``/``dropattn``)."""
     v = parse_variant(variant)
     common = dict(eps=v.eps, roles=v.roles, layers=list(v.layers) if v.layers else None, seed=seed)
+    if v.update == "authors":  # parse_variant allows it for svgd/spos only
+        if v.sampler == "svgd":
+            return AuthorsSVGD(model, w=v.alpha, view=v.view, **common)
+        return AuthorsSPOS(model, w=v.alpha, beta=v.beta, view=v.view, **common)
     if v.sampler == "svgd":
         return SVGD(model, alpha=v.alpha, bandwidth=v.bandwidth, kernel_grad=v.kernel_grad, **common)
     if v.sampler == "spos":

@@ -10,7 +10,9 @@ from graph_rma.variants import make_sampler, parse_variant, regularization_loss
     "ma", "svgd", "svgd:alpha=0.1,eps=0.5", "spos:alpha=1,beta=1000,bandwidth=liu", "sgld:beta=100",
     "svgd:roles=att_src/att_dst,layers=conv1", "reg:kind=disagreement,weight=0.1,target=parameters",
     "reg:kind=frobenius,weight=0.01", "dropattn:p=0.2,w=3,mode=column,rescale=inverse",
-    "svgd:alpha=0.5+dropattn:p=0.1", "svgd:kernel_grad=0",
+    "svgd:alpha=0.5+dropattn:p=0.1", "svgd:kernel_grad=0", "svgd:alpha=0.01,update=authors",
+    "spos:alpha=0.1,eps=0.5,beta=2,update=authors,roles=lin", "svgd:update=paper",
+    "svgd:update=authors,view=heads,roles=ws2",
 ])
 def test_spec_round_trip(spec):
     v = parse_variant(spec)
