@@ -19,6 +19,8 @@ from graph_rma.engine import paired_comparison, seed_everything
 parser = argparse.ArgumentParser()
 parser.add_argument("--seeds", type=int, default=10)
 parser.add_argument("--epochs", type=int, default=200)
+parser.add_argument("--layers", nargs="+", default=["convs.0"],
+                    help="layers whose heads are particles (the README's quick start: the first layer)")
 parser.add_argument("--root", default=None, help="planetoid folder (default $GRAPH_RMA_DATA/planetoid)")
 args = parser.parse_args()
 
@@ -32,7 +34,7 @@ def run(seed: int, repulsive: bool) -> float:
         model = graph_rma.convert(model)
     opt = torch.optim.Adam(model.parameters(), lr=0.005, weight_decay=5e-4)
     if repulsive:
-        graph_rma.SVGD(model, alpha=0.01, eps=8, roles=["att_src", "att_dst"]).attach(opt)
+        graph_rma.SVGD(model, alpha=0.01, eps=8, roles=["att_src", "att_dst"], layers=args.layers).attach(opt)
     for _ in range(args.epochs):
         model.train()
         opt.zero_grad()

@@ -136,3 +136,25 @@ def test_cli_without_matplotlib_finishes_and_says_so_in_one_line(tmp_path, monke
     assert (out / "results.json").is_file() and (out / "heads_trec_selfattn.html").is_file()
     assert not list(out.glob("*.png"))
     assert "accuracy.png" not in lines[-1] and "results.json" in lines[-1]
+
+
+def test_cli_heads_sets_every_models_number_of_heads(tmp_path, monkeypatch):
+    root = tmp_path / "text"
+    (root / "TREC").mkdir(parents=True)
+    for split, n, seed in (("train", 40, 0), ("test", 20, 1)):
+        s, y = _toy(n, seed)
+        (root / "TREC" / f"TREC.{split}.all").write_text("".join(f"{a} {b}\n" for a, b in zip(y, s)), encoding="latin-1")
+    seen = {}
+    real = tc.train_one
+
+    def spy(model_name, *args, **kwargs):
+        metrics, model, vocab = real(model_name, *args, **kwargs)
+        heads = [m.num_heads for m in model.modules() if hasattr(m, "num_heads")]  # transformer layers
+        seen[model_name] = heads or [model.encoder.heads]
+        return metrics, model, vocab
+
+    monkeypatch.setattr(tc, "train_one", spy)
+    rc = cli.main(["--root", str(root), "--datasets", "trec", "--models", "transformer", "selfattn", "--variants",
+                   "ma", "--seeds", "0", "--epochs", "1", "--heads", "8", "--out", str(tmp_path / "out")])
+    assert rc == 0
+    assert seen == {"transformer": [8, 8], "selfattn": [8]}

@@ -46,6 +46,9 @@ def build_parser() -> Parser:
     p.add_argument("--sentence", default=None,
                    help="sentence of the attention heatmaps (default: a TREC question on TREC, else the first test "
                         "sentence)")
+    p.add_argument("--heads", type=positive_int, default=None,
+                   help="attention heads of every model (the self-attentive model's r; the Transformer's heads must "
+                        "divide its width 64); default: each model's own (4)")
     p.add_argument("--out", type=out_dir, default="runs/text", help="output folder")
     p.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads")
     return p
@@ -85,7 +88,8 @@ def _run(args: argparse.Namespace) -> int:
     result = run_benchmark(args.datasets or preset["datasets"], args.models, args.variants,
                            args.seeds if args.seeds is not None else preset["seeds"], args.out,
                            epochs=args.epochs or preset["epochs"], root=args.root, mr_fold=args.mr_fold,
-                           sentence=args.sentence, command=command.strip(), log=lambda line: print(line, flush=True))
+                           sentence=args.sentence, command=command.strip(), log=lambda line: print(line, flush=True),
+                           model_kwargs={m: {"heads": args.heads} for m in args.models} if args.heads else None)
     print("\n" + format_table(result["summary"]))
     print(f"\nwrote {', '.join(str(f) for f in result['files'])} ({result['total_s']:.0f}s)")
     return 0

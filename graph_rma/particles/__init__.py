@@ -29,9 +29,10 @@ that are not particles keep their gradients.
 Which tensor slices form a head is described by a *head layout* (:func:`register_head_layout`): layouts ship
 for PyG ``GATConv``, ``GATv2Conv``, ``TransformerConv`` and ``torch.nn.MultiheadAttention``; this package's
 layers subclass or register their own. A particle is always exactly one head's slices. (The authors' public
-code reshaped ``[hidden, H*d]`` into ``[hidden*d, H]``, mixing heads, and used Liu's bandwidth
-``med^2 / log(M+1)`` with the median over all ``M^2`` entries; that bandwidth is available as
-``bandwidth="liu"``, the paper's text is the default.)
+code views each projection weight as ``W.t().reshape(H, -1)``, which mixes heads, with its own kernel per weight,
+and a different bandwidth and repulsion scale; that update is available by name only, as
+:mod:`graph_rma.particles.authors` / the spec option ``update=authors``. Liu's bandwidth ``med^2 / log(M+1)`` with
+the median over all ``M^2`` entries is ``bandwidth="liu"``; the paper's text is the default.)
 
 **Numerical safety (a deviation from the paper's equation, samplers only).** With the median bandwidth the
 repulsion grows as :math:`1/\mathrm{spread}`: heads equal up to 1e-7, or heads scaled down to 1e-20, get a
@@ -58,6 +59,7 @@ cannot separate under SVGD (zero kernel gradient, equal updates): :class:`SVGD` 
 from .kernel import median_bandwidth, rbf_kernel, sgld_direction, spos_direction, svgd_direction
 from .layouts import HeadParam, ParticleGroup, find_particle_groups, head_layout, register_head_layout
 from .samplers import SGLD, SPOS, SVGD, ParticleSampler
+from .authors import AuthorsSPOS, AuthorsSVGD
 
 __all__ = [
     "median_bandwidth",
@@ -74,4 +76,6 @@ __all__ = [
     "SVGD",
     "SPOS",
     "SGLD",
+    "AuthorsSVGD",
+    "AuthorsSPOS",
 ]
