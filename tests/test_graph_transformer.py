@@ -97,7 +97,7 @@ class RecordingDrop(DropAttention):
         super().__init__(0.5)
         self.calls = []
 
-    def sparse_softmax(self, logits, src, dst, num_src, num_dst, ptr=None, generator=None):
+    def sparse_softmax(self, logits, src, dst, num_src, num_dst, ptr=None, generator=None, **kwargs):
         self.calls.append((logits.shape, num_dst))
         return torch.zeros_like(logits)
 
@@ -268,3 +268,19 @@ def test_edge_order_for_windows_is_computed_once(monkeypatch):
         GraphTransformerEncoder(16, 2, 4, drop_attention=listed[:1])
     with pytest.raises(ValueError, match="drop_attention"):
         GraphTransformerLayer(16, 4, drop_attention=nn.Dropout(0.1))
+
+
+def test_drop_attention_without_p_takes_the_layers_attention_dropout():
+    x, edge_index = small_graph()
+    outs = []
+    for drop in (DropAttention(), DropAttention(0.3)):
+        torch.manual_seed(0)
+        layer = GraphTransformerLayer(x.size(1), heads=2, dropout=0.0, attention_dropout=0.3, drop_attention=drop)
+        torch.manual_seed(1)
+        outs.append(layer(x, edge_index))
+    assert torch.equal(outs[0], outs[1])
+    torch.manual_seed(0)
+    other = GraphTransformerLayer(x.size(1), heads=2, dropout=0.0, attention_dropout=0.3,
+                                  drop_attention=DropAttention(0.6))
+    torch.manual_seed(1)
+    assert not torch.equal(other(x, edge_index), outs[0])

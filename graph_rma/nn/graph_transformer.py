@@ -164,7 +164,9 @@ class GraphTransformerLayer(nn.Module):
         src, dst = edge_index[0], edge_index[1]
         score = self.scores(x, edge_index)
         if self.training and self.drop_attention is not None:  # softmax over the surviving edges
-            weights = self.drop_attention.sparse_softmax(score, src, dst, N, N, softmax_fn=self._softmax)
+            lean = {"softmax_fn": edge_softmax} if self.lean else {}
+            weights = self.drop_attention.sparse_softmax(score, src, dst, N, N, layer_rate=self.attention_dropout,
+                                                         **lean)
             alpha = self._softmax(score, dst, num_nodes=N) if return_attention_weights else weights
         else:
             alpha = weights = self._softmax(score, dst, num_nodes=N)
