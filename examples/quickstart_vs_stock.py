@@ -1,6 +1,7 @@
 """The README's quick start next to the same loop with stock PyG, on the same seeds: what the swap costs or gains.
 
-    python examples/quickstart_vs_stock.py --seeds 10
+    python examples/quickstart_vs_stock.py --seeds 10                      # SVGD on the first layer (the README)
+    python examples/quickstart_vs_stock.py --seeds 10 --layers convs.0 convs.1   # on both layers
 
 For each seed both arms start from the same weights (the quick start converts the stock model after seeding) and
 train 200 epochs with Adam; the printed number is the test accuracy after the last epoch (the quick start has no
