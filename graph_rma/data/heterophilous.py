@@ -49,7 +49,7 @@ from torch_geometric.data import Data, InMemoryDataset
 from torch_geometric.datasets import Actor, WebKB, WikipediaNetwork
 
 from .root import (ENV_VAR, DataNotFoundError, PathLike, cache_dir, download_verified, missing_data_message,
-                   resolve_root, sha256sum)
+                   resolve_root, sha256sum, verify_checksums)
 
 __all__ = [
     "GEOM_GCN_URL",
@@ -214,17 +214,8 @@ def _url(name: str, fname: str) -> str:
 
 def verify_raw(raw_dir: PathLike, name: str) -> None:
     """Raise :class:`DataNotFoundError` naming the first raw file of ``name`` that is missing, truncated or corrupt."""
-    raw_dir = Path(raw_dir)
-    for fname, digest in raw_file_names(name).items():
-        path = raw_dir / fname
-        if not path.is_file():
-            raise DataNotFoundError(_missing(raw_dir, name, [fname]))
-        got = sha256sum(path)
-        if got != digest:
-            raise DataNotFoundError(
-                f"{path}: truncated or corrupt raw file ({path.stat().st_size} bytes, sha256 {got}, expected "
-                f"{digest}). Replace {fname} with the original from {_url(name, fname)}."
-            )
+    verify_checksums(raw_dir, raw_file_names(name), lambda files: _missing(Path(raw_dir), name, files),
+                     lambda f: _url(name, f))
 
 
 def _missing(raw_dir: Path, name: str, files, hint: str = "") -> str:

@@ -25,7 +25,8 @@ from typing import Dict, Optional
 import torch
 from torch_geometric.data import Data, InMemoryDataset
 
-from .root import DataNotFoundError, PathLike, download_verified, missing_data_message, resolve_root, sha256sum
+from .root import (DataNotFoundError, PathLike, download_verified, missing_data_message, resolve_root,
+                   verify_checksums)
 
 __all__ = ["PLANETOID_URL", "PLANETOID_SHA256", "PlanetoidDataset", "raw_file_names", "verify_raw", "load_planetoid",
            "prepare_features"]
@@ -72,17 +73,8 @@ def raw_file_names(name: str) -> Dict[str, str]:
 
 def verify_raw(raw_dir: PathLike, name: str) -> None:
     """Raise :class:`DataNotFoundError` naming the first raw file of ``name`` that is missing, truncated or corrupt."""
-    raw_dir = Path(raw_dir)
-    for fname, digest in raw_file_names(name).items():
-        path = raw_dir / fname
-        if not path.is_file():
-            raise DataNotFoundError(_missing(raw_dir, name, [fname]))
-        got = sha256sum(path)
-        if got != digest:
-            raise DataNotFoundError(
-                f"{path}: truncated or corrupt raw file ({path.stat().st_size} bytes, sha256 {got}, expected "
-                f"{digest}). Replace {fname} with the original from {PLANETOID_URL}/{fname}."
-            )
+    verify_checksums(raw_dir, raw_file_names(name), lambda files: _missing(Path(raw_dir), name, files),
+                     lambda f: f"{PLANETOID_URL}/{f}")
 
 
 def _missing(raw_dir: Path, name: str, files, hint: str = "") -> str:

@@ -19,7 +19,7 @@ import shutil
 import tempfile
 import urllib.request
 from pathlib import Path
-from typing import Optional, Union
+from typing import Callable, Dict, List, Optional, Union
 
 ENV_VAR = "GRAPH_RMA_DATA"
 CACHE_ENV_VAR = "GRAPH_RMA_CACHE"
@@ -106,3 +106,21 @@ def missing_data_message(name: str, root: Path, files, hint: str = "") -> str:
         f"(or --root), or set ${ENV_VAR} to a folder that contains '{root.name}/'; "
         f"downloading from the canonical source failed or was not possible. {hint}"
     ).strip()
+
+
+def verify_checksums(folder: PathLike, expected: Dict[str, str], missing: Callable[[List[str]], str],
+                     source: Callable[[str], str]) -> None:
+    """Raise :class:`DataNotFoundError` naming the first file of ``expected`` (``{file name: sha256}``) in ``folder``
+    that is missing (message ``missing([name])``) or whose checksum differs (truncated or corrupt; the message says
+    where the original is: ``source(name)``)."""
+    folder = Path(folder)
+    for fname, digest in expected.items():
+        path = folder / fname
+        if not path.is_file():
+            raise DataNotFoundError(missing([fname]))
+        got = sha256sum(path)
+        if got != digest:
+            raise DataNotFoundError(
+                f"{path}: truncated or corrupt raw file ({path.stat().st_size} bytes, sha256 {got}, expected "
+                f"{digest}). Replace {fname} with the original from {source(fname)}."
+            )
