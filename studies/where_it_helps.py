@@ -3,6 +3,7 @@
     python studies/where_it_helps.py select   # the grid on the selection seeds (validation accuracy only)
     python studies/where_it_helps.py final    # ma + each family's chosen configuration on the final seeds
     python studies/where_it_helps.py heads    # GAT at a fixed total width 64: 8x8, 16x4, 32x2 heads (Cora)
+    python studies/where_it_helps.py text-heads  # self-attentive BiLSTM on TREC, r = 2, 4, 16, 30 heads
     python studies/where_it_helps.py report   # markdown tables + heads figure into docs/where-it-helps/
 
 Every step resumes: finished runs are kept in --out (default runs/where_it_helps) and skipped when rerun.
@@ -46,6 +47,7 @@ def grid(v2: bool) -> Dict[str, List[str]]:
         "reg": [f"reg:kind=frobenius,weight={w}" for w in ("0.01", "0.1")],
     }
 HEADS = [(8, 8), (16, 4), (32, 2)]
+TEXT_HEADS = [2, 4, 16, 30]  # r = 1 has no second head to repel; 30 is the paper's self-attentive setting
 
 
 def _name(dataset: str, v2: bool) -> str:
@@ -96,6 +98,40 @@ def heads(out: Path, threads: int) -> None:
                   resume=True, make_plot=False, threads=threads)
 
 
+def text_heads(out: Path, threads: int) -> None:
+    """The benchmark's named plain/SVGD/SPOS variants (no selection: their defaults) on TREC, 10 seeds per r."""
+    from graph_rma.tasks.text_classification import run_benchmark
+
+    for r in TEXT_HEADS:
+        folder = out / "text-heads" / f"r{r}"
+        if (folder / "results.json").is_file():
+            continue
+        run_benchmark(["trec"], ["selfattn"], ["ma", "svgd", "spos"], FINAL_SEEDS, folder,
+                      model_kwargs={"selfattn": {"heads": r}})
+
+
+def _text_heads_rows(out: Path) -> List[str]:
+    from graph_rma.engine import paired_comparison
+
+    rows = ["| r (heads) | variant | plain (%) | variant (%) | paired diff ± SE (z) | W/T/L | head cosine (plain / variant) |",
+            "| ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for r in TEXT_HEADS:
+        path = out / "text-heads" / f"r{r}" / "results.json"
+        if not path.is_file():
+            continue
+        runs = json.loads(path.read_text())["runs"]
+        by = {v: {x["seed"]: x for x in runs if x["variant"] == v} for v in ("ma", "svgd", "spos")}
+        base = {s: 100 * x["test_acc"] for s, x in by["ma"].items()}
+        mean = lambda d, k: sum(x[k] for x in d.values()) / len(d)  # noqa: E731
+        for v in ("svgd", "spos"):
+            pc = paired_comparison(base, {s: 100 * x["test_acc"] for s, x in by[v].items()})
+            rows.append(f"| {r} | `{by[v][0]['spec']}` | {100 * mean(by['ma'], 'test_acc'):.2f} | "
+                        f"{100 * mean(by[v], 'test_acc'):.2f} | {pc['mean']:+.2f} ± {pc['se']:.2f} ({pc['z']:+.1f}) | "
+                        f"{pc['wins']}/{pc['ties']}/{pc['losses']} | {mean(by['ma'], 'head_cos'):.3f} / "
+                        f"{mean(by[v], 'head_cos'):.3f} |")
+    return rows
+
+
 def report(out: Path, docs: Path) -> None:
     """``docs/summary.md``: one row per final (setting, family) and per heads configuration, the paired difference
     against plain with its standard error; ``tables.md``: every table of every stage; ``heads_cora.png``."""
@@ -120,21 +156,14 @@ def report(out: Path, docs: Path) -> None:
                     f"{r['paired_se']:.2f} ({r['paired_z']:+.1f}) | {r['paired_wins']}/{r['paired_ties']}/"
                     f"{r['paired_losses']} |")
     docs.mkdir(parents=True, exist_ok=True)
-    (docs / "summary.md").write_text("\n".join(summary) + "\n")
+    (docs / "summary.md").write_text("\n".join(summary) + "\n\n" + "\n".join(_text_heads_rows(out)) + "\n")
     (docs / "tables.md").write_text("\n".join(lines))
     _heads_figure(out, docs / "heads_cora.png")
+    _text_heads_figure(out, docs / "heads_trec.png")
 
 
 def _heads_figure(out: Path, path: Path) -> None:
-    """Left: test error against the number of heads (Figure 3 style); right: each variant's paired difference
-    against plain heads with its standard error."""
-    from graph_rma.engine.optional import require
-
-    require("matplotlib", "plots")
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(9, 3.4))
-    ax, bx = fig.subplots(1, 2)
+    """GAT on Cora at a fixed total width: :func:`_two_panels` of the node study's heads sweep."""
     series: Dict[str, List] = {}
     for h, c in HEADS:
         p = out / "heads" / f"cora-{h}x{c}" / "results.json"
@@ -143,6 +172,41 @@ def _heads_figure(out: Path, path: Path) -> None:
         for r in json.loads(p.read_text())["summary"]:
             series.setdefault(parse_variant(r["variant"]).name, []).append(
                 (h, 100 - r["test_acc_mean"], r["test_acc_std"], r.get("paired_mean"), r.get("paired_se")))
+    _two_panels(series, [(h, f"{h} x {c}") for h, c in HEADS], "heads x units per head (total width 64)",
+                "GAT on Cora", path)
+
+
+def _text_heads_figure(out: Path, path: Path) -> None:
+    """The self-attentive BiLSTM on TREC: :func:`_two_panels` of the text heads sweep."""
+    from graph_rma.engine import mean_std, paired_comparison
+
+    series: Dict[str, List] = {}
+    for r in TEXT_HEADS:
+        p = out / "text-heads" / f"r{r}" / "results.json"
+        if not p.is_file():
+            continue
+        runs = json.loads(p.read_text())["runs"]
+        base = {x["seed"]: 100 * x["test_acc"] for x in runs if x["variant"] == "ma"}
+        for v in ("ma", "svgd", "spos"):
+            acc = {x["seed"]: 100 * x["test_acc"] for x in runs if x["variant"] == v}
+            m, s = mean_std(list(acc.values()))
+            pc = paired_comparison(base, acc) if v != "ma" else {"mean": None, "se": None}
+            series.setdefault(v, []).append((r, 100 - m, s, pc["mean"], pc["se"]))
+    _two_panels(series, [(r, str(r)) for r in TEXT_HEADS], "attention rows r (heads)",
+                "Self-attentive BiLSTM on TREC", path)
+
+
+def _two_panels(series: Dict[str, List], ticks, xlabel: str, title: str, path: Path) -> None:
+    """Left: test error against the number of heads (the paper's Figure 3 style); right: each variant's paired
+    difference against plain heads with its standard error. ``series[family]`` holds
+    ``(heads, error, std, paired mean, paired se)`` tuples."""
+    from graph_rma.engine.optional import require
+
+    require("matplotlib", "plots")
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(9, 3.4))
+    ax, bx = fig.subplots(1, 2)
     for k, (fam, pts) in enumerate(series.items()):
         shift = 1.0 + 0.04 * (k - 1)  # small horizontal offsets so that the bars do not hide each other
         xs = [p[0] * shift for p in pts]
@@ -154,12 +218,12 @@ def _heads_figure(out: Path, path: Path) -> None:
     bx.axhline(0.0, color="gray", lw=1)
     for a in (ax, bx):
         a.set_xscale("log", base=2)
-        a.set_xticks([h for h, _ in HEADS], [f"{h} x {c}" for h, c in HEADS])
-        a.set_xlabel("heads x units per head (total width 64)")
+        a.set_xticks([x for x, _ in ticks], [label for _, label in ticks])
+        a.set_xlabel(xlabel)
         a.grid(alpha=0.3)
         a.legend(fontsize=8)
     ax.set_ylabel("test error (%)")
-    ax.set_title("GAT on Cora: error vs heads (10 seeds; bars: std)", fontsize=9)
+    ax.set_title(f"{title}: error vs heads (10 seeds; bars: std)", fontsize=9)
     bx.set_ylabel("accuracy minus plain (points)")
     bx.set_title("paired difference vs plain heads (bars: SE)", fontsize=9)
     fig.tight_layout()
@@ -168,7 +232,7 @@ def _heads_figure(out: Path, path: Path) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("step", choices=["select", "final", "heads", "report"])
+    p.add_argument("step", choices=["select", "final", "heads", "text-heads", "report"])
     p.add_argument("--out", type=Path, default=Path("runs/where_it_helps"))
     p.add_argument("--docs", type=Path, default=Path("docs/where-it-helps"))
     p.add_argument("--threads", type=int, default=1)
@@ -181,6 +245,8 @@ def main(argv=None) -> int:
         final(args.out, args.threads, args.only)
     elif args.step == "heads":
         heads(args.out, args.threads)
+    elif args.step == "text-heads":
+        text_heads(args.out, args.threads)
     else:
         report(args.out, args.docs)
     return 0
