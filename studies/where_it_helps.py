@@ -3,6 +3,7 @@
     python studies/where_it_helps.py select   # the grid on the selection seeds (validation accuracy only)
     python studies/where_it_helps.py final    # ma + each family's chosen configuration on the final seeds
     python studies/where_it_helps.py confirm  # every final win (paired z >= 3) again, on fresh seeds 10-29
+    python studies/where_it_helps.py transfer # chameleon's chosen SVGD, unchanged, with GAT instead of GATv2
     python studies/where_it_helps.py heads    # GAT at a fixed total width 64: 8x8, 16x4, 32x2 heads (Cora)
     python studies/where_it_helps.py text-heads  # self-attentive BiLSTM on TREC, r = 2, 4, 16, 30 heads
     python studies/where_it_helps.py report   # markdown tables + heads figure into docs/where-it-helps/
@@ -105,6 +106,13 @@ def confirm(out: Path, threads: int) -> None:
                       resume=True, make_plot=False, threads=threads)
 
 
+def transfer(out: Path, threads: int) -> None:
+    """chameleon-gatv2's chosen SVGD configuration, not re-selected, with GAT's static attention (seeds 0-9)."""
+    spec = json.loads((out / "chosen.json").read_text())["chameleon-gatv2"]["svgd"]
+    run_study(["ma", spec], FINAL_SEEDS, out / "transfer" / "chameleon-gat", dataset="chameleon", v2=False,
+              resume=True, make_plot=False, threads=threads)
+
+
 def heads(out: Path, threads: int) -> None:
     for h, c in HEADS:
         specs = ["ma", f"svgd:alpha=0.01,eps={h},roles=att_src/att_dst", f"spos:alpha=0.01,eps={h},beta=1e9,"
@@ -153,7 +161,7 @@ def report(out: Path, docs: Path) -> None:
     summary = ["| setting | variant | plain (%) | variant (%) | paired diff ± SE (z) | W/T/L |",
                "| --- | --- | ---: | ---: | ---: | ---: |"]
     lines: List[str] = []
-    for stage in ("final", "confirm", "heads", "select"):
+    for stage in ("final", "confirm", "transfer", "heads", "select"):
         for folder in sorted((out / stage).glob("*")):
             path = folder / "results.json"
             if not path.is_file():
@@ -247,7 +255,7 @@ def _two_panels(series: Dict[str, List], ticks, xlabel: str, title: str, path: P
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("step", choices=["select", "final", "confirm", "heads", "text-heads", "report"])
+    p.add_argument("step", choices=["select", "final", "confirm", "transfer", "heads", "text-heads", "report"])
     p.add_argument("--out", type=Path, default=Path("runs/where_it_helps"))
     p.add_argument("--docs", type=Path, default=Path("docs/where-it-helps"))
     p.add_argument("--threads", type=int, default=1)
@@ -260,6 +268,8 @@ def main(argv=None) -> int:
         final(args.out, args.threads, args.only)
     elif args.step == "confirm":
         confirm(args.out, args.threads)
+    elif args.step == "transfer":
+        transfer(args.out, args.threads)
     elif args.step == "heads":
         heads(args.out, args.threads)
     elif args.step == "text-heads":
