@@ -51,6 +51,7 @@ def grid(v2: bool) -> Dict[str, List[str]]:
     }
 HEADS = [(8, 8), (16, 4), (32, 2)]
 TEXT_HEADS = [2, 4, 16, 30]  # r = 1 has no second head to repel; 30 is the paper's self-attentive setting
+TRANSFORMER_HEADS = [2, 4, 8, 16]  # the small Transformer's width is 64: 32, 16, 8, 4 units per head
 
 
 def _name(dataset: str, v2: bool) -> str:
@@ -121,25 +122,33 @@ def heads(out: Path, threads: int) -> None:
                   resume=True, make_plot=False, threads=threads)
 
 
-def text_heads(out: Path, threads: int) -> None:
-    """The benchmark's named plain/SVGD/SPOS variants (no selection: their defaults) on TREC, 10 seeds per r."""
+def text_heads(out: Path, threads: int, only: List[str] = ()) -> None:
+    """The benchmark's named plain/SVGD/SPOS variants (no selection: their defaults) on TREC, 10 seeds per number of
+    heads: the self-attentive BiLSTM's r, and the Transformer's heads at its fixed width 64."""
     from graph_rma.tasks.text_classification import run_benchmark
 
-    for r in TEXT_HEADS:
-        folder = out / "text-heads" / f"r{r}"
-        if (folder / "results.json").is_file():
+    jobs = [("selfattn", r, out / "text-heads" / f"r{r}") for r in TEXT_HEADS]
+    jobs += [("transformer", h, out / "text-heads" / f"transformer-h{h}") for h in TRANSFORMER_HEADS]
+    for model, heads, folder in jobs:
+        if (folder / "results.json").is_file() or (only and folder.name not in only):
             continue
-        run_benchmark(["trec"], ["selfattn"], ["ma", "svgd", "spos"], FINAL_SEEDS, folder,
-                      model_kwargs={"selfattn": {"heads": r}})
+        run_benchmark(["trec"], [model], ["ma", "svgd", "spos"], FINAL_SEEDS, folder,
+                      model_kwargs={model: {"heads": heads}})
+
+
+def _text_folders(out: Path):
+    """(model, heads, folder) of the text heads sweep."""
+    return ([("selfattn", r, out / "text-heads" / f"r{r}") for r in TEXT_HEADS]
+            + [("transformer", h, out / "text-heads" / f"transformer-h{h}") for h in TRANSFORMER_HEADS])
 
 
 def _text_heads_rows(out: Path) -> List[str]:
     from graph_rma.engine import paired_comparison
 
-    rows = ["| r (heads) | variant | plain (%) | variant (%) | paired diff ± SE (z) | W/T/L | head cosine (plain / variant) |",
-            "| ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
-    for r in TEXT_HEADS:
-        path = out / "text-heads" / f"r{r}" / "results.json"
+    rows = ["| model | heads | variant | plain (%) | variant (%) | paired diff ± SE (z) | W/T/L | head cosine (plain / variant) |",
+            "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for model, heads, folder in _text_folders(out):
+        path = folder / "results.json"
         if not path.is_file():
             continue
         runs = json.loads(path.read_text())["runs"]
@@ -148,7 +157,7 @@ def _text_heads_rows(out: Path) -> List[str]:
         mean = lambda d, k: sum(x[k] for x in d.values()) / len(d)  # noqa: E731
         for v in ("svgd", "spos"):
             pc = paired_comparison(base, {s: 100 * x["test_acc"] for s, x in by[v].items()})
-            rows.append(f"| {r} | `{by[v][0]['spec']}` | {100 * mean(by['ma'], 'test_acc'):.2f} | "
+            rows.append(f"| {model} | {heads} | `{by[v][0]['spec']}` | {100 * mean(by['ma'], 'test_acc'):.2f} | "
                         f"{100 * mean(by[v], 'test_acc'):.2f} | {pc['mean']:+.2f} ± {pc['se']:.2f} ({pc['z']:+.1f}) | "
                         f"{pc['wins']}/{pc['ties']}/{pc['losses']} | {mean(by['ma'], 'head_cos'):.3f} / "
                         f"{mean(by[v], 'head_cos'):.3f} |")
@@ -182,7 +191,8 @@ def report(out: Path, docs: Path) -> None:
     (docs / "summary.md").write_text("\n".join(summary) + "\n\n" + "\n".join(_text_heads_rows(out)) + "\n")
     (docs / "tables.md").write_text("\n".join(lines))
     _heads_figure(out, docs / "heads_cora.png")
-    _text_heads_figure(out, docs / "heads_trec.png")
+    _text_heads_figure(out, "selfattn", docs / "heads_trec.png")
+    _text_heads_figure(out, "transformer", docs / "heads_trec_transformer.png")
 
 
 def _heads_figure(out: Path, path: Path) -> None:
@@ -199,24 +209,30 @@ def _heads_figure(out: Path, path: Path) -> None:
                 "GAT on Cora", path)
 
 
-def _text_heads_figure(out: Path, path: Path) -> None:
-    """The self-attentive BiLSTM on TREC: :func:`_two_panels` of the text heads sweep."""
+def _text_heads_figure(out: Path, model: str, path: Path) -> None:
+    """One text model's heads sweep on TREC: :func:`_two_panels`."""
     from graph_rma.engine import mean_std, paired_comparison
 
     series: Dict[str, List] = {}
-    for r in TEXT_HEADS:
-        p = out / "text-heads" / f"r{r}" / "results.json"
-        if not p.is_file():
+    ticks = []
+    for m, heads, folder in _text_folders(out):
+        p = folder / "results.json"
+        if m != model or not p.is_file():
             continue
+        ticks.append((heads, str(heads)))
         runs = json.loads(p.read_text())["runs"]
         base = {x["seed"]: 100 * x["test_acc"] for x in runs if x["variant"] == "ma"}
         for v in ("ma", "svgd", "spos"):
             acc = {x["seed"]: 100 * x["test_acc"] for x in runs if x["variant"] == v}
-            m, s = mean_std(list(acc.values()))
+            mu, sd = mean_std(list(acc.values()))
             pc = paired_comparison(base, acc) if v != "ma" else {"mean": None, "se": None}
-            series.setdefault(v, []).append((r, 100 - m, s, pc["mean"], pc["se"]))
-    _two_panels(series, [(r, str(r)) for r in TEXT_HEADS], "attention rows r (heads)",
-                "Self-attentive BiLSTM on TREC", path)
+            series.setdefault(v, []).append((heads, 100 - mu, sd, pc["mean"], pc["se"]))
+    if not ticks:
+        return
+    if model == "selfattn":
+        _two_panels(series, ticks, "attention rows r (heads)", "Self-attentive BiLSTM on TREC", path)
+    else:
+        _two_panels(series, ticks, "heads (total width 64)", "Transformer on TREC", path)
 
 
 def _two_panels(series: Dict[str, List], ticks, xlabel: str, title: str, path: Path) -> None:
@@ -273,7 +289,7 @@ def main(argv=None) -> int:
     elif args.step == "heads":
         heads(args.out, args.threads)
     elif args.step == "text-heads":
-        text_heads(args.out, args.threads)
+        text_heads(args.out, args.threads, args.only)
     else:
         report(args.out, args.docs)
     return 0
