@@ -49,9 +49,9 @@ def neighbourhood_attention_graph(edge_index: Tensor, attention: Tensor, node: i
         node: the target node whose neighbourhood is shown.
         hops: how many steps of incoming edges to keep.
 
-    Returns:
-        A ``DiGraph`` whose edge :math:`j \to i` has ``attention``: a list with :math:`\alpha^{(h)}_{ij}` per head
-        (summed over duplicate edges), and whose nodes have ``hop``: the number of steps to ``node`` (0 for itself).
+    The result is a ``DiGraph`` whose edge :math:`j \to i` has the attribute ``attention`` (a list with
+    :math:`\alpha^{(h)}_{ij}` per head, summed over duplicate edges) and whose nodes have the attribute ``hop`` (the
+    number of steps to ``node``, 0 for itself).
     """
     import networkx as nx
     att = _check(edge_index, attention, node, hops)

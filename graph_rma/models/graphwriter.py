@@ -82,6 +82,8 @@ class DecoderAttention(nn.Module):
 class GraphWriter(nn.Module):
     r"""GraphWriter: graph-transformer encoder + LSTM decoder with attention over nodes and title, and copying.
 
+    Arguments pad_id, bos_id, eos_id, unk_id: special ids of the vocabulary.
+
     Args:
         vocab_size: size of the shared word vocabulary (titles, entity words, abstract words, type tags).
         num_relations: number of relation types ``R`` (``2R + 1`` start embeddings: relations, inverses, global).
@@ -93,7 +95,6 @@ class GraphWriter(nn.Module):
         decoder_heads: heads of the decoder's attention over nodes and title (GraphWriter: 4).
         use_title: attend over the title (GraphWriter's ``-title``).
         drop_attention: optional DropAttention module for the encoder's edge weights.
-        pad_id, bos_id, eos_id, unk_id: special ids of the vocabulary.
     """
 
     def __init__(

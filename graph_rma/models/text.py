@@ -29,9 +29,10 @@ class TransformerClassifier(nn.Module):
     r"""Token + learned position embeddings, an ``nn.TransformerEncoder`` (post-norm, batch first) whose
     attention is :class:`~graph_rma.nn.RepulsiveMultiheadAttention`, masked mean pooling and a linear layer.
 
+    ``vocab_size`` and ``num_classes`` are the sizes; ``d_model``, ``heads``, ``num_layers``, ``dim_feedforward`` and
+    ``dropout`` configure the encoder.
+
     Args:
-        vocab_size, num_classes: sizes.
-        d_model, heads, num_layers, dim_feedforward, dropout: the encoder.
         max_len: longest sentence (longer inputs are cut).
         drop_attention: :class:`graph_rma.DropAttention` for every attention layer (``None``: off).
         store_attention: keep each layer's attention of the last forward (needed by the Frobenius penalty).
@@ -94,10 +95,9 @@ class SelfAttentiveClassifier(nn.Module):
     r"""Lin et al. (2017): embeddings, :class:`~graph_rma.nn.SelfAttentiveEncoder` (BiLSTM + ``r`` heads), the
     flattened sentence matrix :math:`\mathbf{M}` into a one-hidden-layer MLP.
 
-    Args:
-        vocab_size, num_classes: sizes.
-        embed_dim, hidden_channels (:math:`u`), attention_channels (:math:`d_a`), heads (:math:`r`), mlp_channels,
-        dropout: the model; ``shared_ws1`` and ``drop_attention`` as in the encoder.
+    ``vocab_size`` and ``num_classes`` are the sizes; ``embed_dim``, ``hidden_channels`` (:math:`u`),
+    ``attention_channels`` (:math:`d_a`), ``heads`` (:math:`r`), ``mlp_channels`` and ``dropout`` configure the model;
+    ``shared_ws1`` and ``drop_attention`` are as in the encoder.
     """
 
     def __init__(self, vocab_size: int, num_classes: int, embed_dim: int = 64, hidden_channels: int = 64,

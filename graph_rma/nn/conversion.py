@@ -20,7 +20,7 @@ The swap table lives here and is filled when this module is imported (no import 
 from __future__ import annotations
 
 import warnings
-from typing import Callable, Dict, List, Optional, Type
+from typing import Any, Callable, Dict, List, Optional, Type
 
 import torch
 from torch import nn
@@ -127,7 +127,7 @@ def _convert_one(module: nn.Module, memo: Dict[int, nn.Module], **options) -> Op
     return new
 
 
-def convert(model: nn.Module, inplace: bool = True, **options) -> nn.Module:
+def convert(model: nn.Module, inplace: bool = True, **options: Any) -> nn.Module:
     """Replace every registered stock attention module in ``model`` (recursively) by its drop-in version.
 
     Args:

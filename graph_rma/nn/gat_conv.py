@@ -207,9 +207,10 @@ def _stock_arguments(conv: torch.nn.Module, stock: type) -> Dict[str, Any]:
 class RepulsiveGATConv(GATConv):
     r"""PyG's :class:`~torch_geometric.nn.conv.GATConv` with DropAttention and particle heads (see module docs).
 
+    ``in_channels``, ``out_channels``, ``heads``, ``concat``, ``negative_slope``, ``dropout``, ``add_self_loops``,
+    ``edge_dim``, ``fill_value``, ``bias``, ``residual`` and ``**kwargs`` are exactly as in ``GATConv``.
+
     Args:
-        in_channels, out_channels, heads, concat, negative_slope, dropout, add_self_loops, edge_dim,
-        fill_value, bias, residual, **kwargs: exactly as in ``GATConv``.
         drop_attention: a :class:`graph_rma.DropAttention` applied to the normalised attention coefficients
             (sparse, per head) in place of the plain attention ``dropout``; ``None`` keeps the stock behaviour.
         lean: compute with :mod:`graph_rma.nn.edge_attention`, which keeps no ``[E, heads, out_channels]``
@@ -300,9 +301,11 @@ class RepulsiveGATConv(GATConv):
 class RepulsiveGATv2Conv(GATv2Conv):
     r"""PyG's :class:`~torch_geometric.nn.conv.GATv2Conv` with DropAttention and particle heads (see module docs).
 
+    ``in_channels``, ``out_channels``, ``heads``, ``concat``, ``negative_slope``, ``dropout``, ``add_self_loops``,
+    ``edge_dim``, ``fill_value``, ``bias``, ``share_weights``, ``residual`` and ``**kwargs`` are exactly as in
+    ``GATv2Conv``.
+
     Args:
-        in_channels, out_channels, heads, concat, negative_slope, dropout, add_self_loops, edge_dim,
-        fill_value, bias, share_weights, residual, **kwargs: exactly as in ``GATv2Conv``.
         drop_attention: a :class:`graph_rma.DropAttention` replacing the plain attention ``dropout``.
         lean: the memory-lean path of :mod:`graph_rma.nn.edge_attention` (see :class:`RepulsiveGATConv`).
 

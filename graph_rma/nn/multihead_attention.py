@@ -53,9 +53,10 @@ def _float_mask(mask: Optional[Tensor], name: str, dtype: torch.dtype) -> Option
 class RepulsiveMultiheadAttention(nn.MultiheadAttention):
     r"""Multi-head attention whose heads are particles, with optional DropAttention (see the module docstring).
 
+    Arguments embed_dim, num_heads, dropout, bias, add_bias_kv, add_zero_attn, kdim, vdim, batch_first, device,
+    dtype: exactly as in :class:`torch.nn.MultiheadAttention`.
+
     Args:
-        embed_dim, num_heads, dropout, bias, add_bias_kv, add_zero_attn, kdim, vdim, batch_first, device, dtype:
-            exactly as in :class:`torch.nn.MultiheadAttention`.
         drop_attention: a :class:`graph_rma.DropAttention` module applied to the attention probabilities
             ``[B, H, L, S]`` in training mode (``None``: off).
         store_attention: keep the attention probabilities of the last forward in :attr:`last_attention`

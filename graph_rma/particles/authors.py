@@ -168,8 +168,9 @@ def authors_spos_grad(theta: Tensor, grad: Tensor, w: float = 1.0, beta: float =
                       generator: Optional[torch.Generator] = None, grad_scaled_noise: bool = True) -> Tensor:
     r"""Their SPOS gradient :math:`\tilde g^{\mathrm{SVGD}} + \beta g - \sqrt{2\beta/s}\,\mathrm{med}(|g|)\,\xi`.
 
+    Arguments theta, grad, w: as in :func:`authors_svgd_grad`.
+
     Args:
-        theta, grad, w: as in :func:`authors_svgd_grad`.
         beta: their ``beta`` (``> 0``), the weight of the added gradient and of the noise.
         stepsize: their ``stepsize`` :math:`s` (``> 0``).
         generator: source of :math:`\xi \sim \mathcal{N}(0, I)` (``None``: torch's global generator), drawn in
@@ -272,13 +273,14 @@ class AuthorsSPOS(AuthorsSVGD):
     r"""The authors' published SPOS update (compatibility option): the gradient of each particle set becomes
     ``eps * (g~_SVGD + beta g - sqrt(2 beta / stepsize) med(|g|) xi)``.
 
+    The other arguments are as in :class:`AuthorsSVGD`.
+
     Args:
         beta: their ``beta`` (``> 0``).
         stepsize: the :math:`s` in the noise; ``None`` uses ``eps`` (their sentence classifier, where one
             ``stepsize`` is both). GraphWriter: ``eps=1``, ``stepsize`` its ``-stepsize``,
             ``grad_scaled_noise=False``.
         grad_scaled_noise: multiply the noise by the lower median of ``|g|`` (their sentence classifier).
-        others: as in :class:`AuthorsSVGD`.
     """
 
     def __init__(self, model: nn.Module, w: float = 0.01, eps: float = 1.0, beta: float = 1.0,

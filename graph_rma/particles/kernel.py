@@ -296,8 +296,9 @@ def spos_direction(
     ``xi ~ N(0, I)`` is drawn (in float32, or float64 for float64 input) from ``generator`` on the generator's
     device, so a fixed seed reproduces it on CPU and GPU alike and on every process of a distributed run.
 
+    Arguments theta, grad, alpha, h, kernel_grad, allow_attraction: as in :func:`svgd_direction`.
+
     Args:
-        theta, grad, alpha, h, kernel_grad, allow_attraction: as in :func:`svgd_direction`.
         beta: inverse temperature of the Langevin part (``> 0``).
         eps: the step the update is taken with (``> 0``); it scales the noise.
         generator: source of the Gaussian noise (``None``: torch's global generator).

@@ -51,10 +51,11 @@ class ParticleSampler:
     Call :meth:`step` after ``loss.backward()`` (and after gradients are all-reduced in a distributed run), or
     :meth:`attach` it to an optimizer so that it runs before every ``optimizer.step()``.
 
+    Arguments layers, roles, min_heads: which heads become particles (:func:`find_particle_groups`).
+
     Args:
         model: the model whose attention layers hold the heads.
         eps: step size :math:`\epsilon`; the gradient becomes ``-eps * phi``.
-        layers, roles, min_heads: which heads become particles (:func:`find_particle_groups`).
         seed: seed of the sampler's own noise generator (SPOS/SGLD). The same seed on every process gives the
             same noise on every process, so replicas of a distributed run stay identical.
     """
@@ -269,10 +270,11 @@ class SVGD(ParticleSampler):
 class SPOS(SVGD):
     r"""Stochastic particle-optimisation sampling over attention heads (Eq. 5).
 
+    The other arguments are as in :class:`SVGD`.
+
     Args:
         beta: inverse temperature of the Langevin part; the noise has standard deviation
             :math:`\sqrt{2 / (\beta \epsilon)}` in :math:`\phi` (so :math:`\sqrt{2 \epsilon / \beta}` in the step).
-        others: as in :class:`SVGD`.
     """
 
     _separates_identical = True
