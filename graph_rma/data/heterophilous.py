@@ -56,6 +56,8 @@ __all__ = [
     "HETEROPHILOUS_DATASETS",
     "HETEROPHILOUS_SHA256",
     "NUM_SPLITS",
+    "load_heterophilous_all_splits",
+    "select_split",
     "raw_file_names",
     "verify_raw",
     "load_heterophilous",
@@ -302,9 +304,21 @@ def load_heterophilous(name: str, root: Optional[PathLike] = None, split: int = 
         DataNotFoundError: a raw file is missing (and could not be downloaded), truncated or corrupt; the message
             names the file and where it was looked for.
     """
-    spec = _spec(name)
     if isinstance(split, bool) or not isinstance(split, int) or not 0 <= split < NUM_SPLITS:
         raise ValueError(f"split: expected an int in [0, {NUM_SPLITS}), got {split!r}")
+    return select_split(load_heterophilous_all_splits(name, root, download), split)
+
+
+def select_split(full: Data, split: int) -> Data:
+    """The graph of :func:`load_heterophilous_all_splits` with the ``[N]`` masks of fixed split ``split``."""
+    return Data(x=full.x, edge_index=full.edge_index, y=full.y, train_mask=full.train_mask[:, split].clone(),
+                val_mask=full.val_mask[:, split].clone(), test_mask=full.test_mask[:, split].clone())
+
+
+def load_heterophilous_all_splits(name: str, root: Optional[PathLike] = None, download: bool = True) -> Data:
+    """:func:`load_heterophilous` with the masks of all 10 splits (``[N, 10]``): the raw files are verified and the
+    graph is read once however many splits a study uses."""
+    spec = _spec(name)
     explicit = root is not None or bool(os.environ.get(ENV_VAR))
     raw_dir = resolve_root("pyg", root) / spec.raw_rel
     if download and not explicit:
@@ -315,5 +329,5 @@ def load_heterophilous(name: str, root: Optional[PathLike] = None, split: int = 
     if not _cache_ok(final, spec):
         _build(raw_dir, spec, final)
     full = spec.dataset(final)[0]
-    return Data(x=full.x, edge_index=full.edge_index, y=full.y, train_mask=full.train_mask[:, split].clone(),
-                val_mask=full.val_mask[:, split].clone(), test_mask=full.test_mask[:, split].clone())
+    return Data(x=full.x, edge_index=full.edge_index, y=full.y, train_mask=full.train_mask,
+                val_mask=full.val_mask, test_mask=full.test_mask)

@@ -18,15 +18,15 @@ and stored as a sparse COO tensor (all-zero rows stay zero).
 """
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 from torch_geometric.data import Data
 
-from .heterophilous import HETEROPHILOUS_DATASETS, NUM_SPLITS, load_heterophilous
+from .heterophilous import HETEROPHILOUS_DATASETS, NUM_SPLITS, load_heterophilous_all_splits, select_split
 from .planetoid import load_planetoid, prepare_features
 from .root import PathLike
 
-__all__ = ["NODE_DATASETS", "PLANETOID_DATASETS", "num_splits", "load_node_dataset"]
+__all__ = ["NODE_DATASETS", "PLANETOID_DATASETS", "num_splits", "load_node_dataset", "load_node_splits"]
 
 PLANETOID_DATASETS: Tuple[str, ...] = ("Cora", "CiteSeer")
 NODE_DATASETS: Tuple[str, ...] = PLANETOID_DATASETS + HETEROPHILOUS_DATASETS
@@ -63,16 +63,26 @@ def load_node_dataset(name: str, root: Optional[PathLike] = None, split: int = 0
         ValueError: unknown ``name`` or ``split`` out of range.
         DataNotFoundError: raw files missing or corrupt (see the family's loader).
     """
+    return load_node_splits(name, [split], root=root, normalize=normalize)[split]
+
+
+def load_node_splits(name: str, splits: Sequence[int], root: Optional[PathLike] = None,
+                     normalize: bool = True) -> Dict[int, Data]:
+    """``{split: load_node_dataset(name, root, split, normalize)}`` for every split in ``splits``, reading and
+    verifying the files and preparing the features once (the splits share ``x``, ``edge_index`` and ``y``)."""
     name = _canonical(name)
     n = num_splits(name)
-    if isinstance(split, bool) or not isinstance(split, int) or not 0 <= split < n:
-        raise ValueError(f"split: expected an int in [0, {n}) for {name}, got {split!r}")
+    for split in splits:
+        if isinstance(split, bool) or not isinstance(split, int) or not 0 <= split < n:
+            raise ValueError(f"split: expected an int in [0, {n}) for {name}, got {split!r}")
     if name in PLANETOID_DATASETS:
         full = load_planetoid(name, root=root)[0]
-        data = Data(x=full.x, edge_index=full.edge_index, y=full.y, train_mask=full.train_mask,
+        base = Data(x=full.x, edge_index=full.edge_index, y=full.y, train_mask=full.train_mask,
                     val_mask=full.val_mask, test_mask=full.test_mask)
+        select = lambda data, split: base  # noqa: E731  (one public split)
     else:
-        data = load_heterophilous(name, root=root, split=split)
+        base = load_heterophilous_all_splits(name, root=root)
+        select = select_split
     if normalize:
-        data.x = prepare_features(data.x)
-    return data
+        base.x = prepare_features(base.x)
+    return {split: select(base, split) for split in splits}

@@ -39,7 +39,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 import torch
 import torch.nn.functional as F
 
-from ..data.nodes import NODE_DATASETS, load_node_dataset, num_splits
+from ..data.nodes import NODE_DATASETS, load_node_splits, num_splits
 from ..diagnostics import head_distance
 from ..engine import (EarlyStopping, ResumeMismatchError, check_resume, mean_std, paired_comparison, read_json,
                       save_checkpoint, seed_everything, slug, write_csv, write_json)
@@ -239,7 +239,7 @@ def run_study(
     if len(set(variants)) != len(variants):
         raise ValueError(f"variants: duplicates after parsing: {variants}")
     n_splits = num_splits(dataset)  # also validates the name before any data is loaded
-    datas = {k: load_node_dataset(dataset, root=root, split=k) for k in sorted({s % n_splits for s in seeds})}
+    datas = load_node_splits(dataset, sorted({s % n_splits for s in seeds}), root=root)
     first = next(iter(datas.values()))
     ds_name = next(n for n in NODE_DATASETS if n.lower() == dataset.lower())
     model_kwargs = {"in_channels": first.num_features, "out_channels": int(first.y.max()) + 1,
