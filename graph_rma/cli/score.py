@@ -22,16 +22,6 @@ from ..tasks.defaults import METEOR_CHOICES
 from ._common import Parser, UsageError, description, run_command
 
 
-def read_lines(path: str) -> List[str]:
-    """Lines of ``path`` without their line ends (a missing final newline is fine; U+0085 etc. are not breaks)."""
-    with open(path, encoding="utf-8", newline="") as f:
-        text = f.read()
-    lines = text.replace("\r\n", "\n").split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return lines
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="graph-rma score", description=description(__doc__))
     p.add_argument("--hyp", required=True, help="generated texts, one per line")
@@ -47,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _read(path: str, option: str) -> List[str]:
+    from ..engine.files import read_lines  # on use: graph_rma.engine loads torch, which --help must not
+
     try:
         return read_lines(path)
     except OSError as exc:

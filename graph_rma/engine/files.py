@@ -18,7 +18,7 @@ from typing import Any, Iterable, List, Mapping, Optional, Union
 
 PathLike = Union[str, os.PathLike]
 
-__all__ = ["PathLike", "slug", "atomic_write_bytes", "atomic_write_text", "write_json", "read_json", "write_csv"]
+__all__ = ["PathLike", "slug", "read_lines", "atomic_write_bytes", "atomic_write_text", "write_json", "read_json", "write_csv"]
 
 
 def atomic_write_bytes(path: PathLike, data: bytes) -> Path:
@@ -78,3 +78,15 @@ def slug(text: str) -> str:
     6 hex digits of its SHA-1 so that two texts never share a folder."""
     clean = re.sub(r"[^A-Za-z0-9.=_-]+", "_", text).strip("_")
     return f"{clean[:80]}-{hashlib.sha1(text.encode()).hexdigest()[:6]}"
+
+
+def read_lines(path: PathLike) -> List[str]:
+    """The lines of a UTF-8 text file without their line ends, as written by ``"\\n".join(lines) + "\\n"``
+    (hypotheses, references): ``\\r\\n`` counts as one end, a missing final newline is fine, and U+0085 and
+    similar characters are not line breaks."""
+    with open(path, encoding="utf-8", newline="") as f:
+        text = f.read()
+    lines = text.replace("\r\n", "\n").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines

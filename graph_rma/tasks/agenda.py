@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 from ..data.agenda import AgendaEncoder, AgendaRecord, AgendaSplits, build_vocab, load_agenda
-from ..engine import atomic_write_text, write_json
+from ..engine import atomic_write_text, read_lines, write_json
 from ..metrics import evaluate_generation
 from ..variants import Variant
 from . import graph_to_text as g2t
@@ -95,8 +95,8 @@ def evaluate(out: PathLike, split: str = "test", root: Optional[PathLike] = None
     hyp_path = out / f"hyp.{split}.txt"
     if regenerate or not hyp_path.exists():
         generate(out, split, splits=splits, **gen_kwargs)
-    hyps = g2t.read_lines(hyp_path)
-    refs = g2t.read_lines(out / f"gold.{split}.txt")
+    hyps = read_lines(hyp_path)
+    refs = read_lines(out / f"gold.{split}.txt")
     recs = splits.split(split)[: len(hyps)]
     result = {"split": split, "records": len(hyps), "data": splits.description,
               **score(hyps, refs, [r.entities for r in recs], meteor=meteor)}

@@ -50,7 +50,7 @@ from ..regularizers import disagreement, parameter_disagreement
 from ..variants import Variant, apply_variant, parse_variant
 
 __all__ = ["CONFIG_KEYS", "RESUMABLE_CHANGES", "build_model", "build_optimizer", "check_config", "check_variant", "decode_records", "decode_settings",
-           "dev_loss", "head_diversity", "load_model", "read_lines", "run_folder", "train"]
+           "dev_loss", "head_diversity", "load_model", "run_folder", "train"]
 
 #: The keys of a training configuration (the presets of :mod:`graph_rma.tasks.agenda` and ``.webnlg``).
 CONFIG_KEYS = ("hidden", "layers", "heads", "dropout", "attention_dropout", "decoder_heads", "epochs", "batch_size",
@@ -378,11 +378,6 @@ def decode_records(model: GraphWriter, enc: GraphTextEncoder, recs: Sequence[Gra
     relex = [enc.decode(h, r) for h, r in zip(hyps, recs)]
     delex = [enc.decode(h, r, relex=False) for h, r in zip(hyps, recs)]
     return relex, delex
-
-
-def read_lines(path: PathLike) -> List[str]:
-    """The lines of a file written as ``"\\n".join(lines) + "\\n"`` (hypotheses, references)."""
-    return Path(path).read_text(encoding="utf-8").split("\n")[:-1]
 
 
 @torch.no_grad()

@@ -23,7 +23,6 @@ From the shell: ``graph-rma text`` (see ``graph-rma text --help``).
 from __future__ import annotations
 
 import html
-import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +33,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..data.text import TextDataset, Vocabulary, load_text_dataset, tokenize
-from ..engine import seed_everything, write_csv, write_json
+from ..engine import mean_std, seed_everything, write_csv, write_json
 from ..engine.optional import MissingExtraError, require
 from ..models.text import MODELS, build_model
 from ..regularizers import disagreement, frobenius_penalty
@@ -217,21 +216,17 @@ def accuracy_plot(path: Path, summary: List[dict]) -> Path:
     return path
 
 
-def _mean_std(xs: List[float]) -> Tuple[float, float]:
-    return statistics.fmean(xs), (statistics.stdev(xs) if len(xs) > 1 else 0.0)
-
-
 def summarize(runs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """One row per (dataset, model, variant) in order of first appearance: mean and sample std over seeds."""
     summary = []
     for key in dict.fromkeys((r["dataset"], r["model"], r["variant"]) for r in runs):
         rs = [r for r in runs if (r["dataset"], r["model"], r["variant"]) == key]
-        acc_m, acc_s = _mean_std([r["test_acc"] for r in rs])
-        cos_m, cos_s = _mean_std([r["head_cos"] for r in rs])
-        frob_m, _ = _mean_std([r["frob"] for r in rs])
+        acc_m, acc_s = mean_std([r["test_acc"] for r in rs])
+        cos_m, cos_s = mean_std([r["head_cos"] for r in rs])
+        frob_m, _ = mean_std([r["frob"] for r in rs])
         summary.append({"dataset": key[0], "model": key[1], "variant": key[2], "spec": rs[0]["spec"], "seeds": len(rs),
                         "test_acc_mean": acc_m, "test_acc_std": acc_s, "head_cos_mean": cos_m, "head_cos_std": cos_s,
-                        "frob_mean": frob_m, "train_s_mean": statistics.fmean(r["train_s"] for r in rs)})
+                        "frob_mean": frob_m, "train_s_mean": mean_std([r["train_s"] for r in rs])[0]})
     return summary
 
 

@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 
 from ..data.graph_text import GraphTextSplits
 from ..data.webnlg import WebNLGEncoder, WebNLGRecord, build_webnlg_vocab, load_webnlg_splits
-from ..engine import atomic_write_text, write_json
+from ..engine import atomic_write_text, read_lines, write_json
 from ..metrics import evaluate_generation
 from ..metrics.generation import Meteor15, java_available
 from ..variants import Variant
@@ -123,7 +123,7 @@ def evaluate(out: PathLike, split: str = "test", root: Optional[PathLike] = None
     hyp_path = out / f"hyp.{split}.txt"
     if regenerate or not hyp_path.exists():
         generate(out, split, root, splits=splits, **gen_kwargs)
-    hyps = g2t.read_lines(hyp_path)
+    hyps = read_lines(hyp_path)
     refs = json.loads((out / f"refs.{split}.json").read_text(encoding="utf-8"))
     result = {"split": split, "entries": len(hyps), **score(hyps, refs, meteor=meteor)}
     write_json(out / f"metrics.{split}.json", result)
