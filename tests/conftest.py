@@ -43,3 +43,32 @@ def planetoid_cache(tmp_path_factory):
         if DATA is not None:
             mp.setenv("GRAPH_RMA_DATA", str(DATA))
         yield
+
+
+def snapshot(folder):
+    """Every file under ``folder`` with its size and modification time: equal snapshots mean nothing was written."""
+    folder = Path(folder)
+    return sorted((str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*"))
+
+
+@pytest.fixture
+def data_cache(tmp_path, monkeypatch):
+    """An empty ``$GRAPH_RMA_CACHE`` for one test (the folder itself is not created)."""
+    path = tmp_path / "cache"
+    monkeypatch.setenv("GRAPH_RMA_CACHE", str(path))
+    return path
+
+
+def offline_downloads(monkeypatch, module):
+    """No network for ``module``'s loader: every download attempt fails as it would offline; returns the list of
+    URLs it was asked for."""
+    from graph_rma.data.root import DataNotFoundError
+
+    calls = []
+
+    def fail(url, dest, sha256=None, timeout=30.0):
+        calls.append(url)
+        raise DataNotFoundError(f"could not download {url} to {dest}: offline")
+
+    monkeypatch.setattr(module, "download_verified", fail)
+    return calls

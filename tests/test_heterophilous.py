@@ -13,6 +13,8 @@ from torch_geometric.utils import homophily
 from graph_rma.data import heterophilous as H
 from graph_rma.data.heterophilous import HETEROPHILOUS_DATASETS, load_heterophilous, raw_file_names
 from graph_rma.data.nodes import NODE_DATASETS, load_node_dataset, num_splits
+from conftest import offline_downloads, snapshot
+
 from graph_rma.data.root import DataNotFoundError
 
 SHARED = Path(os.environ.get("GRAPH_RMA_DATA", "/nonexistent")) / "pyg"
@@ -28,28 +30,10 @@ needs_data = pytest.mark.skipif(
     reason="Geom-GCN raw files not found under $GRAPH_RMA_DATA/pyg (datasets/heterophilous.md)")
 
 
-def _snapshot(folder: Path):
-    return sorted((str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*"))
-
-
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    path = tmp_path / "cache"
-    monkeypatch.setenv("GRAPH_RMA_CACHE", str(path))
-    return path
-
-
 @pytest.fixture
 def offline(monkeypatch):
     """No network: every download attempt fails as it would offline (and is counted)."""
-    calls = []
-
-    def fail(url, dest, sha256=None, timeout=30.0):
-        calls.append(url)
-        raise DataNotFoundError(f"could not download {url} to {dest}: offline")
-
-    monkeypatch.setattr(H, "download_verified", fail)
-    return calls
+    return offline_downloads(monkeypatch, H)
 
 
 # --- a tiny hand-made "Texas": 4 nodes, 3 features, PyG's WebKB file format -------------------------------------
@@ -78,10 +62,10 @@ def _fixture(pyg_root: Path, monkeypatch) -> Path:
     return raw
 
 
-def test_fixture_loads_exactly_through_pyg(tmp_path, cache, offline, monkeypatch):
+def test_fixture_loads_exactly_through_pyg(tmp_path, data_cache, offline, monkeypatch):
     root = tmp_path / "pyg"
     _fixture(root, monkeypatch)
-    before = _snapshot(root)
+    before = snapshot(root)
     data = load_heterophilous("texas", root=root, split=3)
     assert data.x.tolist() == [[1, 0, 1], [0, 1, 0], [1, 1, 0], [0, 0, 1]]
     assert data.y.tolist() == [2, 0, 4, 2]
@@ -90,13 +74,13 @@ def test_fixture_loads_exactly_through_pyg(tmp_path, cache, offline, monkeypatch
     assert data.val_mask.tolist() == [True, False, False, False]
     assert data.test_mask.tolist() == [False, True, True, False]
     assert load_heterophilous("Texas", root=root, split=9).train_mask.tolist() == [False, True, False, False]
-    assert _snapshot(root) == before and not (root / "webkb" / "texas" / "processed").exists()
-    (folder,) = (cache / "pyg").iterdir()  # one cache folder, keyed by the raw files' checksums
+    assert snapshot(root) == before and not (root / "webkb" / "texas" / "processed").exists()
+    (folder,) = (data_cache / "pyg").iterdir()  # one cache folder, keyed by the raw files' checksums
     assert folder.name == f"texas-{H._cache_key('Texas')}" and (folder / "texas" / "processed" / "data.pt").is_file()
     assert offline == []  # root= given: never downloads
 
 
-def test_cache_key_follows_the_raw_checksums(tmp_path, cache, monkeypatch):
+def test_cache_key_follows_the_raw_checksums(tmp_path, data_cache, monkeypatch):
     _fixture(tmp_path / "pyg", monkeypatch)
     key = H._cache_key("Texas")
     digests = list(H.HETEROPHILOUS_SHA256["texas"])
@@ -105,7 +89,7 @@ def test_cache_key_follows_the_raw_checksums(tmp_path, cache, monkeypatch):
     assert H._cache_key("Texas") != key
 
 
-def test_corrupted_raw_file_is_refused_with_its_name(tmp_path, cache, offline, monkeypatch):
+def test_corrupted_raw_file_is_refused_with_its_name(tmp_path, data_cache, offline, monkeypatch):
     root = tmp_path / "pyg"
     raw = _fixture(root, monkeypatch)
     bad = raw / "texas_split_0.6_0.2_7.npz"
@@ -115,7 +99,7 @@ def test_corrupted_raw_file_is_refused_with_its_name(tmp_path, cache, offline, m
     with pytest.raises(DataNotFoundError, match=r"texas_split_0\.6_0\.2_7\.npz: truncated or corrupt raw file"):
         load_heterophilous("Texas", root=root, split=0)  # any split: all 12 files are checked before PyG reads one
     assert bad.read_bytes() == bytes(blob)  # the user's file is never overwritten
-    assert not (cache / "pyg").exists() or not any((cache / "pyg").iterdir())  # and nothing was processed
+    assert not (data_cache / "pyg").exists() or not any((data_cache / "pyg").iterdir())  # and nothing was processed
     # A missing file under an explicit root is named, relative to the pyg folder, and is not downloaded.
     (raw / "out1_graph_edges.txt").unlink()
     with pytest.raises(DataNotFoundError, match=r"webkb/texas/raw/out1_graph_edges\.txt") as err:
@@ -123,12 +107,12 @@ def test_corrupted_raw_file_is_refused_with_its_name(tmp_path, cache, offline, m
     assert str(root) in str(err.value) and offline == []
 
 
-def test_planted_processed_file_is_never_unpickled(tmp_path, cache, monkeypatch):
+def test_planted_processed_file_is_never_unpickled(tmp_path, data_cache, monkeypatch):
     """PyG loads processed/pre_transform.pt with weights_only=False; a file the loader did not write is discarded."""
     root = tmp_path / "pyg"
     _fixture(root, monkeypatch)
     load_heterophilous("Texas", root=root)
-    folder = cache / "pyg" / f"texas-{H._cache_key('Texas')}"
+    folder = data_cache / "pyg" / f"texas-{H._cache_key('Texas')}"
     sentinel = tmp_path / "executed"
 
     class Evil:
@@ -146,7 +130,7 @@ def test_planted_processed_file_is_never_unpickled(tmp_path, cache, monkeypatch)
     assert load_heterophilous("Texas", root=root).num_nodes == 4 and not sentinel.exists()
 
 
-def test_download_into_cache_is_checksum_verified(tmp_path, cache, monkeypatch):
+def test_download_into_cache_is_checksum_verified(tmp_path, data_cache, monkeypatch):
     # A "remote" laid out like the geom-gcn repository, served through file:// URLs (the real download code path).
     raw = _fixture(tmp_path / "src", monkeypatch)
     remote = tmp_path / "remote"
@@ -157,24 +141,24 @@ def test_download_into_cache_is_checksum_verified(tmp_path, cache, monkeypatch):
     monkeypatch.setattr(H, "GEOM_GCN_URL", remote.as_uri())
     monkeypatch.delenv("GRAPH_RMA_DATA", raising=False)
     assert load_heterophilous("Texas", split=3).y.tolist() == [2, 0, 4, 2]
-    got = cache / "data" / "pyg" / "webkb" / "texas" / "raw"
+    got = data_cache / "data" / "pyg" / "webkb" / "texas" / "raw"
     assert sorted(p.name for p in got.iterdir()) == sorted(raw_file_names("Texas"))
 
     # A corrupted remote file is rejected, named, and not kept.
-    shutil.rmtree(cache)
+    shutil.rmtree(data_cache)
     (remote / "new_data" / "texas" / "out1_graph_edges.txt").write_bytes(b"node_id\tnode_id\n0\t2\n")
     with pytest.raises(DataNotFoundError, match=r"out1_graph_edges\.txt.*checksum mismatch"):
         load_heterophilous("Texas")
     assert not (got / "out1_graph_edges.txt").exists()
 
 
-def test_no_data_anywhere_gives_one_clear_error(cache, monkeypatch, offline):
+def test_no_data_anywhere_gives_one_clear_error(data_cache, monkeypatch, offline):
     monkeypatch.delenv("GRAPH_RMA_DATA", raising=False)
     with pytest.raises(DataNotFoundError) as err:
         load_heterophilous("chameleon")
     msg = str(err.value)
     assert "wikipedia_network/chameleon/geom_gcn/raw/out1_node_feature_label.txt" in msg
-    assert "GRAPH_RMA_DATA" in msg and "root=" in msg and str(cache / "data" / "pyg") in msg
+    assert "GRAPH_RMA_DATA" in msg and "root=" in msg and str(data_cache / "data" / "pyg") in msg
     assert offline == [f"{H.GEOM_GCN_URL}/new_data/chameleon/out1_node_feature_label.txt"]  # gave up after one try
 
 
@@ -211,10 +195,10 @@ def real_cache(tmp_path_factory):
     """One processed cache for the module (PyG parses squirrel's 22 MB text in ~5 s), data root from the env."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("GRAPH_RMA_CACHE", str(tmp_path_factory.mktemp("hetero-cache")))
-        before = _snapshot(SHARED) if SHARED.is_dir() else None
+        before = snapshot(SHARED) if SHARED.is_dir() else None
         yield before
         if before is not None:
-            assert _snapshot(SHARED) == before, "the data folder was written to"
+            assert snapshot(SHARED) == before, "the data folder was written to"
 
 
 @needs_data
@@ -234,7 +218,7 @@ def test_real_statistics_and_all_ten_splits(name, real_cache):
         assert bool((m.sum(dim=0) == 1).all())  # disjoint and covering every node
         seen_train.append(d.train_mask)
     assert len({tuple(t.nonzero().flatten().tolist()) for t in seen_train}) == 10  # ten different splits
-    assert _snapshot(SHARED) == real_cache
+    assert snapshot(SHARED) == real_cache
 
 
 @needs_data

@@ -10,31 +10,13 @@ from graph_rma.data import planetoid
 from graph_rma.data.planetoid import load_planetoid, raw_file_names
 from graph_rma.data.root import DataNotFoundError
 
-from conftest import PLANETOID as SHARED, needs_cora as needs_data
-
-
-def _snapshot(folder: Path):
-    return sorted((str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*"))
-
-
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    path = tmp_path / "cache"
-    monkeypatch.setenv("GRAPH_RMA_CACHE", str(path))
-    return path
+from conftest import PLANETOID as SHARED, needs_cora as needs_data, offline_downloads, snapshot
 
 
 @pytest.fixture
 def offline(monkeypatch):
     """No network: every download attempt fails as it would offline (and is counted)."""
-    calls = []
-
-    def fail(url, dest, sha256=None, timeout=30.0):
-        calls.append(url)
-        raise DataNotFoundError(f"could not download {url} to {dest}: offline")
-
-    monkeypatch.setattr(planetoid, "download_verified", fail)
-    return calls
+    return offline_downloads(monkeypatch, planetoid)
 
 
 def _copy_cora(dest_root: Path, skip=()):
@@ -47,9 +29,9 @@ def _copy_cora(dest_root: Path, skip=()):
 
 
 @needs_data
-def test_cora_statistics_from_env_root_and_data_folder_untouched(cache, monkeypatch):
+def test_cora_statistics_from_env_root_and_data_folder_untouched(data_cache, monkeypatch):
     monkeypatch.setenv("GRAPH_RMA_DATA", str(SHARED.parent))
-    before = _snapshot(SHARED)
+    before = snapshot(SHARED)
     dataset = load_planetoid("Cora")
     data = dataset[0]
     assert (data.num_nodes, dataset.num_features, dataset.num_classes) == (2708, 1433, 7)
@@ -58,17 +40,17 @@ def test_cora_statistics_from_env_root_and_data_folder_untouched(cache, monkeypa
     assert [int(m.sum()) for m in (data.train_mask, data.val_mask, data.test_mask)] == [140, 500, 1000]
     assert not bool((data.train_mask & data.val_mask).any() or (data.val_mask & data.test_mask).any())
     # Built in memory: nothing written beside the read-only data, nothing cached.
-    assert _snapshot(SHARED) == before
-    assert not (cache / "planetoid").exists()
+    assert snapshot(SHARED) == before
+    assert not (data_cache / "planetoid").exists()
     again = load_planetoid("cora")[0]
     assert bool((again.edge_index == data.edge_index).all()) and bool((again.x == data.x).all())
 
 
 @needs_data
-def test_read_only_root_is_not_written(tmp_path, cache):
+def test_read_only_root_is_not_written(tmp_path, data_cache):
     root = tmp_path / "ro"
     raw = _copy_cora(root)
-    before = _snapshot(root)
+    before = snapshot(root)
     modes = []
     for d in (raw, raw.parent, root):
         modes.append((d, d.stat().st_mode))
@@ -79,12 +61,12 @@ def test_read_only_root_is_not_written(tmp_path, cache):
         for d, mode in modes:
             d.chmod(mode)
     assert data.num_nodes == 2708
-    assert _snapshot(root) == before
+    assert snapshot(root) == before
     assert not (root / "Cora" / "processed").exists()
 
 
 @needs_data
-def test_missing_raw_file_is_named(tmp_path, cache, offline):
+def test_missing_raw_file_is_named(tmp_path, data_cache, offline):
     root = tmp_path / "planetoid"
     _copy_cora(root, skip=("ind.cora.graph",))
     with pytest.raises(DataNotFoundError, match=r"ind\.cora\.graph") as err:
@@ -96,7 +78,7 @@ def test_missing_raw_file_is_named(tmp_path, cache, offline):
 
 
 @needs_data
-def test_truncated_raw_file_is_named(tmp_path, cache):
+def test_truncated_raw_file_is_named(tmp_path, data_cache):
     root = tmp_path / "planetoid"
     raw = _copy_cora(root)
     blob = (raw / "ind.cora.tx").read_bytes()
@@ -106,19 +88,19 @@ def test_truncated_raw_file_is_named(tmp_path, cache):
     assert (raw / "ind.cora.tx").stat().st_size == len(blob) // 2  # the user's file is never overwritten
 
 
-def test_no_data_anywhere_gives_one_clear_error(tmp_path, cache, monkeypatch, offline):
+def test_no_data_anywhere_gives_one_clear_error(tmp_path, data_cache, monkeypatch, offline):
     monkeypatch.delenv("GRAPH_RMA_DATA", raising=False)
     with pytest.raises(DataNotFoundError) as err:
         load_planetoid("Cora")
     msg = str(err.value)
     assert "Cora/raw/ind.cora.x" in msg and "GRAPH_RMA_DATA" in msg and "root=" in msg
-    assert str(cache / "data" / "planetoid") in msg  # says where it looked
+    assert str(data_cache / "data" / "planetoid") in msg  # says where it looked
     assert len(offline) == 1  # gave up after the first failed download
-    assert not cache.exists()  # and created nothing
+    assert not data_cache.exists()  # and created nothing
 
 
 @needs_data
-def test_download_is_checksum_verified(tmp_path, cache, monkeypatch):
+def test_download_is_checksum_verified(tmp_path, data_cache, monkeypatch):
     # A "remote" served through file:// URLs: the real download code path, no network needed.
     remote = tmp_path / "remote"
     shutil.copytree(SHARED / "Cora" / "raw", remote)
@@ -126,7 +108,7 @@ def test_download_is_checksum_verified(tmp_path, cache, monkeypatch):
     monkeypatch.delenv("GRAPH_RMA_DATA", raising=False)
     data = load_planetoid("Cora")[0]
     assert data.num_nodes == 2708
-    assert sorted(p.name for p in (cache / "data" / "planetoid" / "Cora" / "raw").iterdir()) == sorted(
+    assert sorted(p.name for p in (data_cache / "data" / "planetoid" / "Cora" / "raw").iterdir()) == sorted(
         raw_file_names("Cora"))
 
     # A corrupted remote file is rejected and not kept.
@@ -156,7 +138,7 @@ def test_matches_pygs_own_planetoid_processing(tmp_path):
         assert a[key].dtype == b[key].dtype and bool((a[key] == b[key]).all()), key
 
 
-def test_failed_download_creates_no_folder_in_the_data_root(tmp_path, cache, monkeypatch):
+def test_failed_download_creates_no_folder_in_the_data_root(tmp_path, data_cache, monkeypatch):
     data_root = tmp_path / "nonexistent"
     monkeypatch.setenv("GRAPH_RMA_DATA", str(data_root))
     monkeypatch.setattr(planetoid, "PLANETOID_URL", (tmp_path / "no-remote").as_uri())  # the real download path
@@ -176,12 +158,12 @@ class _Payload:
 
 
 @needs_data
-def test_pickles_planted_in_the_cache_never_run(tmp_path, cache, monkeypatch):
+def test_pickles_planted_in_the_cache_never_run(tmp_path, data_cache, monkeypatch):
     monkeypatch.setenv("GRAPH_RMA_DATA", str(SHARED.parent))
     marker = tmp_path / "pwned"
-    processed = cache / "planetoid" / "Cora" / "processed"
+    processed = data_cache / "planetoid" / "Cora" / "processed"
     processed.mkdir(parents=True)
-    shutil.copytree(SHARED / "Cora" / "raw", cache / "planetoid" / "Cora" / "raw")  # what an old version cached
+    shutil.copytree(SHARED / "Cora" / "raw", data_cache / "planetoid" / "Cora" / "raw")  # what an old version cached
     for fname in ("data.pt", "pre_transform.pt", "pre_filter.pt"):
         (processed / fname).write_bytes(pickle.dumps(_Payload(marker)))
     data = load_planetoid("Cora")[0]
@@ -190,7 +172,7 @@ def test_pickles_planted_in_the_cache_never_run(tmp_path, cache, monkeypatch):
 
 
 @needs_data
-def test_planted_raw_pickle_is_refused_unread(tmp_path, cache):
+def test_planted_raw_pickle_is_refused_unread(tmp_path, data_cache):
     root = tmp_path / "planetoid"
     raw = _copy_cora(root)
     marker = tmp_path / "pwned"
