@@ -142,25 +142,38 @@ def _text_folders(out: Path):
             + [("transformer", h, out / "text-heads" / f"transformer-h{h}") for h in TRANSFORMER_HEADS])
 
 
-def _text_heads_rows(out: Path) -> List[str]:
+def _text_sweep(out: Path):
+    """Per finished (model, heads) of the text sweep, per variant (ma, svgd, spos): its spec, the test accuracy (%)
+    and head cosine per seed, and the paired comparison with plain heads (``None`` for ``ma``)."""
     from graph_rma.engine import paired_comparison
 
-    rows = ["| model | heads | variant | plain (%) | variant (%) | paired diff ± SE (z) | W/T/L | head cosine (plain / variant) |",
-            "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
     for model, heads, folder in _text_folders(out):
         path = folder / "results.json"
         if not path.is_file():
             continue
         runs = json.loads(path.read_text())["runs"]
-        by = {v: {x["seed"]: x for x in runs if x["variant"] == v} for v in ("ma", "svgd", "spos")}
-        base = {s: 100 * x["test_acc"] for s, x in by["ma"].items()}
-        mean = lambda d, k: sum(x[k] for x in d.values()) / len(d)  # noqa: E731
+        arms = {}
+        for v in ("ma", "svgd", "spos"):
+            rs = [x for x in runs if x["variant"] == v]
+            arms[v] = {"spec": rs[0]["spec"], "acc": {x["seed"]: 100 * x["test_acc"] for x in rs},
+                       "cos": {x["seed"]: x["head_cos"] for x in rs}}
+        for v in ("ma", "svgd", "spos"):
+            arms[v]["paired"] = None if v == "ma" else paired_comparison(arms["ma"]["acc"], arms[v]["acc"])
+        yield model, heads, arms
+
+
+def _text_heads_rows(out: Path) -> List[str]:
+    from graph_rma.engine import mean_std
+
+    rows = ["| model | heads | variant | plain (%) | variant (%) | paired diff ± SE (z) | W/T/L | head cosine (plain / variant) |",
+            "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
+    mean = lambda d: mean_std(list(d.values()))[0]  # noqa: E731
+    for model, heads, arms in _text_sweep(out):
         for v in ("svgd", "spos"):
-            pc = paired_comparison(base, {s: 100 * x["test_acc"] for s, x in by[v].items()})
-            rows.append(f"| {model} | {heads} | `{by[v][0]['spec']}` | {100 * mean(by['ma'], 'test_acc'):.2f} | "
-                        f"{100 * mean(by[v], 'test_acc'):.2f} | {pc['mean']:+.2f} ± {pc['se']:.2f} ({pc['z']:+.1f}) | "
-                        f"{pc['wins']}/{pc['ties']}/{pc['losses']} | {mean(by['ma'], 'head_cos'):.3f} / "
-                        f"{mean(by[v], 'head_cos'):.3f} |")
+            a, pc = arms[v], arms[v]["paired"]
+            rows.append(f"| {model} | {heads} | `{a['spec']}` | {mean(arms['ma']['acc']):.2f} | {mean(a['acc']):.2f} | "
+                        f"{pc['mean']:+.2f} ± {pc['se']:.2f} ({pc['z']:+.1f}) | {pc['wins']}/{pc['ties']}/"
+                        f"{pc['losses']} | {mean(arms['ma']['cos']):.3f} / {mean(a['cos']):.3f} |")
     return rows
 
 
@@ -211,21 +224,17 @@ def _heads_figure(out: Path, path: Path) -> None:
 
 def _text_heads_figure(out: Path, model: str, path: Path) -> None:
     """One text model's heads sweep on TREC: :func:`_two_panels`."""
-    from graph_rma.engine import mean_std, paired_comparison
+    from graph_rma.engine import mean_std
 
     series: Dict[str, List] = {}
     ticks = []
-    for m, heads, folder in _text_folders(out):
-        p = folder / "results.json"
-        if m != model or not p.is_file():
+    for m, heads, arms in _text_sweep(out):
+        if m != model:
             continue
         ticks.append((heads, str(heads)))
-        runs = json.loads(p.read_text())["runs"]
-        base = {x["seed"]: 100 * x["test_acc"] for x in runs if x["variant"] == "ma"}
-        for v in ("ma", "svgd", "spos"):
-            acc = {x["seed"]: 100 * x["test_acc"] for x in runs if x["variant"] == v}
-            mu, sd = mean_std(list(acc.values()))
-            pc = paired_comparison(base, acc) if v != "ma" else {"mean": None, "se": None}
+        for v, a in arms.items():
+            mu, sd = mean_std(list(a["acc"].values()))
+            pc = a["paired"] or {"mean": None, "se": None}
             series.setdefault(v, []).append((heads, 100 - mu, sd, pc["mean"], pc["se"]))
     if not ticks:
         return
