@@ -76,7 +76,7 @@ import torch
 from torch import Tensor, nn
 
 from .kernel import (_check_alpha, _check_grad, _check_positive, _check_theta, _finite, _noise,
-                     _normalize, _work_dtype)
+                     _normalize, _squared_distances, _work_dtype)
 from .layouts import HeadParam, LayerSpec, ParticleGroup
 from .samplers import ParticleSampler
 
@@ -87,12 +87,6 @@ __all__ = ["authors_bandwidth", "authors_kernel", "authors_svgd_grad", "authors_
 def _lower_median(values: Tensor) -> Tensor:
     # torch.median's convention: the lower of the two middle values for an even count.
     return values.flatten().sort().values[(values.numel() - 1) // 2]
-
-
-def _squared_distances(x: Tensor) -> Tensor:
-    sq = (x * x).sum(dim=1)
-    d2 = (sq.unsqueeze(1) + sq.unsqueeze(0) - 2.0 * (x @ x.t())).clamp_min_(0.0)
-    return d2.fill_diagonal_(0.0)
 
 
 def _bandwidth_normalized(d2: Tensor) -> Tensor:

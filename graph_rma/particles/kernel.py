@@ -61,13 +61,16 @@ def _normalize(theta: Tensor) -> Tuple[Tensor, Tensor]:
     return x / s, s
 
 
-def _pairwise_distances(x: Tensor) -> Tensor:
+def _squared_distances(x: Tensor) -> Tensor:
     # x is centred and scaled to max |x| = 1 (see _normalize), so the Gram form loses no useful precision: the
     # kernel only needs d^2 / h, and the repulsion uses the differences x_i - x_j directly.
     sq = (x * x).sum(dim=1)
     d2 = (sq.unsqueeze(1) + sq.unsqueeze(0) - 2.0 * (x @ x.t())).clamp_min_(0.0)
-    d2.fill_diagonal_(0.0)
-    return d2.sqrt()
+    return d2.fill_diagonal_(0.0)
+
+
+def _pairwise_distances(x: Tensor) -> Tensor:
+    return _squared_distances(x).sqrt()
 
 
 def _median(values: Tensor) -> Tensor:
