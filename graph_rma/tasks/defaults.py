@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Dict, Tuple
 
 # ---- node classification (graph-rma cora) ---------------------------------------------------------------------
-# Chosen on validation accuracy only, seeds 100-102 (the README's "Cora benchmark" section lists every configuration
+# Chosen on validation accuracy only, seeds 100-102 (docs/cora.md lists every configuration
 # tried). eps=8 (= the number of heads) undoes the 1/M of Eq. (4) relative to Adam's weight decay. The SGLD/SPOS
 # noise in a head's gradient has standard deviation sqrt(2 eps / beta) (1.3e-3 at beta=1e7, 1.3e-4 at beta=1e9),
 # against loss gradients of about 1e-5..1e-3 per coordinate, hence the large betas.
@@ -41,7 +41,7 @@ TEXT_VARIANTS: Dict[str, str] = {
     "dropattn-c": "dropattn:p=0.1,mode=column",
     "dropattn-e": "dropattn:p=0.1,mode=element",
 }
-# Per-model settings of a named variant, chosen on TREC dev accuracy (seed 0, 6 epochs; see the README): the
+# Per-model settings of a named variant, chosen on TREC dev accuracy (seed 0, 6 epochs; see docs/text.md): the
 # Transformer's heads have ~4k parameters per particle and a weaker repulsion (alpha=0.1) did better there.
 TEXT_MODEL_VARIANTS: Dict[Tuple[str, str], str] = {
     ("transformer", "svgd"): "svgd:alpha=0.1,eps=1",
@@ -67,7 +67,7 @@ AGENDA_PRESETS: Dict[str, Dict[str, Any]] = {
                  max_target_len=None, beam=4, max_len=200, length_penalty=1.0),
 }
 WEBNLG_PRESETS: Dict[str, Dict[str, Any]] = {
-    # trains and evaluates on 2 CPU cores in about 11 minutes (measured end to end; see the README)
+    # trains and evaluates on 2 CPU cores in about 11 minutes (measured end to end; see docs/webnlg.md)
     "cpu": dict(hidden=128, layers=2, heads=4, dropout=0.1, attention_dropout=0.1, decoder_heads=4, epochs=2,
                 batch_size=32, optimizer="adam", lr=2e-3, momentum=0.9, clip=1.0, min_freq=2,
                 max_target_len=60, beam=1, max_len=60, length_penalty=1.0),
