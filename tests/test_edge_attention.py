@@ -15,6 +15,18 @@ from graph_rma.nn import edge_attention as ea
 N, E, FEAT, H, C = 30, 160, 12, 4, 5
 
 
+@pytest.fixture(autouse=True, params=["csr", "chunked"])
+def kernels(request, monkeypatch):
+    """Every test twice: with the CSR kernels (CPU float32/float64) and with the chunked gather-scatter code that
+    serves the other devices and dtypes and torch.compile."""
+    if request.param == "chunked":
+        from graph_rma.nn import graph_transformer
+
+        monkeypatch.setattr(ea, "csr_supported", lambda *tensors: False)
+        monkeypatch.setattr(graph_transformer, "csr_supported", lambda *tensors: False)
+    return request.param
+
+
 def graph(seed=0, num_src=N, num_dst=N, edges=E):
     g = torch.Generator().manual_seed(seed)
     src = torch.randint(0, num_src, (edges,), generator=g)

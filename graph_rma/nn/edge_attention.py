@@ -67,6 +67,8 @@ from torch_geometric.typing import SparseTensor
 from torch_geometric.utils import add_self_loops, is_torch_sparse_tensor, remove_self_loops, scatter, to_edge_index
 from torch_geometric.utils.sparse import set_sparse_value
 
+from .edge_layout import EdgeLayout, csr_supported, edge_layout, sddmm, segment_max, segment_sum, spmm, spmm_t
+
 __all__ = ["CHUNK_BYTES", "MAX_CHUNKS", "edge_aggregate", "edge_softmax", "gat_scores", "gatv2_scores", "edge_dot",
            "softmax_aggregate", "gat_attention", "gat_forward", "gatv2_forward", "check_lean", "attention_softmax",
            "dropout_mask"]
@@ -103,17 +105,48 @@ def _weights(w: Tensor, keep: Optional[Tensor], scale: Optional[Tensor], a: int,
     return w[a:b] * keep[a:b].to(w.dtype).mul_(scale)
 
 
+def _csr_mask(keep: Optional[Tensor], layout: EdgeLayout, h: int) -> Optional[Tensor]:
+    """Head ``h``'s boolean dropout mask in CSR order."""
+    return None if keep is None else keep[:, h].index_select(0, layout.perm)
+
+
+def _csr_weights(w: Tensor, keep: Optional[Tensor], scale: Optional[Tensor], layout: EdgeLayout, h: int) -> Tensor:
+    """Head ``h``'s weights ``w * keep * scale`` in CSR order (``w`` ``[E, H]`` in edge order)."""
+    v = w[:, h].index_select(0, layout.perm)
+    return v if keep is None else v.mul_(_csr_mask(keep, layout, h)).mul_(scale)
+
+
+def _edges_if(layout: Optional[EdgeLayout], src: Tensor, dst: Tensor) -> Tuple[Optional[Tensor], Optional[Tensor]]:
+    """What backward keeps of the edge index: nothing when it has the CSR layout."""
+    return (None, None) if layout is not None else (src, dst)
+
+
+def _layout_for(layout: Optional[EdgeLayout], src: Tensor, dst: Tensor, num_src: int, num_dst: int,
+                *tensors: Tensor) -> Optional[EdgeLayout]:
+    """The layout to compute with: the given one, else a new one where the CSR kernels apply, else ``None``."""
+    if layout is not None or not csr_supported(*tensors):
+        return layout
+    return edge_layout(src, dst, num_src, num_dst)
+
+
 class _EdgeAggregate(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, w: Tensor, x: Tensor, src: Tensor, dst: Tensor, num_dst: int, keep: Optional[Tensor],
-                scale: Optional[Tensor]) -> Tensor:
+                scale: Optional[Tensor], layout: Optional[EdgeLayout] = None) -> Tensor:
         H, C = x.size(1), x.size(2)
+        ctx.layout = layout
+        # the CSR kernels need the layout, not the edge index (let the caller's copy with self-loops go)
+        ctx.save_for_backward(w, x, *_edges_if(layout, src, dst), keep, scale)
+        if layout is not None:  # one sparse-dense product per head
+            out = x.new_empty(num_dst, H, C)
+            for h in range(H):
+                out[:, h] = spmm(layout, _csr_weights(w, keep, scale, layout, h), x[:, h])
+            return out
         out = x.new_zeros(num_dst, H, C)
         for a, b in _chunks(src.numel(), H * C * x.element_size()):
             msg = x.index_select(0, src[a:b])
             msg.mul_(_weights(w, keep, scale, a, b).unsqueeze(-1))
             out.index_add_(0, dst[a:b], msg)
-        ctx.save_for_backward(w, x, src, dst, keep, scale)
         return out
 
     @staticmethod
@@ -124,6 +157,17 @@ class _EdgeAggregate(torch.autograd.Function):
         g_w = torch.empty_like(w) if need_w else None
         g_x = _zeros_if(need_x, x)
         H, C = x.size(1), x.size(2)
+        layout = ctx.layout
+        if layout is not None:
+            for h in range(H):
+                if g_w is not None:
+                    gv = sddmm(layout, grad[:, h], x[:, h])
+                    if keep is not None:
+                        gv.mul_(_csr_mask(keep, layout, h)).mul_(scale)
+                    g_w[:, h].index_put_((layout.perm,), gv)
+                if g_x is not None:
+                    g_x[:, h] = spmm_t(layout, _csr_weights(w, keep, scale, layout, h), grad[:, h])
+            return g_w, g_x, None, None, None, None, None, None
         for a, b in _chunks(src.numel(), H * C * x.element_size()):
             g = grad.index_select(0, dst[a:b])  # dL/dy_i for each edge's destination
             if g_w is not None:
@@ -131,17 +175,20 @@ class _EdgeAggregate(torch.autograd.Function):
                 g_w[a:b] = gw if keep is None else gw.mul_(keep[a:b]).mul_(scale)
             if g_x is not None:
                 g_x.index_add_(0, src[a:b], g.mul_(_weights(w, keep, scale, a, b).unsqueeze(-1)))
-        return g_w, g_x, None, None, None, None, None
+        return g_w, g_x, None, None, None, None, None, None
 
 
 def edge_aggregate(w: Tensor, x: Tensor, src: Tensor, dst: Tensor, num_dst: int, keep: Optional[Tensor] = None,
-                   scale: Optional[Tensor] = None) -> Tensor:
+                   scale: Optional[Tensor] = None, layout: Optional[EdgeLayout] = None) -> Tensor:
     r""":math:`\mathbf{y}_{i,h} = \sum_{e=(j \to i)} w_{e,h} \mathbf{x}_{j,h}`: ``w`` ``[E, H]``, ``x``
     ``[N_src, H, C]``, ``src``/``dst`` ``[E]`` -> ``[num_dst, H, C]``. Saves ``w``, ``x`` and the indices.
 
     With a boolean ``keep`` ``[E, H]`` and a one-element ``scale``, the weights are ``w * keep * scale``
-    (attention dropout fused in: only the boolean mask is kept, not a second ``[E, H]`` float tensor)."""
-    return _EdgeAggregate.apply(w, x, src, dst, num_dst, keep, scale)
+    (attention dropout fused in: only the boolean mask is kept, not a second ``[E, H]`` float tensor).
+    ``layout``: the edges' :class:`~graph_rma.nn.edge_layout.EdgeLayout` (built here when the CSR kernels apply
+    and none is given)."""
+    layout = _layout_for(layout, src, dst, x.size(0), num_dst, w, x)
+    return _EdgeAggregate.apply(w, x, src, dst, num_dst, keep, scale, layout)
 
 
 class _SoftmaxAggregate(torch.autograd.Function):
@@ -150,10 +197,10 @@ class _SoftmaxAggregate(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, scores: Tensor, x: Tensor, src: Tensor, dst: Tensor, num_dst: int, p: float,
-                inplace: bool) -> Tensor:
+                inplace: bool, layout: Optional[EdgeLayout] = None) -> Tensor:
         alpha = _softmax(scores, dst, num_dst, inplace=inplace)
         keep, scale = _draw_dropout(alpha.size(0), alpha.size(1), alpha, p)
-        out = _EdgeAggregate.forward(ctx, alpha, x, src, dst, num_dst, keep, scale)
+        out = _EdgeAggregate.forward(ctx, alpha, x, src, dst, num_dst, keep, scale, layout)
         return out
 
     @staticmethod
@@ -163,6 +210,20 @@ class _SoftmaxAggregate(torch.autograd.Function):
         H, C = x.size(1), x.size(2)
         g_scores = torch.empty_like(alpha)
         g_x = _zeros_if(ctx.needs_input_grad[1], x)
+        layout = ctx.layout
+        if layout is not None:
+            for h in range(H):
+                a = alpha[:, h].index_select(0, layout.perm)
+                m = _csr_mask(keep, layout, h)
+                if g_x is not None:
+                    g_x[:, h] = spmm_t(layout, a if m is None else a * m * scale, grad[:, h])
+                ga = sddmm(layout, grad[:, h], x[:, h])  # dL/d(dropped alpha)
+                if m is not None:
+                    ga.mul_(m).mul_(scale)  # dL/dalpha
+                ga.mul_(a)
+                ga.sub_(segment_sum(layout, ga).index_select(0, layout.row).mul_(a))  # softmax backward
+                g_scores[:, h].index_put_((layout.perm,), ga)
+            return g_scores, g_x, None, None, None, None, None, None
         row = alpha.new_zeros(grad.size(0), H)  # sum over each destination's edges of alpha * dL/dalpha
         for a, b in _chunks(src.numel(), H * C * x.element_size()):
             g = grad.index_select(0, dst[a:b])
@@ -176,7 +237,7 @@ class _SoftmaxAggregate(torch.autograd.Function):
             row.index_add_(0, dst[a:b], gw)
         for a, b in _chunks(src.numel(), H * alpha.element_size()):
             g_scores[a:b].sub_(row.index_select(0, dst[a:b]).mul_(alpha[a:b]))
-        return g_scores, g_x, None, None, None, None, None
+        return g_scores, g_x, None, None, None, None, None, None
 
 
 def _draw_dropout(E: int, H: int, like: Tensor, p: float) -> Tuple[Optional[Tensor], Optional[Tensor]]:
@@ -190,11 +251,13 @@ def _draw_dropout(E: int, H: int, like: Tensor, p: float) -> Tuple[Optional[Tens
 
 
 def softmax_aggregate(scores: Tensor, x: Tensor, src: Tensor, dst: Tensor, num_dst: int, p: float = 0.0,
-                      inplace: bool = False) -> Tensor:
+                      inplace: bool = False, layout: Optional[EdgeLayout] = None) -> Tensor:
     r""":func:`edge_softmax`, attention dropout with probability ``p`` (a mask drawn as ``F.dropout`` draws it on
     CPU) and :func:`edge_aggregate` as one autograd node, which keeps only the softmax output and the boolean mask
-    per edge. ``inplace`` lets the softmax overwrite ``scores`` (a fresh tensor nobody else reads)."""
-    return _SoftmaxAggregate.apply(scores, x, src, dst, num_dst, float(p), inplace)
+    per edge. ``inplace`` lets the softmax overwrite ``scores`` (a fresh tensor nobody else reads); ``layout`` as in
+    :func:`edge_aggregate`."""
+    layout = _layout_for(layout, src, dst, x.size(0), num_dst, scores, x)
+    return _SoftmaxAggregate.apply(scores, x, src, dst, num_dst, float(p), inplace, layout)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -295,8 +358,24 @@ class _GATAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, a_src: Tensor, a_dst: Optional[Tensor], a_edge: Optional[Tensor], x: Tensor, src: Tensor,
-                dst: Tensor, num_dst: int, slope: float, p: float) -> Tensor:
+                dst: Tensor, num_dst: int, slope: float, p: float, layout: Optional[EdgeLayout] = None) -> Tensor:
         E, H, C = src.numel(), x.size(1), x.size(2)
+        ctx.layout, ctx.slope = layout, slope
+        if layout is not None:  # per head, in CSR order: [E] temporaries only, sparse-dense products
+            peak, total = a_src.new_empty(num_dst, H), a_src.new_empty(num_dst, H)
+            keep, scale = _draw_dropout(E, H, a_src, p)
+            out = x.new_empty(num_dst, H, C)
+            for h in range(H):
+                w = F.leaky_relu(_gat_pre_csr(a_src, a_dst, a_edge, layout, h), slope, inplace=True)
+                peak[:, h] = m = segment_max(layout, w)
+                w.sub_(m.index_select(0, layout.row)).exp_()
+                total[:, h] = z = segment_sum(layout, w).add_(1e-16)
+                w.div_(z.index_select(0, layout.row))
+                if keep is not None:
+                    w.mul_(_csr_mask(keep, layout, h)).mul_(scale)
+                out[:, h] = spmm(layout, w, x[:, h])
+            ctx.save_for_backward(a_src, a_dst, a_edge, x, None, None, keep, scale, peak, total)
+            return out
         row = H * a_src.element_size()
         peak = a_src.new_full((num_dst, H), float("-inf"))
         for a, b in _chunks(E, row):
@@ -315,7 +394,6 @@ class _GATAttention(torch.autograd.Function):
                 w.mul_(keep[a:b]).mul_(scale)
             out.index_add_(0, dst[a:b], x.index_select(0, src[a:b]).mul_(w.unsqueeze(-1)))
         ctx.save_for_backward(a_src, a_dst, a_edge, x, src, dst, keep, scale, peak, total)
-        ctx.slope = slope
         return out
 
     @staticmethod
@@ -323,11 +401,16 @@ class _GATAttention(torch.autograd.Function):
         a_src, a_dst, a_edge, x, src, dst, keep, scale, peak, total = ctx.saved_tensors
         need = ctx.needs_input_grad
         grad = grad.contiguous()
-        E, H, C = src.numel(), x.size(1), x.size(2)
-        row = a_src.new_zeros(grad.size(0), H)  # per destination: sum of alpha * dL/dalpha
+        H, C = x.size(1), x.size(2)
         g_x = _zeros_if(need[3], x)
         g_src, g_dst = _zeros_if(need[0], a_src), _zeros_if(need[1], a_dst)
         g_edge = a_edge.new_empty(a_edge.shape) if a_edge is not None and need[2] else None
+        if ctx.layout is not None:
+            _gat_backward_csr(ctx.layout, grad, a_src, a_dst, a_edge, x, keep, scale, peak, total, ctx.slope,
+                              g_src, g_dst, g_edge, g_x)
+            return g_src, g_dst, g_edge, g_x, None, None, None, None, None, None
+        E = src.numel()
+        row = a_src.new_zeros(grad.size(0), H)  # per destination: sum of alpha * dL/dalpha
         # Two passes over the edges; the second recomputes dL/dalpha instead of keeping it ([E, H] less).
         for second in (False, True):
             for a, b in _chunks(E, H * C * x.element_size()):
@@ -352,7 +435,48 @@ class _GATAttention(torch.autograd.Function):
                     g_edge[a:b] = gs
             if g_src is None and g_dst is None and g_edge is None:
                 break
-        return g_src, g_dst, g_edge, g_x, None, None, None, None, None
+        return g_src, g_dst, g_edge, g_x, None, None, None, None, None, None
+
+
+def _gat_pre_csr(a_src: Tensor, a_dst: Optional[Tensor], a_edge: Optional[Tensor], layout: EdgeLayout,
+                 h: int) -> Tensor:
+    """Head ``h``'s GAT score before LeakyReLU, ``[E]`` in CSR order."""
+    z = a_src[:, h].index_select(0, layout.col)
+    if a_dst is not None:
+        z.add_(a_dst[:, h].index_select(0, layout.row))
+    if a_edge is not None:
+        z.add_(a_edge[:, h].index_select(0, layout.perm))
+    return z
+
+
+def _gat_backward_csr(layout: EdgeLayout, grad: Tensor, a_src: Tensor, a_dst: Optional[Tensor],
+                      a_edge: Optional[Tensor], x: Tensor, keep: Optional[Tensor], scale: Optional[Tensor],
+                      peak: Tensor, total: Tensor, slope: float, g_src: Optional[Tensor], g_dst: Optional[Tensor],
+                      g_edge: Optional[Tensor], g_x: Optional[Tensor]) -> None:
+    """:class:`_GATAttention`'s backward per head in CSR order, writing into the ``g_*`` buffers."""
+    for h in range(x.size(1)):
+        pre = _gat_pre_csr(a_src, a_dst, a_edge, layout, h)
+        s = F.leaky_relu(pre, slope)  # the softmax weight, recomputed exactly as in forward
+        s.sub_(peak[:, h].index_select(0, layout.row)).exp_().div_(total[:, h].index_select(0, layout.row))
+        m = _csr_mask(keep, layout, h)
+        if g_x is not None:
+            g_x[:, h] = spmm_t(layout, s if m is None else s * m * scale, grad[:, h])
+        if g_src is None and g_dst is None and g_edge is None:
+            continue
+        ga = sddmm(layout, grad[:, h], x[:, h])  # dL/d(weight after dropout)
+        if m is not None:
+            ga.mul_(m).mul_(scale)  # dL/dalpha
+        del m
+        gs = ga.mul_(s)  # softmax backward: alpha * (dL/dalpha - sum_i alpha dL/dalpha), in place
+        gs.sub_(segment_sum(layout, gs).index_select(0, layout.row).mul_(s))
+        del s
+        gs.mul_(pre.gt_(0).mul_(1.0 - slope).add_(slope))  # LeakyReLU backward: 1 or slope, in pre's buffer
+        if g_src is not None:
+            g_src[:, h].index_add_(0, layout.col, gs)
+        if g_dst is not None:
+            g_dst[:, h] = segment_sum(layout, gs)
+        if g_edge is not None:
+            g_edge[:, h].index_put_((layout.perm,), gs)
 
 
 def _gat_weights(a_src: Tensor, a_dst: Optional[Tensor], a_edge: Optional[Tensor], src: Tensor, dst: Tensor,
@@ -365,12 +489,14 @@ def _gat_weights(a_src: Tensor, a_dst: Optional[Tensor], a_edge: Optional[Tensor
 
 
 def gat_attention(a_src: Tensor, a_dst: Optional[Tensor], a_edge: Optional[Tensor], x: Tensor, src: Tensor,
-                  dst: Tensor, num_dst: int, negative_slope: float, p: float = 0.0) -> Tensor:
+                  dst: Tensor, num_dst: int, negative_slope: float, p: float = 0.0,
+                  layout: Optional[EdgeLayout] = None) -> Tensor:
     r"""The whole GAT attention, :math:`\mathbf{y}_i = \sum_{e = (j \to i)} \mathrm{drop}(\alpha_e)\,
     \mathbf{x}_j` with :math:`\alpha = \operatorname{softmax}(\mathrm{LeakyReLU}(a_j + b_i + c_e))`, as one
     autograd node that keeps per edge only the boolean dropout mask (``p`` > 0; drawn as ``F.dropout`` draws it
     on CPU) and recomputes the weights in backward from node-level terms. ``[num_dst, H, C]``."""
-    return _GATAttention.apply(a_src, a_dst, a_edge, x, src, dst, num_dst, float(negative_slope), float(p))
+    layout = _layout_for(layout, src, dst, x.size(0), num_dst, a_src, x)
+    return _GATAttention.apply(a_src, a_dst, a_edge, x, src, dst, num_dst, float(negative_slope), float(p), layout)
 
 
 def gat_scores(a_src: Tensor, a_dst: Optional[Tensor], a_edge: Optional[Tensor], src: Tensor, dst: Tensor,
@@ -443,35 +569,52 @@ def gatv2_scores(x_src: Tensor, x_dst: Tensor, att: Tensor, edge_attr: Optional[
 
 class _EdgeDot(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, q: Tensor, k: Tensor, src: Tensor, dst: Tensor, scale: float) -> Tensor:
+    def forward(ctx: Any, q: Tensor, k: Tensor, src: Tensor, dst: Tensor, scale: float,
+                layout: Optional[EdgeLayout] = None) -> Tensor:
         E, H, C = src.numel(), q.size(1), q.size(2)
         out = q.new_empty(E, H)
-        for a, b in _chunks(E, H * C * q.element_size()):
-            out[a:b] = (q.index_select(0, dst[a:b]) * k.index_select(0, src[a:b])).sum(-1)
+        if layout is not None:
+            for h in range(H):
+                out[:, h].index_put_((layout.perm,), sddmm(layout, q[:, h], k[:, h]))
+        else:
+            for a, b in _chunks(E, H * C * q.element_size()):
+                out[a:b] = (q.index_select(0, dst[a:b]) * k.index_select(0, src[a:b])).sum(-1)
         out.mul_(scale)
-        ctx.save_for_backward(q, k, src, dst)
-        ctx.scale = scale
+        ctx.save_for_backward(q, k, *_edges_if(layout, src, dst))
+        ctx.scale, ctx.layout = scale, layout
         return out
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor):
         q, k, src, dst = ctx.saved_tensors
         g_q, g_k = _zeros_if(ctx.needs_input_grad[0], q), _zeros_if(ctx.needs_input_grad[1], k)
+        H, C = q.size(1), q.size(2)
+        layout = ctx.layout
+        if layout is not None:
+            for h in range(H):
+                v = grad[:, h].index_select(0, layout.perm).mul_(ctx.scale)
+                if g_q is not None:
+                    g_q[:, h] = spmm(layout, v, k[:, h])
+                if g_k is not None:
+                    g_k[:, h] = spmm_t(layout, v, q[:, h])
+            return g_q, g_k, None, None, None, None
         g_all = (grad * ctx.scale).unsqueeze(-1)
-        E, H, C = src.numel(), q.size(1), q.size(2)
-        for a, b in _chunks(E, H * C * q.element_size()):
+        for a, b in _chunks(src.numel(), H * C * q.element_size()):
             g = g_all[a:b]
             if g_q is not None:
                 g_q.index_add_(0, dst[a:b], k.index_select(0, src[a:b]).mul_(g))
             if g_k is not None:
                 g_k.index_add_(0, src[a:b], q.index_select(0, dst[a:b]).mul_(g))
-        return g_q, g_k, None, None, None
+        return g_q, g_k, None, None, None, None
 
 
-def edge_dot(q: Tensor, k: Tensor, src: Tensor, dst: Tensor, scale: float = 1.0) -> Tensor:
+def edge_dot(q: Tensor, k: Tensor, src: Tensor, dst: Tensor, scale: float = 1.0,
+             layout: Optional[EdgeLayout] = None) -> Tensor:
     r"""Scores :math:`\gamma \langle \mathbf{q}_{i,h}, \mathbf{k}_{j,h} \rangle` ``[E, H]`` for edges ``j -> i``:
-    ``q`` ``[N_dst, H, C]``, ``k`` ``[N_src, H, C]``. Keeps no per-edge tensor."""
-    return _EdgeDot.apply(q, k, src, dst, float(scale))
+    ``q`` ``[N_dst, H, C]``, ``k`` ``[N_src, H, C]``. Keeps no per-edge tensor; ``layout`` as in
+    :func:`edge_aggregate`."""
+    layout = _layout_for(layout, src, dst, k.size(0), q.size(0), q, k)
+    return _EdgeDot.apply(q, k, src, dst, float(scale), layout)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -533,6 +676,16 @@ def dropped_weights(w: Tensor, keep: Optional[Tensor], scale: Optional[Tensor]) 
 def _self_loops(layer: Any, edge_index: Any, edge_attr: Optional[Tensor], num_nodes: int):
     if not layer.add_self_loops:
         return edge_index, edge_attr
+    if edge_attr is None and type(edge_index) is Tensor and edge_index.dtype == torch.long:
+        # PyG's remove_self_loops + add_self_loops, written straight into one [2, E' + N] tensor (theirs makes an
+        # [2, E'] copy first): the same edges in the same order
+        keep = edge_index[0] != edge_index[1]
+        k = int(keep.sum())
+        out = edge_index.new_empty(2, k + num_nodes)
+        torch.masked_select(edge_index[0], keep, out=out[0, :k])
+        torch.masked_select(edge_index[1], keep, out=out[1, :k])
+        out[:, k:] = torch.arange(num_nodes, device=edge_index.device)
+        return out, None
     edge_index, edge_attr = remove_self_loops(edge_index, edge_attr)
     return add_self_loops(edge_index, edge_attr, fill_value=layer.fill_value, num_nodes=num_nodes)
 
@@ -572,15 +725,17 @@ def _finish(layer: Any, out: Tensor, res: Optional[Tensor], edge_index: Tensor, 
 
 
 def _attend(layer: Any, scores: Tensor, x_src: Tensor, src: Tensor, dst: Tensor, num_src: int, num_dst: int,
-            res: Optional[Tensor], edge_index: Tensor, return_attention_weights: Optional[bool]):
+            res: Optional[Tensor], edge_index: Tensor, return_attention_weights: Optional[bool],
+            layout: Optional[EdgeLayout] = None):
     """Softmax, dropout / DropAttention, aggregation and the stock layers' epilogue, from the scores."""
     if getattr(layer, "drop_attention", None) is None and not return_attention_weights:
         p = float(layer.dropout) if layer.training else 0.0
-        out = softmax_aggregate(scores, x_src, src, dst, num_dst, p, inplace=not torch.compiler.is_compiling())
+        out = softmax_aggregate(scores, x_src, src, dst, num_dst, p, inplace=not torch.compiler.is_compiling(),
+                                layout=layout)
         return _finish(layer, out, res, edge_index, None, None, None, None)
     alpha = attention_softmax(layer, scores, src, dst, num_src, num_dst)
     keep, scale = dropout_mask(layer, alpha)
-    out = edge_aggregate(alpha, x_src, src, dst, num_dst, keep, scale)
+    out = edge_aggregate(alpha, x_src, src, dst, num_dst, keep, scale, layout)
     return _finish(layer, out, res, edge_index, alpha, keep, scale, return_attention_weights)
 
 
@@ -636,12 +791,14 @@ def gat_forward(layer: Any, x: Union[Tensor, Tuple[Tensor, Optional[Tensor]]], e
         # sum_c att_edge[h, c] (W_e e)[h, c] = e . (sum_c att_edge[h, c] W_e[h, c, :]): one [E, H] product.
         w = layer.lin_edge.weight.view(H, C, -1)
         a_edge = attr @ (w * layer.att_edge.view(H, C, 1)).sum(1).t()
+    layout = _layout_for(None, src, dst, num_src, num_dst, x_src)
     if getattr(layer, "drop_attention", None) is None and not return_attention_weights:
         p = float(layer.dropout) if layer.training else 0.0
-        out = gat_attention(a_src, a_dst, a_edge, x_src, src, dst, num_dst, layer.negative_slope, p)
+        out = gat_attention(a_src, a_dst, a_edge, x_src, src, dst, num_dst, layer.negative_slope, p, layout)
         return _finish(layer, out, res, edge_index, None, None, None, None)
     scores = gat_scores(a_src, a_dst, a_edge, src, dst, layer.negative_slope)
-    return _attend(layer, scores, x_src, src, dst, num_src, num_dst, res, edge_index, return_attention_weights)
+    return _attend(layer, scores, x_src, src, dst, num_src, num_dst, res, edge_index, return_attention_weights,
+                   layout)
 
 
 def gatv2_forward(layer: Any, x: Union[Tensor, Tuple[Tensor, Tensor]], edge_index: Any,
@@ -671,4 +828,6 @@ def gatv2_forward(layer: Any, x: Union[Tensor, Tuple[Tensor, Tensor]], edge_inde
         attr = edge_attr.view(-1, 1) if edge_attr.dim() == 1 else edge_attr
         w_edge = layer.lin_edge.weight
     scores = gatv2_scores(x_l, x_r, layer.att, attr, w_edge, src, dst, layer.negative_slope)
-    return _attend(layer, scores, x_l, src, dst, num_src, num_dst, res, edge_index, return_attention_weights)
+    layout = _layout_for(None, src, dst, num_src, num_dst, x_l)
+    return _attend(layer, scores, x_l, src, dst, num_src, num_dst, res, edge_index, return_attention_weights,
+                   layout)

@@ -52,6 +52,7 @@ from torch_geometric.utils import softmax
 from ..dropattention import DropAttention
 from ..particles import HeadParam, register_head_layout
 from .edge_attention import edge_aggregate, edge_dot, edge_softmax
+from .edge_layout import EdgeLayout, csr_supported, edge_layout
 
 __all__ = ["GraphTransformerLayer", "GraphTransformerEncoder"]
 
@@ -137,12 +138,15 @@ class GraphTransformerLayer(nn.Module):
 
     def scores(self, x: Tensor, edge_index: Tensor) -> Tensor:
         """The edge scores ``<q_i, k_j> / sqrt(d)`` ``[E, H]`` (before the softmax)."""
+        return self._scores(x, edge_index, None)
+
+    def _scores(self, x: Tensor, edge_index: Tensor, layout: Optional[EdgeLayout]) -> Tensor:
         N = x.size(0)
         src, dst = edge_index[0], edge_index[1]
         q = self.lin_query(x).view(N, self.heads, self.head_dim)
         k = self.lin_key(x).view(N, self.heads, self.head_dim)
         if self.lean:  # no [E, H, C] gather kept for backward
-            return edge_dot(q, k, src, dst, 1.0 / math.sqrt(self.head_dim))
+            return edge_dot(q, k, src, dst, 1.0 / math.sqrt(self.head_dim), layout)
         return (q[dst] * k[src]).sum(-1) / math.sqrt(self.head_dim)
 
     def attention(self, x: Tensor, edge_index: Tensor) -> Tensor:
@@ -162,7 +166,9 @@ class GraphTransformerLayer(nn.Module):
             raise ValueError(f"edge_index: expected shape [2, E], got {tuple(edge_index.shape)}")
         N = x.size(0)
         src, dst = edge_index[0], edge_index[1]
-        score = self.scores(x, edge_index)
+        # the lean path's CSR layout of the edges, built once for the scores and the aggregation
+        layout = edge_layout(src, dst, N, N) if self.lean and csr_supported(x) else None
+        score = self._scores(x, edge_index, layout)
         if self.training and self.drop_attention is not None:  # softmax over the surviving edges
             lean = {"softmax_fn": edge_softmax} if self.lean else {}
             weights = self.drop_attention.sparse_softmax(score, src, dst, N, N, layer_rate=self.attention_dropout,
@@ -174,7 +180,7 @@ class GraphTransformerLayer(nn.Module):
                 weights = F.dropout(alpha, p=self.attention_dropout, training=True)
         v = self.lin_value(x).view(N, self.heads, self.head_dim)
         if self.lean:
-            agg = edge_aggregate(weights, v, src, dst, N)
+            agg = edge_aggregate(weights, v, src, dst, N, layout=layout)
         else:
             msg = weights.unsqueeze(-1) * v[src]
             agg = x.new_zeros(N, self.heads, self.head_dim).index_add_(0, dst, msg)

@@ -1,0 +1,112 @@
+r"""Edges as compressed sparse rows: the products of sparse attention as sparse-dense kernels, per head.
+
+For edges :math:`e = (j \to i)` with weights :math:`w_e` (one head), the aggregation
+:math:`\mathbf{y}_i = \sum_{e = (j \to i)} w_e \mathbf{x}_j` is the product :math:`\mathbf{y} = A \mathbf{x}` of
+the sparse ``[N_dst, N_src]`` matrix :math:`A_{ij} = w_e` with the dense node features, its gradient with respect
+to the features is :math:`A^\top \mathbf{g}`, and the gradient with respect to the weights,
+:math:`\langle \mathbf{g}_i, \mathbf{x}_j \rangle` for every edge, is a sampled dense-dense product (SDDMM) on
+:math:`A`'s pattern. torch's CSR kernels (``torch.sparse.mm``, :func:`torch.sparse.sampled_addmm`) compute these
+without forming any ``[E, C]`` tensor, and on CPU several times faster than gathering the edges' features and
+scattering the messages back.
+
+:class:`EdgeLayout` holds the edges sorted by destination (rows of :math:`A`) and by source (rows of
+:math:`A^\top`), as ``int32`` indices when they fit: about 20 bytes per edge. :func:`edge_layout` builds it with two
+stable sorts, so sums run in a fixed order and results repeat exactly from run to run. Per-edge quantities in
+*CSR order* are those of edge ``perm[p]`` at position ``p``.
+
+The CSR kernels run on CPU tensors of ``float32``/``float64`` outside :func:`torch.compile`
+(:func:`csr_supported`); elsewhere the callers in :mod:`graph_rma.nn.edge_attention` use their chunked
+gather-scatter code.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+__all__ = ["EdgeLayout", "edge_layout", "csr_supported", "spmm", "spmm_t", "sddmm", "segment_max", "segment_sum"]
+
+
+class EdgeLayout(NamedTuple):
+    """The edges as CSR (by destination) and as CSR of the transpose (by source)."""
+
+    perm: Tensor  #: ``[E]``: edge at each CSR position (edges sorted by destination, stable)
+    row: Tensor  #: ``[E]``: destination at each CSR position (sorted)
+    crow: Tensor  #: ``[num_dst + 1]``: CSR row pointers
+    col: Tensor  #: ``[E]``: source at each CSR position
+    perm_t: Tensor  #: ``[E]``: CSR position at each position of the transpose (sorted by source, stable)
+    crow_t: Tensor  #: ``[num_src + 1]``: row pointers of the transpose
+    col_t: Tensor  #: ``[E]``: destination at each position of the transpose
+    num_src: int
+    num_dst: int
+
+
+def _row_pointers(sorted_rows: Tensor, num_rows: int) -> Tensor:
+    counts = torch.bincount(sorted_rows, minlength=num_rows)
+    return torch.cat([counts.new_zeros(1), counts.cumsum(0)]).to(sorted_rows.dtype)
+
+
+def edge_layout(src: Tensor, dst: Tensor, num_src: int, num_dst: int) -> EdgeLayout:
+    """:class:`EdgeLayout` of the edges ``src[e] -> dst[e]`` (``[E]`` integer tensors)."""
+    E = src.numel()
+    index = torch.int32 if max(E, num_src, num_dst) < 2**31 - 1 else torch.int64
+    # Each int64 temporary is narrowed and dropped before the next one exists (peak memory of a big graph).
+    row, perm = torch.sort(dst.to(index), stable=True)
+    perm = perm.to(index)
+    col = src.to(index).index_select(0, perm)
+    col_sorted, perm_t = torch.sort(col, stable=True)
+    perm_t = perm_t.to(index)
+    crow_t = _row_pointers(col_sorted, num_src)
+    del col_sorted
+    return EdgeLayout(perm, row, _row_pointers(row, num_dst), col, perm_t, crow_t, row.index_select(0, perm_t),
+                      int(num_src), int(num_dst))
+
+
+def csr_supported(*tensors: Tensor) -> bool:
+    """Whether the CSR kernels apply: CPU tensors of ``float32``/``float64``, not under :func:`torch.compile`."""
+    if torch.compiler.is_compiling():
+        return False
+    return all(t.device.type == "cpu" and t.dtype in (torch.float32, torch.float64) for t in tensors)
+
+
+def _matrix(crow: Tensor, col: Tensor, values: Tensor, shape) -> Tensor:
+    with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state" (once per process)
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.sparse_csr_tensor(crow, col, values, shape, check_invariants=False)
+
+
+def spmm(layout: EdgeLayout, values: Tensor, x: Tensor) -> Tensor:
+    r""":math:`\mathbf{y}_i = \sum_{e = (j \to i)} v_e \mathbf{x}_j`: ``values`` ``[E]`` in CSR order, ``x``
+    ``[num_src, C]`` -> ``[num_dst, C]``."""
+    a = _matrix(layout.crow, layout.col, values, (layout.num_dst, layout.num_src))
+    return torch.sparse.mm(a, x.contiguous())
+
+
+def spmm_t(layout: EdgeLayout, values: Tensor, g: Tensor) -> Tensor:
+    r"""The transposed product :math:`\mathbf{z}_j = \sum_{e = (j \to i)} v_e \mathbf{g}_i`: ``values`` ``[E]`` in
+    CSR order, ``g`` ``[num_dst, C]`` -> ``[num_src, C]``."""
+    a = _matrix(layout.crow_t, layout.col_t, values.index_select(0, layout.perm_t), (layout.num_src, layout.num_dst))
+    return torch.sparse.mm(a, g.contiguous())
+
+
+def sddmm(layout: EdgeLayout, g: Tensor, x: Tensor) -> Tensor:
+    r""":math:`\langle \mathbf{g}_i, \mathbf{x}_j \rangle` for every edge ``j -> i``, in CSR order: ``g``
+    ``[num_dst, C]``, ``x`` ``[num_src, C]`` -> ``[E]``."""
+    values = g.new_zeros(layout.col.numel())  # beta=0 still multiplies: the input values must be finite
+    pattern = _matrix(layout.crow, layout.col, values, (layout.num_dst, layout.num_src))
+    # in place: the result is written into `values`, the indices are not copied
+    torch.sparse.sampled_addmm(pattern, g.contiguous(), x.contiguous().t(), beta=0.0, out=pattern)
+    return values
+
+
+def segment_max(layout: EdgeLayout, values: Tensor) -> Tensor:
+    """Per destination, the largest of its edges' ``values`` (``[E]`` in CSR order); ``-inf`` without edges."""
+    return torch.segment_reduce(values, "max", offsets=layout.crow.long(), axis=0, unsafe=True,
+                                initial=float("-inf"))
+
+
+def segment_sum(layout: EdgeLayout, values: Tensor) -> Tensor:
+    """Per destination, the sum of its edges' ``values`` (``[E]`` in CSR order)."""
+    return values.new_zeros(layout.num_dst).index_add_(0, layout.row, values)
