@@ -7,7 +7,7 @@ A variant is a short spec string, parsed by :func:`parse_variant`::
     sgld:eps=1,beta=1000                 SGLD on every head (the paper's Table 8 baseline)
     svgd:alpha=0.1,eps=1                 SVGD over heads (Eq. 4)
     spos:alpha=0.1,eps=1,beta=1000       SPOS over heads (Eq. 5)
-    svgd:alpha=1,roles=query/key         only the query and key projections are particles (paper Table 10)
+    svgd:roles=query/key                 only the query and key projections are particles (paper Table 10)
     svgd:layers=conv1                    only the module named ``conv1``
     dropattn:p=0.1,w=1,mode=column       DropAttention (column mode; ``mode=element`` is the default)
     svgd:alpha=0.1+dropattn:p=0.1        combined with ``+``
@@ -40,6 +40,7 @@ from torch import Tensor, nn
 
 from .particles import SGLD, SPOS, SVGD, ParticleSampler
 from .particles.authors import AuthorsSPOS, AuthorsSVGD
+from .particles.samplers import DEFAULT_ALPHA
 from .regularizers import disagreement, frobenius_penalty, frobenius_penalty_sparse, parameter_disagreement
 
 __all__ = ["Variant", "VariantSetup", "apply_variant", "parse_variant", "make_sampler", "make_drop_attention",
@@ -57,7 +58,7 @@ class Variant:
     4-5) or ``authors`` (the authors' published code, :mod:`graph_rma.particles.authors`; svgd/spos only)."""
 
     sampler: str = "ma"
-    alpha: float = 1.0
+    alpha: float = DEFAULT_ALPHA  # the samplers' default: "svgd" means SVGD(model)
     eps: float = 1.0
     beta: float = 1.0
     bandwidth: Union[str, float] = "median"

@@ -233,3 +233,32 @@ def test_old_comma_lists_of_text_still_parse_with_a_warning():
         assert _parse(["--variants", "svgd:alpha=1,eps=1;ma"]).variants == ["svgd:alpha=1,eps=1", "ma"]
     args = _parse(["--variants", "svgd:alpha=1,eps=1", "ma", "--seeds", "0-2"])  # the grammar: no warning
     assert args.variants == ["svgd:alpha=1,eps=1", "ma"] and args.seeds == [0, 1, 2]
+
+
+def test_default_variants_follow_the_validated_settings(monkeypatch):
+    """Without --variants the node benchmark runs plain heads and SVGD, with a graph's own validated SVGD setting
+    where the where-it-helps study chose one (chameleon), the Cora one elsewhere; the text benchmark's named
+    svgd/spos are the TREC-validated ones; SVGD() and the spec "svgd" have the same default strength."""
+    import torch
+
+    from graph_rma import SVGD
+    from graph_rma.tasks import node_classification
+    from graph_rma.tasks.text_classification import variant_spec
+
+    seen = {}
+
+    def fake_run_study(variants, seeds, out, **kw):
+        seen[kw["dataset"]] = list(variants)
+        return {"summary": [], "interrupted": False}
+
+    monkeypatch.setattr(node_classification, "run_study", fake_run_study)
+    for dataset in ("cora", "chameleon", "texas"):
+        assert cli_main(["cora", "--dataset", dataset, "--seeds", "0", "--no-plot"]) == 0
+    assert seen["cora"] == seen["texas"] == ["ma", defaults.SVGD]
+    assert seen["chameleon"] == ["ma", "svgd:alpha=0.1,eps=8"]
+    assert defaults.node_default_variants("chameleon", full=True)[3] == "svgd:alpha=0.1,eps=8"
+    assert variant_spec("selfattn", "svgd") == variant_spec("transformer", "svgd") == \
+        "svgd:alpha=0.01,kernel_grad=false"
+    assert variant_spec("transformer", "spos") == "spos:alpha=0.01,beta=100000"
+    model = torch.nn.MultiheadAttention(8, 4)
+    assert SVGD(model).alpha == parse_variant("svgd").alpha == 0.1

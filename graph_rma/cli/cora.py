@@ -12,8 +12,8 @@ import argparse
 import sys
 from typing import List, Optional
 
-from ..tasks.defaults import (EARLY_STOPPING_RULES, NODE_DATASET_NAMES, NODE_DEFAULT_SEEDS, NODE_DEFAULT_VARIANTS,
-                              NODE_FULL_SEEDS, NODE_FULL_VARIANTS)
+from ..tasks.defaults import (EARLY_STOPPING_RULES, NODE_DATASET_NAMES, NODE_DATASET_SVGD, NODE_DEFAULT_SEEDS,
+                              NODE_DEFAULT_VARIANTS, NODE_FULL_SEEDS, NODE_FULL_VARIANTS, node_default_variants)
 from ._common import (Parser, UsageError, add_seeds, description, nonnegative_float, out_dir, positive_float, positive_int,
                       probability, run_command, variant_spec)
 
@@ -24,7 +24,8 @@ def build_parser() -> Parser:
     p = Parser(prog=PROG, description=description(__doc__))
     p.add_argument("--variants", nargs="+", type=variant_spec, default=None, metavar="SPEC",
                    help=f"variant specs (see graph_rma.variants) (default: {' '.join(NODE_DEFAULT_VARIANTS)}; "
-                        f"--full: {' '.join(NODE_FULL_VARIANTS)})")
+                        f"--full: {' '.join(NODE_FULL_VARIANTS)}; a graph's own validated SVGD replaces SVGD's spec: "
+                        + ", ".join(f"{d}: {v}" for d, v in NODE_DATASET_SVGD.items()) + ")")
     add_seeds(p, f"0-{NODE_DEFAULT_SEEDS - 1}; --full: 0-{NODE_FULL_SEEDS - 1}")
     p.add_argument("--seed", type=int, default=None, help=argparse.SUPPRESS)  # removed; see _run
     p.add_argument("--full", action="store_true", help="the full study: every variant above on 20 seeds")
@@ -58,8 +59,7 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError("--seed was removed: give the seeds themselves, e.g. --seeds 0 1 2 or --seeds 0-9")
     from ..tasks.node_classification import run_study
 
-    variants = args.variants if args.variants is not None else (NODE_FULL_VARIANTS if args.full
-                                                                else NODE_DEFAULT_VARIANTS)
+    variants = args.variants if args.variants is not None else node_default_variants(args.dataset, args.full)
     seeds = args.seeds if args.seeds is not None else range(NODE_FULL_SEEDS if args.full else NODE_DEFAULT_SEEDS)
     result = run_study(variants, seeds, args.out, dataset=args.dataset, root=args.root, resume=args.resume,
                        epochs=args.epochs, patience=args.patience, early_stopping=args.early_stopping, lr=args.lr,

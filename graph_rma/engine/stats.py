@@ -30,9 +30,9 @@ def mean_std(values: Sequence[float]) -> Tuple[float, float]:
 def paired_comparison(a: Mapping[int, float], b: Mapping[int, float]) -> Dict[str, float]:
     """``b - a`` over the seeds both have: ``n``, ``mean``, ``se``, ``z`` (= mean / se), ``wins``/``ties``/``losses``.
 
-    Arguments a, b: one value per seed (``{seed: value}``); only the seeds in both are compared.
-
     Args:
+        a: one value per seed (``{seed: value}``), the reference arm.
+        b: one value per seed, the compared arm; only the seeds in both are compared.
     """
     seeds = sorted(set(a) & set(b))
     d = [float(b[s]) - float(a[s]) for s in seeds]

@@ -58,7 +58,7 @@ cannot separate under SVGD (zero kernel gradient, equal updates): :class:`SVGD` 
 """
 from .kernel import median_bandwidth, rbf_kernel, sgld_direction, spos_direction, svgd_direction
 from .layouts import HeadParam, ParticleGroup, find_particle_groups, head_layout, register_head_layout
-from .samplers import SGLD, SPOS, SVGD, ParticleSampler
+from .samplers import DEFAULT_ALPHA, SGLD, SPOS, SVGD, ParticleSampler
 from .authors import AuthorsSPOS, AuthorsSVGD
 
 __all__ = [
@@ -73,6 +73,7 @@ __all__ = [
     "head_layout",
     "find_particle_groups",
     "ParticleSampler",
+    "DEFAULT_ALPHA",
     "SVGD",
     "SPOS",
     "SGLD",
