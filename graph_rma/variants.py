@@ -9,6 +9,7 @@ A variant is a short spec string, parsed by :func:`parse_variant`::
     spos:alpha=0.1,eps=1,beta=1000       SPOS over heads (Eq. 5)
     svgd:roles=query/key                 only the query and key projections are particles (paper Table 10)
     svgd:layers=conv1                    only the module named ``conv1``
+    svgd:warmup=50                       plain gradients for the first 50 steps, then SVGD
     dropattn:p=0.1,w=1,mode=column       DropAttention (column mode; ``mode=element`` is the default)
     svgd:alpha=0.1+dropattn:p=0.1        combined with ``+``
     svgd:alpha=0.01,update=authors       the authors' published code, not the paper (compatibility option:
@@ -71,6 +72,7 @@ class Variant:
     drop_attention: Optional[Tuple[Tuple[str, Any], ...]] = None
     update: str = "paper"
     view: str = "mixing"
+    warmup: int = 0
 
     @property
     def name(self) -> str:
@@ -97,9 +99,9 @@ class Variant:
                 opts.append(f"target={self.reg_target}")
             parts.append("reg:" + ",".join(opts))
         if self.sampler != "ma" or not parts and not self.drop_attention:
-            keys = {"sgld": ("eps", "beta"),
-                    "svgd": ("alpha", "eps", "bandwidth", "kernel_grad", "update", "view"),
-                    "spos": ("alpha", "eps", "beta", "bandwidth", "kernel_grad", "update", "view"),
+            keys = {"sgld": ("eps", "beta", "warmup"),
+                    "svgd": ("alpha", "eps", "bandwidth", "kernel_grad", "update", "view", "warmup"),
+                    "spos": ("alpha", "eps", "beta", "bandwidth", "kernel_grad", "update", "view", "warmup"),
                     "ma": ()}[self.sampler]
             opts = [f"{k}={_fmt(getattr(self, k))}" for k in keys if getattr(self, k) != getattr(default, k)]
             if self.sampler != "ma" and self.roles:
@@ -203,10 +205,11 @@ def parse_variant(spec: Union[str, Variant]) -> Variant:
                 raise ValueError(f"variant: {spec!r} names two samplers")
             if name != "ma":
                 fields["sampler"] = name
-            allowed = {"ma": set(), "sgld": {"eps", "beta", "roles", "layers"},
-                       "svgd": {"alpha", "eps", "bandwidth", "kernel_grad", "roles", "layers", "update", "view"},
+            allowed = {"ma": set(), "sgld": {"eps", "beta", "roles", "layers", "warmup"},
+                       "svgd": {"alpha", "eps", "bandwidth", "kernel_grad", "roles", "layers", "update", "view",
+                                "warmup"},
                        "spos": {"alpha", "eps", "beta", "bandwidth", "kernel_grad", "roles", "layers", "update",
-                                "view"}}[name]
+                                "view", "warmup"}}[name]
             if opts.get("update") == "authors":
                 for key in ("bandwidth", "kernel_grad"):
                     if key in opts:
@@ -225,6 +228,8 @@ def parse_variant(spec: Union[str, Variant]) -> Variant:
                     fields[key] = value if value in ("median", "liu") else _float(spec, key, value, low=0.0, strict=True)
                 elif key == "kernel_grad":
                     fields[key] = _bool(spec, key, value)
+                elif key == "warmup":
+                    fields[key] = _int(spec, key, value, low=0)
                 elif key == "update":
                     if value not in UPDATES:
                         raise ValueError(f"variant: update={value!r} in {spec!r} must be one of "
@@ -270,7 +275,7 @@ def parse_variant(spec: Union[str, Variant]) -> Variant:
 def make_sampler(variant: Union[str, Variant], model: nn.Module, seed: int = 0) -> Optional[ParticleSampler]:
     """The particle sampler of ``variant`` for ``model`` (``None`` for ``ma``/``reg``/``dropattn``)."""
     v = parse_variant(variant)
-    common = dict(eps=v.eps, roles=v.roles, layers=list(v.layers) if v.layers else None, seed=seed)
+    common = dict(eps=v.eps, roles=v.roles, layers=list(v.layers) if v.layers else None, seed=seed, warmup=v.warmup)
     if v.update == "authors":  # parse_variant allows it for svgd/spos only
         if v.sampler == "svgd":
             return AuthorsSVGD(model, w=v.alpha, view=v.view, **common)

@@ -606,3 +606,43 @@ def test_identical_heads_warn_once_and_never_nan():
         opt.step()
     heads = conv.lin.weight.detach().view(16, -1)
     assert all(torch.isfinite(p).all() for p in conv.parameters()) and torch.pdist(heads).min() > 0
+
+
+def test_warmup_keeps_plain_gradients_then_samples_and_resumes():
+    """warmup=2: the first two backward passes keep their gradients, the third gets exactly the SVGD update; a second
+    optimizer on the same backward pass does not count a step; the count survives state_dict/load_state_dict."""
+    torch.manual_seed(0)
+    conv = GATConv(6, 3, heads=4)
+    x, ei = torch.randn(9, 6), torch.randint(0, 9, (2, 30))
+    warm, plain = SVGD(conv, alpha=1.0, warmup=2), SVGD(conv, alpha=1.0)
+    opt_a = torch.optim.SGD([conv.lin.weight], lr=0.0)  # lr 0: the parameters stay put, only gradients are compared
+    opt_b = torch.optim.SGD([conv.att_src, conv.att_dst, conv.bias], lr=0.0)
+    warm.attach(opt_a)
+    warm.attach(opt_b)
+    for step in range(3):
+        conv.zero_grad()
+        conv(x, ei).square().sum().backward()
+        raw = {n: p.grad.clone() for n, p in conv.named_parameters()}
+        opt_a.step()
+        opt_b.step()  # the same backward pass: neither transformed nor counted again
+        got = {n: p.grad.clone() for n, p in conv.named_parameters()}
+        if step < 2:
+            assert all(torch.equal(got[n], raw[n]) for n in raw) and warm.steps == step + 1
+        else:
+            for n, p in conv.named_parameters():
+                p.grad = raw[n].clone()
+            plain.step()
+            expect = {n: p.grad for n, p in conv.named_parameters()}
+            assert not torch.equal(got["att_src"], raw["att_src"])
+            assert all(torch.allclose(got[n], expect[n]) for n in raw) and warm.steps == 3
+    fresh = SVGD(conv, alpha=1.0, warmup=2)
+    fresh.load_state_dict(warm.state_dict())
+    assert fresh.steps == 3 and "warmup=2" in repr(fresh)
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="warmup"):
+            SVGD(conv, warmup=bad)
+    v = graph_rma.parse_variant("svgd:alpha=0.1,eps=8,warmup=50")
+    assert v.warmup == 50 and graph_rma.parse_variant(v.spec) == v and "warmup=50" in v.spec
+    assert graph_rma.make_sampler(v, conv).warmup == 50
+    with pytest.raises(ValueError, match="warmup"):
+        graph_rma.parse_variant("svgd:warmup=-3")

@@ -247,11 +247,11 @@ class AuthorsSVGD(ParticleSampler):
     """
 
     def __init__(self, model: nn.Module, w: float = 0.01, eps: float = 1.0, layers: LayerSpec = None,
-                 roles=None, min_heads: int = 2, seed: int = 0, view: str = "mixing") -> None:
+                 roles=None, min_heads: int = 2, seed: int = 0, view: str = "mixing", warmup: int = 0) -> None:
         self.w = _check_alpha(w)
         if view not in VIEWS:
             raise ValueError(f"view: expected one of {', '.join(VIEWS)}, got {view!r}")
-        super().__init__(model, eps=eps, layers=layers, roles=roles, min_heads=min_heads, seed=seed)
+        super().__init__(model, eps=eps, layers=layers, roles=roles, min_heads=min_heads, seed=seed, warmup=warmup)
         self.view = view
         self.groups = mixing_groups(self.groups, view)
 

@@ -58,6 +58,8 @@ class ParticleSampler:
         eps: step size :math:`\epsilon`; the gradient becomes ``-eps * phi``.
         seed: seed of the sampler's own noise generator (SPOS/SGLD). The same seed on every process gives the
             same noise on every process, so replicas of a distributed run stay identical.
+        warmup: number of steps (backward passes) that keep the plain gradients before the particle update starts;
+            :attr:`steps` counts them, and :meth:`state_dict` keeps the count for resumption.
     """
 
     def __init__(
@@ -68,10 +70,15 @@ class ParticleSampler:
         roles: Optional[Iterable[str]] = None,
         min_heads: int = 2,
         seed: int = 0,
+        warmup: int = 0,
     ) -> None:
         _check_positive("eps", eps)
+        if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+            raise ValueError(f"warmup: expected a number of steps >= 0, got {warmup!r}")
         self.eps = float(eps)
         self.seed = int(seed)
+        self.warmup = warmup
+        self.steps = 0  # steps seen (backward passes whose gradients reached step()), warm-up included
         self.groups = find_particle_groups(model, layers=layers, roles=roles, min_heads=min_heads)
         if not self.groups:
             warnings.warn(f"{type(self).__name__}: the model has no multi-head attention layer to sample; step() does nothing")
@@ -120,11 +127,18 @@ class ParticleSampler:
         """Replace every particle group's gradient by ``-eps * phi``.
 
         Frozen parameters (``requires_grad=False``) are left out. A gradient this method already transformed and
-        that no backward pass has touched since is not transformed again.
+        that no backward pass has touched since is not transformed again. During the first ``warmup`` steps the
+        gradients are left as they are.
         """
+        warming, fresh = self.steps < self.warmup, False
         for index, full in enumerate(self.groups):
             group = self._trainable(full)
             if group is None or self._already_written(index, group):
+                continue
+            fresh = True
+            if warming:  # plain gradients; remembered so that a second optimizer's call does not count again
+                self._written[index] = [(weakref.ref(p.param.grad), p.param.grad._version) for p in group.params
+                                        if p.param.grad is not None]
                 continue
             theta, grad = group.theta(), group.grad()
             if not _all_finite(grad):
@@ -134,6 +148,7 @@ class ParticleSampler:
             phi = self.direction(theta, grad)
             group.set_grad(phi.mul(-self.eps))
             self._written[index] = [(weakref.ref(p.param.grad), p.param.grad._version) for p in group.params]
+        self.steps += fresh
 
     def _params(self) -> List[nn.Parameter]:
         seen: Dict[int, nn.Parameter] = {}
@@ -185,8 +200,8 @@ class ParticleSampler:
                     del _CLAIMS[param]
 
     def state_dict(self) -> Dict[str, Tensor]:
-        """The noise generator's state, for exact resumption."""
-        return {"generator": self.generator.get_state()}
+        """The noise generator's state and the step count (warm-up), for exact resumption."""
+        return {"generator": self.generator.get_state(), "steps": torch.tensor(self.steps)}
 
     def load_state_dict(self, state: Dict[str, Tensor]) -> None:
         if not isinstance(state, dict) or "generator" not in state:
@@ -200,9 +215,11 @@ class ParticleSampler:
         self._generator_state = gen_state
         if self._generator is not None:
             self._generator.set_state(self._generator_state)
+        if "steps" in state:  # absent in state dicts written before the warm-up option
+            self.steps = int(state["steps"])
 
     def _extra_repr(self) -> str:
-        return f"eps={self.eps}"
+        return f"eps={self.eps}" + (f", warmup={self.warmup}" if self.warmup else "")
 
     def __repr__(self) -> str:
         groups = ", ".join(f"{g.name or 'model'}[{g.num_heads}x{g.dim}]" for g in self.groups)
@@ -272,7 +289,7 @@ class SVGD(ParticleSampler):
         return self._phi(theta, grad)
 
     def _extra_repr(self) -> str:
-        return f"alpha={self.alpha}, eps={self.eps}, bandwidth={self.bandwidth!r}"
+        return f"alpha={self.alpha}, {super()._extra_repr()}, bandwidth={self.bandwidth!r}"
 
 
 class SPOS(SVGD):
@@ -298,7 +315,7 @@ class SPOS(SVGD):
         return _spos_noise(phi, theta, grad, self.beta, self.eps, self.generator)
 
     def _extra_repr(self) -> str:
-        return f"alpha={self.alpha}, eps={self.eps}, beta={self.beta}, bandwidth={self.bandwidth!r}"
+        return f"alpha={self.alpha}, {ParticleSampler._extra_repr(self)}, beta={self.beta}, bandwidth={self.bandwidth!r}"
 
 
 class SGLD(ParticleSampler):
