@@ -103,7 +103,9 @@ class Variant:
                     "svgd": ("alpha", "eps", "bandwidth", "kernel_grad", "update", "view", "warmup"),
                     "spos": ("alpha", "eps", "beta", "bandwidth", "kernel_grad", "update", "view", "warmup"),
                     "ma": ()}[self.sampler]
-            opts = [f"{k}={_fmt(getattr(self, k))}" for k in keys if getattr(self, k) != getattr(default, k)]
+            # alpha always: its default changed once (1 -> 0.1), and a spec string must mean the same thing later
+            opts = [f"{k}={_fmt(getattr(self, k))}" for k in keys
+                    if getattr(self, k) != getattr(default, k) or k == "alpha" and self.update == "paper"]
             if self.sampler != "ma" and self.roles:
                 opts.append("roles=" + "/".join(self.roles))
             if self.sampler != "ma" and self.layers:

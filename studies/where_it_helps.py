@@ -144,8 +144,8 @@ def warmup(out: Path, threads: int) -> None:
     """chameleon-gatv2's chosen SVGD with a plain warm-up of :data:`WARMUPS` epochs: on the selection seeds against
     the chosen configuration (validation accuracy only); a warm-up that beats it there is run on the final seeds
     against plain heads."""
-    spec = json.loads((out / "chosen.json").read_text())["chameleon-gatv2"]["svgd"]
-    specs = [spec] + [f"{spec},warmup={w}" for w in WARMUPS]
+    spec = parse_variant(json.loads((out / "chosen.json").read_text())["chameleon-gatv2"]["svgd"]).spec
+    specs = [spec] + [parse_variant(f"{spec},warmup={w}").spec for w in WARMUPS]  # as run_study names them
     res = run_study(specs, SELECT_SEEDS_COSTLY, out / "warmup" / "chameleon-gatv2", dataset="chameleon", v2=True,
                     resume=True, make_plot=False, threads=threads)
     val = {r["variant"]: r["val_acc_mean"] for r in res["summary"]}

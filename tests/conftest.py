@@ -21,6 +21,7 @@ def data_path(*parts: str) -> Path:
 
 
 PLANETOID = data_path("planetoid")
+PYG = data_path("pyg")  # the heterophilous graphs in PyG's raw layout
 needs_cora = pytest.mark.skipif(not (PLANETOID / "Cora" / "raw").is_dir(),
                                 reason="real Cora raw files not available (set GRAPH_RMA_DATA)")
 needs_text = pytest.mark.skipif(not data_path("text", "TREC", "TREC.train.all").is_file(),
