@@ -1,9 +1,9 @@
 """Memory-lean edge attention: peak memory and step time per edge against stock PyG's GATConv (and DGL's).
 
     python -m benchmarks.bench_memory [--edges 1e5 1e6 2e6] [--time-edges 1e5 1e6] [--threads 2]
-        [--contenders pyg ours lean dgl] [--out results/memory]
+        [--contenders pyg ours lean dgl] [--v2] [--out results/memory]
 
-One ``GATConv(64, 8, heads=8, dropout=0.6)`` (or its equivalent) in training mode on a random graph with E edges
+One ``GATConv(64, 8, heads=8, dropout=0.6)`` (``--v2``: ``GATv2Conv``) or its equivalent in training mode on a random graph with E edges
 over N = E / 10 nodes, 64 features, a cross-entropy loss over 64 classes:
 
 * **memory**: forward + backward, peak RSS above the inputs (graph, features, labels, parameters), divided by E.
@@ -39,27 +39,33 @@ from benchmarks.common import compare, random_graph  # noqa: E402
 FEATURES, HEADS, CHANNELS, CLASSES = 64, 8, 8, 64
 
 
-def have_dgl() -> bool:
+def dgl_problem() -> str:
+    """Why DGL cannot be measured here ("" when ``import dgl`` works). The newest DGL wheel on PyPI (2.1.0, CPU)
+    ships graphbolt libraries only up to torch 2.2, so with torch 2.13 its import fails."""
     try:
         import dgl  # noqa: F401
-    except Exception:
-        return False
-    return True
+    except Exception as exc:  # ImportError, or graphbolt's FileNotFoundError for an unsupported torch
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'no message'}"
+    return ""
 
 
-def build(name: str, x: torch.Tensor, edge_index: torch.Tensor):
-    """``(module, forward)`` for one contender: ``forward()`` returns the ``[N, 64]`` output."""
+def build(name: str, x: torch.Tensor, edge_index: torch.Tensor, v2: bool = False):
+    """``(module, forward)`` for one contender: ``forward()`` returns the ``[N, 64]`` output. ``v2``: GATv2
+    (``GATv2Conv`` / ``RepulsiveGATv2Conv``) instead of GAT."""
     torch.manual_seed(0)
     if name == "pyg":
-        from torch_geometric.nn import GATConv
+        from torch_geometric.nn import GATConv, GATv2Conv
 
-        conv = GATConv(FEATURES, CHANNELS, heads=HEADS, dropout=0.6)
+        conv = (GATv2Conv if v2 else GATConv)(FEATURES, CHANNELS, heads=HEADS, dropout=0.6)
         return conv, lambda: conv(x, edge_index)
     if name in ("ours", "lean"):
-        from graph_rma.nn import RepulsiveGATConv
+        from graph_rma.nn import RepulsiveGATConv, RepulsiveGATv2Conv
 
-        conv = RepulsiveGATConv(FEATURES, CHANNELS, heads=HEADS, dropout=0.6, lean=name == "lean")
+        cls = RepulsiveGATv2Conv if v2 else RepulsiveGATConv
+        conv = cls(FEATURES, CHANNELS, heads=HEADS, dropout=0.6, lean=name == "lean")
         return conv, lambda: conv(x, edge_index)
+    if name == "dgl" and v2:
+        raise ValueError("contender: DGL has no GATv2 here")
     if name == "dgl":
         import dgl
         from dgl.nn import GATConv as DGLGATConv
@@ -91,14 +97,14 @@ def _backward(forward, y: torch.Tensor, upstream: torch.Tensor, loss: str) -> No
         forward().backward(upstream)
 
 
-def one_memory(name: str, num_edges: int, loss: str = "ce") -> dict:
+def one_memory(name: str, num_edges: int, loss: str = "ce", v2: bool = False) -> dict:
     N = max(num_edges // 10, 10)
     x, edge_index, y = random_graph(N, num_edges, FEATURES, CLASSES)
     upstream = torch.randn(N, HEADS * CHANNELS)
-    conv, forward = build(name, x, edge_index)
+    conv, forward = build(name, x, edge_index, v2)
     conv.train()
     small_x, small_ei, small_y = random_graph(100, 1000, FEATURES, CLASSES, seed=1)
-    _, small_fwd = build(name, small_x, small_ei)  # load kernels, allocator arenas, autograd engine
+    _, small_fwd = build(name, small_x, small_ei, v2)  # load kernels, allocator arenas, autograd engine
     _backward(small_fwd, small_y, torch.randn(100, HEADS * CHANNELS), loss)
     base = _rss_kib()
     with open("/proc/self/clear_refs", "w") as f:
@@ -109,12 +115,12 @@ def one_memory(name: str, num_edges: int, loss: str = "ce") -> dict:
             "bytes_per_edge": (peak - base) * 1024 / num_edges}
 
 
-def one_time(names, num_edges: int, repeats: int) -> dict:
+def one_time(names, num_edges: int, repeats: int, v2: bool = False) -> dict:
     N = max(num_edges // 10, 10)
     x, edge_index, y = random_graph(N, num_edges, FEATURES, CLASSES)
     steps = {}
     for name in names:
-        conv, forward = build(name, x, edge_index)
+        conv, forward = build(name, x, edge_index, v2)
         conv.train()
         opt = torch.optim.Adam(conv.parameters(), lr=0.005)
 
@@ -152,19 +158,23 @@ def main(argv=None):
     ap.add_argument("--loss", choices=["ce", "grad"], default="ce",
                     help="memory: backward from a cross-entropy loss over the 64 outputs (ce) or from a given "
                          "output gradient, an input (grad: the layer alone)")
+    ap.add_argument("--v2", action="store_true", help="GATv2 (GATv2Conv, RepulsiveGATv2Conv) instead of GAT")
     ap.add_argument("--one-memory", nargs=2, help=argparse.SUPPRESS)
     ap.add_argument("--one-time", type=float, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    names = [c for c in args.contenders if c != "dgl" or have_dgl()]
-    if "dgl" in args.contenders and "dgl" not in names:
-        print("dgl: not importable here (not installed); left out")
+    if args.v2 and "dgl" in args.contenders:
+        args.contenders = [c for c in args.contenders if c != "dgl"]  # no DGL GATv2 contender
+    problem = dgl_problem() if "dgl" in args.contenders else ""
+    names = [c for c in args.contenders if c != "dgl" or not problem]
+    if problem:
+        print(f"dgl: left out, `import dgl` fails here ({problem})")
     if args.one_memory:
         torch.set_num_threads(1)
-        print(json.dumps(one_memory(args.one_memory[0], int(float(args.one_memory[1])), args.loss)))
+        print(json.dumps(one_memory(args.one_memory[0], int(float(args.one_memory[1])), args.loss, args.v2)))
         return
     if args.one_time:
         torch.set_num_threads(args.threads)
-        print(json.dumps(one_time(names, int(args.one_time), args.repeats)))
+        print(json.dumps(one_time(names, int(args.one_time), args.repeats, args.v2)))
         return
 
     keep = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(1 << 46), "OMP_NUM_THREADS": "1"}
@@ -175,7 +185,7 @@ def main(argv=None):
     for e, who in sizes:
         row = {"edges": int(e)}
         for n in who:
-            row[n] = _run(["--one-memory", n, str(e), "--loss", args.loss], keep)
+            row[n] = _run(["--one-memory", n, str(e), "--loss", args.loss] + ["--v2"] * args.v2, keep)
         memory.append(row)
         base = row.get("pyg", {}).get("bytes_per_edge")
         cells = []
@@ -200,7 +210,7 @@ def main(argv=None):
         print(f"{'edges':>10s}  " + "  ".join(f"{n:>22s}" for n in names) + "   (ms; ratio / paired to pyg)")
     for e in args.time_edges:
         r = _run(["--one-time", str(e), "--threads", str(args.threads), "--repeats", str(args.repeats),
-                  "--contenders"] + names, {"OMP_NUM_THREADS": str(args.threads)})
+                  "--contenders"] + names + ["--v2"] * args.v2, {"OMP_NUM_THREADS": str(args.threads)})
         timing.append(r)
         if "error" in r:
             print(f"{int(e):>10d}  failed ({r['error']})")
@@ -229,7 +239,7 @@ def main(argv=None):
     for a in ax:
         a.grid(True, which="both", alpha=0.3)
         a.legend()
-    fig.suptitle("GATConv(64, 8, heads=8, dropout=0.6), random graph, N = E / 10")
+    fig.suptitle(f"{'GATv2Conv' if args.v2 else 'GATConv'}(64, 8, heads=8, dropout=0.6), random graph, N = E / 10")
     fig.tight_layout()
     fig.savefig(os.path.join(args.out, "memory.png"), dpi=120)
     print(f"wrote {args.out}/memory.png and memory.json")

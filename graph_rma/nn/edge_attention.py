@@ -25,17 +25,23 @@ less. With :math:`\mathbf{g}_i = \partial L / \partial \mathbf{y}_i`:
 
 and the score's gradient is recomputed from node-level tensors. The functions here are
 :class:`torch.autograd.Function` s that save only those: ``[E, H]`` weights, the edge index and node-level
-tensors. Where a per-edge ``[E, H, C]`` product cannot be avoided (gathering :math:`\mathbf{x}_{j}`, the GATv2
-score) it is formed in chunks of edges (:data:`CHUNK_BYTES`, :data:`MAX_CHUNKS`) and dropped at once, in
-forward and again in backward. Edges need no particular order.
+tensors.
+
+Two kernels compute the products. On CPU tensors of ``float32``/``float64`` outside :func:`torch.compile`
+(:func:`~graph_rma.nn.edge_layout.csr_supported`) the aggregation, its transpose and
+:math:`\langle \mathbf{g}_{i,h}, \mathbf{x}_{j,h} \rangle` are sparse-dense products over the edges' CSR layout
+(:mod:`graph_rma.nn.edge_layout`), one head at a time: no ``[E, C]`` tensor is formed at all, per-edge
+temporaries are ``[E]`` vectors, and backward keeps the layout (about 20 bytes per edge) instead of the edge
+index. Elsewhere (GPU, half precision, compiled graphs) a per-edge ``[E, H, C]`` product is formed in chunks of
+edges (:data:`CHUNK_BYTES`, :data:`MAX_CHUNKS`) and dropped at once, in forward and again in backward. The GATv2
+score, a nonlinearity of the gathered features, is always chunked. Edges need no particular order.
 
 For GAT, :math:`s_{e,h} = \mathrm{LeakyReLU}(a_{j,h} + b_{i,h} + c_{e,h})` is cheap to recompute from per-node
 terms, so :func:`gat_attention` goes further: with the per-destination softmax maximum :math:`m_i` and sum
-:math:`Z_i` (``[N, H]``) saved, :math:`\alpha_{e,h} = \exp(s_{e,h} - m_{i,h}) / Z_{i,h}` is recomputed chunk by
-chunk, and backward takes two passes over the edges (the first sums :math:`\sum_{e' \to i} \alpha
-\partial L / \partial \alpha` per destination, the second forms :math:`\partial L / \partial s`): per edge it
-keeps only the boolean dropout mask and the edge index, at the price of gathering the ``[E, H, C]`` features
-twice more in backward.
+:math:`Z_i` (``[N, H]``) saved, :math:`\alpha_{e,h} = \exp(s_{e,h} - m_{i,h}) / Z_{i,h}` is recomputed in
+backward (per head with the CSR kernels; chunk by chunk otherwise, in two passes over the edges: the first sums
+:math:`\sum_{e' \to i} \alpha \partial L / \partial \alpha` per destination, the second forms
+:math:`\partial L / \partial s`): per edge it keeps only the boolean dropout mask and the edge layout (or index).
 
 * :func:`edge_aggregate` -- :math:`\mathbf{y} = \sum \tilde\alpha \mathbf{x}_j` (sparse-dense product per head).
 * :func:`edge_softmax` -- PyG's :func:`~torch_geometric.utils.softmax` (same signature and values) saving only
