@@ -9,7 +9,8 @@ over N = E / 10 nodes, 64 features, a cross-entropy loss over 64 classes:
 * **memory**: forward + backward, peak RSS above the inputs (graph, features, labels, parameters), divided by E.
   Each (contender, size) runs in its own process, with 1 thread and glibc told to keep freed memory
   (``MALLOC_MMAP_MAX_=0``, ``MALLOC_TRIM_THRESHOLD_`` huge: freed blocks stay in RSS, so RSS is the allocator's
-  high-water mark). The peak is the kernel's ``VmHWM``, reset (``/proc/self/clear_refs``) once the inputs exist.
+  high-water mark, holes included; ``--glibc-defaults`` leaves glibc as it is). The peak is the kernel's
+  ``VmHWM``, reset (``/proc/self/clear_refs``) once the inputs exist.
 * **time**: one training step (forward, backward, Adam), contenders interleaved in one process per size
   (:func:`benchmarks.common.compare`), ``--threads`` threads, glibc defaults.
 
@@ -159,6 +160,9 @@ def main(argv=None):
                     help="memory: backward from a cross-entropy loss over the 64 outputs (ce) or from a given "
                          "output gradient, an input (grad: the layer alone)")
     ap.add_argument("--v2", action="store_true", help="GATv2 (GATv2Conv, RepulsiveGATv2Conv) instead of GAT")
+    ap.add_argument("--glibc-defaults", action="store_true",
+                    help="memory: leave glibc's defaults (freed memory returned, big blocks mmapped) instead of keeping "
+                         "freed memory, which makes the peak RSS depend on heap fragmentation")
     ap.add_argument("--one-memory", nargs=2, help=argparse.SUPPRESS)
     ap.add_argument("--one-time", type=float, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -178,8 +182,11 @@ def main(argv=None):
         return
 
     keep = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(1 << 46), "OMP_NUM_THREADS": "1"}
+    if args.glibc_defaults:
+        keep = {"OMP_NUM_THREADS": "1"}
     memory = []
-    print(f"memory: forward + backward ({args.loss} loss), peak RSS above the inputs, 1 thread, freed memory kept")
+    print(f"memory: forward + backward ({args.loss} loss), peak RSS above the inputs, 1 thread, "
+          f"{'glibc defaults' if args.glibc_defaults else 'freed memory kept'}")
     print(f"{'edges':>10s}  " + "  ".join(f"{n:>16s}" for n in names) + "   (bytes per edge; ratio to pyg)")
     sizes = [(e, names) for e in args.edges] + [(e, ["lean"]) for e in args.lean_edges]
     for e, who in sizes:
