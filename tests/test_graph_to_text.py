@@ -120,7 +120,7 @@ def test_resume_with_other_settings_is_refused_and_more_epochs_are_applied(tmp_p
     assert "hidden 32 -> 64, lr 0.003 -> 0.001" in str(err.value) and str(out / "checkpoint.pt") in str(err.value)
     with pytest.raises(ResumeMismatchError, match=r"train_records \d+ -> 2"):
         agenda.train(dict(one), out, FIXTURE, variant="ma", seed=0, max_train=2, progress=False)
-    with pytest.raises(ResumeMismatchError, match="seed 0 -> 1, variant 'ma' -> 'svgd'"):
+    with pytest.raises(ResumeMismatchError, match="seed 0 -> 1, variant 'ma' -> 'svgd:alpha=0.1'"):
         agenda.train(dict(one), out, FIXTURE, variant="svgd", seed=1, progress=False)
     assert (out / "checkpoint.pt").read_bytes() == before
     capsys.readouterr()
