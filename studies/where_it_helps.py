@@ -3,7 +3,7 @@
     python studies/where_it_helps.py select   # the grid on the selection seeds (validation accuracy only)
     python studies/where_it_helps.py final    # ma + each family's chosen configuration on the final seeds
     python studies/where_it_helps.py confirm  # every final win (paired z >= 3) again, on fresh seeds 10-29
-    python studies/where_it_helps.py transfer # chameleon's chosen SVGD, unchanged, with GAT instead of GATv2
+    python studies/where_it_helps.py transfer # chameleon's chosen SVGD, unchanged: GAT on chameleon, Actor, squirrel
     python studies/where_it_helps.py heads    # GAT at a fixed total width 64: 8x8, 16x4, 32x2 heads (Cora)
     python studies/where_it_helps.py text-heads  # self-attentive BiLSTM on TREC, r = 2, 4, 16, 30 heads
     python studies/where_it_helps.py warmup   # chameleon's win with a plain warm-up first (selection, then final)
@@ -130,11 +130,19 @@ def confirm(out: Path, threads: int) -> None:
                       resume=True, make_plot=False, threads=threads)
 
 
-def transfer(out: Path, threads: int) -> None:
-    """chameleon-gatv2's chosen SVGD configuration, not re-selected, with GAT's static attention (seeds 0-9)."""
+# Where chameleon-gatv2's chosen SVGD is carried, not re-selected: GAT's static attention on chameleon, and GATv2
+# on the two heterophilous graphs the selection left out for compute (Actor, squirrel).
+TRANSFERS = [("chameleon", False), ("actor", True), ("squirrel", True)]
+
+
+def transfer(out: Path, threads: int, only: List[str] = ()) -> None:
+    """chameleon-gatv2's chosen SVGD configuration, not re-selected, in :data:`TRANSFERS` (seeds 0-9)."""
     spec = json.loads((out / "chosen.json").read_text())["chameleon-gatv2"]["svgd"]
-    run_study(["ma", spec], FINAL_SEEDS, out / "transfer" / "chameleon-gat", dataset="chameleon", v2=False,
-              resume=True, make_plot=False, threads=threads)
+    for dataset, v2 in TRANSFERS:
+        if only and _name(dataset, v2) not in only:
+            continue
+        run_study(["ma", spec], FINAL_SEEDS, out / "transfer" / _name(dataset, v2), dataset=dataset, v2=v2,
+                  resume=True, make_plot=False, threads=threads)
 
 
 WARMUPS = (50, 100)  # epochs of plain training before SVGD starts (full batch: one step per epoch)
@@ -446,7 +454,7 @@ def main(argv=None) -> int:
     elif args.step == "confirm":
         confirm(args.out, args.threads)
     elif args.step == "transfer":
-        transfer(args.out, args.threads)
+        transfer(args.out, args.threads, args.only)
     elif args.step == "warmup":
         warmup(args.out, args.threads)
     elif args.step == "heads":
