@@ -51,3 +51,17 @@ def test_empty_graph_and_support_rules():
     assert torch.isinf(segment_max(lay, x.new_zeros(0))).all()
     assert csr_supported(torch.ones(2), torch.ones(2, dtype=torch.double))
     assert not csr_supported(torch.ones(2, dtype=torch.bfloat16))
+
+
+def test_a_lean_layer_warns_nothing_in_a_fresh_process():
+    """torch's one-time "Sparse CSR tensor support is in beta state" warning is absorbed on the first product, and
+    later products warn nothing either (run with warnings as errors)."""
+    import subprocess
+    import sys
+
+    code = ("import torch\nfrom graph_rma.nn import RepulsiveGATConv\n"
+            "c = RepulsiveGATConv(8, 4, heads=2, lean=True)\nx, ei = torch.randn(20, 8), torch.randint(0, 20, (2, 60))\n"
+            "for _ in range(3):\n    c(x, ei).sum().backward()\nprint('ok')\n")
+    proc = subprocess.run([sys.executable, "-W", "error::UserWarning", "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]

@@ -71,10 +71,18 @@ def csr_supported(*tensors: Tensor) -> bool:
     return all(t.device.type == "cpu" and t.dtype in (torch.float32, torch.float64) for t in tensors)
 
 
+_BETA_WARNING_SEEN = False
+
+
 def _matrix(crow: Tensor, col: Tensor, values: Tensor, shape) -> Tensor:
-    with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state" (once per process)
-        warnings.simplefilter("ignore", UserWarning)
-        return torch.sparse_csr_tensor(crow, col, values, shape, check_invariants=False)
+    global _BETA_WARNING_SEEN
+    if not _BETA_WARNING_SEEN:  # torch warns "Sparse CSR tensor support is in beta state" once per process: here
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            matrix = torch.sparse_csr_tensor(crow, col, values, shape, check_invariants=False)
+        _BETA_WARNING_SEEN = True
+        return matrix
+    return torch.sparse_csr_tensor(crow, col, values, shape, check_invariants=False)
 
 
 def spmm(layout: EdgeLayout, values: Tensor, x: Tensor) -> Tensor:
