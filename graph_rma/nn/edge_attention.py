@@ -116,10 +116,18 @@ def _csr_mask(keep: Optional[Tensor], layout: EdgeLayout, h: int) -> Optional[Te
     return None if keep is None else keep[:, h].index_select(0, layout.perm)
 
 
-def _csr_weights(w: Tensor, keep: Optional[Tensor], scale: Optional[Tensor], layout: EdgeLayout, h: int) -> Tensor:
-    """Head ``h``'s weights ``w * keep * scale`` in CSR order (``w`` ``[E, H]`` in edge order)."""
+def _csr_weights(w: Tensor, mask: Optional[Tensor], scale: Optional[Tensor], layout: EdgeLayout, h: int) -> Tensor:
+    """Head ``h``'s weights ``w * mask * scale`` in CSR order (``w`` ``[E, H]`` in edge order, ``mask`` the head's
+    CSR-order mask from :func:`_csr_mask`)."""
     v = w[:, h].index_select(0, layout.perm)
-    return v if keep is None else v.mul_(_csr_mask(keep, layout, h)).mul_(scale)
+    return v if mask is None else v.mul_(mask).mul_(scale)
+
+
+def _csr_softmax_backward(layout: EdgeLayout, grad: Tensor, alpha: Tensor) -> Tensor:
+    r""":math:`\alpha_e (g_e - \sum_{e' \to i} \alpha_{e'} g_{e'})` for one head in CSR order, in ``grad``'s
+    buffer (the edge softmax's backward)."""
+    grad.mul_(alpha)
+    return grad.sub_(segment_sum(layout, grad).index_select(0, layout.row).mul_(alpha))
 
 
 def _edges_if(layout: Optional[EdgeLayout], src: Tensor, dst: Tensor) -> Tuple[Optional[Tensor], Optional[Tensor]]:
@@ -146,7 +154,7 @@ class _EdgeAggregate(torch.autograd.Function):
         if layout is not None:  # one sparse-dense product per head
             out = x.new_empty(num_dst, H, C)
             for h in range(H):
-                out[:, h] = spmm(layout, _csr_weights(w, keep, scale, layout, h), x[:, h])
+                out[:, h] = spmm(layout, _csr_weights(w, _csr_mask(keep, layout, h), scale, layout, h), x[:, h])
             return out
         out = x.new_zeros(num_dst, H, C)
         for a, b in _chunks(src.numel(), H * C * x.element_size()):
@@ -166,13 +174,14 @@ class _EdgeAggregate(torch.autograd.Function):
         layout = ctx.layout
         if layout is not None:
             for h in range(H):
+                m = _csr_mask(keep, layout, h)
                 if g_w is not None:
                     gv = sddmm(layout, grad[:, h], x[:, h])
-                    if keep is not None:
-                        gv.mul_(_csr_mask(keep, layout, h)).mul_(scale)
+                    if m is not None:
+                        gv.mul_(m).mul_(scale)
                     g_w[:, h].index_put_((layout.perm,), gv)
                 if g_x is not None:
-                    g_x[:, h] = spmm_t(layout, _csr_weights(w, keep, scale, layout, h), grad[:, h])
+                    g_x[:, h] = spmm_t(layout, _csr_weights(w, m, scale, layout, h), grad[:, h])
             return g_w, g_x, None, None, None, None, None, None
         for a, b in _chunks(src.numel(), H * C * x.element_size()):
             g = grad.index_select(0, dst[a:b])  # dL/dy_i for each edge's destination
@@ -226,9 +235,7 @@ class _SoftmaxAggregate(torch.autograd.Function):
                 ga = sddmm(layout, grad[:, h], x[:, h])  # dL/d(dropped alpha)
                 if m is not None:
                     ga.mul_(m).mul_(scale)  # dL/dalpha
-                ga.mul_(a)
-                ga.sub_(segment_sum(layout, ga).index_select(0, layout.row).mul_(a))  # softmax backward
-                g_scores[:, h].index_put_((layout.perm,), ga)
+                g_scores[:, h].index_put_((layout.perm,), _csr_softmax_backward(layout, ga, a))
             return g_scores, g_x, None, None, None, None, None, None
         row = alpha.new_zeros(grad.size(0), H)  # sum over each destination's edges of alpha * dL/dalpha
         for a, b in _chunks(src.numel(), H * C * x.element_size()):
@@ -473,8 +480,7 @@ def _gat_backward_csr(layout: EdgeLayout, grad: Tensor, a_src: Tensor, a_dst: Op
         if m is not None:
             ga.mul_(m).mul_(scale)  # dL/dalpha
         del m
-        gs = ga.mul_(s)  # softmax backward: alpha * (dL/dalpha - sum_i alpha dL/dalpha), in place
-        gs.sub_(segment_sum(layout, gs).index_select(0, layout.row).mul_(s))
+        gs = _csr_softmax_backward(layout, ga, s)  # dL/dscore
         del s
         gs.mul_(pre.gt_(0).mul_(1.0 - slope).add_(slope))  # LeakyReLU backward: 1 or slope, in pre's buffer
         if g_src is not None:
@@ -682,16 +688,6 @@ def dropped_weights(w: Tensor, keep: Optional[Tensor], scale: Optional[Tensor]) 
 def _self_loops(layer: Any, edge_index: Any, edge_attr: Optional[Tensor], num_nodes: int):
     if not layer.add_self_loops:
         return edge_index, edge_attr
-    if edge_attr is None and type(edge_index) is Tensor and edge_index.dtype == torch.long:
-        # PyG's remove_self_loops + add_self_loops, written straight into one [2, E' + N] tensor (theirs makes an
-        # [2, E'] copy first): the same edges in the same order
-        keep = edge_index[0] != edge_index[1]
-        k = int(keep.sum())
-        out = edge_index.new_empty(2, k + num_nodes)
-        torch.masked_select(edge_index[0], keep, out=out[0, :k])
-        torch.masked_select(edge_index[1], keep, out=out[1, :k])
-        out[:, k:] = torch.arange(num_nodes, device=edge_index.device)
-        return out, None
     edge_index, edge_attr = remove_self_loops(edge_index, edge_attr)
     return add_self_loops(edge_index, edge_attr, fill_value=layer.fill_value, num_nodes=num_nodes)
 

@@ -111,8 +111,7 @@ def sddmm(layout: EdgeLayout, g: Tensor, x: Tensor) -> Tensor:
 
 def segment_max(layout: EdgeLayout, values: Tensor) -> Tensor:
     """Per destination, the largest of its edges' ``values`` (``[E]`` in CSR order); ``-inf`` without edges."""
-    return torch.segment_reduce(values, "max", offsets=layout.crow.long(), axis=0, unsafe=True,
-                                initial=float("-inf"))
+    return torch.segment_reduce(values, "max", offsets=layout.crow, axis=0, unsafe=True, initial=float("-inf"))
 
 
 def segment_sum(layout: EdgeLayout, values: Tensor) -> Tensor:

@@ -137,8 +137,7 @@ class ParticleSampler:
                 continue
             fresh = True
             if warming:  # plain gradients; remembered so that a second optimizer's call does not count again
-                self._written[index] = [(weakref.ref(p.param.grad), p.param.grad._version) for p in group.params
-                                        if p.param.grad is not None]
+                self._remember(index, group)
                 continue
             theta, grad = group.theta(), group.grad()
             if not _all_finite(grad):
@@ -147,8 +146,13 @@ class ParticleSampler:
             self._check_particles(group, theta)
             phi = self.direction(theta, grad)
             group.set_grad(phi.mul(-self.eps))
-            self._written[index] = [(weakref.ref(p.param.grad), p.param.grad._version) for p in group.params]
+            self._remember(index, group)
         self.steps += fresh
+
+    def _remember(self, index: int, group: ParticleGroup) -> None:
+        """Record the gradients :meth:`step` saw for group ``index`` (see :meth:`_already_written`)."""
+        self._written[index] = [(weakref.ref(p.param.grad), p.param.grad._version) for p in group.params
+                                if p.param.grad is not None]
 
     def _params(self) -> List[nn.Parameter]:
         seen: Dict[int, nn.Parameter] = {}
