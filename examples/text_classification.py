@@ -108,6 +108,7 @@ if dist.distributed:  # the replicas must still be bitwise identical after all t
     sha = replica_fingerprints(model)
     assert len(set(sha)) == 1, f"replicas diverged: {sha}"
     log(f"{dist.world_size} processes: replicas bitwise equal (parameters SHA-1 {sha[0][:12]})")
+    del ddp  # release DDP's reducer (and its hold on the process group) before the group is destroyed
     cleanup()
 if dist.rank != 0:
     raise SystemExit(0)
