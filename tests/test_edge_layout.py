@@ -23,6 +23,24 @@ def test_layout_of_a_small_graph():
     assert lay.perm.dtype == torch.int32 and lay.col.dtype == torch.int32
 
 
+def test_layout_with_self_loops_as_pyg_leaves_them():
+    # edges 0->0, 2->1, 1->0, 2->2: the loops are dropped, then 0->0, 1->1, 2->2 appended: 2->1, 1->0, 0->0, 1->1, 2->2
+    src, dst = torch.tensor([0, 2, 1, 2]), torch.tensor([0, 1, 0, 2])
+    lay = edge_layout(src, dst, 3, 3, self_loops=3)
+    assert lay.perm.tolist() == [1, 2, 0, 3, 4] and lay.row.tolist() == [0, 0, 1, 1, 2]
+    assert lay.col.tolist() == [1, 0, 2, 1, 2] and lay.crow.tolist() == [0, 2, 4, 5]
+    # and on a random graph with repeated edges and loops, the very layout of PyG's edge index (bipartite: loops on
+    # the first 4 nodes only)
+    from torch_geometric.utils import add_self_loops, remove_self_loops
+
+    g = torch.Generator().manual_seed(1)
+    ei = torch.stack([torch.randint(0, 6, (40,), generator=g), torch.randint(0, 4, (40,), generator=g)])
+    ref, _ = add_self_loops(remove_self_loops(ei)[0], num_nodes=4)
+    got, want = edge_layout(ei[0], ei[1], 6, 4, self_loops=4), edge_layout(ref[0], ref[1], 6, 4)
+    for name, a, b in zip(got._fields, got, want):
+        assert (a == b) if isinstance(a, int) else torch.equal(a, b), name
+
+
 def test_kernels_match_dense_products():
     g = torch.Generator().manual_seed(0)
     n_src, n_dst, e, c = 7, 5, 30, 3
@@ -37,6 +55,12 @@ def test_kernels_match_dense_products():
     torch.testing.assert_close(spmm(lay, v, x), a @ x)
     torch.testing.assert_close(spmm_t(lay, v, gr), a.t() @ gr)
     torch.testing.assert_close(sddmm(lay, gr, x), (gr[lay.row.long()] * x[lay.col.long()]).sum(-1))
+    # into given buffers, whatever they held before (NaN included)
+    out, out_t, buf = torch.full((n_dst, c), float("nan"), dtype=v.dtype), torch.full_like(x, float("nan")), v * 0
+    assert spmm(lay, v, x, out) is out and spmm_t(lay, v, gr, buf, out_t) is out_t
+    torch.testing.assert_close(out, a @ x)
+    torch.testing.assert_close(out_t, a.t() @ gr)
+    torch.testing.assert_close(sddmm(lay, gr, x, torch.full_like(v, float("nan"))), sddmm(lay, gr, x))
     per_dst = [v[lay.row == i] for i in range(n_dst)]
     torch.testing.assert_close(segment_sum(lay, v), torch.stack([p.sum() for p in per_dst]))
     expect_max = torch.stack([p.max() if p.numel() else torch.tensor(float("-inf"), dtype=v.dtype) for p in per_dst])

@@ -10,9 +10,11 @@ without forming any ``[E, C]`` tensor, and on CPU several times faster than gath
 scattering the messages back.
 
 :class:`EdgeLayout` holds the edges sorted by destination (rows of :math:`A`) and by source (rows of
-:math:`A^\top`), as ``int32`` indices when they fit: about 20 bytes per edge. :func:`edge_layout` builds it with two
-stable sorts, so sums run in a fixed order and results repeat exactly from run to run. Per-edge quantities in
-*CSR order* are those of edge ``perm[p]`` at position ``p``.
+:math:`A^\top`), as ``int32`` indices when they fit: 20 bytes per edge. :func:`edge_layout` builds it with two
+stable sorts, so sums run in a fixed order and results repeat exactly from run to run, and can add PyG's self-loops
+on the way (without the ``int64`` edge index with loops that ``add_self_loops`` forms). Per-edge quantities in
+*CSR order* are those of edge ``perm[p]`` at position ``p``. The kernels take optional ``out`` / ``buffer``
+tensors, so that a caller looping over heads allocates its work space once.
 
 The CSR kernels run on CPU tensors of ``float32``/``float64`` outside :func:`torch.compile`
 (:func:`csr_supported`); elsewhere the callers in :mod:`graph_rma.nn.edge_attention` use their chunked
@@ -21,7 +23,7 @@ gather-scatter code.
 from __future__ import annotations
 
 import warnings
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import torch
 from torch import Tensor
@@ -48,20 +50,44 @@ def _row_pointers(sorted_rows: Tensor, num_rows: int) -> Tensor:
     return torch.cat([counts.new_zeros(1), counts.cumsum(0)]).to(sorted_rows.dtype)
 
 
-def edge_layout(src: Tensor, dst: Tensor, num_src: int, num_dst: int) -> EdgeLayout:
-    """:class:`EdgeLayout` of the edges ``src[e] -> dst[e]`` (``[E]`` integer tensors)."""
-    E = src.numel()
+def _with_loops(index: Tensor, kept: Optional[Tensor], num_loops: int, out: Tensor) -> None:
+    """``index[kept]`` followed by ``0 .. num_loops - 1``, written into ``out`` (PyG's ``remove_self_loops`` then
+    ``add_self_loops`` on one side of the edge index)."""
+    k = out.numel() - num_loops
+    out[:k] = index if kept is None else torch.masked_select(index, kept)
+    torch.arange(num_loops, out=out[k:])
+
+
+def edge_layout(src: Tensor, dst: Tensor, num_src: int, num_dst: int, self_loops: int = 0) -> EdgeLayout:
+    """:class:`EdgeLayout` of the edges ``src[e] -> dst[e]`` (``[E]`` integer tensors).
+
+    ``self_loops`` > 0: the edges as PyG's ``remove_self_loops`` and then ``add_self_loops(num_nodes=self_loops)``
+    leave them (the edges ``j -> j`` dropped, order kept, then ``i -> i`` for ``i < self_loops`` appended), without
+    forming that ``[2, E]`` ``int64`` edge index.
+
+    All five index vectors live in one buffer allocated before any temporary, and every temporary is freed before
+    this returns: what is kept sits below what is dropped in the heap, so the memory of the temporaries is reused by
+    whatever comes next instead of staying behind as holes."""
+    kept = (src != dst) if self_loops else None
+    E = (int(torch.count_nonzero(kept)) if kept is not None else src.numel()) + self_loops
     index = torch.int32 if max(E, num_src, num_dst) < 2**31 - 1 else torch.int64
-    # Each int64 temporary is narrowed and dropped before the next one exists (peak memory of a big graph).
-    row, perm = torch.sort(dst.to(index), stable=True)
-    perm = perm.to(index)
-    col = src.to(index).index_select(0, perm)
-    col_sorted, perm_t = torch.sort(col, stable=True)
-    perm_t = perm_t.to(index)
-    crow_t = _row_pointers(col_sorted, num_src)
-    del col_sorted
-    return EdgeLayout(perm, row, _row_pointers(row, num_dst), col, perm_t, crow_t, row.index_select(0, perm_t),
-                      int(num_src), int(num_dst))
+    perm, row, col, perm_t, col_t = torch.empty(5, E, dtype=index, device=src.device).unbind(0)
+    # the edges (with their loops) in the slots of the transpose, filled last
+    _with_loops(src, kept, self_loops, perm_t)
+    _with_loops(dst, kept, self_loops, col_t)
+    del kept
+    order = torch.empty(E, dtype=torch.long, device=src.device)
+    torch.sort(col_t, stable=True, out=(row, order))
+    perm.copy_(order)
+    torch.index_select(perm_t, 0, order, out=col)
+    sorted_col = torch.empty_like(col)
+    torch.sort(col, stable=True, out=(sorted_col, order))
+    perm_t.copy_(order)
+    crow_t = _row_pointers(sorted_col, num_src)
+    del sorted_col
+    torch.index_select(row, 0, order, out=col_t)
+    del order
+    return EdgeLayout(perm, row, _row_pointers(row, num_dst), col, perm_t, crow_t, col_t, int(num_src), int(num_dst))
 
 
 def csr_supported(*tensors: Tensor) -> bool:
@@ -85,24 +111,33 @@ def _matrix(crow: Tensor, col: Tensor, values: Tensor, shape) -> Tensor:
     return torch.sparse_csr_tensor(crow, col, values, shape, check_invariants=False)
 
 
-def spmm(layout: EdgeLayout, values: Tensor, x: Tensor) -> Tensor:
+def spmm(layout: EdgeLayout, values: Tensor, x: Tensor, out: Optional[Tensor] = None) -> Tensor:
     r""":math:`\mathbf{y}_i = \sum_{e = (j \to i)} v_e \mathbf{x}_j`: ``values`` ``[E]`` in CSR order, ``x``
-    ``[num_src, C]`` -> ``[num_dst, C]``."""
+    ``[num_src, C]`` -> ``[num_dst, C]`` (written into ``out``, a contiguous ``[num_dst, C]`` tensor, when given)."""
     a = _matrix(layout.crow, layout.col, values, (layout.num_dst, layout.num_src))
-    return torch.sparse.mm(a, x.contiguous())
+    if out is None:
+        return torch.sparse.mm(a, x.contiguous())
+    return torch.addmm(out.zero_(), a, x.contiguous(), out=out)
 
 
-def spmm_t(layout: EdgeLayout, values: Tensor, g: Tensor) -> Tensor:
+def spmm_t(layout: EdgeLayout, values: Tensor, g: Tensor, buffer: Optional[Tensor] = None,
+           out: Optional[Tensor] = None) -> Tensor:
     r"""The transposed product :math:`\mathbf{z}_j = \sum_{e = (j \to i)} v_e \mathbf{g}_i`: ``values`` ``[E]`` in
-    CSR order, ``g`` ``[num_dst, C]`` -> ``[num_src, C]``."""
-    a = _matrix(layout.crow_t, layout.col_t, values.index_select(0, layout.perm_t), (layout.num_src, layout.num_dst))
-    return torch.sparse.mm(a, g.contiguous())
+    CSR order, ``g`` ``[num_dst, C]`` -> ``[num_src, C]``. ``buffer``: an ``[E]`` tensor to reorder the values in
+    (else a new one); ``out``: as in :func:`spmm`."""
+    reordered = torch.index_select(values, 0, layout.perm_t, out=buffer) if buffer is not None \
+        else values.index_select(0, layout.perm_t)
+    a = _matrix(layout.crow_t, layout.col_t, reordered, (layout.num_src, layout.num_dst))
+    if out is None:
+        return torch.sparse.mm(a, g.contiguous())
+    return torch.addmm(out.zero_(), a, g.contiguous(), out=out)
 
 
-def sddmm(layout: EdgeLayout, g: Tensor, x: Tensor) -> Tensor:
+def sddmm(layout: EdgeLayout, g: Tensor, x: Tensor, out: Optional[Tensor] = None) -> Tensor:
     r""":math:`\langle \mathbf{g}_i, \mathbf{x}_j \rangle` for every edge ``j -> i``, in CSR order: ``g``
-    ``[num_dst, C]``, ``x`` ``[num_src, C]`` -> ``[E]``."""
-    values = g.new_zeros(layout.col.numel())  # beta=0 still multiplies: the input values must be finite
+    ``[num_dst, C]``, ``x`` ``[num_src, C]`` -> ``[E]`` (written into ``out`` when given)."""
+    # beta=0 still multiplies: the input values must be finite
+    values = out.zero_() if out is not None else g.new_zeros(layout.col.numel())
     pattern = _matrix(layout.crow, layout.col, values, (layout.num_dst, layout.num_src))
     # in place: the result is written into `values`, the indices are not copied
     torch.sparse.sampled_addmm(pattern, g.contiguous(), x.contiguous().t(), beta=0.0, out=pattern)
