@@ -105,6 +105,37 @@ def test_lean_matches_default_and_stock_pyg(cls, stock, kw, attention):
         assert_same(run(ref, *args, **extra), got)
 
 
+@pytest.mark.parametrize("heads", [9, 65])
+def test_lean_gat_dropout_beyond_eight_heads(heads):
+    """The fused GAT keeps the dropout mask as bits, 16 per edge for 9 heads and booleans beyond 64: the same masks
+    and results as stock PyG's."""
+    torch.manual_seed(0)
+    ref = GATConv(FEAT, 2, heads=heads, dropout=0.5).train()
+    lean = RepulsiveGATConv(FEAT, 2, heads=heads, dropout=0.5, lean=True).train()
+    lean.load_state_dict(ref.state_dict())
+    edge_index, g = graph()
+    x = torch.randn(N, FEAT, generator=g)
+    assert_same(run(ref, x, edge_index), run(lean, x, edge_index))
+
+
+@pytest.mark.parametrize("heads,bytes_per_edge", [(3, 1), (8, 1), (9, 2), (16, 2), (33, 8), (65, 65)])
+def test_csr_dropout_bits_hold_the_drawn_mask(heads, bytes_per_edge):
+    from graph_rma.nn.edge_layout import edge_layout
+
+    edge_index, _ = graph()
+    lay = edge_layout(edge_index[0], edge_index[1], N, N)
+    like = torch.zeros(1)
+    torch.manual_seed(3)
+    keep, scale = ea._draw_dropout(E, heads, like, 0.5)
+    torch.manual_seed(3)
+    bits, bits_scale = ea._csr_dropout(E, heads, like, 0.5, lay)
+    assert bits.numel() * bits.element_size() == E * bytes_per_edge and torch.equal(scale, bits_scale)
+    buffer = None if bits.dim() == 2 else torch.empty_like(bits)
+    for h in range(heads):  # head h's mask, in CSR order
+        assert torch.equal(ea._csr_keep(bits, h, buffer).bool(), keep[:, h][lay.perm.long()]), h
+    assert ea._csr_dropout(E, heads, like, 0.0, lay) == (None, None)
+
+
 @pytest.mark.parametrize("cls", [RepulsiveGATConv, RepulsiveGATv2Conv])
 def test_lean_bipartite_and_sparse_inputs(cls):
     default, lean = pair(cls, dropout=0.3, add_self_loops=False)
@@ -199,13 +230,18 @@ def test_functions_gradcheck():
                          (r(n_src, 2, 3), r(n_dst, 2, 3), r(1, 2, 3), r(e, 4), r(6, 4)))
         assert gradcheck(lambda q, k: ea.edge_dot(q, k, src, dst, 0.5), (r(n_dst, 2, 3), r(n_src, 2, 3)))
         assert gradcheck(lambda s, x: ea.softmax_aggregate(s, x, src, dst, n_dst), (r(e, 2), r(n_src, 2, 3)))
-        assert gradcheck(lambda a, b, c, x: ea.gat_attention(a, b, c, x, src, dst, n_dst, 0.2),
-                         (r(n_src, 2), r(n_dst, 2), r(e, 2), r(n_src, 2, 3)))
-        # With dropout: the same mask in every call from the same seed.
-        def dropped(a, b, x):
+        # bipartite: source features, their attention vector, destination features and theirs, edge terms
+        assert gradcheck(lambda x, a, xd, b, c: ea.gat_attention(x, a, xd, b, c, src, dst, n_dst, 0.2),
+                         (r(n_src, 2, 3), r(1, 2, 3), r(n_dst, 2, 3), r(1, 2, 3), r(e, 2)))
+        # one node set: both score terms read x (x_dst=None), whose gradient sums all three uses
+        same_dst = torch.randint(0, n_src, (e,), generator=g)
+        assert gradcheck(lambda x, a, b: ea.gat_attention(x, a, None, b, None, src, same_dst, n_src, 0.2),
+                         (r(n_src, 2, 3), r(1, 2, 3), r(1, 2, 3)))
+        # With dropout: the same mask in every call from the same seed; no destination term.
+        def dropped(x, a):
             torch.manual_seed(5)
-            return ea.gat_attention(a, b, None, x, src, dst, n_dst, 0.2, p=0.5)
-        assert gradcheck(dropped, (r(n_src, 2), r(n_dst, 2), r(n_src, 2, 3)))
+            return ea.gat_attention(x, a, None, None, None, src, dst, n_dst, 0.2, p=0.5)
+        assert gradcheck(dropped, (r(n_src, 2, 3), r(1, 2, 3)))
     finally:
         ea.CHUNK_BYTES, ea.MAX_CHUNKS = old
 

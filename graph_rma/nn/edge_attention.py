@@ -36,12 +36,18 @@ index. Elsewhere (GPU, half precision, compiled graphs) a per-edge ``[E, H, C]``
 edges (:data:`CHUNK_BYTES`, :data:`MAX_CHUNKS`) and dropped at once, in forward and again in backward. The GATv2
 score, a nonlinearity of the gathered features, is always chunked. Edges need no particular order.
 
-For GAT, :math:`s_{e,h} = \mathrm{LeakyReLU}(a_{j,h} + b_{i,h} + c_{e,h})` is cheap to recompute from per-node
-terms, so :func:`gat_attention` goes further: with the per-destination softmax maximum :math:`m_i` and sum
-:math:`Z_i` (``[N, H]``) saved, :math:`\alpha_{e,h} = \exp(s_{e,h} - m_{i,h}) / Z_{i,h}` is recomputed in
-backward (per head with the CSR kernels; chunk by chunk otherwise, in two passes over the edges: the first sums
+For GAT, :math:`s_{e,h} = \mathrm{LeakyReLU}(a_{j,h} + b_{i,h} + c_{e,h})` with
+:math:`a_{j,h} = \langle \mathbf{a}^{src}_h, \mathbf{x}_{j,h} \rangle` is cheap to recompute from the node features,
+so :func:`gat_attention` goes further: it takes the features and attention vectors themselves, and with
+per-destination softmax statistics (``[N, H]``) saved, :math:`\alpha_{e,h}` is recomputed in backward. With the CSR
+kernels it runs one head at a time from end to end (score terms, scores, softmax, dropout, product, and in backward
+the gradients of the features and attention vectors), keeps the dropout mask as one bit per edge and head (one
+byte per edge for up to 8 heads) and the softmax's log-normaliser, and allocates its per-edge work vectors once;
+its output's storage has a few spare bytes (:func:`_with_slack`), so that the loss's gradients can reuse its
+memory. Otherwise it works chunk by chunk, in two backward passes over the edges (the first sums
 :math:`\sum_{e' \to i} \alpha \partial L / \partial \alpha` per destination, the second forms
-:math:`\partial L / \partial s`): per edge it keeps only the boolean dropout mask and the edge layout (or index).
+:math:`\partial L / \partial s`), keeping the boolean mask and the softmax maximum and sum. Per edge it keeps only
+the mask and the edge layout (or index).
 
 * :func:`edge_aggregate` -- :math:`\mathbf{y} = \sum \tilde\alpha \mathbf{x}_j` (sparse-dense product per head).
 * :func:`edge_softmax` -- PyG's :func:`~torch_geometric.utils.softmax` (same signature and values) saving only
@@ -111,6 +117,12 @@ def _weights(w: Tensor, keep: Optional[Tensor], scale: Optional[Tensor], a: int,
     return w[a:b] * keep[a:b].to(w.dtype).mul_(scale)
 
 
+def _times_mask(v: Tensor, mask: Tensor, buffer: Optional[Tensor] = None) -> Tensor:
+    """``v *= mask`` for a boolean or integer 0/1 ``mask``; ``buffer`` (like ``v``) takes its float copy, which
+    ``v.mul_(mask)`` would allocate."""
+    return v.mul_(mask if buffer is None else buffer.copy_(mask))
+
+
 def _csr_mask(keep: Optional[Tensor], layout: EdgeLayout, h: int) -> Optional[Tensor]:
     """Head ``h``'s boolean dropout mask in CSR order."""
     return None if keep is None else keep[:, h].index_select(0, layout.perm)
@@ -120,14 +132,17 @@ def _csr_weights(w: Tensor, mask: Optional[Tensor], scale: Optional[Tensor], lay
     """Head ``h``'s weights ``w * mask * scale`` in CSR order (``w`` ``[E, H]`` in edge order, ``mask`` the head's
     CSR-order mask from :func:`_csr_mask`)."""
     v = w[:, h].index_select(0, layout.perm)
-    return v if mask is None else v.mul_(mask).mul_(scale)
+    return v if mask is None else _times_mask(v, mask).mul_(scale)
 
 
-def _csr_softmax_backward(layout: EdgeLayout, grad: Tensor, alpha: Tensor) -> Tensor:
+def _csr_softmax_backward(layout: EdgeLayout, grad: Tensor, alpha: Tensor, buffer: Optional[Tensor] = None) -> Tensor:
     r""":math:`\alpha_e (g_e - \sum_{e' \to i} \alpha_{e'} g_{e'})` for one head in CSR order, in ``grad``'s
-    buffer (the edge softmax's backward)."""
+    buffer (the edge softmax's backward; ``buffer``: an ``[E]`` work vector, else a new one)."""
     grad.mul_(alpha)
-    return grad.sub_(segment_sum(layout, grad).index_select(0, layout.row).mul_(alpha))
+    sums = segment_sum(layout, grad)
+    per_edge = torch.index_select(sums, 0, layout.row, out=buffer) if buffer is not None \
+        else sums.index_select(0, layout.row)
+    return grad.sub_(per_edge.mul_(alpha))
 
 
 def _edges_if(layout: Optional[EdgeLayout], src: Tensor, dst: Tensor) -> Tuple[Optional[Tensor], Optional[Tensor]]:
@@ -178,7 +193,7 @@ class _EdgeAggregate(torch.autograd.Function):
                 if g_w is not None:
                     gv = sddmm(layout, grad[:, h], x[:, h])
                     if m is not None:
-                        gv.mul_(m).mul_(scale)
+                        _times_mask(gv, m).mul_(scale)
                     g_w[:, h].index_put_((layout.perm,), gv)
                 if g_x is not None:
                     g_x[:, h] = spmm_t(layout, _csr_weights(w, m, scale, layout, h), grad[:, h])
@@ -234,7 +249,7 @@ class _SoftmaxAggregate(torch.autograd.Function):
                     g_x[:, h] = spmm_t(layout, a if m is None else a * m * scale, grad[:, h])
                 ga = sddmm(layout, grad[:, h], x[:, h])  # dL/d(dropped alpha)
                 if m is not None:
-                    ga.mul_(m).mul_(scale)  # dL/dalpha
+                    _times_mask(ga, m).mul_(scale)  # dL/dalpha
                 g_scores[:, h].index_put_((layout.perm,), _csr_softmax_backward(layout, ga, a))
             return g_scores, g_x, None, None, None, None, None, None
         row = alpha.new_zeros(grad.size(0), H)  # sum over each destination's edges of alpha * dL/dalpha
@@ -365,30 +380,23 @@ def _gat_pre(a_src: Tensor, a_dst: Optional[Tensor], a_edge: Optional[Tensor], s
 
 
 class _GATAttention(torch.autograd.Function):
-    """GAT scores, edge softmax, plain dropout and aggregation as one node. Per edge it keeps only the boolean
-    dropout mask: the weights are recomputed, chunk by chunk, from the per-node score terms and the per-node
-    softmax maximum and sum."""
+    """GAT's per-node score terms, scores, edge softmax, plain dropout and aggregation as one node. Per edge it keeps
+    only the boolean dropout mask (and the layout or edge index): the weights are recomputed in backward from the
+    node features, the attention vectors and the per-node softmax maximum and sum."""
 
     @staticmethod
-    def forward(ctx: Any, a_src: Tensor, a_dst: Optional[Tensor], a_edge: Optional[Tensor], x: Tensor, src: Tensor,
-                dst: Tensor, num_dst: int, slope: float, p: float, layout: Optional[EdgeLayout] = None) -> Tensor:
-        E, H, C = src.numel(), x.size(1), x.size(2)
+    def forward(ctx: Any, x: Tensor, att_src: Tensor, x_dst: Optional[Tensor], att_dst: Optional[Tensor],
+                a_edge: Optional[Tensor], src: Optional[Tensor], dst: Optional[Tensor], num_dst: int, slope: float,
+                p: float, layout: Optional[EdgeLayout] = None) -> Tensor:
+        H, C = x.size(1), x.size(2)
         ctx.layout, ctx.slope = layout, slope
-        if layout is not None:  # per head, in CSR order: [E] temporaries only, sparse-dense products
-            peak, total = a_src.new_empty(num_dst, H), a_src.new_empty(num_dst, H)
-            keep, scale = _draw_dropout(E, H, a_src, p)
-            out = x.new_empty(num_dst, H, C)
-            for h in range(H):
-                w = F.leaky_relu(_gat_pre_csr(a_src, a_dst, a_edge, layout, h), slope, inplace=True)
-                peak[:, h] = m = segment_max(layout, w)
-                w.sub_(m.index_select(0, layout.row)).exp_()
-                total[:, h] = z = segment_sum(layout, w).add_(1e-16)
-                w.div_(z.index_select(0, layout.row))
-                if keep is not None:
-                    w.mul_(_csr_mask(keep, layout, h)).mul_(scale)
-                out[:, h] = spmm(layout, w, x[:, h])
-            ctx.save_for_backward(a_src, a_dst, a_edge, x, None, None, keep, scale, peak, total)
+        if layout is not None:  # per head, in CSR order
+            out, bits, scale, lse = _gat_forward_csr(layout, x, att_src, x_dst, att_dst, a_edge, num_dst, slope, p)
+            ctx.save_for_backward(x, att_src, x_dst, att_dst, a_edge, None, None, bits, scale, lse, None)
             return out
+        a_src, a_dst = _gat_terms(x, att_src, x_dst, att_dst)
+        assert src is not None and dst is not None
+        E = src.numel()
         row = H * a_src.element_size()
         peak = a_src.new_full((num_dst, H), float("-inf"))
         for a, b in _chunks(E, row):
@@ -406,22 +414,25 @@ class _GATAttention(torch.autograd.Function):
             if keep is not None:
                 w.mul_(keep[a:b]).mul_(scale)
             out.index_add_(0, dst[a:b], x.index_select(0, src[a:b]).mul_(w.unsqueeze(-1)))
-        ctx.save_for_backward(a_src, a_dst, a_edge, x, src, dst, keep, scale, peak, total)
+        ctx.save_for_backward(x, att_src, x_dst, att_dst, a_edge, src, dst, keep, scale, peak, total)
         return out
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor):
-        a_src, a_dst, a_edge, x, src, dst, keep, scale, peak, total = ctx.saved_tensors
+        x, att_src, x_dst, att_dst, a_edge, src, dst, keep, scale, peak, total = ctx.saved_tensors
         need = ctx.needs_input_grad
         grad = grad.contiguous()
         H, C = x.size(1), x.size(2)
-        g_x = _zeros_if(need[3], x)
-        g_src, g_dst = _zeros_if(need[0], a_src), _zeros_if(need[1], a_dst)
-        g_edge = a_edge.new_empty(a_edge.shape) if a_edge is not None and need[2] else None
         if ctx.layout is not None:
-            _gat_backward_csr(ctx.layout, grad, a_src, a_dst, a_edge, x, keep, scale, peak, total, ctx.slope,
-                              g_src, g_dst, g_edge, g_x)
-            return g_src, g_dst, g_edge, g_x, None, None, None, None, None, None
+            # CSR: `keep` holds the dropout bits and `peak` the log-normaliser (see _gat_forward_csr)
+            return _gat_backward_csr(ctx.layout, grad, x, att_src, x_dst, att_dst, a_edge, keep, scale, peak,
+                                     ctx.slope, need) + (None,) * 6
+        a_src, a_dst = _gat_terms(x, att_src, x_dst, att_dst)  # recomputed: [N, H] each
+        g_x = _zeros_if(need[0], x)
+        # dL/da_src, dL/da_dst: needed for the attention vectors and, through them, the features
+        g_src = _zeros_if(need[0] or need[1], a_src)
+        g_dst = _zeros_if(need[3] or need[2] or (x_dst is None and need[0]), a_dst)
+        g_edge = a_edge.new_empty(a_edge.shape) if a_edge is not None and need[4] else None
         E = src.numel()
         row = a_src.new_zeros(grad.size(0), H)  # per destination: sum of alpha * dL/dalpha
         # Two passes over the edges; the second recomputes dL/dalpha instead of keeping it ([E, H] less).
@@ -448,47 +459,192 @@ class _GATAttention(torch.autograd.Function):
                     g_edge[a:b] = gs
             if g_src is None and g_dst is None and g_edge is None:
                 break
-        return g_src, g_dst, g_edge, g_x, None, None, None, None, None, None
+        return _gat_terms_backward(need, x, att_src, x_dst, att_dst, g_src, g_dst, g_edge, g_x)
 
 
-def _gat_pre_csr(a_src: Tensor, a_dst: Optional[Tensor], a_edge: Optional[Tensor], layout: EdgeLayout,
-                 h: int) -> Tensor:
-    """Head ``h``'s GAT score before LeakyReLU, ``[E]`` in CSR order."""
-    z = a_src[:, h].index_select(0, layout.col)
-    if a_dst is not None:
-        z.add_(a_dst[:, h].index_select(0, layout.row))
+def _gat_terms(x: Tensor, att_src: Tensor, x_dst: Optional[Tensor],
+               att_dst: Optional[Tensor]) -> Tuple[Tensor, Optional[Tensor]]:
+    r"""GAT's per-node score terms :math:`a_{j,h} = \langle \mathbf{a}^{src}_h, \mathbf{x}_{j,h} \rangle` and
+    :math:`b_{i,h}` (from ``x_dst``, or ``x`` itself when ``x_dst`` is ``None``; no :math:`b` without ``att_dst``)."""
+    a_dst = None if att_dst is None else _head_dot(x if x_dst is None else x_dst, att_dst)
+    return _head_dot(x, att_src), a_dst
+
+
+def _gat_terms_backward(need: Tuple[bool, ...], x: Tensor, att_src: Tensor, x_dst: Optional[Tensor],
+                        att_dst: Optional[Tensor], g_src: Optional[Tensor], g_dst: Optional[Tensor],
+                        g_edge: Optional[Tensor], g_x: Optional[Tensor]):
+    """:class:`_GATAttention`'s gradients from those of the score terms: added into the features' gradient in place
+    (no ``[N, H, C]`` temporary, no second gradient for autograd to sum)."""
+    g_att_src = _head_outer(g_src, x) if need[1] else None
+    g_xd = g_att_dst = None
+    if g_dst is not None and att_dst is not None:
+        g_att_dst = _head_outer(g_dst, x if x_dst is None else x_dst) if need[3] else None
+        if x_dst is None and g_x is not None:
+            g_x.addcmul_(g_dst.unsqueeze(-1), att_dst)
+        elif x_dst is not None and need[2]:
+            g_xd = g_dst.unsqueeze(-1) * att_dst
+    if g_x is not None and g_src is not None:
+        g_x.addcmul_(g_src.unsqueeze(-1), att_src)
+    return g_x, g_att_src, g_xd, g_att_dst, g_edge, None, None, None, None, None, None
+
+
+#: Spare elements at the end of the output's storage (see :func:`_with_slack`).
+_SLACK = 64
+
+
+def _with_slack(like: Tensor, shape: Tuple[int, ...]) -> Tensor:
+    """An empty tensor of ``shape`` whose storage has ``_SLACK`` spare elements at its end.
+
+    The layer's output is freed as soon as the loss has read it, and the next tensors of its size are the loss's
+    gradients. torch asks the C allocator for 64-byte aligned blocks, and glibc's ``posix_memalign`` cannot place
+    one in a free hole of exactly its own size (it looks for the size plus the alignment); a few spare bytes let
+    the gradients reuse the output's memory instead of growing the heap by one more ``[N, H, C]`` block. The
+    forward allocates its output last, right above its work space, and nothing large after it: the loss's output
+    tends to land right above it, and once the work space, the output and the loss's output are freed, their
+    memory is one block, large enough for the features' gradient as well."""
+    n = 1
+    for d in shape:
+        n *= d
+    storage = like.new_empty(n + _SLACK).untyped_storage()
+    return like.new_empty(0).set_(storage, 0, shape)  # a tensor of its own (not a view) on the larger storage
+
+
+def _head_terms(x: Tensor, att_src: Tensor, x_dst: Optional[Tensor], att_dst: Optional[Tensor],
+                h: int) -> Tuple[Tensor, Optional[Tensor]]:
+    """Head ``h``'s score terms of :func:`_gat_terms`: ``[N_src]`` and ``[N_dst]`` (or ``None``)."""
+    b = None if att_dst is None else torch.mv((x if x_dst is None else x_dst)[:, h], att_dst[0, h])
+    return torch.mv(x[:, h], att_src[0, h]), b
+
+
+def _gat_pre_csr(a: Tensor, b: Optional[Tensor], a_edge: Optional[Tensor], layout: EdgeLayout, h: int,
+                 out: Tensor, tmp: Tensor) -> Tensor:
+    """Head ``h``'s GAT score before LeakyReLU, ``[E]`` in CSR order, from its terms ``a`` ``[N_src]``, ``b``
+    ``[N_dst]`` (or ``None``) and ``a_edge`` ``[E, H]`` (or ``None``), written into ``out`` (``tmp``: work space)."""
+    torch.index_select(a, 0, layout.col, out=out)
+    if b is not None:
+        out.add_(torch.index_select(b, 0, layout.row, out=tmp))
     if a_edge is not None:
-        z.add_(a_edge[:, h].index_select(0, layout.perm))
-    return z
+        out.add_(torch.index_select(a_edge[:, h], 0, layout.perm, out=tmp))
+    return out
 
 
-def _gat_backward_csr(layout: EdgeLayout, grad: Tensor, a_src: Tensor, a_dst: Optional[Tensor],
-                      a_edge: Optional[Tensor], x: Tensor, keep: Optional[Tensor], scale: Optional[Tensor],
-                      peak: Tensor, total: Tensor, slope: float, g_src: Optional[Tensor], g_dst: Optional[Tensor],
-                      g_edge: Optional[Tensor], g_x: Optional[Tensor]) -> None:
-    """:class:`_GATAttention`'s backward per head in CSR order, writing into the ``g_*`` buffers."""
-    for h in range(x.size(1)):
-        pre = _gat_pre_csr(a_src, a_dst, a_edge, layout, h)
-        s = F.leaky_relu(pre, slope)  # the softmax weight, recomputed exactly as in forward
-        s.sub_(peak[:, h].index_select(0, layout.row)).exp_().div_(total[:, h].index_select(0, layout.row))
-        m = _csr_mask(keep, layout, h)
+def _gat_forward_csr(layout: EdgeLayout, x: Tensor, att_src: Tensor, x_dst: Optional[Tensor],
+                     att_dst: Optional[Tensor], a_edge: Optional[Tensor], num_dst: int, slope: float, p: float):
+    r""":class:`_GATAttention`'s forward one head at a time in CSR order: sparse-dense products, two ``[E]`` work
+    vectors allocated once, per-node terms of one head. ``(out, dropout bits, scale, lse)`` with the softmax's
+    log-normaliser :math:`\log \sum_{e' \to i} \exp s_{e'}` per destination and head, ``[N_dst, H]``, from which
+    backward recomputes the weights."""
+    E, H, C = layout.col.numel(), x.size(1), x.size(2)
+    lse = x.new_empty(num_dst, H)
+    bits, scale = _csr_dropout(E, H, x, p, layout)
+    w, tmp = x.new_empty(2, E).unbind(0)
+    bit = None if bits is None or bits.dim() == 2 else torch.empty_like(bits)
+    x_h, out_h = x.new_empty(x.size(0), C), x.new_empty(num_dst, C)  # one head's features and output
+    out = _with_slack(x, (num_dst, H, C))  # last, right above the work space (see _with_slack)
+    for h in range(H):
+        a, b = _head_terms(x, att_src, x_dst, att_dst, h)
+        F.leaky_relu_(_gat_pre_csr(a, b, a_edge, layout, h, w, tmp), slope)
+        m = segment_max(layout, w)
+        w.sub_(torch.index_select(m, 0, layout.row, out=tmp)).exp_()
+        z = segment_sum(layout, w).add_(1e-16)
+        w.div_(torch.index_select(z, 0, layout.row, out=tmp))  # as PyG's softmax: exp(s - max) / (sum + 1e-16)
+        lse[:, h] = z.log_().add_(m)
+        if bits is not None:
+            _times_mask(w, _csr_keep(bits, h, bit), tmp).mul_(scale)
+        out[:, h] = spmm(layout, w, x_h.copy_(x[:, h]), out_h)
+    return out, bits, scale, lse
+
+
+#: Integer types that hold one dropout bit per head, by the number of heads they hold.
+_BITS = ((8, torch.uint8), (16, torch.int16), (32, torch.int32), (64, torch.int64))
+
+
+def _csr_dropout(E: int, H: int, like: Tensor, p: float,
+                 layout: EdgeLayout) -> Tuple[Optional[Tensor], Optional[Tensor]]:
+    """Dropout drawn as :func:`_draw_dropout` draws it (the same mask), kept in CSR order as ``[E]`` integers
+    whose bit ``h`` keeps head ``h`` (one byte per edge for 8 heads, instead of 8), or, beyond 64 heads, as
+    ``[H, E]`` booleans. ``(None, None)`` without dropout."""
+    dtype = next((t for n, t in _BITS if H <= n), None)
+    bits = None
+    if p != 0.0 and E * H != 0:  # allocated before the [E, H] draw, which is dropped (a temporary above it)
+        bits = like.new_zeros(E, dtype=dtype) if dtype is not None else like.new_empty(H, E, dtype=torch.bool)
+    keep, scale = _draw_dropout(E, H, like, p)
+    if keep is None or bits is None:
+        return None, None
+    for h in range(H):
+        head = keep[:, h].index_select(0, layout.perm)
+        if bits.dim() == 2:
+            bits[h] = head
+        else:
+            bits.bitwise_or_(head.to(dtype).bitwise_left_shift_(h))
+    return bits, scale
+
+
+def _csr_keep(bits: Tensor, h: int, buffer: Optional[Tensor]) -> Tensor:
+    """Head ``h``'s 0/1 dropout mask in CSR order from :func:`_csr_dropout`'s bits (``buffer``: like ``bits``)."""
+    if bits.dim() == 2:
+        return bits[h]
+    assert buffer is not None
+    return torch.bitwise_right_shift(bits, h, out=buffer).bitwise_and_(1)
+
+
+def _gat_backward_csr(layout: EdgeLayout, grad: Tensor, x: Tensor, att_src: Tensor, x_dst: Optional[Tensor],
+                      att_dst: Optional[Tensor], a_edge: Optional[Tensor], bits: Optional[Tensor],
+                      scale: Optional[Tensor], lse: Tensor, slope: float, need: Tuple[bool, ...]):
+    """:class:`_GATAttention`'s backward one head at a time in CSR order: the gradients of ``x``, ``att_src``,
+    ``x_dst``, ``att_dst`` and ``a_edge``. Three ``[E]`` work vectors and one of booleans, allocated once, hold
+    every per-edge temporary; the score terms' gradients (``[N]`` per head) go straight into those of the features
+    and attention vectors."""
+    H = x.size(1)
+    xd = x if x_dst is None else x_dst
+    g_x, g_att_src = _zeros_if(need[0], x), _zeros_if(need[1], att_src)
+    g_xd = _zeros_if(x_dst is not None and need[2], x_dst)
+    g_att_dst = _zeros_if(need[3], att_dst)
+    g_edge = a_edge.new_empty(a_edge.shape) if a_edge is not None and need[4] else None
+    want_src = need[0] or need[1]  # dL/da, for the source features or att_src
+    want_dst = att_dst is not None and (need[3] or g_xd is not None or (x_dst is None and need[0]))
+    s, t1, t2 = x.new_empty(3, layout.col.numel()).unbind(0)
+    positive = torch.empty(layout.col.numel(), dtype=torch.bool, device=x.device)
+    bit = None if bits is None or bits.dim() == 2 else torch.empty_like(bits)
+    C = x.size(2)  # one head's output gradient, features and features' gradient, contiguous:
+    g_h, x_h, gx_h = grad.new_empty(grad.size(0), C), x.new_empty(x.size(0), C), x.new_empty(x.size(0), C)
+    for h in range(H):
+        g_h.copy_(grad[:, h])
+        x_h.copy_(x[:, h])
+        a, b = _head_terms(x, att_src, x_dst, att_dst, h)
+        _gat_pre_csr(a, b, a_edge, layout, h, s, t1)
+        del a, b
+        torch.gt(s, 0, out=positive)  # where LeakyReLU's slope is 1
+        F.leaky_relu_(s, slope)  # the softmax weight, recomputed from the score and the log-normaliser
+        s.sub_(torch.index_select(lse[:, h], 0, layout.row, out=t1)).exp_()
+        m = None if bits is None else _csr_keep(bits, h, bit)
         if g_x is not None:
-            g_x[:, h] = spmm_t(layout, s if m is None else s * m * scale, grad[:, h])
-        if g_src is None and g_dst is None and g_edge is None:
+            g_x[:, h] = spmm_t(layout, s if m is None else torch.mul(s, m, out=t1).mul_(scale), g_h, t2, gx_h)
+        if not (want_src or want_dst or g_edge is not None):
             continue
-        ga = sddmm(layout, grad[:, h], x[:, h])  # dL/d(weight after dropout)
+        ga = sddmm(layout, g_h, x_h, t1)  # dL/d(weight after dropout)
         if m is not None:
-            ga.mul_(m).mul_(scale)  # dL/dalpha
-        del m
-        gs = _csr_softmax_backward(layout, ga, s)  # dL/dscore
-        del s
-        gs.mul_(pre.gt_(0).mul_(1.0 - slope).add_(slope))  # LeakyReLU backward: 1 or slope, in pre's buffer
-        if g_src is not None:
-            g_src[:, h].index_add_(0, layout.col, gs)
-        if g_dst is not None:
-            g_dst[:, h] = segment_sum(layout, gs)
+            _times_mask(ga, m, t2).mul_(scale)  # dL/dalpha
+        gs = _csr_softmax_backward(layout, ga, s, t2)  # dL/dscore
+        gs.mul_(s.copy_(positive).mul_(1.0 - slope).add_(slope))  # LeakyReLU backward: 1 or slope, in s's buffer
+        if want_src:  # dL/da_j = sum of the scores' gradients over j's edges; a_j = <att_src_h, x_jh>
+            g_a = gs.new_zeros(x.size(0)).index_add_(0, layout.col, gs)
+            if g_x is not None:
+                g_x[:, h].addr_(g_a, att_src[0, h])
+            if g_att_src is not None:
+                g_att_src[0, h] = torch.mv(x[:, h].t(), g_a)
+        if want_dst:
+            assert att_dst is not None
+            g_b = segment_sum(layout, gs)
+            if g_xd is not None:
+                g_xd[:, h] = torch.outer(g_b, att_dst[0, h])
+            elif x_dst is None and g_x is not None:
+                g_x[:, h].addr_(g_b, att_dst[0, h])
+            if g_att_dst is not None:
+                g_att_dst[0, h] = torch.mv(xd[:, h].t(), g_b)
         if g_edge is not None:
             g_edge[:, h].index_put_((layout.perm,), gs)
+    return g_x, g_att_src, g_xd, g_att_dst, g_edge
 
 
 def _gat_weights(a_src: Tensor, a_dst: Optional[Tensor], a_edge: Optional[Tensor], src: Tensor, dst: Tensor,
@@ -500,15 +656,24 @@ def _gat_weights(a_src: Tensor, a_dst: Optional[Tensor], a_edge: Optional[Tensor
     return pre, w
 
 
-def gat_attention(a_src: Tensor, a_dst: Optional[Tensor], a_edge: Optional[Tensor], x: Tensor, src: Tensor,
-                  dst: Tensor, num_dst: int, negative_slope: float, p: float = 0.0,
-                  layout: Optional[EdgeLayout] = None) -> Tensor:
+def gat_attention(x: Tensor, att_src: Tensor, x_dst: Optional[Tensor], att_dst: Optional[Tensor],
+                  a_edge: Optional[Tensor], src: Optional[Tensor], dst: Optional[Tensor], num_dst: int,
+                  negative_slope: float, p: float = 0.0, layout: Optional[EdgeLayout] = None) -> Tensor:
     r"""The whole GAT attention, :math:`\mathbf{y}_i = \sum_{e = (j \to i)} \mathrm{drop}(\alpha_e)\,
-    \mathbf{x}_j` with :math:`\alpha = \operatorname{softmax}(\mathrm{LeakyReLU}(a_j + b_i + c_e))`, as one
-    autograd node that keeps per edge only the boolean dropout mask (``p`` > 0; drawn as ``F.dropout`` draws it
-    on CPU) and recomputes the weights in backward from node-level terms. ``[num_dst, H, C]``."""
-    layout = _layout_for(layout, src, dst, x.size(0), num_dst, a_src, x)
-    return _GATAttention.apply(a_src, a_dst, a_edge, x, src, dst, num_dst, float(negative_slope), float(p), layout)
+    \mathbf{x}_j` with :math:`\alpha = \operatorname{softmax}(\mathrm{LeakyReLU}(a_j + b_i + c_e))`,
+    :math:`a_{j,h} = \langle \mathbf{a}^{src}_h, \mathbf{x}_{j,h} \rangle` and
+    :math:`b_{i,h} = \langle \mathbf{a}^{dst}_h, \mathbf{x}^{dst}_{i,h} \rangle`, as one autograd node that keeps
+    per edge only the boolean dropout mask (``p`` > 0; drawn as ``F.dropout`` draws it on CPU) and recomputes the
+    weights in backward from node-level terms. ``[num_dst, H, C]``.
+
+    ``x`` ``[N_src, H, C]``, ``att_src`` ``[1, H, C]``; ``x_dst`` ``[N_dst, H, C]`` or ``None`` for ``x`` itself;
+    ``att_dst`` ``[1, H, C]`` or ``None`` for no destination term; ``a_edge`` ``[E, H]`` or ``None``. ``src``/``dst``
+    may be ``None`` when ``layout`` is given."""
+    if layout is None:
+        assert src is not None and dst is not None
+        layout = _layout_for(None, src, dst, x.size(0), num_dst, att_src, x)
+    return _GATAttention.apply(x, att_src, x_dst, att_dst, a_edge, src, dst, num_dst, float(negative_slope),
+                               float(p), layout)
 
 
 def gat_scores(a_src: Tensor, a_dst: Optional[Tensor], a_edge: Optional[Tensor], src: Tensor, dst: Tensor,
@@ -748,6 +913,12 @@ def _head_dot(x: Tensor, att: Tensor) -> Tensor:
     return torch.bmm(x.transpose(0, 1), att.reshape(H, C, 1)).view(H, -1).t()
 
 
+def _head_outer(g: Tensor, x: Tensor) -> Tensor:
+    """``(g.unsqueeze(-1) * x).sum(0, keepdim=True)`` (the gradient of :func:`_head_dot` with respect to ``att``) for
+    ``g`` ``[N, H]``, ``x`` ``[N, H, C]``, as one batched product per head: ``[1, H, C]``."""
+    return torch.bmm(g.t().unsqueeze(1), x.transpose(0, 1)).view(1, x.size(1), x.size(2))
+
+
 def _no_sparse_tensor(edge_index: Any) -> None:
     if isinstance(edge_index, SparseTensor) and not isinstance(edge_index, Tensor):
         raise ValueError("edge_index: the lean path takes a [2, E] tensor or a torch sparse matrix, not a "
@@ -776,15 +947,27 @@ def gat_forward(layer: Any, x: Union[Tensor, Tuple[Tensor, Optional[Tensor]]], e
         lin_dst = layer.lin if layer.lin is not None else layer.lin_dst
         x_src = lin_src(x_src).view(-1, H, C)
         x_dst = lin_dst(x_dst).view(-1, H, C) if x_dst is not None else None
-    a_src = _head_dot(x_src, layer.att_src)
-    a_dst = None if x_dst is None else _head_dot(x_dst, layer.att_dst)
-
     num_src = x_src.size(0) if size is None or size[0] is None else size[0]
     num_dst = x_dst.size(0) if x_dst is not None else num_src
     num_dst = num_dst if size is None or size[1] is None else size[1]
+    loops = 0
     if layer.add_self_loops and isinstance(edge_index, Tensor):
         n = x_src.size(0) if x_dst is None else min(x_src.size(0), x_dst.size(0))
-        edge_index, edge_attr = _self_loops(layer, edge_index, edge_attr, min(size) if size is not None else n)
+        loops = min(size) if size is not None else n
+    fused = getattr(layer, "drop_attention", None) is None and not return_attention_weights
+    att_dst = None if x_dst is None else layer.att_dst
+    x_dst_term = None if x_dst is x_src else x_dst  # None: the destination term reads x_src itself
+    if fused and (edge_attr is None or layer.lin_edge is None) and not is_torch_sparse_tensor(edge_index) \
+            and csr_supported(x_src):
+        # The CSR layout straight from the edge index, self-loops included: no [2, E] int64 copy is formed.
+        ei = edge_index
+        layout = edge_layout(ei[0], ei[1], num_src, num_dst, self_loops=loops)
+        p = float(layer.dropout) if layer.training else 0.0
+        out = gat_attention(x_src, layer.att_src, x_dst_term, att_dst, None, None, None, num_dst,
+                            layer.negative_slope, p, layout)
+        return _finish(layer, out, res, edge_index, None, None, None, None)
+    if loops:
+        edge_index, edge_attr = _self_loops(layer, edge_index, edge_attr, loops)
     src, dst, num_src, num_dst = _edges(edge_index, num_src, num_dst)
 
     a_edge: Optional[Tensor] = None
@@ -794,10 +977,13 @@ def gat_forward(layer: Any, x: Union[Tensor, Tuple[Tensor, Optional[Tensor]]], e
         w = layer.lin_edge.weight.view(H, C, -1)
         a_edge = attr @ (w * layer.att_edge.view(H, C, 1)).sum(1).t()
     layout = _layout_for(None, src, dst, num_src, num_dst, x_src)
-    if getattr(layer, "drop_attention", None) is None and not return_attention_weights:
+    if fused:
         p = float(layer.dropout) if layer.training else 0.0
-        out = gat_attention(a_src, a_dst, a_edge, x_src, src, dst, num_dst, layer.negative_slope, p, layout)
+        out = gat_attention(x_src, layer.att_src, x_dst_term, att_dst, a_edge, src, dst, num_dst,
+                            layer.negative_slope, p, layout)
         return _finish(layer, out, res, edge_index, None, None, None, None)
+    a_src = _head_dot(x_src, layer.att_src)
+    a_dst = None if x_dst is None else _head_dot(x_dst, layer.att_dst)
     scores = gat_scores(a_src, a_dst, a_edge, src, dst, layer.negative_slope)
     return _attend(layer, scores, x_src, src, dst, num_src, num_dst, res, edge_index, return_attention_weights,
                    layout)

@@ -28,10 +28,11 @@ bit-identical outputs. What they add:
   ``AttentionExplainer`` are, as in the stock layer, the ones used for aggregation: **after** DropAttention (or
   after plain dropout); in ``eval()`` mode they are the softmax weights.
 * ``lean=True`` computes the attention with :mod:`graph_rma.nn.edge_attention`: no ``[E, heads, out_channels]``
-  tensor is kept for backward (GAT: per edge only the boolean dropout mask and the edge index; the weights are
-  recomputed in backward): 6-8x less peak memory per edge than the stock layer, for a 1.3-1.5x slower step on
-  CPU (benchmarks/README.md); same outputs (to float rounding), parameters, ``state_dict`` and dropout /
-  DropAttention draws (CPU). Use it when memory limits full-batch training on a large graph.
+  tensor is kept for backward (GAT: per edge only the CSR layout of the edges and the dropout mask as bits; the
+  weights are recomputed in backward), and on CPU the products are sparse-dense kernels: for one 8 x 8 GAT layer
+  8-11x less peak memory per edge than the stock layer and 0.3-0.7x its step time on CPU (GATv2: 6-10x less,
+  0.5-0.7x; benchmarks/README.md); same outputs (to float rounding), parameters, ``state_dict`` and dropout /
+  DropAttention draws (CPU). Use it for full-batch training on large graphs on CPU.
 * Bad input (feature size, ``edge_index`` shape or range, ``edge_attr`` size) raises a ``ValueError`` naming the
   argument. The data-dependent range check is skipped under ``torch.compile``, so compiled layers have no graph
   break (with ``add_self_loops=False``).
