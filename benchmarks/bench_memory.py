@@ -26,6 +26,7 @@ import json
 import os
 import subprocess
 import sys
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -90,7 +91,7 @@ def _rss_kib() -> int:
         return next(int(line.split()[1]) for line in f if line.startswith("VmRSS"))
 
 
-def _backward(forward, y: torch.Tensor, upstream: torch.Tensor, loss: str) -> None:
+def _backward(forward, y: torch.Tensor, upstream: Optional[torch.Tensor], loss: str) -> None:
     """Forward and backward, holding no reference to the output (as a training loop holds none)."""
     if loss == "ce":
         F.cross_entropy(forward(), y).backward()
@@ -101,7 +102,7 @@ def _backward(forward, y: torch.Tensor, upstream: torch.Tensor, loss: str) -> No
 def one_memory(name: str, num_edges: int, loss: str = "ce", v2: bool = False) -> dict:
     N = max(num_edges // 10, 10)
     x, edge_index, y = random_graph(N, num_edges, FEATURES, CLASSES)
-    upstream = torch.randn(N, HEADS * CHANNELS)
+    upstream = torch.randn(N, HEADS * CHANNELS) if loss == "grad" else None  # an input only for --loss grad
     conv, forward = build(name, x, edge_index, v2)
     conv.train()
     small_x, small_ei, small_y = random_graph(100, 1000, FEATURES, CLASSES, seed=1)
