@@ -105,6 +105,19 @@ def test_lean_matches_default_and_stock_pyg(cls, stock, kw, attention):
         assert_same(run(ref, *args, **extra), got)
 
 
+@pytest.mark.parametrize("cls", [RepulsiveGATConv, RepulsiveGATv2Conv])
+def test_lean_sees_an_edge_index_changed_in_place(cls):
+    """The CSR layout is kept with the edge index between calls; an in-place change of the index is seen."""
+    default, lean = pair(cls)
+    edge_index, g = graph()
+    x = torch.randn(N, FEAT, generator=g)
+    torch.testing.assert_close(lean(x, edge_index), default(x, edge_index))
+    edge_index[0, :40] = (edge_index[0, :40] + 7) % N
+    torch.testing.assert_close(lean(x, edge_index), default(x, edge_index))
+    edge_index.data = edge_index.flip(0).contiguous()  # a new storage under the same tensor
+    torch.testing.assert_close(lean(x, edge_index), default(x, edge_index))
+
+
 @pytest.mark.parametrize("heads", [9, 65])
 def test_lean_gat_dropout_beyond_eight_heads(heads):
     """The fused GAT keeps the dropout mask as bits, 16 per edge for 9 heads and booleans beyond 64: the same masks

@@ -1,7 +1,9 @@
 """graph_rma.nn.edge_layout: the CSR layout of edges and its kernels against dense products on hand-made graphs."""
 import torch
 
-from graph_rma.nn.edge_layout import (csr_supported, edge_layout, sddmm, segment_max, segment_sum, spmm, spmm_t)
+from graph_rma.nn import edge_layout as layouts
+from graph_rma.nn.edge_layout import (cached_edge_layout, csr_supported, edge_layout, sddmm, segment_max, segment_sum,
+                                      spmm, spmm_t)
 
 
 def dense(layout, values):
@@ -39,6 +41,32 @@ def test_layout_with_self_loops_as_pyg_leaves_them():
     got, want = edge_layout(ei[0], ei[1], 6, 4, self_loops=4), edge_layout(ref[0], ref[1], 6, 4)
     for name, a, b in zip(got._fields, got, want):
         assert (a == b) if isinstance(a, int) else torch.equal(a, b), name
+
+
+def same_layout(a, b):
+    return all((x == y) if isinstance(x, int) else torch.equal(x, y) for x, y in zip(a, b))
+
+
+def test_cached_layout_lives_with_its_edge_index():
+    import gc
+
+    layouts.clear_layout_cache()
+    ei = torch.tensor([[0, 2, 1, 2], [0, 1, 0, 2]])
+    a = cached_edge_layout(ei, 3, 3, 3)
+    assert cached_edge_layout(ei, 3, 3, 3) is a  # built once
+    assert same_layout(a, edge_layout(ei[0], ei[1], 3, 3, self_loops=3))
+    b = cached_edge_layout(ei, 3, 3)  # other self-loops (none): a layout of its own
+    assert b is not a and same_layout(b, edge_layout(ei[0], ei[1], 3, 3))
+    assert cached_edge_layout(ei.clone(), 3, 3, 3) is not a  # another tensor, even with the same values
+    ei[0, 1] = 0  # changed in place: rebuilt
+    c = cached_edge_layout(ei, 3, 3, 3)
+    assert c is not a and same_layout(c, edge_layout(ei[0], ei[1], 3, 3, self_loops=3))
+    del ei, a, b, c
+    gc.collect()
+    assert layouts._CACHE == {}  # gone with the tensors
+    with torch.inference_mode():  # no version counter: not kept
+        t = torch.tensor([[0, 1], [1, 0]])
+        assert cached_edge_layout(t, 2, 2) is not cached_edge_layout(t, 2, 2) and layouts._CACHE == {}
 
 
 def test_kernels_match_dense_products():

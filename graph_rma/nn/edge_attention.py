@@ -31,8 +31,9 @@ Two kernels compute the products. On CPU tensors of ``float32``/``float64`` outs
 (:func:`~graph_rma.nn.edge_layout.csr_supported`) the aggregation, its transpose and
 :math:`\langle \mathbf{g}_{i,h}, \mathbf{x}_{j,h} \rangle` are sparse-dense products over the edges' CSR layout
 (:mod:`graph_rma.nn.edge_layout`), one head at a time: no ``[E, C]`` tensor is formed at all, per-edge
-temporaries are ``[E]`` vectors, and backward keeps the layout (about 20 bytes per edge) instead of the edge
-index. Elsewhere (GPU, half precision, compiled graphs) a per-edge ``[E, H, C]`` product is formed in chunks of
+temporaries are ``[E]`` vectors, and backward keeps the layout (20 bytes per edge) instead of the edge
+index. The layers build the layout of a ``[2, E]`` edge index once and keep it for as long as that tensor lives
+unchanged (:func:`~graph_rma.nn.edge_layout.cached_edge_layout`): full-batch training sorts its edges once. Elsewhere (GPU, half precision, compiled graphs) a per-edge ``[E, H, C]`` product is formed in chunks of
 edges (:data:`CHUNK_BYTES`, :data:`MAX_CHUNKS`) and dropped at once, in forward and again in backward. The GATv2
 score, a nonlinearity of the gathered features, is always chunked. Edges need no particular order.
 
@@ -79,7 +80,8 @@ from torch_geometric.typing import SparseTensor
 from torch_geometric.utils import add_self_loops, is_torch_sparse_tensor, remove_self_loops, scatter, to_edge_index
 from torch_geometric.utils.sparse import set_sparse_value
 
-from .edge_layout import EdgeLayout, csr_supported, edge_layout, sddmm, segment_max, segment_sum, spmm, spmm_t
+from .edge_layout import (EdgeLayout, cached_edge_layout, csr_supported, edge_layout, sddmm, segment_max,
+                          segment_sum, spmm, spmm_t)
 
 __all__ = ["CHUNK_BYTES", "MAX_CHUNKS", "edge_aggregate", "edge_softmax", "gat_scores", "gatv2_scores", "edge_dot",
            "softmax_aggregate", "gat_attention", "gat_forward", "gatv2_forward", "check_lean", "attention_softmax",
@@ -857,6 +859,14 @@ def _self_loops(layer: Any, edge_index: Any, edge_attr: Optional[Tensor], num_no
     return add_self_loops(edge_index, edge_attr, fill_value=layer.fill_value, num_nodes=num_nodes)
 
 
+def _cached_layout(edge_index: Any, num_src: int, num_dst: int, loops: int, x: Tensor) -> Optional[EdgeLayout]:
+    """The kept CSR layout of a ``[2, E]`` edge index with ``loops`` self-loops added as the stock layers add them
+    (:func:`~graph_rma.nn.edge_layout.cached_edge_layout`), where the CSR kernels apply; else ``None``."""
+    if not isinstance(edge_index, Tensor) or is_torch_sparse_tensor(edge_index) or not csr_supported(x):
+        return None
+    return cached_edge_layout(edge_index, num_src, num_dst, loops)
+
+
 def _edges(edge_index: Tensor, num_src: int, num_dst: int) -> Tuple[Tensor, Tensor, int, int]:
     """``(src, dst, num_src, num_dst)`` of an ``[2, E]`` edge index or a ``[N_dst, N_src]`` torch sparse matrix."""
     if is_torch_sparse_tensor(edge_index):
@@ -957,11 +967,10 @@ def gat_forward(layer: Any, x: Union[Tensor, Tuple[Tensor, Optional[Tensor]]], e
     fused = getattr(layer, "drop_attention", None) is None and not return_attention_weights
     att_dst = None if x_dst is None else layer.att_dst
     x_dst_term = None if x_dst is x_src else x_dst  # None: the destination term reads x_src itself
-    if fused and (edge_attr is None or layer.lin_edge is None) and not is_torch_sparse_tensor(edge_index) \
-            and csr_supported(x_src):
-        # The CSR layout straight from the edge index, self-loops included: no [2, E] int64 copy is formed.
-        ei = edge_index
-        layout = edge_layout(ei[0], ei[1], num_src, num_dst, self_loops=loops)
+    # The CSR layout straight from the edge index, self-loops included (no [2, E] int64 copy with loops), kept
+    # for as long as the edge index lives.
+    layout = _cached_layout(edge_index, num_src, num_dst, loops, x_src)
+    if fused and layout is not None and (edge_attr is None or layer.lin_edge is None):
         p = float(layer.dropout) if layer.training else 0.0
         out = gat_attention(x_src, layer.att_src, x_dst_term, att_dst, None, None, None, num_dst,
                             layer.negative_slope, p, layout)
@@ -976,7 +985,7 @@ def gat_forward(layer: Any, x: Union[Tensor, Tuple[Tensor, Optional[Tensor]]], e
         # sum_c att_edge[h, c] (W_e e)[h, c] = e . (sum_c att_edge[h, c] W_e[h, c, :]): one [E, H] product.
         w = layer.lin_edge.weight.view(H, C, -1)
         a_edge = attr @ (w * layer.att_edge.view(H, C, 1)).sum(1).t()
-    layout = _layout_for(None, src, dst, num_src, num_dst, x_src)
+    layout = _layout_for(layout, src, dst, num_src, num_dst, x_src)
     if fused:
         p = float(layer.dropout) if layer.training else 0.0
         out = gat_attention(x_src, layer.att_src, x_dst_term, att_dst, a_edge, src, dst, num_dst,
@@ -1008,14 +1017,16 @@ def gatv2_forward(layer: Any, x: Union[Tensor, Tuple[Tensor, Tensor]], edge_inde
         if x_r is None:
             raise ValueError("x: GATv2 needs destination features, got (x_src, None)")
         x_r = layer.lin_r(x_r).view(-1, H, C)
-    if layer.add_self_loops and isinstance(edge_index, Tensor):
-        edge_index, edge_attr = _self_loops(layer, edge_index, edge_attr, min(x_l.size(0), x_r.size(0)))
+    loops = min(x_l.size(0), x_r.size(0)) if layer.add_self_loops and isinstance(edge_index, Tensor) else 0
+    layout = _cached_layout(edge_index, x_l.size(0), x_r.size(0), loops, x_l)
+    if loops:
+        edge_index, edge_attr = _self_loops(layer, edge_index, edge_attr, loops)
     src, dst, num_src, num_dst = _edges(edge_index, x_l.size(0), x_r.size(0))
     attr, w_edge = None, None
     if edge_attr is not None:
         attr = edge_attr.view(-1, 1) if edge_attr.dim() == 1 else edge_attr
         w_edge = layer.lin_edge.weight
     scores = gatv2_scores(x_l, x_r, layer.att, attr, w_edge, src, dst, layer.negative_slope)
-    layout = _layout_for(None, src, dst, num_src, num_dst, x_l)
+    layout = _layout_for(layout, src, dst, num_src, num_dst, x_l)
     return _attend(layer, scores, x_l, src, dst, num_src, num_dst, res, edge_index, return_attention_weights,
                    layout)

@@ -30,9 +30,10 @@ bit-identical outputs. What they add:
 * ``lean=True`` computes the attention with :mod:`graph_rma.nn.edge_attention`: no ``[E, heads, out_channels]``
   tensor is kept for backward (GAT: per edge only the CSR layout of the edges and the dropout mask as bits; the
   weights are recomputed in backward), and on CPU the products are sparse-dense kernels: for one 8 x 8 GAT layer
-  8-11x less peak memory per edge than the stock layer and 0.3-0.7x its step time on CPU (GATv2: 6-10x less,
-  0.5-0.7x; benchmarks/README.md); same outputs (to float rounding), parameters, ``state_dict`` and dropout /
-  DropAttention draws (CPU). Use it for full-batch training on large graphs on CPU.
+  8-11x less peak memory per edge than the stock layer and 0.2-0.7x its step time on CPU (GATv2: 6-10x less,
+  0.5-0.9x; benchmarks/README.md); same outputs (to float rounding), parameters, ``state_dict`` and dropout /
+  DropAttention draws (CPU). The CSR layout of an edge index is built once and kept while the tensor lives
+  unchanged. Use it for full-batch training on large graphs on CPU.
 * Bad input (feature size, ``edge_index`` shape or range, ``edge_attr`` size) raises a ``ValueError`` naming the
   argument. The data-dependent range check is skipped under ``torch.compile``, so compiled layers have no graph
   break (with ``add_self_loops=False``).

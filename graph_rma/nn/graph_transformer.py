@@ -52,7 +52,7 @@ from torch_geometric.utils import softmax
 from ..dropattention import DropAttention
 from ..particles import HeadParam, register_head_layout
 from .edge_attention import edge_aggregate, edge_dot, edge_softmax
-from .edge_layout import EdgeLayout, csr_supported, edge_layout
+from .edge_layout import EdgeLayout, cached_edge_layout, csr_supported
 
 __all__ = ["GraphTransformerLayer", "GraphTransformerEncoder"]
 
@@ -166,8 +166,8 @@ class GraphTransformerLayer(nn.Module):
             raise ValueError(f"edge_index: expected shape [2, E], got {tuple(edge_index.shape)}")
         N = x.size(0)
         src, dst = edge_index[0], edge_index[1]
-        # the lean path's CSR layout of the edges, built once for the scores and the aggregation
-        layout = edge_layout(src, dst, N, N) if self.lean and csr_supported(x) else None
+        # the lean path's CSR layout of the edges, for the scores and the aggregation (kept with the edge index)
+        layout = cached_edge_layout(edge_index, N, N) if self.lean and csr_supported(x) else None
         score = self._scores(x, edge_index, layout)
         if self.training and self.drop_attention is not None:  # softmax over the surviving edges
             lean = {"softmax_fn": edge_softmax} if self.lean else {}
