@@ -67,6 +67,15 @@ def test_cached_layout_lives_with_its_edge_index():
     with torch.inference_mode():  # no version counter: not kept
         t = torch.tensor([[0, 1], [1, 0]])
         assert cached_edge_layout(t, 2, 2) is not cached_edge_layout(t, 2, 2) and layouts._CACHE == {}
+    # only the most recently used edge indexes keep theirs
+    many = [torch.tensor([[0, 1], [1, 0]]) for _ in range(layouts.CACHE_SIZE + 2)]
+    first, second = cached_edge_layout(many[0], 2, 2), cached_edge_layout(many[1], 2, 2)
+    for t in many[2:]:
+        cached_edge_layout(t, 2, 2)
+        assert cached_edge_layout(many[0], 2, 2) is first  # used at every step: kept
+    assert len(layouts._CACHE) == layouts.CACHE_SIZE
+    assert cached_edge_layout(many[1], 2, 2) is not second  # the oldest: dropped, built again
+    layouts.clear_layout_cache()
 
 
 def test_kernels_match_dense_products():

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import warnings
 import weakref
+from collections import OrderedDict
 from typing import Dict, NamedTuple, Optional, Tuple
 
 import torch
@@ -92,8 +93,10 @@ def edge_layout(src: Tensor, dst: Tensor, num_src: int, num_dst: int, self_loops
     return EdgeLayout(perm, row, _row_pointers(row, num_dst), col, perm_t, crow_t, col_t, int(num_src), int(num_dst))
 
 
-#: id of an edge index -> (weak reference to it, its state, {(num_src, num_dst, self_loops): layout})
-_CACHE: Dict[int, Tuple["weakref.ref[Tensor]", tuple, Dict[Tuple[int, int, int], EdgeLayout]]] = {}
+#: How many edge indexes :func:`cached_edge_layout` keeps layouts for (the most recently used).
+CACHE_SIZE = 8
+#: id of an edge index -> (weak reference to it, its state, {(num_src, num_dst, self_loops): layout}), oldest first
+_CACHE: "OrderedDict[int, Tuple[weakref.ref[Tensor], tuple, Dict[Tuple[int, int, int], EdgeLayout]]]" = OrderedDict()
 
 
 def _state(t: Tensor) -> tuple:
@@ -107,7 +110,8 @@ def cached_edge_layout(edge_index: Tensor, num_src: int, num_dst: int, self_loop
     as long as that tensor lives and is not modified in place.
 
     Full-batch training passes the same edge index at every step, and to every layer: the two sorts (about a
-    quarter of a lean GAT step on CPU) then run once. The layout (20 bytes per edge) is dropped with the tensor,
+    quarter of a lean GAT step on CPU) then run once. The layouts (20 bytes per edge) of the :data:`CACHE_SIZE`
+    most recently used edge indexes are kept; a layout is dropped with its tensor, when it is the oldest of more,
     or by :func:`clear_layout_cache`. A change of the tensor's values is seen as autograd sees it (its version
     counter, and where it points into memory); writes that autograd does not track either (through ``.data`` or a
     NumPy view) are not: call :func:`clear_layout_cache` after those. Tensors made under
@@ -120,6 +124,9 @@ def cached_edge_layout(edge_index: Tensor, num_src: int, num_dst: int, self_loop
         # the entry goes when the tensor does (CPython calls this as it frees it, before its id can be reused)
         entry = (weakref.ref(edge_index, lambda _, key=key: _CACHE.pop(key, None)), state, {})
         _CACHE[key] = entry
+        while len(_CACHE) > CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    _CACHE.move_to_end(key)
     shape = (int(num_src), int(num_dst), int(self_loops))
     layout = entry[2].get(shape)
     if layout is None:
