@@ -143,9 +143,7 @@ def _csr_softmax_backward(layout: EdgeLayout, grad: Tensor, alpha: Tensor, buffe
     r""":math:`\alpha_e (g_e - \sum_{e' \to i} \alpha_{e'} g_{e'})` for one head in CSR order, in ``grad``'s
     buffer (the edge softmax's backward; ``buffer``: an ``[E]`` work vector, else a new one)."""
     grad.mul_(alpha)
-    sums = segment_sum(layout, grad)
-    per_edge = torch.index_select(sums, 0, layout.row, out=buffer) if buffer is not None \
-        else sums.index_select(0, layout.row)
+    per_edge = torch.index_select(segment_sum(layout, grad), 0, layout.row, out=buffer)
     return grad.sub_(per_edge.mul_(alpha))
 
 
@@ -967,13 +965,13 @@ def gat_forward(layer: Any, x: Union[Tensor, Tuple[Tensor, Optional[Tensor]]], e
         n = x_src.size(0) if x_dst is None else min(x_src.size(0), x_dst.size(0))
         loops = min(size) if size is not None else n
     fused = getattr(layer, "drop_attention", None) is None and not return_attention_weights
+    p = float(layer.dropout) if layer.training else 0.0  # plain attention dropout, in the fused node
     att_dst = None if x_dst is None else layer.att_dst
     x_dst_term = None if x_dst is x_src else x_dst  # None: the destination term reads x_src itself
     # The CSR layout straight from the edge index, self-loops included (no [2, E] int64 copy with loops), kept
     # for as long as the edge index lives.
     layout = _cached_layout(edge_index, num_src, num_dst, loops, x_src)
     if fused and layout is not None and (edge_attr is None or layer.lin_edge is None):
-        p = float(layer.dropout) if layer.training else 0.0
         out = gat_attention(x_src, layer.att_src, x_dst_term, att_dst, None, None, None, num_dst,
                             layer.negative_slope, p, layout)
         return _finish(layer, out, res, edge_index, None, None, None, None)
@@ -989,7 +987,6 @@ def gat_forward(layer: Any, x: Union[Tensor, Tuple[Tensor, Optional[Tensor]]], e
         a_edge = attr @ (w * layer.att_edge.view(H, C, 1)).sum(1).t()
     layout = _layout_for(layout, src, dst, num_src, num_dst, x_src)
     if fused:
-        p = float(layer.dropout) if layer.training else 0.0
         out = gat_attention(x_src, layer.att_src, x_dst_term, att_dst, a_edge, src, dst, num_dst,
                             layer.negative_slope, p, layout)
         return _finish(layer, out, res, edge_index, None, None, None, None)

@@ -160,13 +160,17 @@ def _matrix(crow: Tensor, col: Tensor, values: Tensor, shape) -> Tensor:
     return torch.sparse_csr_tensor(crow, col, values, shape, check_invariants=False)
 
 
+def _times(a: Tensor, dense: Tensor, out: Optional[Tensor]) -> Tensor:
+    """The sparse-dense product ``a @ dense``, into ``out`` when given (``addmm`` on a zeroed ``out``)."""
+    if out is None:
+        return torch.sparse.mm(a, dense.contiguous())
+    return torch.addmm(out.zero_(), a, dense.contiguous(), out=out)
+
+
 def spmm(layout: EdgeLayout, values: Tensor, x: Tensor, out: Optional[Tensor] = None) -> Tensor:
     r""":math:`\mathbf{y}_i = \sum_{e = (j \to i)} v_e \mathbf{x}_j`: ``values`` ``[E]`` in CSR order, ``x``
     ``[num_src, C]`` -> ``[num_dst, C]`` (written into ``out``, a contiguous ``[num_dst, C]`` tensor, when given)."""
-    a = _matrix(layout.crow, layout.col, values, (layout.num_dst, layout.num_src))
-    if out is None:
-        return torch.sparse.mm(a, x.contiguous())
-    return torch.addmm(out.zero_(), a, x.contiguous(), out=out)
+    return _times(_matrix(layout.crow, layout.col, values, (layout.num_dst, layout.num_src)), x, out)
 
 
 def spmm_t(layout: EdgeLayout, values: Tensor, g: Tensor, buffer: Optional[Tensor] = None,
@@ -174,12 +178,8 @@ def spmm_t(layout: EdgeLayout, values: Tensor, g: Tensor, buffer: Optional[Tenso
     r"""The transposed product :math:`\mathbf{z}_j = \sum_{e = (j \to i)} v_e \mathbf{g}_i`: ``values`` ``[E]`` in
     CSR order, ``g`` ``[num_dst, C]`` -> ``[num_src, C]``. ``buffer``: an ``[E]`` tensor to reorder the values in
     (else a new one); ``out``: as in :func:`spmm`."""
-    reordered = torch.index_select(values, 0, layout.perm_t, out=buffer) if buffer is not None \
-        else values.index_select(0, layout.perm_t)
-    a = _matrix(layout.crow_t, layout.col_t, reordered, (layout.num_src, layout.num_dst))
-    if out is None:
-        return torch.sparse.mm(a, g.contiguous())
-    return torch.addmm(out.zero_(), a, g.contiguous(), out=out)
+    reordered = torch.index_select(values, 0, layout.perm_t, out=buffer)
+    return _times(_matrix(layout.crow_t, layout.col_t, reordered, (layout.num_src, layout.num_dst)), g, out)
 
 
 def sddmm(layout: EdgeLayout, g: Tensor, x: Tensor, out: Optional[Tensor] = None) -> Tensor:
