@@ -79,7 +79,8 @@ def test_cli_end_to_end_writes_results_and_checkpoints(tmp_path, planetoid_cache
     for run in res["runs"]:
         ckpt = load_checkpoint(out / run["checkpoint"])
         assert {k: ckpt[k] for k in ("task", "dataset", "variant", "seed")} == {
-            "task": "cora", "dataset": "Cora", "variant": run["variant"], "seed": run["seed"]}
+            "task": "node", "dataset": "Cora", "variant": run["variant"], "seed": run["seed"]}
+        assert ckpt["protocol"] == "gat" and ckpt["model_name"] == "gat" and ckpt["split"] == 0
         model = GAT(**ckpt["model_kwargs"])
         model.load_state_dict(ckpt["model"])
         model.eval()
@@ -131,8 +132,16 @@ def test_interrupted_study_resumes_without_redoing_finished_runs(tmp_path, plane
     capsys.readouterr()
     assert cora.main(argv[:-1] + ["--patience", "2", "--no-plot", "--resume"]) == 0
     assert len(calls) == 4
-    assert f"resume: runs in {out} made with other settings (patience 100 -> 2) are trained again" in \
-        capsys.readouterr().err
+    assert f"resume: runs in {out} made with other settings or incomplete (patience 100 -> 2) are trained again" \
+        in capsys.readouterr().err
+
+    # A finished run whose checkpoint was deleted is not finished: it is trained again (and says why).
+    calls.clear()
+    ckpt = next((out / "checkpoints").glob(f"{nc.slug('ma')}_seed0.pt"))
+    ckpt.unlink()
+    assert cora.main(argv[:-1] + ["--patience", "2", "--no-plot", "--resume"]) == 0
+    assert calls == [("ma", 0)] and ckpt.is_file()
+    assert f"checkpoint {ckpt.name} missing" in capsys.readouterr().err
 
 
 def test_bad_variant_is_reported(tmp_path, capsys):

@@ -16,6 +16,7 @@ loaded; any other exception is a bug and shows its traceback. Nothing here impor
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 from typing import Any, Callable, List, Mapping, Optional
@@ -80,9 +81,12 @@ def nonnegative_int(text: str) -> int:
 
 def _float(text: str) -> float:
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
 
 
 def positive_float(text: str) -> float:
@@ -150,7 +154,10 @@ def add_seeds(parser: argparse.ArgumentParser, default_help: str) -> None:
 
 
 def out_dir(text: str) -> Path:
-    """An output folder: it may exist (as a folder) or not yet; an existing file there or above is refused."""
+    """An output folder: it may exist (as a folder) or not yet; an empty path, or an existing file there or above,
+    is refused."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a folder, got an empty path")
     path = Path(text)
     for p in (path, *path.parents):
         if p.exists():

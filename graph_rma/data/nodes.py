@@ -6,7 +6,13 @@ one-dimensional boolean ``train_mask``, ``val_mask``, ``test_mask``, whatever th
 
 * ``Cora``, ``CiteSeer``: :func:`graph_rma.data.planetoid.load_planetoid`, the public split (only ``split=0``);
 * ``Cornell``, ``Texas``, ``Wisconsin``, ``chameleon``, ``squirrel``, ``Actor``:
-  :func:`graph_rma.data.heterophilous.load_heterophilous`, Geom-GCN's fixed split ``split`` (0-9).
+  :func:`graph_rma.data.heterophilous.load_heterophilous`, Geom-GCN's fixed split ``split`` (0-9);
+* ``minesweeper``, ``tolokers``, ``chameleon_filtered``, ``chameleon_filtered_directed`` and any other graph in
+  Platonov et al.'s format found under the root: :func:`graph_rma.data.platonov.load_platonov_all_splits`, their
+  fixed split ``split`` (0-9).
+
+:func:`load_node_graph` returns the graph with the masks of every split (``[N, splits]``), as stored: the node
+task prepares it with its protocol (:mod:`graph_rma.data.transforms`).
 
 With ``normalize=True`` (the default) the features get the Cora pipeline's preprocessing,
 :func:`graph_rma.data.planetoid.prepare_features`: each row divided by its sum,
@@ -24,24 +30,67 @@ from torch_geometric.data import Data
 
 from .heterophilous import HETEROPHILOUS_DATASETS, NUM_SPLITS, load_heterophilous_all_splits, select_split
 from .planetoid import load_planetoid, prepare_features
+from .platonov import PLATONOV_DATASETS, available_platonov, load_platonov_all_splits, platonov_name
 from .root import PathLike
 
-__all__ = ["NODE_DATASETS", "PLANETOID_DATASETS", "num_splits", "load_node_dataset", "load_node_splits"]
+__all__ = ["NODE_DATASETS", "PLANETOID_DATASETS", "num_splits", "canonical_name", "dataset_family",
+           "load_node_graph", "load_node_dataset", "load_node_splits", "select_split"]
 
 PLANETOID_DATASETS: Tuple[str, ...] = ("Cora", "CiteSeer")
-NODE_DATASETS: Tuple[str, ...] = PLANETOID_DATASETS + HETEROPHILOUS_DATASETS
+NODE_DATASETS: Tuple[str, ...] = PLANETOID_DATASETS + HETEROPHILOUS_DATASETS + PLATONOV_DATASETS
 
 
-def _canonical(name: str) -> str:
+def canonical_name(name: str, root: Optional[PathLike] = None) -> str:
+    """``name`` as :data:`NODE_DATASETS` spells it, or the file name of a graph in Platonov et al.'s format present
+    under ``root`` (``$GRAPH_RMA_DATA/pyg``); a one-line ``ValueError`` listing the choices otherwise."""
     for known in NODE_DATASETS:
-        if known.lower() == str(name).lower():
+        if known.lower() == str(name).lower() or (known in PLATONOV_DATASETS and known == _key(name)):
             return known
-    raise ValueError(f"name: expected one of {NODE_DATASETS} (case-insensitive), got {name!r}")
+    key = _key(name)
+    found = available_platonov(root) if key else []
+    if key in found:
+        return key
+    extra = [n for n in found if n not in NODE_DATASETS]
+    raise ValueError(f"name: expected one of {NODE_DATASETS + tuple(extra)} (case-insensitive), or a graph in "
+                     f"Platonov et al.'s format at <root>/heterophilous_graph/<name>/raw/<name>.npz; got {name!r}")
+
+
+_canonical = canonical_name
+
+
+def _key(name: str) -> str:
+    try:
+        return platonov_name(name)
+    except ValueError:
+        return ""
+
+
+def dataset_family(name: str, root: Optional[PathLike] = None) -> str:
+    """``"planetoid"``, ``"geom_gcn"`` or ``"platonov"``: which loader reads graph ``name``."""
+    name = canonical_name(name, root)
+    if name in PLANETOID_DATASETS:
+        return "planetoid"
+    return "geom_gcn" if name in HETEROPHILOUS_DATASETS else "platonov"
 
 
 def num_splits(name: str) -> int:
-    """How many fixed splits dataset ``name`` has: 1 for Cora/CiteSeer (public split), 10 for the Geom-GCN sets."""
+    """How many fixed splits dataset ``name`` has: 1 for Cora/CiteSeer (public split), 10 for the others."""
     return 1 if _canonical(name) in PLANETOID_DATASETS else NUM_SPLITS
+
+
+def load_node_graph(name: str, root: Optional[PathLike] = None) -> Data:
+    """Graph ``name`` as stored, with ``train_mask``/``val_mask``/``test_mask`` of shape ``[N, splits]`` (Cora and
+    CiteSeer: ``[N, 1]``, the public split) and dense features as the files hold them; ``root`` is the family's
+    data folder (``planetoid`` for Cora/CiteSeer, ``pyg`` for the others)."""
+    name = canonical_name(name, root)
+    family = dataset_family(name, root)
+    if family == "planetoid":
+        full = load_planetoid(name, root=root)[0]
+        return Data(x=full.x, edge_index=full.edge_index, y=full.y, train_mask=full.train_mask[:, None],
+                    val_mask=full.val_mask[:, None], test_mask=full.test_mask[:, None])
+    if family == "geom_gcn":
+        return load_heterophilous_all_splits(name, root=root)
+    return load_platonov_all_splits(name, root=root)
 
 
 def load_node_dataset(name: str, root: Optional[PathLike] = None, split: int = 0, normalize: bool = True) -> Data:
@@ -70,19 +119,12 @@ def load_node_splits(name: str, splits: Sequence[int], root: Optional[PathLike] 
                      normalize: bool = True) -> Dict[int, Data]:
     """``{split: load_node_dataset(name, root, split, normalize)}`` for every split in ``splits``, reading and
     verifying the files and preparing the features once (the splits share ``x``, ``edge_index`` and ``y``)."""
-    name = _canonical(name)
+    name = _canonical(name, root)
     n = num_splits(name)
     for split in splits:
         if isinstance(split, bool) or not isinstance(split, int) or not 0 <= split < n:
             raise ValueError(f"split: expected an int in [0, {n}) for {name}, got {split!r}")
-    if name in PLANETOID_DATASETS:
-        full = load_planetoid(name, root=root)[0]
-        base = Data(x=full.x, edge_index=full.edge_index, y=full.y, train_mask=full.train_mask,
-                    val_mask=full.val_mask, test_mask=full.test_mask)
-        select = lambda data, split: base  # noqa: E731  (one public split)
-    else:
-        base = load_heterophilous_all_splits(name, root=root)
-        select = select_split
+    base = load_node_graph(name, root=root)
     if normalize:
         base.x = prepare_features(base.x)
-    return {split: select(base, split) for split in splits}
+    return {split: select_split(base, split) for split in splits}

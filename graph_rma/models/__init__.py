@@ -1,5 +1,6 @@
 """Reference models built from this package's layers (rebuildable from a checkpoint's ``model_kwargs``)."""
 from .gat import GAT
+from .residual_gat import ResidualGAT
 from .text import SelfAttentiveClassifier, TransformerClassifier
 
-__all__ = ["GAT", "SelfAttentiveClassifier", "TransformerClassifier"]
+__all__ = ["GAT", "ResidualGAT", "SelfAttentiveClassifier", "TransformerClassifier"]

@@ -41,6 +41,7 @@ class GAT(nn.Module):
         v2: use GATv2 attention instead of GAT's.
         drop_attention: keyword arguments of :class:`graph_rma.DropAttention` applied to both layers' attention
             (e.g. ``{"p": 0.1, "window": 1, "mode": "element"}``), or ``None``.
+        self_loops: both layers add self-loops (PyG's ``add_self_loops``; the GAT paper's setting).
     """
 
     def __init__(
@@ -54,6 +55,7 @@ class GAT(nn.Module):
         attn_dropout: float = 0.6,
         v2: bool = False,
         drop_attention: Optional[Dict[str, Any]] = None,
+        self_loops: bool = True,
     ) -> None:
         super().__init__()
         for name, value in (("in_channels", in_channels), ("out_channels", out_channels),
@@ -69,14 +71,16 @@ class GAT(nn.Module):
         self.hidden_channels, self.heads, self.out_heads = hidden_channels, heads, out_heads
         self.dropout, self.attn_dropout, self.v2 = float(dropout), float(attn_dropout), bool(v2)
         self.drop_attention = dict(drop_attention) if drop_attention is not None else None
+        self.self_loops = bool(self_loops)
 
         Conv = RepulsiveGATv2Conv if self.v2 else RepulsiveGATConv
         extra: Dict[str, Any] = {}
         if self.drop_attention is not None:
             extra = {"drop_attention": DropAttention(**self.drop_attention)}
+        extra["add_self_loops"] = self.self_loops
         self.conv1 = Conv(in_channels, hidden_channels, heads=heads, dropout=attn_dropout, **extra)
         if self.drop_attention is not None:
-            extra = {"drop_attention": DropAttention(**self.drop_attention)}
+            extra = {"drop_attention": DropAttention(**self.drop_attention), "add_self_loops": self.self_loops}
         self.conv2 = Conv(heads * hidden_channels, out_channels, heads=out_heads, concat=False,
                           dropout=attn_dropout, **extra)
 
@@ -87,7 +91,7 @@ class GAT(nn.Module):
             "in_channels": self.in_channels, "out_channels": self.out_channels,
             "hidden_channels": self.hidden_channels, "heads": self.heads, "out_heads": self.out_heads,
             "dropout": self.dropout, "attn_dropout": self.attn_dropout, "v2": self.v2,
-            "drop_attention": self.drop_attention,
+            "drop_attention": self.drop_attention, "self_loops": self.self_loops,
         }
 
     def reset_parameters(self) -> None:
@@ -135,6 +139,7 @@ class GAT(nn.Module):
 
     def __repr__(self) -> str:
         da = f", drop_attention={self.drop_attention}" if self.drop_attention else ""
+        loops = "" if self.self_loops else ", self_loops=False"
         return (f"{type(self).__name__}({self.in_channels}, {self.out_channels}, hidden={self.hidden_channels}, "
                 f"heads={self.heads}, out_heads={self.out_heads}, dropout={self.dropout}, "
-                f"attn_dropout={self.attn_dropout}, v2={self.v2}{da})")
+                f"attn_dropout={self.attn_dropout}, v2={self.v2}{da}{loops})")

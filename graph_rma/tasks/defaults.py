@@ -40,9 +40,10 @@ NODE_DEFAULT_SEEDS = 3
 NODE_FULL_SEEDS = 20
 #: :data:`graph_rma.data.nodes.NODE_DATASETS`
 NODE_DATASET_NAMES: Tuple[str, ...] = ("Cora", "CiteSeer", "Cornell", "Texas", "Wisconsin", "chameleon", "squirrel",
-                                       "Actor")
+                                       "Actor", "minesweeper", "tolokers", "chameleon_filtered",
+                                       "chameleon_filtered_directed")
 #: :attr:`graph_rma.engine.EarlyStopping.RULES`
-EARLY_STOPPING_RULES: Tuple[str, ...] = ("val_acc", "gat")
+EARLY_STOPPING_RULES: Tuple[str, ...] = ("val_acc", "val_auc", "val_loss", "gat")
 
 # ---- sentence classification (graph-rma text) -----------------------------------------------------------------
 # Named variants of the benchmark (any spec string of graph_rma.variants is accepted too). svgd/spos: chosen on

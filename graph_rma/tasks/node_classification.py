@@ -1,30 +1,33 @@
-r"""Node classification: the GAT benchmark with and without repulsive attention, on Cora/CiteSeer (public split)
-and the heterophilous Geom-GCN graphs (Cornell, Texas, Wisconsin, chameleon, squirrel, Actor: 10 fixed splits; seed
-``s`` trains on split ``s mod 10``, so 10 consecutive seeds cover the standard protocol).
+r"""Node classification: GAT with and without repulsive attention, on Cora/CiteSeer (public split), the Geom-GCN
+heterophilous graphs (Cornell, Texas, Wisconsin, chameleon, squirrel, Actor) and Platonov et al.'s graphs
+(minesweeper, tolokers, chameleon_filtered, ...), each with 10 fixed splits: seed ``s`` trains on split
+``s mod 10``, so 10 consecutive seeds cover the standard protocol.
 
-The GAT paper's Cora setup (Veličković et al., 2018) is the baseline: 8 heads x 8 hidden units with ELU, one
-output head, dropout 0.6 on inputs and attention, Adam (lr 0.005, weight decay 5e-4), up to 1000 epochs with
-patience 100 on validation accuracy (training stops 100 epochs after the last strict improvement; the GAT code
-also resets the counter whenever the validation loss reaches a new minimum, which under dropout keeps happening
-long after accuracy has peaked and roughly doubles the epochs for the same selected model),
-and test accuracy at the best validation epoch (highest validation accuracy, ties broken by lower validation
-loss). Every variant (:mod:`graph_rma.variants`) runs with exactly these settings over the same seeds.
-``--early-stopping gat`` uses the GAT code's rule instead (:class:`EarlyStopping`): the patience counter resets
-whenever validation accuracy reaches its maximum *or* validation loss its minimum (``>=``/``<=``), and the model
-kept is the last one at which both held.
+What runs is (dataset, protocol, variant, seed) and nothing else. The protocol (:mod:`graph_rma.tasks.protocols`)
+is a named preset that reproduces a published number (``gat``: Veličković et al.'s Cora setting; ``ggcn``: Yan et
+al.'s GAT on the Geom-GCN graphs; ``platonov``/``platonov-small``: Platonov et al.'s residual GAT), with fields a
+caller may override; every variant (:mod:`graph_rma.variants`) runs with exactly the same protocol over the same
+seeds. Each graph has a default protocol (:func:`graph_rma.tasks.protocols.default_protocol`).
+
+One run (:func:`train_run`): Adam, one full-batch step per epoch, the validation metric and loss after each step,
+the epoch the protocol's early-stopping rule keeps (:class:`~graph_rma.engine.EarlyStopping`), and that epoch's
+test metric: accuracy, or ROC AUC for a binary task (one output, binary cross-entropy). A training loss that is
+not finite stops the study with a one-line error; finished runs stay saved.
 
 Each finished (variant, seed) run is written atomically (``runs/<variant>/seed<k>.json`` and a checkpoint in
 ``checkpoints/``), so an interrupted study keeps its finished runs and ``--resume`` skips them. The summary is a
-table (mean +- std over seeds of test and validation accuracy, the paired difference of each variant against the
-first with its standard error and wins/ties/losses, head diversity *Dist*, epochs, seconds per epoch), ``results.json``, ``results.csv`` and ``accuracy.png``.
+table (mean +- std over seeds of the test and validation metric, the paired difference of each variant against
+the first with its standard error and wins/ties/losses, head diversity *Dist*, epochs, seconds per epoch),
+``results.json``, ``results.csv`` and ``accuracy.png``.
 
 From Python::
 
     from graph_rma.tasks.node_classification import run_study
-    result = run_study(["ma", "svgd:alpha=0.01,eps=8,roles=att_src/att_dst"], seeds=range(3), out="runs/cora")
+    result = run_study(["ma", "svgd:alpha=0.1,eps=8"], seeds=range(10), out="runs/chameleon",
+                       dataset="chameleon", protocol="ggcn")
     print(result["table"])
 
-From the shell: ``graph-rma cora`` (see ``graph-rma cora --help``).
+From the shell: ``graph-rma node --dataset NAME`` (``graph-rma cora`` is its short form for Cora).
 """
 from __future__ import annotations
 
@@ -34,23 +37,88 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
-from ..data.nodes import NODE_DATASETS, load_node_splits, num_splits
+from ..data.nodes import canonical_name, load_node_graph
+from ..data.transforms import direct_edges, normalize_features
 from ..diagnostics import head_distance
 from ..engine import (EarlyStopping, ResumeMismatchError, check_resume, mean_std, paired_comparison, read_json,
                       save_checkpoint, seed_everything, slug, write_csv, write_json)
 from ..engine.optional import MissingExtraError, require
+from ..metrics.classification import score
 from ..models.gat import GAT
+from ..models.residual_gat import ResidualGAT
 from ..variants import apply_variant, parse_variant
 from .defaults import DROPATTN, MA, REG, SGLD, SPOS, SVGD  # noqa: F401 (the variant specs of the study)
 from .defaults import NODE_DEFAULT_SEEDS as DEFAULT_SEEDS
 from .defaults import NODE_DEFAULT_VARIANTS as DEFAULT_VARIANTS
 from .defaults import NODE_FULL_SEEDS as FULL_SEEDS
 from .defaults import NODE_FULL_VARIANTS as FULL_VARIANTS
+from .protocols import Protocol, resolve_protocol
+
+MODEL_CLASSES = {"gat": GAT, "residual": ResidualGAT}
+
+
+class TrainingDiverged(ValueError):
+    """The training loss became NaN or infinite (learning rate too high, or a bad input)."""
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The protocol: graph, model, metric
+# ----------------------------------------------------------------------------------------------------------------
+def prepare_graph(data, protocol: Protocol):
+    """``data`` (as :func:`graph_rma.data.nodes.load_node_graph` returns it) with the protocol's features and edge
+    direction (:mod:`graph_rma.data.transforms`); masks and labels unchanged."""
+    out = copy.copy(data)
+    out.x = normalize_features(data.x, protocol.features)
+    out.edge_index = direct_edges(data.edge_index, protocol.edges, data.y.size(0))
+    return out
+
+
+def resolve_metric(protocol: Protocol, num_classes: int) -> Tuple[str, str]:
+    """``(metric, early-stopping rule)``: ``auto`` is ROC AUC for two classes and accuracy otherwise;
+    ``val_metric`` is ``val_auc`` or ``val_acc`` accordingly."""
+    metric = protocol.metric
+    if metric == "auto":
+        metric = "roc_auc" if num_classes == 2 else "accuracy"
+    if metric == "roc_auc" and num_classes != 2:
+        raise ValueError(f"metric: roc_auc needs a binary task, this graph has {num_classes} classes")
+    rule = protocol.early_stopping
+    if rule == "val_metric":
+        rule = "val_auc" if metric == "roc_auc" else "val_acc"
+    if (rule, metric) in (("val_auc", "accuracy"), ("val_acc", "roc_auc")):
+        raise ValueError(f"early_stopping: {rule} does not match the metric {metric} (use val_metric)")
+    return metric, rule
+
+
+def model_settings(protocol: Protocol, in_channels: int, num_classes: int, metric: str) -> Tuple[str, Dict[str, Any]]:
+    """``(model name, constructor arguments)`` of the protocol's model; one output for ROC AUC."""
+    out = 1 if metric == "roc_auc" else num_classes
+    p = protocol
+    if p.model == "gat":
+        return "gat", {"in_channels": in_channels, "out_channels": out, "hidden_channels": p.hidden, "heads": p.heads,
+                       "out_heads": p.out_heads, "dropout": p.dropout, "attn_dropout": p.attn_dropout, "v2": p.v2,
+                       "self_loops": p.self_loops}
+    return "residual", {"in_channels": in_channels, "out_channels": out, "hidden": p.hidden, "heads": p.heads,
+                        "layers": p.layers, "dropout": p.dropout, "attn_dropout": p.attn_dropout,
+                        "ffn_multiplier": p.ffn_multiplier, "v2": p.v2, "self_loops": p.self_loops, "sep": p.sep}
+
+
+def build_model(model: str, model_kwargs: Dict[str, Any]) -> nn.Module:
+    """The model named ``model`` (``"gat"`` or ``"residual"``) from its constructor arguments."""
+    if model not in MODEL_CLASSES:
+        raise ValueError(f"model: expected one of {tuple(MODEL_CLASSES)}, got {model!r}")
+    return MODEL_CLASSES[model](**model_kwargs)
+
+
+def _loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    if logits.size(-1) == 1:  # a binary task scored with ROC AUC: one logit, binary cross-entropy
+        return F.binary_cross_entropy_with_logits(logits.squeeze(-1), y.float())
+    return F.cross_entropy(logits, y)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -61,62 +129,89 @@ def _accuracy(logits: torch.Tensor, y: torch.Tensor, mask: torch.Tensor) -> floa
 
 
 def train_run(data, spec: str, seed: int, model_kwargs: Dict[str, Any], epochs: int = 1000, patience: int = 100,
-              lr: float = 0.005, weight_decay: float = 5e-4, early_stopping: str = "val_acc"):
-    """Train one GAT with variant ``spec`` from ``seed``; returns ``(metrics, best_state_dict, model)``.
+              lr: float = 0.005, weight_decay: float = 5e-4, early_stopping: str = "val_acc", *,
+              model: str = "gat", metric: str = "accuracy", progress: bool = False):
+    """Train one model with variant ``spec`` from ``seed``; returns ``(metrics, best_state_dict, model)``.
 
-    ``data`` has ``x`` (dense or sparse), ``edge_index``, ``y`` and the three masks; ``early_stopping`` is an
-    :class:`EarlyStopping` rule.
+    ``data`` has ``x`` (dense or sparse), ``edge_index``, ``y`` and the three ``[N]`` masks; ``model`` names the
+    architecture built from ``model_kwargs`` (:func:`build_model`); ``early_stopping`` is an
+    :class:`EarlyStopping` rule; ``metric`` is ``"accuracy"`` or ``"roc_auc"`` (``test_acc``/``val_acc`` in the
+    returned metrics hold it, whatever its name). ``progress`` shows a bar over the epochs (validation metric,
+    seconds per epoch).
+
+    Raises:
+        TrainingDiverged: the training loss became NaN or infinite.
     """
     variant = parse_variant(spec)
     seed_everything(seed)
-    model = GAT(**model_kwargs)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+    net = build_model(model, model_kwargs)
+    optimizer = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay)
     with warnings.catch_warnings():  # the 1-head output layer is not a particle group; that is expected
         warnings.filterwarnings("ignore", message=".*fewer than 2; not a particle group")
-        setup = apply_variant(variant, model, optimizer, seed=seed)
+        setup = apply_variant(variant, net, optimizer, seed=seed)
     x, ei, y = data.x, data.edge_index, data.y
     train_mask, val_mask, test_mask = data.train_mask, data.val_mask, data.test_mask
 
     best = {"val_acc": -1.0, "val_loss": math.inf, "test_acc": 0.0, "epoch": 0}
-    best_state = copy.deepcopy(model.state_dict())
+    best_state = copy.deepcopy(net.state_dict())
     stopper = EarlyStopping(early_stopping, patience)
-    start, epoch = time.perf_counter(), 0
-    for epoch in range(1, epochs + 1):
-        model.train()
-        optimizer.zero_grad()
-        if variant.reg is not None:
-            logits, attention, head_out = model.forward_with_attention(x, ei)
-            loss = F.cross_entropy(logits[train_mask], y[train_mask])
-            loss = loss + setup.penalty(model, attention=attention[:1], head_outputs=[head_out])
-        else:
-            logits = model(x, ei)
-            loss = F.cross_entropy(logits[train_mask], y[train_mask])
-        loss.backward()
-        optimizer.step()
+    bar = None
+    if progress:
+        from tqdm import tqdm
 
-        model.eval()
-        with torch.no_grad():
-            logits = model(x, ei)
-            val_loss = float(F.cross_entropy(logits[val_mask], y[val_mask]))
-            val_acc = _accuracy(logits, y, val_mask)
-        keep, stop = stopper.update(val_acc, val_loss)
-        if keep:
-            best = {"val_acc": val_acc, "val_loss": val_loss, "test_acc": _accuracy(logits, y, test_mask),
-                    "epoch": epoch}
-            best_state = copy.deepcopy(model.state_dict())
-        if stop:
-            break
+        bar = tqdm(total=epochs, desc="epochs", unit="ep", file=sys.stderr, leave=False, dynamic_ncols=True,
+                   mininterval=1.0)
+    start, epoch = time.perf_counter(), 0
+    try:
+        for epoch in range(1, epochs + 1):
+            net.train()
+            optimizer.zero_grad()
+            if variant.reg is not None:
+                logits, attention, head_out = net.forward_with_attention(x, ei)
+                loss = _loss(logits[train_mask], y[train_mask])
+                loss = loss + setup.penalty(net, attention=attention[:1], head_outputs=[head_out])
+            else:
+                logits = net(x, ei)
+                loss = _loss(logits[train_mask], y[train_mask])
+            if not torch.isfinite(loss):
+                raise TrainingDiverged(
+                    f"training diverged at epoch {epoch} (seed {seed}, {spec}): the loss is {float(loss)}; lower "
+                    f"the learning rate ({lr}) or check the inputs")
+            loss.backward()
+            optimizer.step()
+
+            net.eval()
+            with torch.no_grad():
+                logits = net(x, ei)
+                val_loss = float(_loss(logits[val_mask], y[val_mask]))
+                val_metric = score(logits[val_mask], y[val_mask], metric)
+            keep, stop = stopper.update(val_metric, val_loss)
+            if keep:
+                best = {"val_acc": val_metric, "val_loss": val_loss,
+                        "test_acc": score(logits[test_mask], y[test_mask], metric), "epoch": epoch}
+                best_state = copy.deepcopy(net.state_dict())
+            if bar is not None:
+                bar.update()
+                if epoch % 10 == 0 or stop:
+                    bar.set_postfix_str(f"val {100 * val_metric:.1f} best {100 * best['val_acc']:.1f} "
+                                        f"({(time.perf_counter() - start) / epoch:.3f} s/ep)")
+            if stop:
+                break
+    finally:
+        if bar is not None:
+            bar.close()
     seconds = time.perf_counter() - start
 
-    model.load_state_dict(best_state)
-    model.eval()
+    net.load_state_dict(best_state)
+    net.eval()
     with torch.no_grad():
-        dist = head_distance(model.head_outputs(x, ei)[test_mask])
+        dist = head_distance(net.head_outputs(x, ei)[test_mask])
     metrics = {
         "test_acc": best["test_acc"], "val_acc": best["val_acc"], "val_loss": best["val_loss"],
         "best_epoch": best["epoch"], "epochs": epoch, "sec_per_epoch": seconds / max(epoch, 1), "dist": dist,
+        "metric": metric,
     }
-    return metrics, best_state, model
+    return metrics, best_state, net
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -143,9 +238,13 @@ def summarize(results: List[Dict[str, Any]], variants: Sequence[str]) -> List[Di
     return rows
 
 
-def format_table(rows: List[Dict[str, Any]]) -> str:
+METRIC_LABELS = {"accuracy": "acc", "roc_auc": "ROC AUC"}
+
+
+def format_table(rows: List[Dict[str, Any]], metric: str = "accuracy") -> str:
     """A markdown table of :func:`summarize`'s rows; the paired column compares each variant with the first row."""
-    lines = ["| variant | seeds | test acc (%) | paired diff vs first (W/T/L) | val acc (%) | Dist | epochs | s/epoch |",
+    m = METRIC_LABELS.get(metric, metric)
+    lines = [f"| variant | seeds | test {m} (%) | paired diff vs first (W/T/L) | val {m} (%) | Dist | epochs | s/epoch |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         paired = "—"
@@ -160,7 +259,8 @@ def format_table(rows: List[Dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def plot(results: List[Dict[str, Any]], variants: Sequence[str], path: Path) -> Path:
+def plot(results: List[Dict[str, Any]], variants: Sequence[str], path: Path, title: str = "GAT on Cora",
+         metric: str = "accuracy") -> Path:
     """Accuracy per variant: each seed's test and validation accuracy, with the mean +- std (a PNG at ``path``).
 
     Needs matplotlib (the ``plots`` extra); raises :class:`~graph_rma.engine.optional.MissingExtraError` without it.
@@ -185,8 +285,9 @@ def plot(results: List[Dict[str, Any]], variants: Sequence[str], path: Path) -> 
     if len(set(names)) < len(names):  # two configurations of one family: show the specs
         names = [v.replace(",", ",\n") for v in variants]
     ax.set_xticklabels(names, rotation=20, fontsize=8)
-    ax.set_ylabel("accuracy (%)")
-    ax.set_title("GAT on Cora: accuracy per variant\n(points: seeds; bars: mean ± std)", fontsize=10)
+    label = "ROC AUC" if metric == "roc_auc" else "accuracy"
+    ax.set_ylabel(f"{label} (%)")
+    ax.set_title(f"{title}: {label} per variant\n(points: seeds; bars: mean ± std)", fontsize=10)
     ax.grid(axis="y", alpha=0.3)
     ax.legend(loc="lower right")
     fig.tight_layout()
@@ -203,50 +304,63 @@ def run_study(
     out: Union[str, Path] = "runs/cora",
     *,
     dataset: str = "Cora",
+    protocol: Optional[str] = None,
     root: Optional[str] = None,
     resume: bool = False,
-    epochs: int = 1000,
-    patience: int = 100,
-    early_stopping: str = "val_acc",
-    lr: float = 0.005,
-    weight_decay: float = 5e-4,
-    hidden: int = 8,
-    heads: int = 8,
-    out_heads: int = 1,
-    dropout: float = 0.6,
-    v2: bool = False,
+    epochs: Optional[int] = None,
+    patience: Optional[int] = None,
+    early_stopping: Optional[str] = None,
+    lr: Optional[float] = None,
+    weight_decay: Optional[float] = None,
+    hidden: Optional[int] = None,
+    heads: Optional[int] = None,
+    out_heads: Optional[int] = None,
+    layers: Optional[int] = None,
+    dropout: Optional[float] = None,
+    attn_dropout: Optional[float] = None,
+    v2: Optional[bool] = None,
+    features: Optional[str] = None,
+    edges: Optional[str] = None,
+    self_loops: Optional[bool] = None,
+    model: Optional[str] = None,
+    metric: Optional[str] = None,
     threads: int = 1,
     make_plot: bool = True,
     progress: bool = True,
 ) -> Dict[str, Any]:
-    """Train every variant on every seed (seed-major), resumable; write ``results.json``/``.csv`` and the plot.
+    """Train every variant on every seed (seed-major) under one protocol, resumable; write ``results.json``/``.csv``
+    and the plot.
 
+    ``protocol`` names a preset of :data:`graph_rma.tasks.protocols.PROTOCOLS` (``None``: the dataset's default);
+    the keyword arguments from ``epochs`` to ``metric`` override its fields (``None`` keeps the preset's value).
     Returns ``{"config", "seeds", "variants", "summary" (one row per variant), "runs", "table" (markdown),
     "files" (written paths), "interrupted"}``. ``resume=True`` reuses finished runs in ``out`` whose settings
     match. A KeyboardInterrupt ends the study early with the finished runs saved (``interrupted`` is then True).
     """
     from tqdm import tqdm
 
-    for name, value in (("epochs", epochs), ("patience", patience), ("threads", threads)):
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name}: expected a positive integer, got {value!r}")
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads: expected a positive integer, got {threads!r}")
     seeds = [int(s) for s in seeds]
     if not seeds:
         raise ValueError("seeds: expected at least one seed")
-    EarlyStopping(early_stopping, patience)  # validates the rule before any data is loaded
+    ds_name = canonical_name(dataset, root)  # validates the name before any data is loaded
+    proto = resolve_protocol(protocol, ds_name, dict(
+        epochs=epochs, patience=patience, early_stopping=early_stopping, lr=lr, weight_decay=weight_decay,
+        hidden=hidden, heads=heads, out_heads=out_heads, layers=layers, dropout=dropout, attn_dropout=attn_dropout,
+        v2=v2, features=features, edges=edges, self_loops=self_loops, model=model, metric=metric))
     torch.set_num_threads(threads)
     variants = [parse_variant(v).spec for v in variants]  # canonical spec strings (also validates them)
     if len(set(variants)) != len(variants):
         raise ValueError(f"variants: duplicates after parsing: {variants}")
-    n_splits = num_splits(dataset)  # also validates the name before any data is loaded
-    datas = load_node_splits(dataset, sorted({s % n_splits for s in seeds}), root=root)
-    first = next(iter(datas.values()))
-    ds_name = next(n for n in NODE_DATASETS if n.lower() == dataset.lower())
-    model_kwargs = {"in_channels": first.num_features, "out_channels": int(first.y.max()) + 1,
-                    "hidden_channels": hidden, "heads": heads, "out_heads": out_heads,
-                    "dropout": dropout, "attn_dropout": dropout, "v2": v2}
-    config = {"dataset": ds_name, "epochs": epochs, "patience": patience, "stop_on": early_stopping,
-              "lr": lr, "weight_decay": weight_decay, "model_kwargs": model_kwargs}
+    graph = prepare_graph(load_node_graph(ds_name, root=root), proto)
+    n_splits = graph.train_mask.size(1)
+    num_classes = int(graph.y.max()) + 1
+    metric_name, rule = resolve_metric(proto, num_classes)
+    model_name, model_kwargs = model_settings(proto, graph.num_features, num_classes, metric_name)
+    build_model(model_name, model_kwargs)  # a bad size is refused before any run starts
+    config = {"dataset": ds_name, "protocol": proto.name, **proto.settings(), "metric": metric_name,
+              "stop_on": rule, "model": model_name, "model_kwargs": model_kwargs}
     out = Path(out)
 
     def flat(c: Dict[str, Any]) -> Dict[str, Any]:
@@ -258,39 +372,46 @@ def run_study(
     for seed in seeds:  # seed-major: an interrupted study has every variant on the same seeds
         for spec in variants:
             path = out / "runs" / slug(spec) / f"seed{seed}.json"
+            ckpt = out / "checkpoints" / f"{slug(spec)}_seed{seed}.pt"
             if resume and path.is_file():
                 try:
                     saved = read_json(path)
                 except (OSError, ValueError):
                     saved = None
                 if saved is not None and saved.get("config") == config and saved.get("variant") == spec:
-                    results.append(saved)
-                    continue
-                if saved is not None and isinstance(saved.get("config"), dict):
+                    if ckpt.is_file():  # a run is finished only when everything it leaves behind is there
+                        results.append(saved)
+                        continue
+                    differing[f"checkpoint {ckpt.name} missing"] = None
+                elif saved is not None and isinstance(saved.get("config"), dict):
                     try:
                         check_resume(flat(saved["config"]), flat(config), may_change=())
                     except ResumeMismatchError as exc:
                         differing.update(dict.fromkeys(f"{k} {o!r} -> {n!r}" for k, o, n in exc.differences))
-            todo.append((spec, seed, path))
+            todo.append((spec, seed, path, ckpt))
     if resume and results:
         print(f"resume: {len(results)} finished run(s) reused from {out}, {len(todo)} to do", file=sys.stderr)
     if differing:
-        print(f"resume: runs in {out} made with other settings ({', '.join(differing)}) are trained again",
-              file=sys.stderr)
+        print(f"resume: runs in {out} made with other settings or incomplete ({', '.join(differing)}) are "
+              f"trained again", file=sys.stderr)
 
     interrupted = False
     bar = tqdm(todo, desc=f"{ds_name.lower()} runs", unit="run", file=sys.stderr, dynamic_ncols=True,
                disable=not progress)
     try:
-        for spec, seed, path in bar:
+        for spec, seed, path, ckpt in bar:
             bar.set_postfix_str(f"{parse_variant(spec).name} seed {seed}")
-            data = datas[seed % n_splits]  # a dataset with fixed splits: seed s trains on split s mod splits
-            metrics, state, model = train_run(data, spec, seed, model_kwargs, epochs=epochs, patience=patience,
-                                              lr=lr, weight_decay=weight_decay, early_stopping=early_stopping)
-            ckpt = out / "checkpoints" / f"{slug(spec)}_seed{seed}.pt"
-            save_checkpoint(ckpt, {"task": "cora", "dataset": ds_name, "split": seed % n_splits, "model_kwargs": model.model_kwargs,
-                                   "variant": spec, "seed": seed, "model": state, "metrics": metrics})
-            record = {"variant": spec, "seed": seed, "split": seed % n_splits, "config": config, "metrics": metrics,
+            split = seed % n_splits  # a dataset with fixed splits: seed s trains on split s mod splits
+            data = _select_split(graph, split)
+            metrics, state, net = train_run(data, spec, seed, model_kwargs, epochs=proto.epochs,
+                                            patience=proto.patience, lr=proto.lr, weight_decay=proto.weight_decay,
+                                            early_stopping=rule, model=model_name, metric=metric_name,
+                                            progress=progress)
+            save_checkpoint(ckpt, {"task": "node", "dataset": ds_name, "split": split, "protocol": proto.name,
+                                   "settings": proto.settings(), "model_name": model_name,
+                                   "model_kwargs": net.model_kwargs, "variant": spec, "seed": seed, "model": state,
+                                   "metrics": metrics})
+            record = {"variant": spec, "seed": seed, "split": split, "config": config, "metrics": metrics,
                       "checkpoint": str(ckpt.relative_to(out))}
             write_json(path, record)  # last: a run counts as finished only once its record exists
             results.append(record)
@@ -310,8 +431,16 @@ def run_study(
         files.append(write_csv(out / "results.csv", rows))
         if make_plot:
             try:
-                files.append(plot(results, variants, out / "accuracy.png"))
+                files.append(plot(results, variants, out / "accuracy.png", title=f"{proto.model.upper()} on "
+                                  f"{ds_name} ({proto.name} protocol)", metric=metric_name))
             except MissingExtraError as exc:  # optional: the results are written, the run goes on
                 print(f"plot skipped ({exc.module} not installed): {exc.hint}", file=sys.stderr)
     return {"config": config, "seeds": seeds, "variants": variants, "summary": rows, "runs": results,
-            "table": format_table(rows) if rows else "", "files": files, "interrupted": interrupted}
+            "table": format_table(rows, metric_name) if rows else "", "files": files, "interrupted": interrupted}
+
+
+def _select_split(graph, split: int):
+    from torch_geometric.data import Data
+
+    return Data(x=graph.x, edge_index=graph.edge_index, y=graph.y, train_mask=graph.train_mask[:, split],
+                val_mask=graph.val_mask[:, split], test_mask=graph.test_mask[:, split])

@@ -6,7 +6,8 @@ the model from ``model_kwargs``, loads the weights and the data, and
 (ECE, OE, reliability diagram), predictive entropy, head diversity (Dist, Div, Disagreement, entropy) and head
 redundancy (accuracy drop per masked head) of the chosen attention layers.
 
-Tasks: ``cora`` (any Planetoid dataset named by the checkpoint's ``dataset``; model
+Tasks: ``node`` (a ``graph-rma node``/``graph-rma cora`` checkpoint: any graph, rebuilt with the run's protocol) and
+``cora`` (checkpoints of earlier versions: a Planetoid dataset named by the checkpoint's ``dataset``; model
 :class:`graph_rma.models.gat.GAT`). Add one with :func:`register_report_task`.
 
 From Python::
@@ -63,6 +64,34 @@ def _planetoid_task(ckpt: Dict[str, Any], root: Optional[str]) -> ReportInputs:
 
 
 register_report_task("cora", _planetoid_task)
+
+
+def _node_task(ckpt: Dict[str, Any], root: Optional[str]) -> ReportInputs:
+    """A ``graph-rma node`` checkpoint: the graph prepared with the run's protocol settings, its split's test nodes."""
+    from dataclasses import fields
+
+    from ..data.nodes import load_node_graph
+    from .node_classification import build_model, prepare_graph
+    from .protocols import Protocol
+
+    for key in ("dataset", "settings", "model_name", "split"):
+        if key not in ckpt:
+            raise ValueError(f"checkpoint has no {key!r} entry (not written by graph-rma node?)")
+    known = {f.name for f in fields(Protocol)}
+    protocol = Protocol(name=str(ckpt.get("protocol", "?")), reproduces="",
+                        **{k: v for k, v in ckpt["settings"].items() if k in known})
+    data = prepare_graph(load_node_graph(ckpt["dataset"], root=root), protocol)
+    model = build_model(ckpt["model_name"], ckpt["model_kwargs"])
+    try:
+        model.load_state_dict(ckpt["model"])
+    except RuntimeError as exc:  # weights of another shape: the checkpoint does not match its own settings
+        raise ValueError(f"checkpoint weights do not match its model settings: {str(exc).splitlines()[0]}") from None
+    split = int(ckpt["split"])
+    return ReportInputs(model=model, x=data.x, edge_index=data.edge_index, y=data.y,
+                        mask=data.test_mask[:, split], layers=["conv1" if ckpt["model_name"] == "gat" else "convs.0"])
+
+
+register_report_task("node", _node_task)
 
 
 def report_checkpoint(path: Union[str, Path], out: Union[str, Path], *, root: Optional[str] = None,

@@ -1,0 +1,53 @@
+r"""What a node-classification protocol does to a graph before training: feature normalisation and edge direction.
+
+PyG's attention layers (``GATConv``, ``GATv2Conv``) take a softmax over each *target* node's incoming edges: node
+:math:`i` attends over :math:`\{j : (j, i) \in \texttt{edge\_index}\}`. The edge options say which neighbours that is:
+
+* ``"as-stored"``: the file's edges as PyG reads them (``edge_index[0]`` source, ``edge_index[1]`` target);
+* ``"reversed"``: every edge flipped, so node :math:`i` attends over the nodes it links **to** (the dense GAT of the
+  GGCN and Geom-GCN code, whose adjacency row :math:`i` holds :math:`i`'s out-links);
+* ``"undirected"``: both directions, duplicates removed (Platonov et al.'s protocol, PyG's ``to_undirected``).
+
+Self-loops are the layers' business (``add_self_loops``), not the graph's.
+
+Features: ``"none"`` keeps them as stored; ``"row"`` divides each row by its sum (rows summing to 0 stay as they
+are), :math:`x_i \leftarrow x_i / \max(\sum_j x_{ij}, 10^{-12})`, and stores them as a sparse COO tensor when at
+most a quarter of the entries are non-zero (bag-of-words features; the GAT model drops out stored entries only).
+"""
+from __future__ import annotations
+
+from typing import Tuple
+
+import torch
+from torch import Tensor
+from torch_geometric.utils import coalesce, to_undirected
+
+__all__ = ["FEATURE_OPTIONS", "EDGE_OPTIONS", "normalize_features", "direct_edges"]
+
+FEATURE_OPTIONS: Tuple[str, ...] = ("none", "row")
+EDGE_OPTIONS: Tuple[str, ...] = ("as-stored", "reversed", "undirected")
+
+
+def normalize_features(x: Tensor, how: str) -> Tensor:
+    """``x`` as the protocol's ``features`` option says (see the module)."""
+    if how not in FEATURE_OPTIONS:
+        raise ValueError(f"features: expected one of {FEATURE_OPTIONS}, got {how!r}")
+    if how == "none":
+        return x
+    dense = x.to_dense() if x.is_sparse else x
+    dense = dense / dense.sum(dim=1, keepdim=True).clamp(min=1e-12)
+    if dense.numel() and (dense != 0).sum() <= dense.numel() // 4:
+        return dense.to_sparse().coalesce()
+    return dense
+
+
+def direct_edges(edge_index: Tensor, how: str, num_nodes: int) -> Tensor:
+    """``edge_index`` as the protocol's ``edges`` option says (see the module); always coalesced (sorted, no
+    duplicate edges)."""
+    if how not in EDGE_OPTIONS:
+        raise ValueError(f"edges: expected one of {EDGE_OPTIONS}, got {how!r}")
+    if how == "reversed":
+        edge_index = edge_index.flip(0)
+    elif how == "undirected":
+        return to_undirected(edge_index, num_nodes=num_nodes)
+    return coalesce(edge_index, num_nodes=num_nodes)

@@ -1,0 +1,112 @@
+"""Platonov et al.'s ``.npz`` graphs: a tiny hand-made fixture, real files, and agreement with PyG's class."""
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from graph_rma.data import platonov
+from graph_rma.data.nodes import canonical_name, dataset_family, load_node_graph
+from graph_rma.data.platonov import available_platonov, load_platonov_all_splits, platonov_name
+from graph_rma.data.root import DataNotFoundError
+
+from conftest import PYG, offline_downloads, snapshot
+
+needs_platonov = pytest.mark.skipif(not (PYG / "heterophilous_graph" / "minesweeper" / "raw").is_dir(),
+                                    reason="Platonov et al.'s graphs not available (set GRAPH_RMA_DATA)")
+
+
+def _write(root, name, n=5, splits=10, **replace):
+    arrays = {
+        "node_features": np.arange(n * 3, dtype=np.float32).reshape(n, 3),
+        "node_labels": np.array([0, 1, 1, 0, 1][:n], dtype=np.int64),
+        "edges": np.array([[0, 1], [1, 2], [3, 4]], dtype=np.int64),
+        "train_masks": np.tile(np.array([1, 1, 0, 0, 0][:n], dtype=bool), (splits, 1)),
+        "val_masks": np.tile(np.array([0, 0, 1, 0, 0][:n], dtype=bool), (splits, 1)),
+        "test_masks": np.tile(np.array([0, 0, 0, 1, 1][:n], dtype=bool), (splits, 1)),
+    }
+    arrays.update(replace)
+    folder = root / "heterophilous_graph" / name / "raw"
+    folder.mkdir(parents=True, exist_ok=True)
+    np.savez(folder / f"{name}.npz", **arrays)
+    return folder / f"{name}.npz"
+
+
+def test_a_dropped_in_graph_loads_by_name_as_stored(tmp_path):
+    _write(tmp_path, "roman_empire")
+    before = snapshot(tmp_path)
+    d = load_platonov_all_splits("Roman-Empire", root=tmp_path)
+    assert snapshot(tmp_path) == before  # nothing written beside the data
+    assert d.x.dtype == torch.float32 and d.x[4].tolist() == [12.0, 13.0, 14.0]
+    assert d.edge_index.tolist() == [[0, 1, 3], [1, 2, 4]]  # as stored: one direction per undirected edge
+    assert d.y.tolist() == [0, 1, 1, 0, 1]
+    assert d.train_mask.shape == (5, 10) and d.train_mask[:, 7].tolist() == [True, True, False, False, False]
+    assert available_platonov(tmp_path) == ["roman_empire"]
+    assert canonical_name("roman-empire", tmp_path) == "roman_empire"
+    assert dataset_family("roman_empire", tmp_path) == "platonov"
+    assert load_node_graph("roman_empire", root=tmp_path).test_mask[:, 0].tolist() == [False] * 3 + [True] * 2
+
+
+def test_names_and_bad_files_are_one_line_errors(tmp_path, monkeypatch, data_cache):
+    assert platonov_name("Amazon-Ratings") == "amazon_ratings"
+    for bad in ("", "../x", "a/b", 3):
+        with pytest.raises(ValueError, match="name"):
+            platonov_name(bad)
+    with pytest.raises(ValueError, match="name: expected one of"):
+        canonical_name("no_such_graph", tmp_path)
+    with pytest.raises(DataNotFoundError, match="heterophilous_graph/questions/raw/questions.npz") as e:
+        load_platonov_all_splits("questions", root=tmp_path)
+    assert "not one of the graphs this package downloads" in str(e.value)
+    # a pickled object array is refused: numpy.load(allow_pickle=False) never runs code
+    _write(tmp_path, "evil", node_labels=np.array([object(), 1, 1, 0, 1], dtype=object))
+    with pytest.raises(ValueError, match="evil.npz: unreadable .npz file"):
+        load_platonov_all_splits("evil", root=tmp_path)
+    _write(tmp_path, "wrong", edges=np.array([[0, 9]]))
+    with pytest.raises(ValueError, match="edges name nodes outside"):
+        load_platonov_all_splits("wrong", root=tmp_path)
+    _write(tmp_path, "masks", train_masks=np.zeros((10, 4), dtype=bool))
+    with pytest.raises(ValueError, match=r"expected train_masks \[splits, 5\]"):
+        load_platonov_all_splits("masks", root=tmp_path)
+    (tmp_path / "heterophilous_graph" / "junk" / "raw").mkdir(parents=True)
+    (tmp_path / "heterophilous_graph" / "junk" / "raw" / "junk.npz").write_bytes(b"not a zip")
+    with pytest.raises(ValueError, match="junk.npz: unreadable"):
+        load_platonov_all_splits("junk", root=tmp_path)
+    # a known graph whose bytes differ from the published file is refused, naming the source
+    _write(tmp_path, "minesweeper")
+    with pytest.raises(DataNotFoundError, match="truncated or corrupt .*minesweeper.npz"):
+        load_platonov_all_splits("minesweeper", root=tmp_path)
+    # offline, no root: the download fails and the message says where the file is looked for
+    monkeypatch.delenv("GRAPH_RMA_DATA", raising=False)
+    calls = offline_downloads(monkeypatch, platonov)
+    with pytest.raises(DataNotFoundError, match="heterophilous_graph/tolokers/raw/tolokers.npz") as e:
+        load_platonov_all_splits("tolokers")
+    assert calls == [f"{platonov.PLATONOV_URL}/tolokers.npz"] and "download error" in str(e.value)
+    assert not (data_cache / "data" / "pyg" / "heterophilous_graph" / "tolokers").exists()
+
+
+@needs_platonov
+@pytest.mark.parametrize("name,nodes,edges,features,classes", [
+    ("minesweeper", 10000, 39402, 7, 2), ("tolokers", 11758, 519000, 10, 2),
+    ("chameleon_filtered", 890, 8854, 2325, 5), ("chameleon_filtered_directed", 890, 13584, 2325, 5)])
+def test_the_shared_graphs_have_their_published_sizes(name, nodes, edges, features, classes):
+    d = load_platonov_all_splits(name, root=PYG)
+    assert d.x.shape == (nodes, features) and d.edge_index.shape == (2, edges)
+    assert int(d.y.max()) + 1 == classes and d.train_mask.shape == (nodes, 10)
+    for s in range(10):  # each split: disjoint train/val/test
+        t, v, te = d.train_mask[:, s], d.val_mask[:, s], d.test_mask[:, s]
+        assert not (t & v).any() and not (t & te).any() and not (v & te).any()
+
+
+@needs_platonov
+def test_undirected_minesweeper_equals_pygs_heterophilous_graph_dataset(tmp_path):
+    from torch_geometric.datasets import HeterophilousGraphDataset
+
+    from graph_rma.data.transforms import direct_edges
+
+    shutil.copytree(PYG / "heterophilous_graph" / "minesweeper", tmp_path / "minesweeper")
+    ref = HeterophilousGraphDataset(str(tmp_path), "Minesweeper")[0]
+    ours = load_platonov_all_splits("minesweeper", root=PYG)
+    assert torch.equal(ours.x, ref.x) and torch.equal(ours.y, ref.y)
+    assert torch.equal(direct_edges(ours.edge_index, "undirected", ours.num_nodes), ref.edge_index)
+    for key in ("train_mask", "val_mask", "test_mask"):
+        assert torch.equal(getattr(ours, key), getattr(ref, key))
