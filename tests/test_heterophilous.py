@@ -75,18 +75,16 @@ def test_fixture_loads_exactly_through_pyg(tmp_path, data_cache, offline, monkey
     assert data.test_mask.tolist() == [False, True, True, False]
     assert load_heterophilous("Texas", root=root, split=9).train_mask.tolist() == [False, True, False, False]
     assert snapshot(root) == before and not (root / "webkb" / "texas" / "processed").exists()
-    (folder,) = (data_cache / "pyg").iterdir()  # one cache folder, keyed by the raw files' checksums
-    assert folder.name == f"texas-{H._cache_key('Texas')}" and (folder / "texas" / "processed" / "data.pt").is_file()
+    assert not data_cache.exists()  # no processed cache anywhere
     assert offline == []  # root= given: never downloads
+    # the same tensors as PyG's own class (which writes processed/ beside raw/: run it on a copy)
+    from torch_geometric.datasets import WebKB
 
-
-def test_cache_key_follows_the_raw_checksums(tmp_path, data_cache, monkeypatch):
-    _fixture(tmp_path / "pyg", monkeypatch)
-    key = H._cache_key("Texas")
-    digests = list(H.HETEROPHILOUS_SHA256["texas"])
-    digests[5] = "0" * 64
-    monkeypatch.setitem(H.HETEROPHILOUS_SHA256, "texas", tuple(digests))
-    assert H._cache_key("Texas") != key
+    shutil.copytree(root / "webkb", tmp_path / "copy" / "webkb")
+    ref = WebKB(str(tmp_path / "copy" / "webkb"), "texas")[0]
+    full = H.load_heterophilous_all_splits("texas", root=root)
+    for key in ("x", "edge_index", "y", "train_mask", "val_mask", "test_mask"):
+        assert torch.equal(getattr(full, key), getattr(ref, key)), key
 
 
 def test_corrupted_raw_file_is_refused_with_its_name(tmp_path, data_cache, offline, monkeypatch):
@@ -108,26 +106,31 @@ def test_corrupted_raw_file_is_refused_with_its_name(tmp_path, data_cache, offli
 
 
 def test_planted_processed_file_is_never_unpickled(tmp_path, data_cache, monkeypatch):
-    """PyG loads processed/pre_transform.pt with weights_only=False; a file the loader did not write is discarded."""
+    """PyG loads processed/*.pt with a weights_only=False fallback; this loader reads no processed file at all, wherever
+    one is planted (beside the raw files, in the cache)."""
     root = tmp_path / "pyg"
     _fixture(root, monkeypatch)
-    load_heterophilous("Texas", root=root)
-    folder = data_cache / "pyg" / f"texas-{H._cache_key('Texas')}"
     sentinel = tmp_path / "executed"
 
     class Evil:
         def __reduce__(self):
             return (os.mkdir, (str(sentinel),))
 
-    torch.save(Evil(), folder / "texas" / "processed" / "pre_transform.pt")
+    for folder in (root / "webkb" / "texas" / "processed", data_cache / "pyg" / "texas" / "processed"):
+        folder.mkdir(parents=True)
+        for name in ("data.pt", "pre_transform.pt", "pre_filter.pt"):
+            torch.save(Evil(), folder / name)
     data = load_heterophilous("Texas", root=root, split=3)
+    assert not sentinel.exists() and data.y.tolist() == [2, 0, 4, 2]
+    # a split file holding a pickle is refused, not loaded (numpy.load(allow_pickle=False))
+    raw = root / "webkb" / "texas" / "raw"
+    np.savez(raw / "texas_split_0.6_0.2_4.npz", train_mask=np.array([Evil()], dtype=object), val_mask=np.zeros(4),
+             test_mask=np.zeros(4))
+    digests = tuple(hashlib.sha256((raw / f).read_bytes()).hexdigest() for f in raw_file_names("Texas"))
+    monkeypatch.setitem(H.HETEROPHILOUS_SHA256, "texas", digests)
+    with pytest.raises(ValueError, match="texas_split_0.6_0.2_4.npz: not a Geom-GCN split file"):
+        load_heterophilous("Texas", root=root)
     assert not sentinel.exists()
-    assert data.y.tolist() == [2, 0, 4, 2]
-    assert H._cache_ok(folder, H._spec("Texas"))  # rebuilt: the manifest matches again
-    # A keyed folder that someone else filled (no manifest) is rebuilt as well.
-    (folder / H.MANIFEST).unlink()
-    torch.save(Evil(), folder / "texas" / "processed" / "pre_transform.pt")
-    assert load_heterophilous("Texas", root=root).num_nodes == 4 and not sentinel.exists()
 
 
 def test_download_into_cache_is_checksum_verified(tmp_path, data_cache, monkeypatch):
@@ -192,7 +195,8 @@ REAL = {
 
 @pytest.fixture(scope="module")
 def real_cache(tmp_path_factory):
-    """One processed cache for the module (PyG parses squirrel's 22 MB text in ~5 s), data root from the env."""
+    """An empty cache for the module (it must stay unused), data root from the env; the data folder is never
+    written to."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("GRAPH_RMA_CACHE", str(tmp_path_factory.mktemp("hetero-cache")))
         before = snapshot(SHARED) if SHARED.is_dir() else None
@@ -211,14 +215,33 @@ def test_real_statistics_and_all_ten_splits(name, real_cache):
     assert set(data.x.unique().tolist()) == {0.0, 1.0}
     assert homophily(data.edge_index, data.y, method="edge") == pytest.approx(h, abs=5e-5)
     seen_train = []
+    full = H.load_heterophilous_all_splits(name)
     for split in range(10):
-        d = load_heterophilous(name, split=split)
+        d = H.select_split(full, split)
         m = torch.stack([d.train_mask, d.val_mask, d.test_mask])
         assert tuple(m.sum(dim=1).tolist()) == sizes
         assert bool((m.sum(dim=0) == 1).all())  # disjoint and covering every node
         seen_train.append(d.train_mask)
     assert len({tuple(t.nonzero().flatten().tolist()) for t in seen_train}) == 10  # ten different splits
     assert snapshot(SHARED) == real_cache
+
+
+@needs_data
+@pytest.mark.parametrize("name", ["Cornell", "chameleon", "Actor"])  # one per PyG class (WebKB, Wikipedia, Actor)
+def test_real_graphs_equal_pygs_own_classes(name, real_cache, tmp_path):
+    from torch_geometric.datasets import Actor, WebKB, WikipediaNetwork
+
+    spec = H._spec(name)
+    shutil.copytree(SHARED / spec.raw_rel, tmp_path / spec.raw_rel)
+    if spec.family == "webkb":
+        ref = WebKB(str(tmp_path / "webkb"), name)[0]
+    elif spec.family == "actor":
+        ref = Actor(str(tmp_path / "actor"))[0]
+    else:
+        ref = WikipediaNetwork(str(tmp_path / "wikipedia_network"), name, geom_gcn_preprocess=True)[0]
+    ours = H.load_heterophilous_all_splits(name)
+    for key in ("x", "edge_index", "y", "train_mask", "val_mask", "test_mask"):
+        assert torch.equal(getattr(ours, key), getattr(ref, key)), key
 
 
 @needs_data

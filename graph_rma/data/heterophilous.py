@@ -26,30 +26,27 @@ Where the files are looked for (``root`` is the ``pyg`` folder that holds ``webk
 Files are only ever downloaded into that cache folder, never into a folder named by ``root`` or
 ``$GRAPH_RMA_DATA``: a missing file there is a :class:`~graph_rma.data.root.DataNotFoundError`.
 
-Nothing is written into the data folder. PyG's classes write ``processed/`` next to ``raw/``, so the raw files are
-checked against :data:`HETEROPHILOUS_SHA256`, copied into ``<cache>/pyg/<name>-<key>/`` (``key`` is a digest of the
-raw files' SHA-256 values, so different raw data never share a processed cache), checked again there (these copies
-are what PyG reads) and processed by PyG in a temporary folder that is renamed into place. A manifest written next
-to it records the SHA-256 of every file PyG wrote under ``processed/``; a cache whose files do not match it (or that
-has no manifest, or was made by another PyG version) is rebuilt rather than handed to PyG, whose loaders unpickle.
+Nothing is written anywhere, and nothing is unpickled. The verified raw files are parsed directly, exactly as PyG's
+``WebKB``, ``WikipediaNetwork(geom_gcn_preprocess=True)`` and ``Actor`` parse them (``tests/test_heterophilous.py``
+checks the tensors against those classes), without PyG's ``processed/`` cache: PyG loads that cache with a
+``weights_only=False`` fallback, so a planted file there could run code. The split files are read with
+``numpy.load(allow_pickle=False)``. Parsing squirrel's 22 MB text takes a few seconds; the others well under one.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import shutil
-import tempfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
-import torch_geometric
-from torch_geometric.data import Data, InMemoryDataset
-from torch_geometric.datasets import Actor, WebKB, WikipediaNetwork
+import numpy as np
+import torch
+from torch_geometric.data import Data
+from torch_geometric.utils import coalesce
 
-from .root import (ENV_VAR, DataNotFoundError, PathLike, cache_dir, download_verified, missing_data_message,
-                   resolve_root, sha256sum, verify_checksums)
+from .root import (ENV_VAR, DataNotFoundError, PathLike, download_verified, missing_data_message, resolve_root,
+                   verify_checksums)
 
 __all__ = [
     "GEOM_GCN_URL",
@@ -69,8 +66,6 @@ NUM_SPLITS = 10
 GEOM_GCN_COMMIT = "f1fc0d14b3b019c562737240d06ec83b07d16a8f"
 GEOM_GCN_URL = f"https://raw.githubusercontent.com/graphdml-uiuc-jlu/geom-gcn/{GEOM_GCN_COMMIT}"
 
-MANIFEST = "graph_rma-cache.json"
-
 
 @dataclass(frozen=True)
 class _Spec:
@@ -82,13 +77,6 @@ class _Spec:
     @property
     def raw_rel(self) -> str:
         return f"{self.family}/{self.inner}"
-
-    def dataset(self, pyg_root: Path) -> InMemoryDataset:
-        if self.family == "webkb":
-            return WebKB(str(pyg_root), self.name)
-        if self.family == "wikipedia_network":
-            return WikipediaNetwork(str(pyg_root), self.name, geom_gcn_preprocess=True)
-        return Actor(str(pyg_root))
 
 
 _SPECS: Dict[str, _Spec] = {
@@ -237,53 +225,43 @@ def _download_missing(raw_dir: Path, name: str) -> None:
         raise DataNotFoundError(_missing(raw_dir, name, still, hint=f"(download error: {exc})")) from None
 
 
-def _cache_key(name: str) -> str:
-    listing = "\n".join(f"{fname} {digest}" for fname, digest in raw_file_names(name).items())
-    return hashlib.sha256(listing.encode()).hexdigest()[:16]
+def _lines(path: Path) -> List[List[str]]:
+    """The tab-separated rows of a Geom-GCN text file after its header line (as PyG splits them)."""
+    return [line.split("\t") for line in path.read_text().split("\n")[1:-1]]
 
 
-def _processed_files(pyg_root: Path, spec: _Spec) -> Dict[str, str]:
-    processed = pyg_root / Path(spec.inner).parent / "processed"
-    if not processed.is_dir():
-        return {}
-    return {str(p.relative_to(pyg_root)): sha256sum(p) for p in sorted(processed.rglob("*")) if p.is_file()}
-
-
-def _cache_ok(pyg_root: Path, spec: _Spec) -> bool:
-    """The cache was written by this module for these raw files: every processed file matches the manifest."""
-    try:
-        manifest = json.loads((pyg_root / MANIFEST).read_text())
-    except (OSError, ValueError):
-        return False
-    if manifest.get("raw") != raw_file_names(spec.name):
-        return False
-    if manifest.get("torch_geometric") != torch_geometric.__version__:
-        return False
-    files = _processed_files(pyg_root, spec)
-    return bool(files) and files == manifest.get("processed")
-
-
-def _build(raw_dir: Path, spec: _Spec, final: Path) -> None:
-    tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}."))
-    try:
-        shutil.copytree(raw_dir, tmp / spec.inner, dirs_exist_ok=True)
-        verify_raw(tmp / spec.inner, spec.name)  # what PyG reads is what was checked
-        spec.dataset(tmp)  # PyG processes into tmp/.../processed
-        manifest = {"dataset": spec.name, "raw": raw_file_names(spec.name),
-                    "torch_geometric": torch_geometric.__version__, "processed": _processed_files(tmp, spec)}
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
+def _parse(raw_dir: Path, spec: _Spec) -> Data:
+    """The graph from the verified raw files, as PyG's class for ``spec`` builds it (see the module)."""
+    rows = _lines(raw_dir / "out1_node_feature_label.txt")
+    if spec.family == "actor":  # features stored as the indices of the node's non-zero entries
+        ids = [int(r[0]) for r in rows]
+        cols = [[int(v) for v in r[1].split(",")] for r in rows]
+        row = torch.tensor([i for i, c in zip(ids, cols) for _ in c])
+        col = torch.tensor([v for c in cols for v in c])
+        x = torch.zeros(int(row.max()) + 1, int(col.max()) + 1)
+        x[row, col] = 1.0
+        y = torch.empty(len(rows), dtype=torch.long)
+        y[torch.tensor(ids)] = torch.tensor([int(r[2]) for r in rows])
+    else:
+        x = torch.tensor([[float(v) for v in r[1].split(",")] for r in rows], dtype=torch.float)
+        y = torch.tensor([int(r[2]) for r in rows], dtype=torch.long)
+    edges = torch.tensor([[int(v) for v in r] for r in _lines(raw_dir / "out1_graph_edges.txt")]).t().contiguous()
+    edge_index = coalesce(edges, num_nodes=x.size(0))
+    masks: Dict[str, list] = {"train_mask": [], "val_mask": [], "test_mask": []}
+    for i in range(NUM_SPLITS):
+        path = raw_dir / f"{spec.upstream}_split_0.6_0.2_{i}.npz"
         try:
-            os.rename(tmp, final)
-        except OSError:  # another process finished first, or a stale/foreign folder is in the way
-            if not _cache_ok(final, spec):
-                shutil.rmtree(final, ignore_errors=True)
-                os.rename(tmp, final)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+            with np.load(path, allow_pickle=False) as f:
+                for key in masks:
+                    masks[key].append(torch.from_numpy(f[key].astype(bool)))
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+            raise ValueError(f"{path}: not a Geom-GCN split file ({exc})") from None
+    return Data(x=x, edge_index=edge_index, y=y, **{k: torch.stack(v, dim=1) for k, v in masks.items()})
 
 
 def load_heterophilous(name: str, root: Optional[PathLike] = None, split: int = 0, download: bool = True) -> Data:
-    r"""Load one of :data:`HETEROPHILOUS_DATASETS` with PyG's class and pick one of its 10 fixed Geom-GCN splits.
+    r"""Load one of :data:`HETEROPHILOUS_DATASETS` (as PyG's class reads it) and pick one of its 10 fixed Geom-GCN
+    splits.
 
     Args:
         name: ``"Cornell"``, ``"Texas"``, ``"Wisconsin"``, ``"chameleon"``, ``"squirrel"`` or ``"Actor"``
@@ -324,10 +302,4 @@ def load_heterophilous_all_splits(name: str, root: Optional[PathLike] = None, do
     if download and not explicit:
         _download_missing(raw_dir, spec.name)
     verify_raw(raw_dir, spec.name)
-
-    final = cache_dir("pyg") / f"{spec.name.lower()}-{_cache_key(spec.name)}"
-    if not _cache_ok(final, spec):
-        _build(raw_dir, spec, final)
-    full = spec.dataset(final)[0]
-    return Data(x=full.x, edge_index=full.edge_index, y=full.y, train_mask=full.train_mask,
-                val_mask=full.val_mask, test_mask=full.test_mask)
+    return _parse(raw_dir, spec)
