@@ -4,7 +4,7 @@
     python studies/baselines.py select-small         # platonov-small's size, chosen on minesweeper validation
     python studies/baselines.py select               # evidence: k settings per arm on the selection seeds
     python studies/baselines.py final                # evidence: each arm's choice on the final seeds 0-9
-    python studies/baselines.py report               # tables into docs/baselines/ (generated, never typed)
+    python studies/baselines.py report               # results -> docs/baselines/results.json -> the page's tables
 
 Every step resumes (finished runs are kept under --out, default runs/baselines, and skipped when rerun); stop it
 at any time and run the same command again. The rules (grid, selection, seeds) are in docs/baselines.md, written
@@ -99,8 +99,9 @@ def select(out: Path, threads: int) -> None:
 
 
 def _load(path: Path) -> Dict:
-    f = path / "results.json"
-    return json.loads(f.read_text()) if f.is_file() else {}
+    """The finished runs under ``path`` (each run's record, so a row still running shows the splits it has)."""
+    runs = [json.loads(f.read_text()) for f in sorted((path / "runs").glob("*/seed*.json"))]
+    return {"runs": sorted(runs, key=lambda r: r["seed"])}
 
 
 def chosen(out: Path, dataset: str, protocol: str, arm: str) -> Tuple[str, Dict, List[Tuple[str, float]]]:
@@ -131,60 +132,104 @@ def _fmt(m: float, s: float) -> str:
     return f"{m:.2f} ± {s:.2f}"
 
 
-def report(out: Path, docs: Path) -> None:
-    docs.mkdir(parents=True, exist_ok=True)
-    lines = ["| graph | protocol | splits | ours: plain GAT | published GAT | difference | source | s/epoch |",
-             "| --- | --- | ---: | ---: | ---: | ---: | --- | ---: |"]
-    for dataset, protocol in ORDER:
-        pub, pub_std, cite = REPRODUCE[(dataset, protocol)]
-        res = _load(_row_dir(out, dataset, protocol))
-        runs = res.get("runs", [])
-        published = f"{pub:.2f}" + (f" ± {pub_std:.2f}" if pub_std is not None else "")
-        if not runs:
-            lines.append(f"| {dataset} | `{protocol}` | 0 | not run | {published} | — | {cite} | — |")
-            continue
-        vals = [100 * r["metrics"]["test_acc"] for r in runs]
-        m, s = mean_std(vals)
-        metric = "ROC AUC" if runs[0]["metrics"].get("metric") == "roc_auc" else "acc."
-        sec = mean_std([r["metrics"]["sec_per_epoch"] for r in runs])[0]
-        lines.append(f"| {dataset} | `{protocol}` | {len(runs)} | {_fmt(m, s)} ({metric}) | {published} | "
-                     f"{m - pub:+.2f} | {cite} | {sec:.3f} |")
-    (docs / "reproduction.md").write_text("\n".join(lines) + "\n")
+def _run_rows(res: Dict) -> List[Dict]:
+    return [{"seed": r["seed"], "split": r["split"], "metric": r["metrics"].get("metric", "accuracy"),
+             "test": round(100 * r["metrics"]["test_acc"], 4), "val": round(100 * r["metrics"]["val_acc"], 4),
+             "epochs": r["metrics"]["epochs"], "sec_per_epoch": round(r["metrics"]["sec_per_epoch"], 4)}
+            for r in res.get("runs", [])]
 
-    ev = []
+
+def collect(out: Path) -> Dict:
+    """Every finished run of the study, as committed in docs/baselines/results.json (the tables' one source)."""
+    rows = []
+    for dataset, protocol in ORDER:
+        runs = _run_rows(_load(_row_dir(out, dataset, protocol)))
+        rows.append({"dataset": dataset, "protocol": protocol, "runs": runs})
+    evidence = []
     for (dataset, protocol), arms in EVIDENCE.items():
-        sel = ["| arm | setting | mean validation metric, seeds " + ", ".join(map(str, SELECT_SEEDS)) + " | chosen |",
+        for arm, settings in arms.items():
+            for spec, overrides in settings:
+                name = _settings_name(spec, overrides)
+                evidence.append({"dataset": dataset, "protocol": protocol, "arm": arm, "setting": name,
+                                 "select": _run_rows(_load(_arm_dir(out, "select", dataset, protocol, spec,
+                                                                    overrides))),
+                                 "final": _run_rows(_load(_arm_dir(out, "final", dataset, protocol, spec,
+                                                                   overrides)))})
+    return {"reproduction": rows, "evidence": evidence}
+
+
+def render_reproduction(results: Dict) -> str:
+    lines = ["| graph | protocol | splits | ours: plain GAT | published GAT | ours − published | source | s/epoch |",
+             "| --- | --- | ---: | ---: | ---: | ---: | --- | ---: |"]
+    for row in results["reproduction"]:
+        pub, pub_std, cite = REPRODUCE[(row["dataset"], row["protocol"])]
+        published = f"{pub:.2f}" + (f" ± {pub_std:.2f}" if pub_std is not None else "")
+        runs = row["runs"]
+        if not runs:
+            lines.append(f"| {row['dataset']} | `{row['protocol']}` | 0 | not run yet | {published} | — | {cite} | — |")
+            continue
+        m, s = mean_std([r["test"] for r in runs])
+        metric = "ROC AUC" if runs[0]["metric"] == "roc_auc" else "accuracy"
+        sec = mean_std([r["sec_per_epoch"] for r in runs])[0]
+        lines.append(f"| {row['dataset']} | `{row['protocol']}` | {len(runs)} | {_fmt(m, s)} ({metric}) | "
+                     f"{published} | {m - pub:+.2f} | {cite} | {sec:.3f} |")
+    return "\n".join(lines)
+
+
+def render_evidence(results: Dict) -> str:
+    out = []
+    for dataset, protocol in EVIDENCE:
+        entries = [e for e in results["evidence"] if (e["dataset"], e["protocol"]) == (dataset, protocol)]
+        sel = [f"| arm | setting | mean validation metric, seeds {', '.join(map(str, SELECT_SEEDS))} | chosen |",
                "| --- | --- | ---: | --- |"]
         finals = {}
-        for arm in arms:
-            try:
-                spec, overrides, scores = chosen(out, dataset, protocol, arm)
-            except SystemExit:
+        for arm in EVIDENCE[(dataset, protocol)]:
+            mine = [e for e in entries if e["arm"] == arm]
+            if any(len(e["select"]) < len(SELECT_SEEDS) for e in mine):
+                sel.append(f"| {arm} | (selection not finished) | | |")
                 continue
-            for name, v in scores:
-                sel.append(f"| {arm} | `{name}` | {v:.2f} | {'yes' if name == _settings_name(spec, overrides) else ''} |")
-            res = _load(_arm_dir(out, "final", dataset, protocol, spec, overrides))
-            if res.get("runs"):
-                finals[arm] = (_settings_name(spec, overrides), {r["seed"]: 100 * r["metrics"]["test_acc"]
-                                                                 for r in res["runs"]})
-        ev.append(f"### {dataset}, `{protocol}` protocol\n\nSelection:\n\n" + "\n".join(sel) + "\n")
-        if "plain" in finals:
-            base_name, base = finals["plain"]
-            rows = ["| arm | setting | seeds | test (mean ± std) | paired difference vs plain ± SE | W/T/L |",
-                    "| --- | --- | ---: | ---: | ---: | ---: |"]
-            for arm, (name, vals) in finals.items():
-                m, s = mean_std(list(vals.values()))
-                if arm == "plain":
-                    rows.append(f"| {arm} | `{name}` | {len(vals)} | {_fmt(m, s)} | — | — |")
-                    continue
-                pc = paired_comparison(base, vals)
-                rows.append(f"| {arm} | `{name}` | {pc['n']} | {_fmt(m, s)} | {pc['mean']:+.2f} ± {pc['se']:.2f} | "
-                            f"{pc['wins']}/{pc['ties']}/{pc['losses']} |")
-            ev.append("Final seeds " + f"{FINAL_SEEDS[0]}-{FINAL_SEEDS[-1]}:\n\n" + "\n".join(rows) + "\n")
-    (docs / "evidence.md").write_text("\n".join(ev) + "\n")
-    write_json(docs / "summary.json", {"reproduction": str(docs / "reproduction.md")})
-    print((docs / "reproduction.md").read_text())
-    print((docs / "evidence.md").read_text())
+            scores = [mean_std([r["val"] for r in e["select"]])[0] for e in mine]
+            best = max(range(len(mine)), key=lambda i: (scores[i], -i))
+            for i, e in enumerate(mine):
+                sel.append(f"| {arm} | `{e['setting']}` | {scores[i]:.2f} | {'yes' if i == best else ''} |")
+            if mine[best]["final"]:
+                finals[arm] = (mine[best]["setting"], {r["seed"]: r["test"] for r in mine[best]["final"]})
+        out.append(f"### {dataset}, `{protocol}` protocol\n\nSelection (validation only):\n\n" + "\n".join(sel))
+        if "plain" not in finals or len(finals) < 2:
+            out.append("Final runs: not run yet.")
+            continue
+        base = finals["plain"][1]
+        rows = ["| arm | setting | seeds | test (mean ± std) | paired difference vs plain ± SE | W/T/L |",
+                "| --- | --- | ---: | ---: | ---: | ---: |"]
+        for arm, (name, vals) in finals.items():
+            m, s = mean_std(list(vals.values()))
+            if arm == "plain":
+                rows.append(f"| {arm} | `{name}` | {len(vals)} | {_fmt(m, s)} | — | — |")
+                continue
+            pc = paired_comparison(base, vals)
+            rows.append(f"| {arm} | `{name}` | {pc['n']} | {_fmt(m, s)} | {pc['mean']:+.2f} ± {pc['se']:.2f} | "
+                        f"{pc['wins']}/{pc['ties']}/{pc['losses']} |")
+        out.append(f"Final seeds {FINAL_SEEDS[0]}-{FINAL_SEEDS[-1]}:\n\n" + "\n".join(rows))
+    return "\n\n".join(out)
+
+
+def splice(text: str, name: str, block: str) -> str:
+    """``text`` with the lines between ``<!-- name:start -->`` and ``<!-- name:end -->`` replaced by ``block``."""
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{start}\n{block}\n{end}{tail}"
+
+
+def report(out: Path, page: Path) -> None:
+    results = collect(out)
+    write_json(page.parent / "baselines" / "results.json", results)
+    text = page.read_text()
+    text = splice(text, "reproduction", render_reproduction(results))
+    text = splice(text, "evidence", render_evidence(results))
+    page.write_text(text)
+    print(render_reproduction(results))
+    print(render_evidence(results))
 
 
 def main() -> None:
@@ -192,7 +237,8 @@ def main() -> None:
     p.add_argument("step", choices=["reproduce", "select-small", "select", "final", "report"])
     p.add_argument("rows", nargs="*", help="reproduce: rows DATASET:PROTOCOL (default: all)")
     p.add_argument("--out", type=Path, default=Path("runs/baselines"))
-    p.add_argument("--docs", type=Path, default=Path("docs/baselines"))
+    p.add_argument("--page", type=Path, default=Path("docs/baselines.md"),
+                   help="the page whose generated blocks are rewritten; its results go beside it in baselines/")
     p.add_argument("--threads", type=int, default=1)
     a = p.parse_args()
     if a.step == "reproduce":
@@ -204,7 +250,7 @@ def main() -> None:
     elif a.step == "final":
         final(a.out, a.threads)
     else:
-        report(a.out, a.docs)
+        report(a.out, a.page)
 
 
 if __name__ == "__main__":

@@ -32,3 +32,27 @@ def test_where_it_helps_grid_builds_on_gat_and_gatv2(v2):
                 assert [g.num_heads for g in setup.sampler.groups] == [8]
             else:
                 assert setup.sampler is None and v.reg == "frobenius"
+
+
+def test_baselines_page_is_what_its_committed_results_render_to():
+    """docs/baselines.md's tables are generated from docs/baselines/results.json, never typed."""
+    import json
+
+    study = _load("baselines")
+    results = json.loads((REPO / "docs" / "baselines" / "results.json").read_text())
+    page = (REPO / "docs" / "baselines.md").read_text()
+    assert study.splice(page, "reproduction", study.render_reproduction(results)) == page
+    assert study.splice(page, "evidence", study.render_evidence(results)) == page
+    rows = {(r["dataset"], r["protocol"]): r["runs"] for r in results["reproduction"]}
+    assert set(rows) == set(study.REPRODUCE)
+
+
+def test_baselines_evidence_grid_builds_and_gives_each_arm_the_same_budget():
+    study = _load("baselines")
+    from graph_rma.tasks.protocols import resolve_protocol
+
+    for (dataset, protocol), arms in study.EVIDENCE.items():
+        assert set(arms) == {"plain", "svgd"} and len({len(v) for v in arms.values()}) == 1
+        for spec, overrides in arms["plain"] + arms["svgd"]:
+            resolve_protocol(protocol, dataset, overrides)  # every override is a valid protocol field
+            parse_variant(spec)
