@@ -94,7 +94,7 @@ class Variant:
         default = Variant()
         parts: List[str] = []
         if self.reg:
-            opts = [f"kind={self.reg}", f"weight={self.reg_weight:g}"]
+            opts = [f"kind={self.reg}", f"weight={_fmt(float(self.reg_weight))}"]
             if self.reg_target != default.reg_target:
                 opts.append(f"target={self.reg_target}")
             parts.append("reg:" + ",".join(opts))
@@ -124,7 +124,13 @@ def _fmt(v: Any) -> str:
     if isinstance(v, bool):
         return "1" if v else "0"
     if isinstance(v, float):
-        return f"{v:g}".replace("e+", "e")  # no "+": it separates the parts of a spec
+        # the shortest %g form that reads back as exactly v (6 digits when they suffice): lossless, so the run
+        # trains with the user's value and its name and resume key are that value
+        for digits in range(6, 18):
+            text = f"{v:.{digits}g}"
+            if float(text) == v:
+                break
+        return text.replace("e+", "e")  # no "+": it separates the parts of a spec
     return str(v)
 
 

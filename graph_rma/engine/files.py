@@ -56,7 +56,7 @@ def write_json(path: PathLike, obj: Any) -> Path:
 
 
 def read_json(path: PathLike) -> Any:
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8-sig") as f:  # a byte-order mark (some editors write one) is not content
         return json.load(f)
 
 
@@ -83,8 +83,9 @@ def slug(text: str) -> str:
 def read_lines(path: PathLike) -> List[str]:
     """The lines of a UTF-8 text file without their line ends, as written by ``"\\n".join(lines) + "\\n"``
     (hypotheses, references): ``\\r\\n`` counts as one end, a missing final newline is fine, and U+0085 and
-    similar characters are not line breaks."""
-    with open(path, encoding="utf-8", newline="") as f:
+    similar characters are not line breaks. A UTF-8 byte-order mark at the start (some editors write one) is not
+    part of the first line."""
+    with open(path, encoding="utf-8-sig", newline="") as f:
         text = f.read()
     lines = text.replace("\r\n", "\n").split("\n")
     if lines and lines[-1] == "":

@@ -75,7 +75,7 @@ from typing import List, Optional, Tuple
 import torch
 from torch import Tensor, nn
 
-from .kernel import (_check_alpha, _check_grad, _check_positive, _check_theta, _finite, _noise,
+from .kernel import (_check_alpha, _check_flag, _check_grad, _check_positive, _check_theta, _finite, _noise,
                      _normalize, _squared_distances, _work_dtype)
 from .layouts import HeadParam, LayerSpec, ParticleGroup
 from .samplers import ParticleSampler
@@ -285,7 +285,7 @@ class AuthorsSPOS(AuthorsSVGD):
         super().__init__(model, w=w, eps=eps, **kwargs)
         self.beta = float(beta)
         self.stepsize = self.eps if stepsize is None else float(stepsize)
-        self.grad_scaled_noise = bool(grad_scaled_noise)
+        self.grad_scaled_noise = _check_flag("grad_scaled_noise", grad_scaled_noise)
 
     def direction(self, theta: Tensor, grad: Tensor) -> Tensor:
         return -_spos_grad(theta, grad, self.w, self.beta, self.stepsize, self.generator, self.grad_scaled_noise)

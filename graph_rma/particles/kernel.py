@@ -279,8 +279,15 @@ def _noise(shape, device, dtype, generator: Optional[torch.Generator]) -> Tensor
 
 
 def _check_positive(name: str, value: float) -> None:
-    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+    if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0):
         raise ValueError(f"{name}: expected a positive finite number, got {value!r}")
+
+
+def _check_flag(name: str, value: bool) -> bool:
+    """``value`` if it is a bool (numpy's included); a string such as ``"false"`` is refused, never read as True."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return bool(value)
+    raise ValueError(f"{name}: expected True or False, got {value!r}")
 
 
 def spos_direction(

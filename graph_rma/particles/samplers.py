@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 from torch.utils.weak import WeakIdKeyDictionary
 
-from .kernel import (Bandwidth, _all_finite, _check_alpha, _check_bandwidth, _check_positive, _spos_noise, _svgd,
+from .kernel import (Bandwidth, _all_finite, _check_alpha, _check_bandwidth, _check_flag, _check_positive, _spos_noise, _svgd,
                      sgld_direction)
 from .layouts import LayerSpec, ParticleGroup, find_particle_groups
 
@@ -212,15 +212,25 @@ class ParticleSampler:
             found = sorted(state) if isinstance(state, dict) else type(state).__name__
             raise ValueError(f"state: expected a {type(self).__name__}.state_dict() with the key 'generator' (the noise "
                              f"generator's state), got {found}")
+        unknown = sorted(set(state) - {"generator", "steps"})
+        if unknown:
+            raise ValueError(f"state: unknown key(s) {unknown}; expected 'generator' and 'steps'")
         gen_state = state["generator"]
-        if not isinstance(gen_state, Tensor) or gen_state.dtype != torch.uint8:
-            raise ValueError(f"state: 'generator' must be a torch.Generator state (a uint8 tensor), got "
-                             f"{type(gen_state).__name__}")
+        expected = torch.Generator().get_state()
+        if not isinstance(gen_state, Tensor) or gen_state.dtype != torch.uint8 or gen_state.shape != expected.shape:
+            what = type(gen_state).__name__ if not isinstance(gen_state, Tensor) else \
+                f"a {gen_state.dtype} tensor of shape {tuple(gen_state.shape)}"
+            raise ValueError(f"state: 'generator' must be a CPU torch.Generator state (a uint8 tensor of shape "
+                             f"{tuple(expected.shape)}), got {what}")
+        steps = state.get("steps", 0)  # absent in state dicts written before the warm-up option
+        if isinstance(steps, Tensor):
+            steps = steps.item() if steps.numel() == 1 and not steps.is_floating_point() else steps.tolist()
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+            raise ValueError(f"state: 'steps' must be an integer >= 0, got {steps!r}")
         self._generator_state = gen_state
         if self._generator is not None:
             self._generator.set_state(self._generator_state)
-        if "steps" in state:  # absent in state dicts written before the warm-up option
-            self.steps = int(state["steps"])
+        self.steps = steps
 
     def _extra_repr(self) -> str:
         return f"eps={self.eps}" + (f", warmup={self.warmup}" if self.warmup else "")
@@ -267,7 +277,8 @@ class SVGD(ParticleSampler):
         if max_repulsive_step is not None:
             _check_positive("max_repulsive_step", max_repulsive_step)
         super().__init__(model, eps=eps, **kwargs)
-        self.alpha, self.bandwidth, self.kernel_grad = alpha, bandwidth, bool(kernel_grad)
+        self.alpha, self.bandwidth = alpha, bandwidth
+        self.kernel_grad = _check_flag("kernel_grad", kernel_grad)
         self.max_repulsive_step = None if max_repulsive_step is None else float(max_repulsive_step)
         self._warned_identical = False
 
