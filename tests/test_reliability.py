@@ -64,8 +64,55 @@ def test_score_is_the_same_with_and_without_a_bom(tmp_path, capsys):
     scores = []
     for hyp in ("plain.txt", "bom.txt"):
         out = tmp_path / f"{hyp}.json"
-        assert main(["score", "--hyp", str(tmp_path / hyp), "--ref", str(tmp_path / "ref.txt"), "--meteor", "none", "--json",
+        assert main(["score", "--hyp", str(tmp_path / hyp), "--ref", str(tmp_path / "ref.txt"), "--meteor", "none", "--tokenize", "split", "--json",
                      str(out)]) == 0
         scores.append(read_json(out))
     capsys.readouterr()
     assert scores[0] == scores[1]
+
+
+def test_convert_keeps_a_plain_subclass_and_warns_about_one_that_overrides_forward():
+    from torch_geometric.nn import GATConv
+
+    class MyGAT(GATConv):
+        def hello(self):
+            return "hi"
+
+    class Doubled(GATConv):
+        def forward(self, x, edge_index, **kwargs):
+            return 2 * super().forward(x, edge_index, **kwargs)
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(MyGAT(4, 4, heads=2, dropout=0.3), Doubled(8, 2))
+    x, ei = torch.randn(3, 4), torch.tensor([[0, 1], [1, 2]])
+    before = model[0].eval()(x, ei)
+    with pytest.warns(UserWarning, match=r"convert: 1 \(Doubled\) left unconverted: it overrides GATConv.forward"):
+        graph_rma.convert(model, drop_attention=graph_rma.DropAttention())
+    assert isinstance(model[0], MyGAT) and isinstance(model[0], graph_rma.nn.RepulsiveGATConv)
+    assert model[0].hello() == "hi" and model[0].drop_attention is not None
+    assert torch.equal(model[0].eval()(x, ei), before)  # same outputs until DropAttention trains
+    assert type(model[1]) is Doubled
+    first = model[0]
+    with pytest.warns(UserWarning, match="Doubled"):
+        graph_rma.convert(model)  # converting again changes nothing
+    assert model[0] is first
+
+
+def test_score_mistakes_and_missing_resources_are_one_line(tmp_path, capsys, monkeypatch):
+    from graph_rma.cli import main
+
+    (tmp_path / "h.txt").write_text("a b\n")
+    (tmp_path / "folder").mkdir()
+    h = str(tmp_path / "h.txt")
+    assert main(["score", "--hyp", h, "--ref", h, "--meteor", "none", "--json", str(tmp_path / "folder")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "is a folder, not a file" in err and len(err.splitlines()) == 1
+    # without the NLTK data: one line that says where it was looked for, exit 1, no traceback
+    monkeypatch.delenv("GRAPH_RMA_DATA", raising=False)
+    monkeypatch.setenv("NLTK_DATA", str(tmp_path / "nowhere"))
+    import nltk
+
+    monkeypatch.setattr(nltk.data, "path", [str(tmp_path / "nowhere")])
+    assert main(["score", "--hyp", h, "--ref", h, "--meteor", "none", "--tokenize", "nltk"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "punkt_tab" in err and "Traceback" not in err and len(err.splitlines()) == 1

@@ -168,6 +168,21 @@ def out_dir(text: str) -> Path:
     return path
 
 
+def out_file(text: str) -> Path:
+    """An output file: an empty path, an existing folder, or a path below a file is refused."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a file, got an empty path")
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder, not a file")
+    for p in path.parents:
+        if p.exists():
+            if not p.is_dir():
+                raise argparse.ArgumentTypeError(f"{text} is below {p}, which is a file")
+            break
+    return path
+
+
 def format_preset(name: str, values: Mapping[str, Any]) -> str:
     """``name: key=value, ...`` for a preset's help text."""
     return f"{name}: " + ", ".join(f"{k}={v}" for k, v in values.items())
@@ -195,7 +210,22 @@ def run_command(prog: str, fn: Callable[[], Optional[int]]) -> int:
         if isinstance(exc, (UsageError, ValueError)):
             print(f"{prog}: {exc}", file=sys.stderr)
             return 2
+        if isinstance(exc, LookupError) and _from_package(exc):  # a missing resource (NLTK data), said in one line
+            print(f"{prog}: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}",
+                  file=sys.stderr)
+            return 1
+        if isinstance(exc, OSError) and exc.filename is not None:  # a file-system failure on a user's path
+            print(f"{prog}: {exc.strerror or exc}: {exc.filename}", file=sys.stderr)
+            return 1
         raise
+
+
+def _from_package(exc: BaseException) -> bool:
+    """``exc`` was raised by this package's own code (its traceback's innermost frame is under graph_rma)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and "graph_rma" in tb.tb_frame.f_code.co_filename
 
 
 def _raised(exc: BaseException, module: str, name: str) -> bool:

@@ -19,7 +19,7 @@ import sys
 from typing import List, Optional
 
 from ..tasks.defaults import METEOR_CHOICES
-from ._common import Parser, UsageError, description, run_command
+from ._common import Parser, UsageError, description, out_file, run_command
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="METEOR implementation: auto (1.5 if java is found, else nltk), meteor-1.5, nltk, none")
     p.add_argument("--tokenize", default="nltk", choices=("nltk", "split"),
                    help="nltk: word_tokenize raw text; split: the text is already tokenised (e.g. AGENDA)")
-    p.add_argument("--json", default=None, help="write the metrics as JSON to this file (default: print only)")
+    p.add_argument("--json", type=out_file, default=None, help="write the metrics as JSON to this file (default: print only)")
     return p
 
 

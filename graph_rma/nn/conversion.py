@@ -13,6 +13,11 @@ on, and nothing else about the model changes:
 * Forward, pre-forward, backward, state-dict and PyG's message-passing hooks move to the new module (the handles
   returned when they were registered still remove them); each submodule keeps its train/eval mode.
 * A module reachable under several names (shared) is converted once and stays one module.
+* A user's subclass of a stock class (``class MyGAT(GATConv)``) is converted when it overrides none of the stock
+  class's methods (it may add its own): the new module's class derives from both the drop-in and the user's
+  class, so ``isinstance(m, MyGAT)`` and the added methods survive. A subclass that overrides a stock method
+  (``forward``, ``__init__``, ``message``, ...) is left as it is, with a warning naming the module and the method:
+  the drop-in's code would silently replace the user's.
 
 The swap table lives here and is filled when this module is imported (no import side effect elsewhere, no cycle);
 :func:`register_conversion` adds a user's own pair.
@@ -108,17 +113,55 @@ def _take_over(new: nn.Module, old: nn.Module) -> None:
         m.training = modes.get(name, old.training)
 
 
-def _convert_one(module: nn.Module, memo: Dict[int, nn.Module], **options) -> Optional[nn.Module]:
+_MIXED: Dict[tuple, type] = {}
+
+
+def _stock_base(cls: type) -> Optional[type]:
+    """The registered stock class ``cls`` derives from (``None`` for this package's own drop-ins)."""
+    if hasattr(cls, "from_stock"):  # already a drop-in
+        return None
+    return next((b for b in cls.__mro__[1:] if b in _CONVERTERS), None)
+
+
+def _overridden(cls: type, base: type) -> List[str]:
+    names = set()
+    for klass in cls.__mro__[: cls.__mro__.index(base)]:
+        # PyG generates propagate/edge_updater per class at its first instantiation: not the user's code
+        names.update(k for k, v in vars(klass).items() if callable(v) and hasattr(base, k)
+                     and (k == "__init__" or not k.startswith("_"))
+                     and k not in ("propagate", "edge_updater", "extra_repr"))
+    return sorted(names)
+
+
+def _convert_one(module: nn.Module, memo: Dict[int, nn.Module], name: str = "", **options) -> Optional[nn.Module]:
     if id(module) in memo:
         return memo[id(module)]
-    fn = _CONVERTERS.get(type(module))
+    cls = type(module)
+    fn = _CONVERTERS.get(cls)
+    user_cls = None
     if fn is None:
-        return None
+        base = _stock_base(cls)
+        if base is None:
+            return None
+        changed = _overridden(cls, base)
+        if changed:
+            warnings.warn(f"convert: {name or 'the model'} ({cls.__name__}) left unconverted: it overrides "
+                          f"{base.__name__}.{changed[0]}" + (f" (and {', '.join(changed[1:])})" if changed[1:] else "")
+                          + ", which the drop-in layer would replace; convert a subclass of the drop-in instead",
+                          stacklevel=3)
+            return None
+        fn, user_cls = _CONVERTERS[base], cls
     # Building the new layer initialises throw-away weights (they are replaced by the old module's own Parameter
     # objects below): keep the global RNG where it was, so that a converted model trains on the same random stream
     # (dropout masks, later initialisations) as the stock one.
     with torch.random.fork_rng(devices=[]):
         new = fn(module, **options)
+    if user_cls is not None:  # keep the user's class (and its added methods) above the drop-in
+        key = (type(new), user_cls)
+        if key not in _MIXED:
+            _MIXED[key] = type(user_cls.__name__, key, {"__module__": user_cls.__module__,
+                                                        "__qualname__": user_cls.__qualname__})
+        new.__class__ = _MIXED[key]
     ref = next(iter(module.parameters()), None)
     if ref is not None and not isinstance(ref, nn.parameter.UninitializedTensorMixin):
         new.to(device=ref.device, dtype=ref.dtype)
@@ -153,7 +196,8 @@ def convert(model: nn.Module, inplace: bool = True, **options: Any) -> nn.Module
         for name, child in list(parent._modules.items()):  # not named_children(): it hides a shared module's 2nd name
             if child is None:
                 continue
-            new = _convert_one(child, memo, **options)
+            qualified = next((n for n, m in model.named_modules() if m is parent), "")
+            new = _convert_one(child, memo, name=f"{qualified}.{name}".lstrip("."), **options)
             if new is not None:
                 setattr(parent, name, new)
     return model
