@@ -116,3 +116,10 @@ def test_score_mistakes_and_missing_resources_are_one_line(tmp_path, capsys, mon
     assert main(["score", "--hyp", h, "--ref", h, "--meteor", "none", "--tokenize", "nltk"]) == 1
     err = capsys.readouterr().err.strip()
     assert "punkt_tab" in err and "Traceback" not in err and len(err.splitlines()) == 1
+
+
+def test_transformer_heads_that_do_not_divide_the_width_are_one_line():
+    from graph_rma.models import TransformerClassifier
+
+    with pytest.raises(ValueError, match=r"heads: the Transformer's width 64 must split evenly .* got 3"):
+        TransformerClassifier(100, 5, heads=3)

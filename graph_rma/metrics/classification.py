@@ -7,8 +7,9 @@ ties counting one half,
     \mathrm{AUC} = \frac{\sum_{i:\,y_i=1} r_i - n_1 (n_1 + 1)/2}{n_1 n_0},
 
 with :math:`r_i` the rank of score :math:`i` among all scores (tied scores get their average rank), :math:`n_1`
-positives and :math:`n_0` negatives. It equals scikit-learn's ``roc_auc_score`` (the trapezoidal area), which
-``tests/test_metrics_classification.py`` checks when scikit-learn is installed.
+positives and :math:`n_0` negatives: scikit-learn's ``roc_auc_score`` (the trapezoidal area under the curve).
+``tests/test_protocols.py`` checks it against the pairwise definition on random scores with ties (and against
+scikit-learn where it is installed).
 """
 from __future__ import annotations
 

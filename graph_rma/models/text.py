@@ -42,6 +42,10 @@ class TransformerClassifier(nn.Module):
                  dim_feedforward: int = 128, dropout: float = 0.1, max_len: int = 128,
                  drop_attention: Optional[nn.Module] = None, store_attention: bool = False) -> None:
         super().__init__()
+        if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1 or d_model % heads:
+            valid = [h for h in range(1, d_model + 1) if d_model % h == 0]
+            raise ValueError(f"heads: the Transformer's width {d_model} must split evenly over its heads; expected one "
+                             f"of {valid}, got {heads!r}")
         self.max_len = max_len
         self.embed = nn.Embedding(vocab_size, d_model, padding_idx=0)
         self.pos = nn.Embedding(max_len, d_model)
