@@ -123,3 +123,29 @@ def test_transformer_heads_that_do_not_divide_the_width_are_one_line():
 
     with pytest.raises(ValueError, match=r"heads: the Transformer's width 64 must split evenly .* got 3"):
         TransformerClassifier(100, 5, heads=3)
+
+
+def test_a_lean_layer_with_dropattention_and_no_p_takes_the_layers_rate():
+    from graph_rma.nn import RepulsiveGATConv
+
+    x, ei = torch.randn(6, 4), torch.tensor([[0, 1, 2, 3, 4], [1, 2, 3, 4, 5]])
+    outs = []
+    for lean in (False, True):
+        torch.manual_seed(0)
+        conv = RepulsiveGATConv(4, 4, heads=2, dropout=0.2, lean=lean, drop_attention=graph_rma.DropAttention())
+        assert conv.attention_dropout_rate == 0.2
+        torch.manual_seed(1)
+        outs.append(conv(x, ei))
+    assert outs[1].shape == (6, 8)
+    assert torch.allclose(outs[0], outs[1], atol=1e-5)  # the same mask from the same seed on both paths
+
+
+def test_authors_update_errors_name_w_and_offer_no_missing_option():
+    from graph_rma.particles.authors import AuthorsSVGD
+
+    model = torch.nn.MultiheadAttention(8, 4)
+    with pytest.raises(ValueError, match="w: a negative repulsive weight") as e:
+        AuthorsSVGD(model, w=-1)
+    assert "allow_attraction" not in str(e.value)
+    with pytest.raises(ValueError, match="w: expected a finite repulsive weight"):
+        AuthorsSVGD(model, w=float("nan"))

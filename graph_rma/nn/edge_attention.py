@@ -816,8 +816,9 @@ def check_lean(layer: Any, lean: Any) -> bool:
 def attention_softmax(layer: Any, scores: Tensor, src: Tensor, dst: Tensor, num_src: int, num_dst: int) -> Tensor:
     """Edge softmax, or the layer's DropAttention (a softmax over the surviving edges), as the stock path does."""
     drop = getattr(layer, "drop_attention", None)
-    if drop is not None:
-        return drop.sparse_softmax(scores, src, dst, num_src, num_dst, softmax_fn=edge_softmax)
+    if drop is not None:  # DropAttention() without p takes the layer's own rate, as on the stock path
+        return drop.sparse_softmax(scores, src, dst, num_src, num_dst, softmax_fn=edge_softmax,
+                                   layer_rate=getattr(layer, "dropout", None))
     return edge_softmax(scores, dst, num_nodes=num_dst)
 
 

@@ -148,7 +148,7 @@ def authors_svgd_grad(theta: Tensor, grad: Tensor, w: float = 1.0) -> Tensor:
     """
     _check_theta(theta)
     _check_grad(theta, grad)
-    w = _check_alpha(w)
+    w = _check_alpha(w, None, "w")
     return _svgd_grad(theta, grad, w)
 
 
@@ -174,7 +174,7 @@ def authors_spos_grad(theta: Tensor, grad: Tensor, w: float = 1.0, beta: float =
     """
     _check_theta(theta)
     _check_grad(theta, grad)
-    w = _check_alpha(w)
+    w = _check_alpha(w, None, "w")
     _check_positive("beta", beta)
     _check_positive("stepsize", stepsize)
     return _spos_grad(theta, grad, w, float(beta), float(stepsize), generator, bool(grad_scaled_noise))
@@ -248,7 +248,7 @@ class AuthorsSVGD(ParticleSampler):
 
     def __init__(self, model: nn.Module, w: float = 0.01, eps: float = 1.0, layers: LayerSpec = None,
                  roles=None, min_heads: int = 2, seed: int = 0, view: str = "mixing", warmup: int = 0) -> None:
-        self.w = _check_alpha(w)
+        self.w = _check_alpha(w, None, "w")
         if view not in VIEWS:
             raise ValueError(f"view: expected one of {', '.join(VIEWS)}, got {view!r}")
         super().__init__(model, eps=eps, layers=layers, roles=roles, min_heads=min_heads, seed=seed, warmup=warmup)

@@ -93,16 +93,16 @@ def _check_bandwidth(bandwidth: Any) -> None:
         raise ValueError(f"bandwidth: expected None, 'median', 'liu' or a positive finite number, got {bandwidth!r}")
 
 
-def _check_alpha(alpha: Any, allow_attraction: bool = False) -> float:
-    """``alpha`` as a float; raises a ``ValueError`` naming ``alpha`` for a non-number, NaN/Inf, or (unless
-    ``allow_attraction``) a negative value."""
+def _check_alpha(alpha: Any, allow_attraction: Optional[bool] = False, name: str = "alpha") -> float:
+    """``alpha`` as a float; raises a ``ValueError`` naming ``name`` for a non-number, NaN/Inf, or (unless
+    ``allow_attraction``) a negative value. ``allow_attraction=None``: the caller has no such option."""
     if isinstance(alpha, Tensor) and alpha.numel() == 1:
         alpha = alpha.item()
     if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not math.isfinite(float(alpha)):
-        raise ValueError(f"alpha: expected a finite repulsive weight (a number >= 0), got {alpha!r}")
+        raise ValueError(f"{name}: expected a finite repulsive weight (a number >= 0), got {alpha!r}")
     if float(alpha) < 0 and not allow_attraction:
-        raise ValueError(f"alpha: a negative repulsive weight ({alpha!r}) makes the kernel term attractive; pass "
-                         f"allow_attraction=True if that is intended")
+        hint = "; pass allow_attraction=True if that is intended" if allow_attraction is not None else ""
+        raise ValueError(f"{name}: a negative repulsive weight ({alpha!r}) makes the kernel term attractive{hint}")
     return float(alpha)
 
 
