@@ -212,7 +212,7 @@ def test_strict_spec(bad, word):
 
 
 def test_argument_checks_name_the_argument():
-    with pytest.raises(ValueError, match="alpha"):
+    with pytest.raises(ValueError, match="^w: a negative repulsive weight"):
         authors_svgd_grad(THETA, GRAD, w=-1.0)
     with pytest.raises(ValueError, match="stepsize"):
         authors_spos_grad(THETA, GRAD, stepsize=0.0)
