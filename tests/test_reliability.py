@@ -149,3 +149,38 @@ def test_authors_update_errors_name_w_and_offer_no_missing_option():
     assert "allow_attraction" not in str(e.value)
     with pytest.raises(ValueError, match="w: expected a finite repulsive weight"):
         AuthorsSVGD(model, w=float("nan"))
+
+
+def test_zero_width_particles_and_meta_models_are_one_line_errors():
+    from graph_rma.particles.kernel import svgd_direction
+
+    with pytest.raises(ValueError, match=r"theta: expected shape \[M, D\] .* got \[3, 0\]"):
+        svgd_direction(torch.zeros(3, 0), torch.zeros(3, 0))
+    with torch.device("meta"):
+        model = torch.nn.MultiheadAttention(8, 4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    graph_rma.SVGD(model).attach(opt)
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)
+    with pytest.raises(ValueError, match="meta device"):
+        opt.step()
+
+
+def test_report_on_a_checkpoint_whose_weights_do_not_match_is_one_line(tmp_path, capsys):
+    from graph_rma.cli import main
+    from graph_rma.engine import save_checkpoint
+    from graph_rma.models import GAT
+
+    from conftest import PLANETOID
+
+    if not (PLANETOID / "Cora" / "raw").is_dir():
+        pytest.skip("needs the Cora raw files")
+    model = GAT(1433, 7)
+    state = model.state_dict()
+    state["conv1.lin.weight"] = torch.zeros(3, 3)
+    save_checkpoint(tmp_path / "bad.pt", {"task": "cora", "dataset": "Cora", "model_kwargs": model.model_kwargs,
+                                          "model": state})
+    assert main(["report", "--checkpoint", str(tmp_path / "bad.pt"), "--out", str(tmp_path / "r"),
+                 "--root", str(PLANETOID)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "do not match" in err and "Traceback" not in err and len(err.splitlines()) == 1

@@ -21,8 +21,12 @@ def _work_dtype(dtype: torch.dtype) -> torch.dtype:
 def _check_theta(theta: Tensor, name: str = "theta") -> None:
     if not isinstance(theta, Tensor):
         raise ValueError(f"{name}: expected a Tensor of shape [M, D], got {type(theta).__name__}")
-    if theta.dim() != 2 or theta.size(0) < 1:
-        raise ValueError(f"{name}: expected shape [M, D] (M particles of dimension D), got {list(theta.shape)}")
+    if theta.dim() != 2 or theta.size(0) < 1 or theta.size(1) < 1:
+        raise ValueError(f"{name}: expected shape [M, D] (M >= 1 particles of dimension D >= 1), got "
+                         f"{list(theta.shape)}")
+    if theta.is_meta:
+        raise ValueError(f"{name}: a meta tensor has no values to move (materialise the model first, e.g. "
+                         f"model.to_empty(device='cpu') and initialise it)")
     if not theta.is_floating_point():
         raise ValueError(f"{name}: expected a floating-point tensor, got {theta.dtype}")
 

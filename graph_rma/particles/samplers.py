@@ -140,6 +140,9 @@ class ParticleSampler:
                 self._remember(index, group)
                 continue
             theta, grad = group.theta(), group.grad()
+            if theta.is_meta:
+                raise ValueError(f"model: {group.name or 'model'}'s parameters are on the meta device (no values to "
+                                 f"move); materialise the model first (model.to_empty(device=...) and initialise it)")
             if not _all_finite(grad):
                 bad = [p.name for p in group.params if p.param.grad is not None and not bool(torch.isfinite(p.param.grad).all())]
                 raise ValueError(f"grad: non-finite gradient in {group.name or 'model'} ({', '.join(bad)})")

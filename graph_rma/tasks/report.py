@@ -57,8 +57,11 @@ def _planetoid_task(ckpt: Dict[str, Any], root: Optional[str]) -> ReportInputs:
     from ..models.gat import GAT
 
     data = load_planetoid(ckpt.get("dataset", "Cora"), root=root)[0]
-    model = GAT(**ckpt["model_kwargs"])
-    model.load_state_dict(ckpt["model"])
+    try:
+        model = GAT(**ckpt["model_kwargs"])
+        model.load_state_dict(ckpt["model"])
+    except (TypeError, RuntimeError) as exc:  # settings or weights of another shape than the model they name
+        raise ValueError(f"checkpoint settings and weights do not match: {str(exc).strip().splitlines()[0]}") from None
     return ReportInputs(model=model, x=prepare_features(data.x), edge_index=data.edge_index, y=data.y,
                         mask=data.test_mask, layers=["conv1"])
 
