@@ -63,7 +63,7 @@ class GAT(nn.Module):
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}: expected a positive integer, got {value!r}")
         for name, value in (("dropout", dropout), ("attn_dropout", attn_dropout)):
-            if not 0.0 <= float(value) < 1.0:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
                 raise ValueError(f"{name}: expected a probability in [0, 1), got {value!r}")
         if drop_attention is not None and not isinstance(drop_attention, dict):
             raise ValueError(f"drop_attention: expected None or a dict of DropAttention arguments, got {drop_attention!r}")

@@ -58,7 +58,7 @@ class ResidualGAT(nn.Module):
         if hidden % heads:
             raise ValueError(f"hidden: expected a multiple of heads ({heads}), got {hidden}")
         for name, value in (("dropout", dropout), ("attn_dropout", attn_dropout)):
-            if not 0.0 <= float(value) < 1.0:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
                 raise ValueError(f"{name}: expected a probability in [0, 1), got {value!r}")
         if not float(ffn_multiplier) > 0 or int(hidden * ffn_multiplier) < 1:
             raise ValueError(f"ffn_multiplier: expected a positive number, got {ffn_multiplier!r}")
