@@ -4,9 +4,14 @@ Real-data tests read ``$GRAPH_RMA_DATA`` (``make test`` and ``.ci/run`` point it
 skips with its reason when the files are absent, so the suite also runs on a machine without the data.
 """
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
+
+# The suite never writes into the user's ~/.cache/graph_rma: downloads and caches go to a temporary folder unless
+# the caller chose one (tests that need their own set $GRAPH_RMA_CACHE themselves).
+os.environ.setdefault("GRAPH_RMA_CACHE", tempfile.mkdtemp(prefix="graph_rma-test-cache-"))
 
 from graph_rma.metrics import java_available
 

@@ -184,3 +184,22 @@ def test_report_on_a_checkpoint_whose_weights_do_not_match_is_one_line(tmp_path,
                  "--root", str(PLANETOID)]) == 2
     err = capsys.readouterr().err.strip()
     assert "do not match" in err and "Traceback" not in err and len(err.splitlines()) == 1
+
+
+def test_entity_separator_accepts_the_documented_forms_and_warns_when_nothing_splits(tmp_path, capsys):
+    from graph_rma.cli import main
+
+    (tmp_path / "h.txt").write_text("the cat sat on the mat\n")
+    values = []
+    for i, line in enumerate(("cat ; mat", "cat; mat", "cat;mat")):
+        (tmp_path / f"e{i}.txt").write_text(line + "\n")
+        out = tmp_path / f"s{i}.json"
+        assert main(["score", "--hyp", str(tmp_path / "h.txt"), "--ref", str(tmp_path / "h.txt"), "--entities",
+                     str(tmp_path / f"e{i}.txt"), "--meteor", "none", "--tokenize", "split", "--json", str(out)]) == 0
+        values.append(read_json(out)["entity_coverage"])
+    assert values == [100.0] * 3
+    (tmp_path / "comma.txt").write_text("cat , mat\n")
+    capsys.readouterr()
+    assert main(["score", "--hyp", str(tmp_path / "h.txt"), "--ref", str(tmp_path / "h.txt"), "--entities",
+                 str(tmp_path / "comma.txt"), "--meteor", "none", "--tokenize", "split"]) == 0
+    assert "no line of --entities" in capsys.readouterr().err

@@ -6,8 +6,8 @@ File formats (UTF-8, one example per line, line i of every file belongs to examp
 * ``--ref FILE [--ref FILE2 ...]``: one reference per line and file; several files give several references per
   example (multi-reference, as for WebNLG). An empty line means "no reference from this file for this example" and is
   skipped; every example needs at least one non-empty reference.
-* ``--entities FILE``: optional, the input graph's entities per line separated by ``--entity-sep`` (default
-  ``" ; "``, AGENDA's convention), for ``entity_coverage``.
+* ``--entities FILE``: optional, the input graph's entities per line separated by ``--entity-sep`` (default ``;``;
+  the spaces around each entity are stripped, so AGENDA's ``" ; "`` works as is), for ``entity_coverage``.
 
 Prints the metrics (0-100) and, with ``--json OUT``, writes them as JSON. Every METEOR is printed with the
 implementation that produced it (``meteor-1.5`` or ``nltk``; the two are not comparable).
@@ -27,7 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hyp", required=True, help="generated texts, one per line")
     p.add_argument("--ref", required=True, action="append", help="references, one per line (repeat for more)")
     p.add_argument("--entities", default=None, help="entities per line, separated by --entity-sep, for entity_coverage (default: none)")
-    p.add_argument("--entity-sep", default=" ; ", help="separator of entities in --entities")
+    p.add_argument("--entity-sep", default=";", help="separator of entities in --entities; the spaces around each "
+                   "entity are stripped, so 'cat ; mat' and 'cat;mat' are the same (default: ';', AGENDA's ' ; ')")
     p.add_argument("--meteor", default="auto", choices=METEOR_CHOICES,
                    help="METEOR implementation: auto (1.5 if java is found, else nltk), meteor-1.5, nltk, none")
     p.add_argument("--tokenize", default="nltk", choices=("nltk", "split"),
@@ -64,7 +65,13 @@ def _run(args: argparse.Namespace) -> int:
         ent_lines = _read(args.entities, "--entities")
         if len(ent_lines) != len(hyps):
             raise UsageError(f"--entities {args.entities} has {len(ent_lines)} lines but --hyp has {len(hyps)}")
-        entities = [[e.strip() for e in line.split(args.entity_sep) if e.strip()] for line in ent_lines]
+        sep = args.entity_sep.strip() or args.entity_sep  # ' ; ' and ';' split alike; a blank separator stays as given
+        if not sep:
+            raise UsageError("--entity-sep: expected a separator, got an empty string")
+        entities = [[e.strip() for e in line.split(sep) if e.strip()] for line in ent_lines]
+        if any(line.strip() for line in ent_lines) and all(sep not in line for line in ent_lines):
+            print(f"warning: no line of --entities {args.entities} contains the separator {sep!r}: each line is "
+                  f"one entity (give --entity-sep if they are separated otherwise)", file=sys.stderr)
     from ..metrics.generation import METRIC_KEYS, evaluate_generation
 
     result = evaluate_generation(hyps, refs, entities=entities, meteor=args.meteor, tokenize=args.tokenize)

@@ -168,7 +168,14 @@ def compare_reports(summaries: Dict[str, Dict[str, Any]], out: Union[str, Path],
     out = Path(out)
     path = write_json(out / "comparison.json", comparison)
     if plots:
+        import sys
+
+        from ..engine.optional import MissingExtraError
+
         drops = {label(name): [d for v in s["redundancy"]["drops"].values() for d in v]
                  for name, s in summaries.items()}
-        plot_head_importance(drops, path=out / "head_importance_compare.png")
+        try:
+            plot_head_importance(drops, path=out / "head_importance_compare.png")
+        except MissingExtraError as exc:  # optional: comparison.json is the comparison
+            print(f"plots skipped ({exc.module} not installed): {exc.hint}", file=sys.stderr)
     return path
