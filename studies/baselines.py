@@ -131,9 +131,11 @@ def chosen(out: Path, dataset: str, protocol: str, arm: str) -> Tuple[str, Dict,
     return spec, overrides, scores
 
 
-def final(out: Path, threads: int) -> None:
+def final(out: Path, threads: int, arms: List[str]) -> None:
     for dataset, protocol in EVIDENCE:
         for arm in EVIDENCE[(dataset, protocol)]:
+            if arms and arm not in arms:
+                continue
             spec, overrides, _ = chosen(out, dataset, protocol, arm)
             print(f"{dataset} {arm}: {_settings_name(spec, overrides)}", file=sys.stderr)
             run_study([spec], FINAL_SEEDS, _arm_dir(out, "final", dataset, protocol, spec, overrides),
@@ -248,7 +250,8 @@ def report(out: Path, page: Path) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("step", choices=["reproduce", "select-small", "select", "final", "report"])
-    p.add_argument("rows", nargs="*", help="reproduce: rows DATASET:PROTOCOL (default: all)")
+    p.add_argument("rows", nargs="*", help="reproduce: rows DATASET:PROTOCOL (default: all); final: the arms to "
+                   "run (default: all; two processes can share the work, e.g. `final plain` and `final svgd`)")
     p.add_argument("--out", type=Path, default=Path("runs/baselines"))
     p.add_argument("--page", type=Path, default=Path("docs/baselines.md"),
                    help="the page whose generated blocks are rewritten; its results go beside it in baselines/")
@@ -261,7 +264,7 @@ def main() -> None:
     elif a.step == "select":
         select(a.out, a.threads)
     elif a.step == "final":
-        final(a.out, a.threads)
+        final(a.out, a.threads, a.rows)
     else:
         report(a.out, a.page)
 
