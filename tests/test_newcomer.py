@@ -1,0 +1,63 @@
+"""The newcomer's first hour, run as a user runs it: every command's and example's --help, the main job on its
+smallest setting with and without the data, each in a fresh folder with HOME and the cache redirected."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import DATA, REPO, snapshot
+
+COMMANDS = ["cora", "node", "text", "agenda", "webnlg", "score", "report"]
+EXAMPLES = sorted(p.name for p in (REPO / "examples").glob("*.py"))
+
+
+def _run(args, tmp_path, data=True, timeout=300):
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("GRAPH_RMA_DATA", "GRAPH_RMA_CACHE")}
+    env.update(HOME=str(home), OMP_NUM_THREADS="1")
+    if data and DATA is not None:
+        env["GRAPH_RMA_DATA"] = str(DATA)
+    elif not data:
+        env["GRAPH_RMA_DATA"] = str(tmp_path / "empty")  # a data folder without the data: loaders never download
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    proc = subprocess.run([sys.executable, *args], cwd=work, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    return proc, home
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_answers_help(command, tmp_path):
+    proc, home = _run(["-m", "graph_rma.cli", command, "--help"], tmp_path)
+    assert proc.returncode == 0 and proc.stdout.startswith("usage: graph-rma") and not proc.stderr
+    assert snapshot(home) == []
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_every_example_answers_help(example, tmp_path):
+    proc, home = _run([str(REPO / "examples" / example), "--help"], tmp_path)
+    assert proc.returncode == 0 and proc.stdout.startswith("usage:"), proc.stderr[-500:]
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.skipif(DATA is None or not (Path(DATA) / "planetoid" / "Cora" / "raw").is_dir(),
+                    reason="needs $GRAPH_RMA_DATA (the shared data)")
+def test_the_main_job_runs_and_without_data_says_where_in_one_line(tmp_path):
+    proc, home = _run(["-m", "graph_rma.cli", "cora", "--seeds", "0", "--epochs", "2", "--variants", "ma",
+                       "--no-plot"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Cora, protocol gat" in proc.stdout and "| `ma` | 1 |" in proc.stdout
+    assert snapshot(home) == []  # nothing written into the user's home (no cache needed for Cora)
+    proc, home = _run(["-m", "graph_rma.cli", "cora", "--seeds", "0", "--epochs", "2", "--out", "o"], tmp_path,
+                      data=False)
+    err = proc.stderr.strip()
+    assert proc.returncode == 1 and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert "GRAPH_RMA_DATA" in err and str(tmp_path / "empty") in err
+    for dataset in ("chameleon", "minesweeper"):
+        proc, _ = _run(["-m", "graph_rma.cli", "node", "--dataset", dataset, "--seeds", "0", "--epochs", "1",
+                        "--out", "o"], tmp_path, data=False)
+        err = proc.stderr.strip()
+        assert proc.returncode == 1 and len(err.splitlines()) == 1 and "GRAPH_RMA_DATA" in err, err
