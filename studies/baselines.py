@@ -170,7 +170,22 @@ def collect(out: Path) -> Dict:
                                                                     overrides))),
                                  "final": _run_rows(_load(_arm_dir(out, "final", dataset, protocol, spec,
                                                                    overrides)))})
-    return {"reproduction": rows, "evidence": evidence}
+    small = [{"overrides": o, "select": _run_rows(_load(_small_dir(out, o)))} for o in SMALL_GRID]
+    return {"reproduction": rows, "evidence": evidence, "small": small}
+
+
+def render_small(results: Dict) -> str:
+    lines = ["| setting (width 64 unless named, 8 heads, 500 steps) | validation ROC AUC, seeds 100-101 (splits 0-1) | "
+             "s/epoch | chosen |", "| --- | ---: | ---: | --- |"]
+    rows = [r for r in results.get("small", []) if r["select"]]
+    scores = [mean_std([x["val"] for x in r["select"]]) for r in rows]
+    best = max(range(len(rows)), key=lambda i: (scores[i][0], -i)) if rows else -1
+    for i, r in enumerate(rows):
+        o = {**SMALL_BASE, **r["overrides"]}
+        name = f"{o['layers']} blocks, lr {o['lr']:g}" + (f", width {o['hidden']}" if o["hidden"] != 64 else "")
+        sec = mean_std([x["sec_per_epoch"] for x in r["select"]])[0]
+        lines.append(f"| {name} | {_fmt(*scores[i])} | {sec:.3f} | {'yes' if i == best else ''} |")
+    return "\n".join(lines)
 
 
 def render_reproduction(results: Dict) -> str:
@@ -242,6 +257,7 @@ def report(out: Path, page: Path) -> None:
     text = page.read_text()
     text = splice(text, "reproduction", render_reproduction(results))
     text = splice(text, "evidence", render_evidence(results))
+    text = splice(text, "small", render_small(results))
     page.write_text(text)
     print(render_reproduction(results))
     print(render_evidence(results))

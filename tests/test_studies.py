@@ -43,6 +43,7 @@ def test_baselines_page_is_what_its_committed_results_render_to():
     page = (REPO / "docs" / "baselines.md").read_text()
     assert study.splice(page, "reproduction", study.render_reproduction(results)) == page
     assert study.splice(page, "evidence", study.render_evidence(results)) == page
+    assert study.splice(page, "small", study.render_small(results)) == page
     rows = {(r["dataset"], r["protocol"]): r["runs"] for r in results["reproduction"]}
     assert set(rows) == set(study.REPRODUCE)
 
