@@ -68,17 +68,15 @@ def test_version_and_cora_run_without_extras(venv):
 
 
 def test_readme_quick_start_runs(venv):
-    # PyG's own WikipediaNetwork reads data/wikipedia_network/chameleon/geom_gcn/raw (a copy of the real files: no
-    # network).
+    """The README's quick start, as a user copies it, offline: it reads the shared data through $GRAPH_RMA_DATA and
+    prints the two accuracies it exists to show."""
     work = venv / "quick"
-    raw = Path("wikipedia_network") / "chameleon" / "geom_gcn" / "raw"
-    if not (PYG / raw).is_dir():
+    if not (PYG / "wikipedia_network" / "chameleon" / "geom_gcn" / "raw").is_dir():
         pytest.skip("needs $GRAPH_RMA_DATA/pyg (the heterophilous graphs, datasets/heterophilous.md)")
-    shutil.copytree(PYG / raw, work / "data" / raw)
+    work.mkdir()
     code = _quick_start()
     assert "for epoch in range(200):" in code
-    code = code.replace("range(200)", "range(2)")  # two steps show that it runs; 200 only take longer
-    code += "assert isinstance(model.convs[0], graph_rma.nn.RepulsiveGATv2Conv)\nprint('ok', float(out.sum()))\n"
+    code = code.replace("range(200)", "range(3)")  # three steps show that it runs; 200 only take longer
     (work / "quick_start.py").write_text(code)
     proc = _run([str(venv / "venv" / "bin" / "python"), "quick_start.py"], cwd=work)
-    assert proc.stdout.startswith("ok ")
+    assert re.fullmatch(r"test accuracy, split 0: plain heads \d+\.\d %, repulsive heads \d+\.\d %\n", proc.stdout)

@@ -23,9 +23,10 @@ SPOS = "spos:alpha=0.01,eps=8,beta=1e9,roles=att_src/att_dst"
 DROPATTN = "dropattn:p=0.6,mode=column"
 NODE_DEFAULT_VARIANTS = [MA, SVGD]
 NODE_FULL_VARIANTS = [MA, REG, SGLD, SVGD, SPOS, DROPATTN]
-# A graph's own validated SVGD setting, where the where-it-helps study chose one on its validation seeds
-# (docs/where-it-helps.md): chameleon, all of the first layer's head parameters, chosen with GATv2 (--v2); +1.10 +-
-# 0.31 points over plain heads on 30 paired seeds. It replaces SVGD in the default and --full variants there.
+# A graph's own validated SVGD setting, where a study chose one on its validation seeds: chameleon, all of the first
+# layer's head parameters. Chosen twice: with GATv2 under the Cora protocol (docs/where-it-helps.md, against a weak
+# plain model) and again with GAT under the ggcn protocol, among alpha 0.01/0.1/1 (docs/baselines.md), where it does
+# not beat the equally tuned plain model. It replaces SVGD in the default and --full variants there.
 NODE_DATASET_SVGD: Dict[str, str] = {"chameleon": "svgd:alpha=0.1,eps=8"}
 
 
