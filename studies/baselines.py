@@ -222,7 +222,7 @@ def render_evidence(results: Dict) -> str:
         finals = {}
         for arm in EVIDENCE[(dataset, protocol)]:
             mine = [e for e in entries if e["arm"] == arm]
-            if any(len(e["select"]) < len(SELECT_SEEDS) for e in mine):
+            if not mine or any(len(e["select"]) < len(SELECT_SEEDS) for e in mine):
                 sel.append(f"| {arm} | (selection not finished) | | |")
                 continue
             scores = [mean_std([r["val"] for r in e["select"]])[0] for e in mine]
