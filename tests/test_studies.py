@@ -57,3 +57,22 @@ def test_baselines_evidence_grid_builds_and_gives_each_arm_the_same_budget():
         for spec, overrides in arms["plain"] + arms["svgd"]:
             resolve_protocol(protocol, dataset, overrides)  # every override is a valid protocol field
             parse_variant(spec)
+
+
+def test_readme_and_home_quote_the_generated_baseline_numbers():
+    """The first screen's numbers about the baselines are the generated tables' numbers, not typed copies."""
+    import re
+
+    page = (REPO / "docs" / "baselines.md").read_text()
+    generated = "".join(page.split(f"<!-- {n}:start -->")[1].split(f"<!-- {n}:end -->")[0]
+                        for n in ("reproduction", "evidence"))
+    readme = (REPO / "README.md").read_text()
+    claim = readme[readme.index("**Does it help?"):readme.index("The package also has")]
+    home = (REPO / "docs" / "index.md").read_text()
+    home_claim = home[home.index('!!! note "Does it help?"'):home.index("## Where to read more")]
+    published = {"60.26 ± 2.50"}
+    for text in (claim, home_claim):
+        quoted = re.findall(r"[+-]?\d+\.\d\d ± \d+\.\d\d", text)
+        assert quoted
+        for q in quoted:
+            assert q in generated or q in published, q
