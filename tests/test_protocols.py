@@ -258,3 +258,17 @@ def test_node_command_mistakes_are_one_line(tmp_path, capsys, argv, match):
     assert main(["node", *argv, "--seeds", "0", "--epochs", "1", "--variants", "ma", "--no-plot"]) == 2
     err = capsys.readouterr().err.strip()
     assert match in err and "Traceback" not in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA device"))])
+def test_a_run_trains_on_the_device_asked_for_and_returns_a_cpu_state(device):
+    torch.manual_seed(0)
+    data = Data(x=torch.randn(12, 3), edge_index=torch.tensor([[0, 1, 2, 3], [1, 2, 3, 0]]), y=torch.arange(12) % 3,
+                train_mask=torch.arange(12) < 6, val_mask=(torch.arange(12) >= 6) & (torch.arange(12) < 9),
+                test_mask=torch.arange(12) >= 9)
+    metrics, state, model = nc.train_run(data, "svgd:alpha=0.1", 0, {"in_channels": 3, "out_channels": 3,
+                                                                       "hidden_channels": 2, "heads": 2},
+                                         epochs=3, device=device)
+    assert metrics["device"] == device and next(model.parameters()).device.type == device
+    assert all(v.device.type == "cpu" for v in state.values())

@@ -88,6 +88,7 @@ def build_parser(prog: str = PROG, doc: Optional[str] = None, default_dataset: O
         if action.dest != "protocol" and "default:" not in (action.help or ""):
             action.help += " (default: the protocol's)"
     p.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads")
+    p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda when available, else cpu)")
     p.add_argument("--no-plot", action="store_true", help="no accuracy.png")
     return p
 
@@ -108,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
                        hidden=args.hidden, heads=args.heads, out_heads=args.out_heads, layers=args.layers,
                        dropout=args.dropout, attn_dropout=args.attn_dropout, v2=args.v2, features=args.features,
                        edges=args.edges, self_loops=args.self_loops, model=args.model, metric=args.metric,
-                       threads=args.threads, make_plot=not args.no_plot)
+                       threads=args.threads, make_plot=not args.no_plot, device=args.device)
     if result["summary"]:
         c = result["config"]
         print(f"{c['dataset']}, protocol {c['protocol']} ({c['model']}, metric {c['metric']}, early stopping "

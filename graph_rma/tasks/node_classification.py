@@ -130,21 +130,24 @@ def _accuracy(logits: torch.Tensor, y: torch.Tensor, mask: torch.Tensor) -> floa
 
 def train_run(data, spec: str, seed: int, model_kwargs: Dict[str, Any], epochs: int = 1000, patience: int = 100,
               lr: float = 0.005, weight_decay: float = 5e-4, early_stopping: str = "val_acc", *,
-              model: str = "gat", metric: str = "accuracy", progress: bool = False):
+              model: str = "gat", metric: str = "accuracy", progress: bool = False, device: Optional[str] = None):
     """Train one model with variant ``spec`` from ``seed``; returns ``(metrics, best_state_dict, model)``.
 
     ``data`` has ``x`` (dense or sparse), ``edge_index``, ``y`` and the three ``[N]`` masks; ``model`` names the
     architecture built from ``model_kwargs`` (:func:`build_model`); ``early_stopping`` is an
     :class:`EarlyStopping` rule; ``metric`` is ``"accuracy"`` or ``"roc_auc"`` (``test_acc``/``val_acc`` in the
     returned metrics hold it, whatever its name). ``progress`` shows a bar over the epochs (validation metric,
-    seconds per epoch).
+    seconds per epoch). ``device``: where to train (default: ``data``'s device); the returned state dict is on the
+    CPU.
 
     Raises:
         TrainingDiverged: the training loss became NaN or infinite.
     """
     variant = parse_variant(spec)
     seed_everything(seed)
-    net = build_model(model, model_kwargs)
+    dev = torch.device(device) if device is not None else data.x.device
+    net = build_model(model, model_kwargs).to(dev)
+    data = data.to(dev)
     optimizer = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay)
     with warnings.catch_warnings():  # the 1-head output layer is not a particle group; that is expected
         warnings.filterwarnings("ignore", message=".*fewer than 2; not a particle group")
@@ -153,7 +156,10 @@ def train_run(data, spec: str, seed: int, model_kwargs: Dict[str, Any], epochs: 
     train_mask, val_mask, test_mask = data.train_mask, data.val_mask, data.test_mask
 
     best = {"val_acc": -1.0, "val_loss": math.inf, "test_acc": 0.0, "epoch": 0}
-    best_state = copy.deepcopy(net.state_dict())
+    def cpu_state():
+        return {k: v.detach().to("cpu", copy=True) for k, v in net.state_dict().items()}
+
+    best_state = cpu_state()
     stopper = EarlyStopping(early_stopping, patience)
     bar = None
     if progress:
@@ -189,7 +195,7 @@ def train_run(data, spec: str, seed: int, model_kwargs: Dict[str, Any], epochs: 
             if keep:
                 best = {"val_acc": val_metric, "val_loss": val_loss,
                         "test_acc": score(logits[test_mask], y[test_mask], metric), "epoch": epoch}
-                best_state = copy.deepcopy(net.state_dict())
+                best_state = cpu_state()
             if bar is not None:
                 bar.update()
                 if epoch % 10 == 0 or stop:
@@ -209,7 +215,7 @@ def train_run(data, spec: str, seed: int, model_kwargs: Dict[str, Any], epochs: 
     metrics = {
         "test_acc": best["test_acc"], "val_acc": best["val_acc"], "val_loss": best["val_loss"],
         "best_epoch": best["epoch"], "epochs": epoch, "sec_per_epoch": seconds / max(epoch, 1), "dist": dist,
-        "metric": metric,
+        "metric": metric, "device": dev.type,
     }
     return metrics, best_state, net
 
@@ -327,12 +333,15 @@ def run_study(
     threads: int = 1,
     make_plot: bool = True,
     progress: bool = True,
+    device: Optional[str] = None,
 ) -> Dict[str, Any]:
     """Train every variant on every seed (seed-major) under one protocol, resumable; write ``results.json``/``.csv``
     and the plot.
 
     ``protocol`` names a preset of :data:`graph_rma.tasks.protocols.PROTOCOLS` (``None``: the dataset's default);
     the keyword arguments from ``epochs`` to ``metric`` override its fields (``None`` keeps the preset's value).
+    ``device``: ``"cpu"``, ``"cuda"`` (``"cuda:1"``, ...); default: CUDA when available, else the CPU. The device is
+    recorded with each run's metrics but is not part of the settings that ``resume`` compares.
     Returns ``{"config", "seeds", "variants", "summary" (one row per variant), "runs", "table" (markdown),
     "files" (written paths), "interrupted"}``. ``resume=True`` reuses finished runs in ``out`` whose settings
     match. A KeyboardInterrupt ends the study early with the finished runs saved (``interrupted`` is then True).
@@ -350,6 +359,12 @@ def run_study(
         hidden=hidden, heads=heads, out_heads=out_heads, layers=layers, dropout=dropout, attn_dropout=attn_dropout,
         v2=v2, features=features, edges=edges, self_loops=self_loops, model=model, metric=metric))
     torch.set_num_threads(threads)
+    try:
+        dev = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device: expected cpu, cuda or cuda:N, got {device!r}") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device: {device!r} asked for, but this torch build sees no CUDA device")
     variants = [parse_variant(v).spec for v in variants]  # canonical spec strings (also validates them)
     if len(set(variants)) != len(variants):
         raise ValueError(f"variants: duplicates after parsing: {variants}")
@@ -406,7 +421,7 @@ def run_study(
             metrics, state, net = train_run(data, spec, seed, model_kwargs, epochs=proto.epochs,
                                             patience=proto.patience, lr=proto.lr, weight_decay=proto.weight_decay,
                                             early_stopping=rule, model=model_name, metric=metric_name,
-                                            progress=progress)
+                                            progress=progress, device=str(dev))
             save_checkpoint(ckpt, {"task": "node", "dataset": ds_name, "split": split, "protocol": proto.name,
                                    "settings": proto.settings(), "model_name": model_name,
                                    "model_kwargs": net.model_kwargs, "variant": spec, "seed": seed, "model": state,
