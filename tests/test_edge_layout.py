@@ -1,3 +1,4 @@
+import pytest
 """graph_rma.nn.edge_layout: the CSR layout of edges and its kernels against dense products on hand-made graphs."""
 import torch
 
@@ -75,6 +76,45 @@ def test_cached_layout_lives_with_its_edge_index():
         assert cached_edge_layout(many[0], 2, 2) is first  # used at every step: kept
     assert len(layouts._CACHE) == layouts.CACHE_SIZE
     assert cached_edge_layout(many[1], 2, 2) is not second  # the oldest: dropped, built again
+    layouts.clear_layout_cache()
+
+
+@pytest.mark.parametrize("how", ["data", "numpy", "dlpack", "storage", "set"])
+def test_cached_layout_never_goes_stale_whatever_changes_the_edges(how):
+    """Writes autograd does not see (through .data, a NumPy or DLPack view, the storage) still rebuild the layout."""
+    layouts.clear_layout_cache()
+    ei = torch.tensor([[0, 2, 1, 2], [0, 1, 0, 2]])
+    a = cached_edge_layout(ei, 3, 3, 3)
+    version = ei._version
+    if how == "data":
+        ei.data[0, 1] = 0
+    elif how == "numpy":
+        ei.numpy()[1, 2] = 2
+    elif how == "dlpack":
+        torch.from_dlpack(torch.utils.dlpack.to_dlpack(ei))[0, 0] = 1
+    elif how == "storage":
+        view = torch.empty(0, dtype=ei.dtype).set_(ei.untyped_storage())
+        view[3] = 0
+    else:
+        ei.data = torch.tensor([[1, 2, 1, 2], [0, 1, 0, 2]])
+    assert ei._version == version or how == "set"  # invisible to the version counter
+    b = cached_edge_layout(ei, 3, 3, 3)
+    assert b is not a and same_layout(b, edge_layout(ei[0], ei[1], 3, 3, self_loops=3))
+    assert cached_edge_layout(ei, 3, 3, 3) is b  # and kept again once the values stay
+    layouts.clear_layout_cache()
+
+
+def test_cached_layouts_stay_within_their_byte_budget(monkeypatch):
+    layouts.clear_layout_cache()
+    edges = [torch.randint(0, 50, (2, 1000)) for _ in range(4)]
+    one = layouts._bytes((None, layouts._copy(edges[0]), {(50, 50, 0): edge_layout(edges[0][0], edges[0][1], 50, 50)}))
+    monkeypatch.setattr(layouts, "CACHE_BYTES", 2 * one + 1)
+    for e in edges:
+        cached_edge_layout(e, 50, 50)
+    assert len(layouts._CACHE) == 2  # the two most recent fit the budget
+    monkeypatch.setattr(layouts, "CACHE_BYTES", 1)
+    kept = cached_edge_layout(edges[0], 50, 50)
+    assert len(layouts._CACHE) == 1 and cached_edge_layout(edges[0], 50, 50) is kept  # the one in use stays
     layouts.clear_layout_cache()
 
 

@@ -32,9 +32,9 @@ Two kernels compute the products. On CPU tensors of ``float32``/``float64`` outs
 :math:`\langle \mathbf{g}_{i,h}, \mathbf{x}_{j,h} \rangle` are sparse-dense products over the edges' CSR layout
 (:mod:`graph_rma.nn.edge_layout`), one head at a time: no ``[E, C]`` tensor is formed at all, per-edge
 temporaries are ``[E]`` vectors, and backward keeps the layout (20 bytes per edge) instead of the edge
-index. The layers build the layout of a ``[2, E]`` edge index once and keep it while that tensor lives
-unchanged (:func:`~graph_rma.nn.edge_layout.cached_edge_layout`, for the most recently used edge indexes):
-full-batch training sorts its edges once. Elsewhere (GPU, half precision, compiled graphs) a per-edge
+index. The layers build the layout of a ``[2, E]`` edge index once and keep it while that tensor lives and holds
+the same values, checked exactly at every call (:func:`~graph_rma.nn.edge_layout.cached_edge_layout`, for the most
+recently used edge indexes): full-batch training sorts its edges once. Elsewhere (GPU, half precision, compiled graphs) a per-edge
 ``[E, H, C]`` product is formed in chunks of edges (:data:`CHUNK_BYTES`, :data:`MAX_CHUNKS`) and dropped at
 once, in forward and again in backward. The GATv2 score, a nonlinearity of the gathered features, is always
 chunked. Edges need no particular order.

@@ -95,42 +95,65 @@ def edge_layout(src: Tensor, dst: Tensor, num_src: int, num_dst: int, self_loops
 
 #: How many edge indexes :func:`cached_edge_layout` keeps layouts for (the most recently used).
 CACHE_SIZE = 8
-#: id of an edge index -> (weak reference to it, its state, {(num_src, num_dst, self_loops): layout}), oldest first
-_CACHE: "OrderedDict[int, Tuple[weakref.ref[Tensor], tuple, Dict[Tuple[int, int, int], EdgeLayout]]]" = OrderedDict()
+#: At most this many bytes of layouts and edge-index copies are kept (the entry in use is always kept).
+CACHE_BYTES = 2 << 30
+#: id of an edge index -> (weak reference to it, a copy of its values, {(num_src, num_dst, self_loops): layout}),
+#: oldest first
+_CACHE: "OrderedDict[int, Tuple[weakref.ref[Tensor], Tensor, Dict[Tuple[int, int, int], EdgeLayout]]]" = OrderedDict()
+_CHUNK = 1 << 20
 
 
-def _state(t: Tensor) -> tuple:
-    """What changes when a tensor's values may have: its version (bumped by every in-place operation autograd
-    tracks) and where and how it points into memory (``.data =``, ``set_``)."""
-    return t._version, t.data_ptr(), tuple(t.shape), t.stride(), t.dtype, t.device
+def _copy(edge_index: Tensor) -> Tensor:
+    """The values to compare against later: int32 when they fit (8 bytes per edge)."""
+    small = edge_index.numel() == 0 or int(edge_index.max()) < 2 ** 31 - 1 and int(edge_index.min()) >= 0
+    return edge_index.to(torch.int32 if small else edge_index.dtype, copy=True)
+
+
+def _same(edge_index: Tensor, copy: Tensor) -> bool:
+    """``edge_index`` still holds ``copy``'s values: an exact comparison, chunked (no full-size temporary)."""
+    if edge_index.shape != copy.shape or edge_index.device != copy.device:
+        return False
+    for start in range(0, edge_index.size(1), _CHUNK):
+        part = edge_index[:, start:start + _CHUNK]
+        if not torch.equal(part.to(copy.dtype) if part.dtype != copy.dtype else part, copy[:, start:start + _CHUNK]):
+            return False
+    return True
+
+
+def _bytes(entry) -> int:
+    return entry[1].numel() * entry[1].element_size() + sum(
+        t.numel() * t.element_size() for layout in entry[2].values() for t in layout[:7])
 
 
 def cached_edge_layout(edge_index: Tensor, num_src: int, num_dst: int, self_loops: int = 0) -> EdgeLayout:
-    """:func:`edge_layout` of a ``[2, E]`` edge index (row 0 sources, row 1 destinations), built once and kept for
-    as long as that tensor lives and is not modified in place.
+    """:func:`edge_layout` of a ``[2, E]`` edge index (row 0 sources, row 1 destinations), built once and kept while
+    that tensor lives and holds the same values.
 
     Full-batch training passes the same edge index at every step, and to every layer: the two sorts (about a
-    quarter of a lean GAT step on CPU) then run once. The layouts (20 bytes per edge) of the :data:`CACHE_SIZE`
-    most recently used edge indexes are kept; a layout is dropped with its tensor, when it is the oldest of more,
-    or by :func:`clear_layout_cache`. A change of the tensor's values is seen as autograd sees it (its version
-    counter, and where it points into memory); writes that autograd does not track either (through ``.data`` or a
-    NumPy view) are not: call :func:`clear_layout_cache` after those. Tensors made under
-    :func:`torch.inference_mode` (which keep no version) are not cached."""
+    quarter of a lean GAT step on CPU) then run once. Every call compares the tensor's values with a copy kept
+    beside the layout (an exact, chunked comparison: about one pass over the indices, a few milliseconds per
+    million edges), so a change made in any way (in place, through ``.data``, a NumPy or DLPack view, its storage)
+    rebuilds the layout: the cache never returns a layout of other edges. It keeps the layouts (20 bytes per edge)
+    and copies (8 bytes per edge) of the :data:`CACHE_SIZE` most recently used edge indexes, within
+    :data:`CACHE_BYTES`; an entry is dropped with its tensor, when it is the oldest of more, or by
+    :func:`clear_layout_cache`. Tensors made under :func:`torch.inference_mode` are not cached."""
     if edge_index.is_inference():
         return edge_layout(edge_index[0], edge_index[1], num_src, num_dst, self_loops)
-    key, state = id(edge_index), _state(edge_index)
+    key = id(edge_index)
     entry = _CACHE.get(key)
-    if entry is None or entry[0]() is not edge_index or entry[1] != state:
+    if entry is None or entry[0]() is not edge_index or not _same(edge_index, entry[1]):
         # the entry goes when the tensor does (CPython calls this as it frees it, before its id can be reused)
-        entry = (weakref.ref(edge_index, lambda _, key=key: _CACHE.pop(key, None)), state, {})
+        entry = (weakref.ref(edge_index, lambda _, key=key: _CACHE.pop(key, None)), _copy(edge_index), {})
         _CACHE[key] = entry
-        while len(_CACHE) > CACHE_SIZE:
-            _CACHE.popitem(last=False)
     _CACHE.move_to_end(key)
     shape = (int(num_src), int(num_dst), int(self_loops))
     layout = entry[2].get(shape)
     if layout is None:
         layout = entry[2][shape] = edge_layout(edge_index[0], edge_index[1], *shape)
+    total = sum(_bytes(e) for e in _CACHE.values())
+    while len(_CACHE) > 1 and (len(_CACHE) > CACHE_SIZE or total > CACHE_BYTES):
+        _, old = _CACHE.popitem(last=False)
+        total -= _bytes(old)
     return layout
 
 
