@@ -126,10 +126,11 @@ def _stock_base(cls: type) -> Optional[type]:
 def _overridden(cls: type, base: type) -> List[str]:
     names = set()
     for klass in cls.__mro__[: cls.__mro__.index(base)]:
-        # PyG generates propagate/edge_updater per class at its first instantiation: not the user's code
+        # only methods written in the class body (PyG attaches generated propagate/collect/... functions to each
+        # class at run time: not the user's code)
         names.update(k for k, v in vars(klass).items() if callable(v) and hasattr(base, k)
-                     and (k == "__init__" or not k.startswith("_"))
-                     and k not in ("propagate", "edge_updater", "extra_repr"))
+                     and (k == "__init__" or not k.startswith("_")) and k != "extra_repr"
+                     and getattr(v, "__qualname__", "").startswith(klass.__qualname__ + "."))
     return sorted(names)
 
 
