@@ -203,3 +203,18 @@ def test_entity_separator_accepts_the_documented_forms_and_warns_when_nothing_sp
     assert main(["score", "--hyp", str(tmp_path / "h.txt"), "--ref", str(tmp_path / "h.txt"), "--entities",
                  str(tmp_path / "comma.txt"), "--meteor", "none", "--tokenize", "split"]) == 0
     assert "no line of --entities" in capsys.readouterr().err
+
+
+def test_scoring_work_checks_the_text_metrics_extra_before_it_starts(monkeypatch, tmp_path):
+    """agenda/webnlg evaluate (and train --evaluate) stop at once without the extra, not after decoding."""
+    from graph_rma.engine.optional import MissingExtraError
+    from graph_rma.metrics import generation
+    from graph_rma.tasks import agenda, webnlg
+
+    def missing(module, extra, what):
+        raise MissingExtraError(f"{what} needs {module}", module, extra)
+
+    monkeypatch.setattr(generation, "require", missing)
+    for task in (agenda, webnlg):
+        with pytest.raises(MissingExtraError):
+            task.evaluate(tmp_path / "no-run")  # raised before it looks for a run to decode

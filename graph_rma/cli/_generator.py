@@ -121,6 +121,10 @@ def train_command(args: argparse.Namespace, run: Callable[[Any], Dict[str, Any]]
     group is set up from torchrun's variables, each rank gets its own device, rank 0 prints and evaluates."""
     from ..engine.distributed import cleanup, init_from_env
 
+    if args.evaluate:  # a missing text-metrics extra is said before training, not after it
+        from ..metrics.generation import require_text_metrics
+
+        require_text_metrics()
     info = init_from_env(device=args.device)
     device = str(info.device) if info.distributed else args.device
     try:

@@ -334,6 +334,13 @@ def _check_inputs(hypotheses, references, entities) -> Tuple[List[str], List[Lis
     return hyps, refs, ents
 
 
+def require_text_metrics() -> None:
+    """Raise :class:`~graph_rma.engine.optional.MissingExtraError` (one line naming the extra) unless the
+    ``text-metrics`` extra is installed: call it before work whose only purpose is a score (decoding a test set)."""
+    require("pycocoevalcap.bleu.bleu", "text-metrics", "BLEU")
+    require("rouge_score.rouge_scorer", "text-metrics", "ROUGE")
+
+
 def evaluate_generation(
     hypotheses: Sequence[str],
     references: Sequence[Reference],
@@ -358,6 +365,7 @@ def evaluate_generation(
         entities), "repetition": .., "n": number of hypotheses}``.
     """
     hyps, refs, ents = _check_inputs(hypotheses, references, entities)
+    require_text_metrics()
     Bleu = require("pycocoevalcap.bleu.bleu", "text-metrics", "BLEU").Bleu
     Rouge = require("pycocoevalcap.rouge.rouge", "text-metrics", "ROUGE-L_coco").Rouge
     RougeScorer = require("rouge_score.rouge_scorer", "text-metrics", "ROUGE").RougeScorer

@@ -90,6 +90,9 @@ def evaluate(out: PathLike, split: str = "test", root: Optional[PathLike] = None
 
     ``meteor``: ``"auto"`` (METEOR 1.5 when Java is found, else nltk), ``"meteor-1.5"``, ``"nltk"`` or ``"none"``;
     the result's ``METEOR_impl`` says which one produced ``METEOR``. ``gen_kwargs`` go to :func:`generate`."""
+    from ..metrics.generation import require_text_metrics
+
+    require_text_metrics()  # before any decoding: a missing extra is said at once, not after minutes of work
     out = Path(out)
     splits = splits or load_agenda(root, protocol)
     hyp_path = out / f"hyp.{split}.txt"

@@ -119,6 +119,9 @@ def evaluate(out: PathLike, split: str = "test", root: Optional[PathLike] = None
              splits: Optional[GraphTextSplits] = None, meteor: str = "auto", **gen_kwargs: Any) -> Dict[str, Any]:
     """Score ``hyp.<split>.txt`` against all references in ``refs.<split>.json`` (generating them first if
     missing); writes and returns ``{"split", "entries", "all": {...}, "seen": {...}, "unseen": {...}}``."""
+    from ..metrics.generation import require_text_metrics
+
+    require_text_metrics()  # before any decoding: a missing extra is said at once, not after minutes of work
     out = Path(out)
     hyp_path = out / f"hyp.{split}.txt"
     if regenerate or not hyp_path.exists():
