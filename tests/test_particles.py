@@ -245,10 +245,15 @@ def test_other_stock_layouts():
 
 
 def test_layer_selection_and_single_head_warning():
+    import warnings
+
     model = nn.ModuleDict({"conv1": GATConv(4, 3, heads=4), "conv2": GATConv(12, 2, heads=1)})
-    with pytest.warns(UserWarning, match="conv2"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # searching the whole model skips the one-head layer without a word
         groups = find_particle_groups(model)
     assert [g.name for g in groups] == ["conv1"]
+    with pytest.warns(UserWarning, match="conv2: 1 head"):  # naming it is a request: say why nothing happens
+        assert find_particle_groups(model, layers=["conv2"]) == []
     assert [g.name for g in find_particle_groups(model, layers=["conv1"])] == ["conv1"]
     assert [g.name for g in find_particle_groups(model, layers=lambda n, m: n == "conv1")] == ["conv1"]
     with pytest.raises(ValueError, match="layers"):

@@ -200,7 +200,8 @@ def find_particle_groups(
             module objects, or a predicate ``(name, module) -> bool``.
         roles: which parameter roles form the particles (e.g. ``{"query"}`` or ``{"att_src", "att_dst"}``);
             ``None`` for all of a layer's roles. See each layout for its role names.
-        min_heads: layers with fewer heads are skipped with a warning (one head has nothing to repel).
+        min_heads: layers with fewer heads are skipped (one head has nothing to repel): silently when the whole model
+            is searched (a GAT's one-head output layer is the usual case), with a warning when ``layers`` names them.
     """
     if not isinstance(model, nn.Module):
         raise ValueError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
@@ -244,7 +245,9 @@ def find_particle_groups(
             continue
         H = params[0].num_heads
         if H < min_heads:
-            warnings.warn(f"{name or type(module).__name__}: {H} head(s), fewer than {min_heads}; not a particle group")
+            if layers is not None and not callable(layers) or isinstance(layers, nn.Module):  # asked for by name
+                warnings.warn(f"{name or type(module).__name__}: {H} head(s), fewer than {min_heads}; not a particle "
+                              f"group")
             continue
         groups.append(ParticleGroup(name, module, H, params))
     if wanted is not None and not wanted <= known_roles:
