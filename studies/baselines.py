@@ -65,14 +65,14 @@ def _row_dir(out: Path, dataset: str, protocol: str) -> Path:
     return out / "reproduce" / f"{dataset}-{protocol}"
 
 
-def reproduce(out: Path, rows: List[str], threads: int) -> None:
+def reproduce(out: Path, rows: List[str], threads: int, seeds: List[int] = FINAL_SEEDS) -> None:
     todo = ORDER if not rows else [tuple(r.split(":", 1)) for r in rows]
     for dataset, protocol in todo:
         if (dataset, protocol) not in REPRODUCE:
             sys.exit(f"unknown row {dataset}:{protocol}; choose from "
                      + ", ".join(f"{d}:{p}" for d, p in ORDER))
         print(f"== {dataset} ({protocol})", file=sys.stderr)
-        res = run_study(["ma"], FINAL_SEEDS, _row_dir(out, dataset, protocol), dataset=dataset, protocol=protocol,
+        res = run_study(["ma"], seeds, _row_dir(out, dataset, protocol), dataset=dataset, protocol=protocol,
                         resume=True, threads=threads, make_plot=False)
         print(res["table"])
         if res["interrupted"]:
@@ -289,9 +289,12 @@ def main() -> None:
     p.add_argument("--page", type=Path, default=Path("docs/baselines.md"),
                    help="the page whose generated blocks are rewritten; its results go beside it in baselines/")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--seeds", default="0-9", help="reproduce: the seeds (splits) to run, A-B; two processes can "
+                   "share a row by taking disjoint seeds")
     a = p.parse_args()
     if a.step == "reproduce":
-        reproduce(a.out, a.rows, a.threads)
+        lo, _, hi = a.seeds.partition("-")
+        reproduce(a.out, a.rows, a.threads, list(range(int(lo), int(hi or lo) + 1)))
     elif a.step == "select-small":
         select_small(a.out, a.threads)
     elif a.step == "select":
