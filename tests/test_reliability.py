@@ -218,3 +218,14 @@ def test_scoring_work_checks_the_text_metrics_extra_before_it_starts(monkeypatch
     for task in (agenda, webnlg):
         with pytest.raises(MissingExtraError):
             task.evaluate(tmp_path / "no-run")  # raised before it looks for a run to decode
+
+
+def test_a_compiled_layer_given_out_of_range_ids_says_so_in_one_line():
+    from graph_rma.nn import RepulsiveGATConv
+
+    conv = RepulsiveGATConv(4, 4, heads=2, lean=True, add_self_loops=False)
+    compiled = torch.compile(conv, backend="eager", fullgraph=True)  # still one graph: the check is an op
+    x = torch.randn(5, 4)
+    assert compiled(x, torch.tensor([[0, 1], [1, 2]])).shape == (5, 8)
+    with pytest.raises(RuntimeError, match=r"^edge_index: node ids out of range"):
+        compiled(x, torch.tensor([[0, 1, 7], [1, 2, 3]]))

@@ -117,7 +117,18 @@ def _check_inputs(module: Union[GATConv, GATv2Conv], x: Any, edge_index: Any, ed
             raise ValueError(f"edge_index: expected an integer tensor of shape [2, num_edges], got "
                              f"{edge_index.dtype} tensor of shape {list(edge_index.shape)}")
         num_edges = edge_index.size(1)
-        if not torch.compiler.is_compiling() and num_edges > 0:
+        if torch.compiler.is_compiling() and num_edges > 0:
+            # inside a compiled graph a Python check would break it: an assert op checks the range instead (its
+            # message, one line, is raised as a RuntimeError before any out-of-range gather runs)
+            i, j = (1, 0) if module.flow == "source_to_target" else (0, 1)
+            ok = edge_index.min() >= 0
+            if num_src is not None:
+                ok = ok & (edge_index[j].max() < num_src)
+            if num_dst is not None:
+                ok = ok & (edge_index[i].max() < num_dst)
+            torch._assert_async(ok, "edge_index: node ids out of range: expected sources and destinations in [0, "
+                                    "the node counts of x)")
+        elif num_edges > 0:
             i, j = (1, 0) if module.flow == "source_to_target" else (0, 1)
             lo = int(edge_index.min())
             src_max, dst_max = int(edge_index[j].max()), int(edge_index[i].max())
