@@ -229,3 +229,19 @@ def test_a_compiled_layer_given_out_of_range_ids_says_so_in_one_line():
     assert compiled(x, torch.tensor([[0, 1], [1, 2]])).shape == (5, 8)
     with pytest.raises(RuntimeError, match=r"^edge_index: node ids out of range"):
         compiled(x, torch.tensor([[0, 1, 7], [1, 2, 3]]))
+
+
+def test_filesystem_failures_are_one_line_naming_the_users_path(tmp_path, capsys, monkeypatch):
+    from conftest import PLANETOID
+
+    from graph_rma.cli import main
+    from graph_rma.engine import slug
+
+    if not (PLANETOID / "Cora" / "raw").is_dir():
+        pytest.skip("needs the Cora raw files")
+    out = tmp_path / "out"
+    (out / "checkpoints" / f"{slug('ma')}_seed0.pt").mkdir(parents=True)  # a folder where the checkpoint goes
+    assert main(["cora", "--seeds", "0", "--epochs", "1", "--variants", "ma", "--out", str(out), "--no-plot",
+                 "--root", str(PLANETOID)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.endswith(f"is a folder, not a file: {out / 'checkpoints' / (slug('ma') + '_seed0.pt')}")

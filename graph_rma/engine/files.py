@@ -26,6 +26,8 @@ def atomic_write_bytes(path: PathLike, data: bytes) -> Path:
 
     The file is created with mode ``0o666`` so that the kernel applies the user's umask, as for any new file."""
     path = Path(path)
+    if path.is_dir():  # os.replace would name the temporary file: name the user's path instead
+        raise IsADirectoryError(21, "is a folder, not a file", str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     while True:
         tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
