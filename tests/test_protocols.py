@@ -272,3 +272,19 @@ def test_a_run_trains_on_the_device_asked_for_and_returns_a_cpu_state(device):
                                          epochs=3, device=device)
     assert metrics["device"] == device and next(model.parameters()).device.type == device
     assert all(v.device.type == "cpu" for v in state.values())
+
+
+def test_the_lean_option_reaches_every_attention_layer_and_keeps_the_outputs():
+    x, ei = torch.randn(8, 5), torch.tensor([[0, 1, 2, 3, 4, 5], [1, 2, 3, 4, 5, 6]])
+    for cls, kwargs in ((GAT, {"hidden_channels": 4, "heads": 2}), (ResidualGAT, {"hidden": 8, "heads": 2,
+                                                                                  "layers": 2})):
+        torch.manual_seed(0)
+        plain = cls(5, 3, **kwargs).eval()
+        lean = cls(5, 3, lean=True, **kwargs).eval()
+        lean.load_state_dict(plain.state_dict())
+        convs = [m for m in lean.modules() if hasattr(m, "lean")]
+        assert convs and all(m.lean for m in convs if m is not lean)
+        torch.testing.assert_close(lean(x, ei), plain(x, ei), atol=1e-5, rtol=1e-5)
+    assert resolve_protocol("platonov-small", "tolokers", {"lean": True}).lean is True
+    _, kwargs = nc.model_settings(resolve_protocol("ggcn", "chameleon", {"lean": True}), 5, 3, "accuracy")
+    assert kwargs["lean"] is True

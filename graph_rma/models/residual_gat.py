@@ -45,11 +45,12 @@ class ResidualGAT(nn.Module):
         v2: GATv2 attention.
         self_loops: each attention layer adds self-loops (PyG's ``add_self_loops``); ignored with ``sep``.
         sep: the "-sep" variant.
+        lean: the attention layers' memory-lean path (:mod:`graph_rma.nn.edge_attention`).
     """
 
     def __init__(self, in_channels: int, out_channels: int, hidden: int = 512, heads: int = 8, layers: int = 1,
                  dropout: float = 0.2, attn_dropout: float = 0.0, ffn_multiplier: float = 1.0, v2: bool = False,
-                 self_loops: bool = True, sep: bool = False) -> None:
+                 self_loops: bool = True, sep: bool = False, lean: bool = False) -> None:
         super().__init__()
         for name, value in (("in_channels", in_channels), ("out_channels", out_channels), ("hidden", hidden),
                             ("heads", heads), ("layers", layers)):
@@ -65,6 +66,7 @@ class ResidualGAT(nn.Module):
         self.in_channels, self.out_channels, self.hidden, self.heads = in_channels, out_channels, hidden, heads
         self.layers, self.dropout, self.attn_dropout = layers, float(dropout), float(attn_dropout)
         self.ffn_multiplier, self.v2, self.self_loops, self.sep = float(ffn_multiplier), bool(v2), bool(self_loops), bool(sep)
+        self.lean = bool(lean)
 
         Conv = RepulsiveGATv2Conv if self.v2 else RepulsiveGATConv
         width = int(hidden * self.ffn_multiplier)
@@ -72,7 +74,7 @@ class ResidualGAT(nn.Module):
         self.norms = nn.ModuleList(nn.LayerNorm(hidden) for _ in range(layers))
         self.convs = nn.ModuleList(
             Conv(hidden, hidden // heads, heads=heads, dropout=self.attn_dropout,
-                 add_self_loops=self.self_loops and not self.sep) for _ in range(layers))
+                 add_self_loops=self.self_loops and not self.sep, lean=self.lean) for _ in range(layers))
         self.ffn_in = nn.ModuleList(nn.Linear(hidden * (2 if self.sep else 1), width) for _ in range(layers))
         self.ffn_out = nn.ModuleList(nn.Linear(width, hidden) for _ in range(layers))
         self.output_norm = nn.LayerNorm(hidden)
@@ -84,7 +86,7 @@ class ResidualGAT(nn.Module):
         return {"in_channels": self.in_channels, "out_channels": self.out_channels, "hidden": self.hidden,
                 "heads": self.heads, "layers": self.layers, "dropout": self.dropout,
                 "attn_dropout": self.attn_dropout, "ffn_multiplier": self.ffn_multiplier, "v2": self.v2,
-                "self_loops": self.self_loops, "sep": self.sep}
+                "self_loops": self.self_loops, "sep": self.sep, "lean": self.lean}
 
     def reset_parameters(self) -> None:
         for module in self.modules():

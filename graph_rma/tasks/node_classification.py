@@ -102,10 +102,11 @@ def model_settings(protocol: Protocol, in_channels: int, num_classes: int, metri
     if p.model == "gat":
         return "gat", {"in_channels": in_channels, "out_channels": out, "hidden_channels": p.hidden, "heads": p.heads,
                        "out_heads": p.out_heads, "dropout": p.dropout, "attn_dropout": p.attn_dropout, "v2": p.v2,
-                       "self_loops": p.self_loops}
+                       "self_loops": p.self_loops, "lean": p.lean}
     return "residual", {"in_channels": in_channels, "out_channels": out, "hidden": p.hidden, "heads": p.heads,
                         "layers": p.layers, "dropout": p.dropout, "attn_dropout": p.attn_dropout,
-                        "ffn_multiplier": p.ffn_multiplier, "v2": p.v2, "self_loops": p.self_loops, "sep": p.sep}
+                        "ffn_multiplier": p.ffn_multiplier, "v2": p.v2, "self_loops": p.self_loops, "sep": p.sep,
+                        "lean": p.lean}
 
 
 def build_model(model: str, model_kwargs: Dict[str, Any]) -> nn.Module:
@@ -330,6 +331,7 @@ def run_study(
     self_loops: Optional[bool] = None,
     model: Optional[str] = None,
     metric: Optional[str] = None,
+    lean: Optional[bool] = None,
     threads: int = 1,
     make_plot: bool = True,
     progress: bool = True,
@@ -357,7 +359,7 @@ def run_study(
     proto = resolve_protocol(protocol, ds_name, dict(
         epochs=epochs, patience=patience, early_stopping=early_stopping, lr=lr, weight_decay=weight_decay,
         hidden=hidden, heads=heads, out_heads=out_heads, layers=layers, dropout=dropout, attn_dropout=attn_dropout,
-        v2=v2, features=features, edges=edges, self_loops=self_loops, model=model, metric=metric))
+        v2=v2, features=features, edges=edges, self_loops=self_loops, model=model, metric=metric, lean=lean))
     torch.set_num_threads(threads)
     try:
         dev = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))

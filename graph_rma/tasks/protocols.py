@@ -62,6 +62,7 @@ class Protocol:
     patience: int = 100
     early_stopping: str = "val_metric"
     metric: str = "auto"
+    lean: bool = False
 
     def __post_init__(self) -> None:
         def choice(name: str, options: Tuple[str, ...]) -> None:
@@ -73,7 +74,7 @@ class Protocol:
         choice("model", MODELS)
         choice("early_stopping", STOPPING)
         choice("metric", METRIC_OPTIONS)
-        for name in ("self_loops", "sep", "v2"):
+        for name in ("self_loops", "sep", "v2", "lean"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}: expected True or False, got {getattr(self, name)!r}")
         for name in ("hidden", "heads", "out_heads", "layers", "epochs", "patience"):
