@@ -51,6 +51,7 @@ def build_parser() -> Parser:
                         "divide its width 64); default: each model's own (4)")
     p.add_argument("--out", type=out_dir, default="runs/text", help="output folder")
     p.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads")
+    p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda when available, else cpu)")
     return p
 
 
@@ -89,7 +90,8 @@ def _run(args: argparse.Namespace) -> int:
                            args.seeds if args.seeds is not None else preset["seeds"], args.out,
                            epochs=args.epochs or preset["epochs"], root=args.root, mr_fold=args.mr_fold,
                            sentence=args.sentence, command=command.strip(), log=lambda line: print(line, flush=True),
-                           model_kwargs={m: {"heads": args.heads} for m in args.models} if args.heads else None)
+                           model_kwargs={m: {"heads": args.heads} for m in args.models} if args.heads else None,
+                           device=args.device)
     print("\n" + format_table(result["summary"]))
     print(f"\nwrote {', '.join(str(f) for f in result['files'])} ({result['total_s']:.0f}s)")
     return 0

@@ -94,8 +94,10 @@ def evaluate(model: nn.Module, tokens: Sequence[Sequence[str]], labels: Sequence
     """Accuracy (``acc``) and, with ``diversity``, the mean over valid query rows of every layer of the heads'
     pairwise attention cosine (``head_cos``) and Lin et al.'s penalty (``frob``)."""
     model.eval()
+    dev = next(model.parameters()).device
     correct, cos, frob, rows = 0, 0.0, 0.0, 0
     for x, y in batches(tokens, labels, vocab, 500):
+        x, y = x.to(dev), y.to(dev)
         correct += int((model(x).argmax(-1) == y).sum())
         if diversity:
             valid = x[:, : getattr(model, "max_len", x.size(1))] != 0  # [B, L]
@@ -112,17 +114,21 @@ def evaluate(model: nn.Module, tokens: Sequence[Sequence[str]], labels: Sequence
 
 
 def train_one(model_name: str, variant: str, ds_train: TextDataset, ds_test: TextDataset, seed: int, cfg: Config,
-              model_kwargs: Optional[dict] = None) -> Tuple[Dict[str, float], nn.Module, Vocabulary]:
-    """Train one model with one variant and seed; returns (metrics, trained model at its best dev epoch, vocab).
+              model_kwargs: Optional[dict] = None, device: Optional[str] = None
+              ) -> Tuple[Dict[str, float], nn.Module, Vocabulary]:
+    """Train one model with one variant and seed; returns (metrics, trained model at its best dev epoch, on the
+    CPU, vocab).
 
-    ``variant`` is a name of :data:`VARIANTS` (resolved per model by :func:`variant_spec`) or a spec string.
+    ``variant`` is a name of :data:`VARIANTS` (resolved per model by :func:`variant_spec`) or a spec string;
+    ``device``: where to train (default: CUDA when available, else the CPU).
     """
+    where = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
     v = parse_variant(variant_spec(model_name, variant))
     seed_everything(seed)
     tr_tok, tr_y, dv_tok, dv_y = split_dev(ds_train)
     vocab = Vocabulary.build(tr_tok)
     model = build_model(model_name, len(vocab), ds_train.num_classes, store_attention=v.reg is not None,
-                        **(model_kwargs or {}))
+                        **(model_kwargs or {})).to(where)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     setup = apply_variant(v, model, opt, seed=seed)
     gen = torch.Generator().manual_seed(seed)
@@ -130,6 +136,7 @@ def train_one(model_name: str, variant: str, ds_train: TextDataset, ds_test: Tex
     for epoch in range(1, cfg.epochs + 1):
         model.train()
         for x, y in batches(tr_tok, tr_y, vocab, cfg.batch_size, gen):
+            x, y = x.to(where), y.to(where)
             loss = F.cross_entropy(model(x), y)
             reg = setup.penalty(model, attention=model.attention_for_penalty() if setup.needs_attention else ())
             if reg is not None:
@@ -144,7 +151,7 @@ def train_one(model_name: str, variant: str, ds_train: TextDataset, ds_test: Tex
     test = evaluate(model, ds_test.tokens, ds_test.labels, vocab, diversity=True)
     metrics = {"dev_acc": best[0], "best_epoch": best[1], "test_acc": test["acc"], "head_cos": test.get("head_cos"),
                "frob": test.get("frob"), "train_s": time.perf_counter() - t0}
-    return metrics, model, vocab
+    return metrics, model.cpu(), vocab
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -254,6 +261,7 @@ def run_benchmark(
     model_kwargs: Optional[Dict[str, Dict[str, Any]]] = None,
     command: Optional[str] = None,
     log: Optional[Callable[[str], None]] = print,
+    device: Optional[str] = None,
 ) -> Dict[str, Any]:
     """Train every model with every variant and seed on every dataset; write the results, plots and heatmaps.
 
@@ -271,6 +279,7 @@ def run_benchmark(
         model_kwargs: per model name, extra constructor arguments (e.g. a smaller ``d_model``).
         command: recorded in ``results.json`` (the CLI passes its command line).
         log: called with one line per finished run (``None``: silent).
+        device: where to train (``"cpu"``, ``"cuda"``, ...; default: CUDA when available, else the CPU).
 
     Returns:
         ``{"runs", "summary", "epochs", "seeds", "total_s", "files"}``.
@@ -314,7 +323,7 @@ def run_benchmark(
             for v in variants:
                 for seed in seeds:
                     metrics, model, vocab = train_one(m, v, ds_train, ds_test, seed, cfg,
-                                                      model_kwargs=(model_kwargs or {}).get(m))
+                                                      model_kwargs=(model_kwargs or {}).get(m), device=device)
                     runs.append({"dataset": ds_train.name, "model": m, "variant": v,
                                  "spec": str(parse_variant(variant_spec(m, v))), "seed": seed, "epochs": cfg.epochs,
                                  **metrics})
