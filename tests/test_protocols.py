@@ -288,3 +288,23 @@ def test_the_lean_option_reaches_every_attention_layer_and_keeps_the_outputs():
     assert resolve_protocol("platonov-small", "tolokers", {"lean": True}).lean is True
     _, kwargs = nc.model_settings(resolve_protocol("ggcn", "chameleon", {"lean": True}), 5, 3, "accuracy")
     assert kwargs["lean"] is True
+
+
+def test_runs_saved_before_an_option_existed_are_reused(tmp_path, monkeypatch):
+    """A protocol field added later (lean) does not make finished runs look different: they are resumed."""
+    import json
+
+    if not (PYG / "webkb" / "texas" / "raw").is_dir():
+        pytest.skip("needs the Geom-GCN raw files")
+    out = tmp_path / "out"
+    nc.run_study(["ma"], [0], out, dataset="texas", epochs=2, make_plot=False, progress=False)
+    record = next((out / "runs").rglob("seed0.json"))
+    saved = json.loads(record.read_text())
+    for key in nc.ADDED_FIELDS:  # as a run of an earlier version wrote it
+        saved["config"].pop(key)
+        saved["config"]["model_kwargs"].pop(key)
+    record.write_text(json.dumps(saved))
+    calls = []
+    monkeypatch.setattr(nc, "train_run", lambda *a, **k: calls.append(a) or (_ for _ in ()).throw(AssertionError))
+    res = nc.run_study(["ma"], [0], out, dataset="texas", epochs=2, make_plot=False, progress=False, resume=True)
+    assert calls == [] and len(res["runs"]) == 1

@@ -61,6 +61,18 @@ from .defaults import NODE_FULL_VARIANTS as FULL_VARIANTS
 from .protocols import Protocol, resolve_protocol
 
 MODEL_CLASSES = {"gat": GAT, "residual": ResidualGAT}
+#: protocol fields added after runs were first recorded, with the value those runs had: a saved config without one
+#: is read with it, so that adding an option never retrains finished runs
+ADDED_FIELDS: Dict[str, Any] = {"lean": False}
+
+
+def _upgrade(config: Dict[str, Any]) -> Dict[str, Any]:
+    config = dict(config)
+    for key, value in ADDED_FIELDS.items():
+        config.setdefault(key, value)
+        if isinstance(config.get("model_kwargs"), dict):
+            config["model_kwargs"] = {**{key: value}, **config["model_kwargs"]}
+    return config
 
 
 class TrainingDiverged(ValueError):
@@ -395,14 +407,15 @@ def run_study(
                     saved = read_json(path)
                 except (OSError, ValueError):
                     saved = None
-                if saved is not None and saved.get("config") == config and saved.get("variant") == spec:
+                if saved is not None and isinstance(saved.get("config"), dict) \
+                        and _upgrade(saved["config"]) == config and saved.get("variant") == spec:
                     if ckpt.is_file():  # a run is finished only when everything it leaves behind is there
                         results.append(saved)
                         continue
                     differing[f"checkpoint {ckpt.name} missing"] = None
                 elif saved is not None and isinstance(saved.get("config"), dict):
                     try:
-                        check_resume(flat(saved["config"]), flat(config), may_change=())
+                        check_resume(flat(_upgrade(saved["config"])), flat(config), may_change=())
                     except ResumeMismatchError as exc:
                         differing.update(dict.fromkeys(f"{k} {o!r} -> {n!r}" for k, o, n in exc.differences))
             todo.append((spec, seed, path, ckpt))
