@@ -203,7 +203,8 @@ def _files(name: str, root: Optional[Union[str, os.PathLike]], rels: Sequence[st
     missing = [r for r, p in zip(rels, paths) if not p.is_file()]
     if missing:
         raise DataNotFoundError(missing_data_message(name, base, missing,
-                                                     "See datasets/text.md for the files and their checksums."))
+                                                     "The files and their checksums: the documentation's Datasets > Text page (datasets/text.md in "
+                                                     "the source repository)."))
     return paths
 
 
