@@ -245,3 +245,15 @@ def test_filesystem_failures_are_one_line_naming_the_users_path(tmp_path, capsys
                  "--root", str(PLANETOID)]) == 1
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.endswith(f"is a folder, not a file: {out / 'checkpoints' / (slug('ma') + '_seed0.pt')}")
+
+
+def test_score_without_java_is_one_line(tmp_path, capsys, monkeypatch):
+    from graph_rma.cli import main
+    from graph_rma.metrics import generation
+
+    monkeypatch.setattr(generation, "java_available", lambda: False)
+    (tmp_path / "h.txt").write_text("a b c\n")
+    h = str(tmp_path / "h.txt")
+    assert main(["score", "--hyp", h, "--ref", h, "--meteor", "meteor-1.5", "--tokenize", "split"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "METEOR 1.5 needs Java" in err and "Traceback" not in err and len(err.splitlines()) == 1

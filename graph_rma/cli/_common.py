@@ -204,7 +204,8 @@ def run_command(prog: str, fn: Callable[[], Optional[int]]) -> int:
         # DataNotFoundError / MissingExtraError can only come from their modules once imported: looking them up
         # in sys.modules keeps a plain usage error from importing torch (engine's package) just to classify it
         if _raised(exc, "graph_rma.data.root", "DataNotFoundError") or \
-                _raised(exc, "graph_rma.engine.optional", "MissingExtraError"):
+                _raised(exc, "graph_rma.engine.optional", "MissingExtraError") or \
+                _raised(exc, "graph_rma.engine.optional", "MissingToolError"):
             print(f"{prog}: {exc}", file=sys.stderr)
             return 1
         if isinstance(exc, (UsageError, ValueError)):

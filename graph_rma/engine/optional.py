@@ -15,7 +15,7 @@ import importlib
 from types import ModuleType
 from typing import Optional
 
-__all__ = ["MissingExtraError", "require"]
+__all__ = ["MissingExtraError", "MissingToolError", "require"]
 
 
 class MissingExtraError(ImportError):
@@ -52,3 +52,8 @@ def require(module: str, extra: str, what: Optional[str] = None) -> ModuleType:
             raise  # the module is installed but one of *its* imports is broken: show that, not a wrong hint
         need = f"{what} needs {top}" if what else f"{top} is not installed"
         raise MissingExtraError(f"{need}: pip install 'graph-rma[{extra}]'", top, extra) from None
+
+
+class MissingToolError(RuntimeError):
+    """A program outside Python that a feature runs (Java for METEOR 1.5) is not installed; the message says how to
+    install it or what to use instead."""

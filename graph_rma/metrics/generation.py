@@ -40,7 +40,7 @@ import subprocess
 import warnings
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
-from ..engine.optional import require
+from ..engine.optional import MissingToolError, require
 
 Reference = Union[str, Sequence[str]]
 
@@ -137,7 +137,7 @@ class Meteor15:
 
     def __init__(self, timeout: float = 60.0):
         if not java_available():
-            raise RuntimeError(
+            raise MissingToolError(
                 "METEOR 1.5 needs Java ('java' is not on PATH). Install a JRE (e.g. apt-get install "
                 "default-jre-headless; `make env` tries this) or use meteor='nltk' (numbers not comparable)."
             )
