@@ -61,3 +61,9 @@ def test_the_main_job_runs_and_without_data_says_where_in_one_line(tmp_path):
                         "--out", "o"], tmp_path, data=False)
         err = proc.stderr.strip()
         assert proc.returncode == 1 and len(err.splitlines()) == 1 and "GRAPH_RMA_DATA" in err, err
+
+
+def test_agenda_help_lists_every_subcommand(tmp_path):
+    proc, _ = _run(["-m", "graph_rma.cli", "agenda", "--help"], tmp_path)
+    for sub in ("train", "generate", "evaluate", "heads"):
+        assert f"\n    {sub} " in proc.stdout, sub

@@ -35,7 +35,7 @@ def generator_parser(name: str, label: str, doc: str, presets: Dict[str, Dict[st
     common)`` (``common``: the options every subcommand shares, for a further subcommand such as ``heads``).
     ``unit``: what one example is called in the help texts; ``common_options(common)`` adds dataset options."""
     p = Parser(prog=f"graph-rma {name}", description=description(doc))
-    sub = p.add_subparsers(dest="cmd", required=True, metavar="{train,generate,evaluate,...}")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--variant", type=variant_spec, default="ma", metavar="SPEC",
                         help="the variant, e.g. ma, svgd:alpha=0.1, spos:..., dropattn:p=0.1, reg:... (see "
