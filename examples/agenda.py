@@ -12,6 +12,9 @@ from pathlib import Path
 
 from graph_rma.tasks.agenda import PRESETS, evaluate, load_agenda, train
 from graph_rma.tasks.graph_to_text import run_folder
+import graph_rma.engine
+
+graph_rma.engine.one_line_errors()  # a mistake or missing data: one line, not a traceback
 
 parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
 parser.add_argument("--root", default=None)

@@ -17,9 +17,12 @@ import torch.nn.functional as F
 
 from graph_rma.data.planetoid import load_planetoid, prepare_features
 from graph_rma.engine import EarlyStopping, seed_everything
+import graph_rma.engine
 from graph_rma.models import GAT
 from graph_rma.tasks.node_classification import SVGD  # the benchmark's chosen SVGD spec
 from graph_rma.variants import apply_variant
+
+graph_rma.engine.one_line_errors()  # a mistake or missing data: one line, not a traceback
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--variant", default=SVGD, help="a variant spec (graph_rma.variants)")

@@ -18,7 +18,10 @@ import torch
 import torch.nn.functional as F
 
 import graph_rma
+import graph_rma.engine
 from graph_rma.nn import RepulsiveGATConv
+
+graph_rma.engine.one_line_errors()  # a mistake or missing data: one line, not a traceback
 
 
 def neighbor_loader_available() -> tuple:

@@ -18,9 +18,12 @@ import torch.nn.functional as F
 from torch_geometric.nn.models import GAT
 
 import graph_rma
+import graph_rma.engine
 from graph_rma.data.nodes import load_node_graph
 from graph_rma.data.transforms import direct_edges, normalize_features
 from graph_rma.engine import paired_comparison
+
+graph_rma.engine.one_line_errors()  # a mistake or missing data: one line, not a traceback
 
 
 def run(x, edge_index, y, train, val, test, seed: int, repulsive: bool, epochs: int, alpha: float) -> float:

@@ -26,6 +26,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 import graph_rma
+import graph_rma.engine
 from graph_rma.data.text import Vocabulary, load_text_dataset, tokenize
 from graph_rma.engine import seed_everything
 from graph_rma.engine.distributed import cleanup, init_from_env, replica_fingerprints, shard
@@ -33,6 +34,8 @@ from graph_rma.nn import record_attention
 from graph_rma.regularizers import disagreement
 from graph_rma.tasks.text_classification import batches, head_heatmap_html, head_heatmap_png, split_dev
 from graph_rma.variants import apply_variant
+
+graph_rma.engine.one_line_errors()  # a mistake or missing data: one line, not a traceback
 
 p = argparse.ArgumentParser()
 p.add_argument("--dataset", default="trec", help="trec, mr, sst2 or sst1")

@@ -67,3 +67,15 @@ def test_agenda_help_lists_every_subcommand(tmp_path):
     proc, _ = _run(["-m", "graph_rma.cli", "agenda", "--help"], tmp_path)
     for sub in ("train", "generate", "evaluate", "heads"):
         assert f"\n    {sub} " in proc.stdout, sub
+
+
+@pytest.mark.parametrize("example,args,word", [
+    ("cora.py", ["--variant", "bogus", "--epochs", "1"], "unknown part 'bogus'"),
+    ("quickstart_vs_stock.py", ["--seeds", "x"], "--seeds"),
+    ("quickstart_vs_stock.py", ["--dataset", "nope"], "name: expected one of"),
+])
+def test_example_mistakes_are_one_line(example, args, word, tmp_path):
+    proc, _ = _run([str(REPO / "examples" / example), *args], tmp_path)
+    err = [line for line in proc.stderr.strip().splitlines() if "Warning" not in line and "warn(" not in line]
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-1500:]
+    assert word in err[-1] and err[-1].startswith(example.split(".")[0]) or word in err[-1], err

@@ -6,6 +6,7 @@ half-written result or checkpoint, and a resumed run reads exactly what was save
 """
 from .checkpoint import CheckpointError, load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from .early_stopping import EarlyStopping
+from .errors import one_line_errors
 from .resume import ResumeMismatchError, check_resume
 from .files import (PathLike, atomic_write_bytes, atomic_write_text, read_json, read_lines, slug, write_csv,
                     write_json)
@@ -13,5 +14,5 @@ from .seeding import seed_everything
 from .stats import mean_std, paired_comparison
 
 __all__ = ["CheckpointError", "EarlyStopping", "PathLike", "ResumeMismatchError", "atomic_write_bytes", "atomic_write_text", "load_checkpoint",
-           "mean_std", "paired_comparison", "read_json", "read_lines", "rng_state", "save_checkpoint", "seed_everything",
+           "mean_std", "one_line_errors", "paired_comparison", "read_json", "read_lines", "rng_state", "save_checkpoint", "seed_everything",
            "check_resume", "set_rng_state", "slug", "write_csv", "write_json"]
