@@ -257,3 +257,16 @@ def test_score_without_java_is_one_line(tmp_path, capsys, monkeypatch):
     assert main(["score", "--hyp", h, "--ref", h, "--meteor", "meteor-1.5", "--tokenize", "split"]) == 1
     err = capsys.readouterr().err.strip()
     assert "METEOR 1.5 needs Java" in err and "Traceback" not in err and len(err.splitlines()) == 1
+
+
+def test_an_output_folder_on_a_virtual_file_system_is_one_line(capsys):
+    from conftest import PLANETOID
+
+    from graph_rma.cli import main
+
+    if not (PLANETOID / "Cora" / "raw").is_dir() or not __import__("os").path.isdir("/proc/self"):
+        pytest.skip("needs the Cora raw files and /proc")
+    code = main(["cora", "--seeds", "0", "--epochs", "1", "--variants", "ma", "--out", "/proc/self/graph_rma_out",
+                 "--no-plot", "--root", str(PLANETOID)])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 1 and err.startswith("graph-rma cora: ") and "/proc/self/graph_rma_out" in err
