@@ -35,6 +35,9 @@ test: $(VENV)/.installed
 
 docs: $(VENV)/.installed
 	$(VENV)/bin/mkdocs build --strict -d site
+	@# the docstrings are reST rendered through docs/hooks/griffe_rest.py: no raw role or directive may reach a page
+	@! grep -rlE ':(class|func|meth|mod|data|attr|exc|math):`|\.\. math::|``' site --include=*.html \
+		|| { echo "raw reST in the built site (the pages above): extend docs/hooks/griffe_rest.py"; exit 1; }
 
 test-install: $(VENV)/.installed
 	$(PY) -m pytest -q -m install $(ARGS)

@@ -76,3 +76,16 @@ def test_readme_and_home_quote_the_generated_baseline_numbers():
         assert quoted
         for q in quoted:
             assert q in generated or q in published, q
+
+
+def test_the_docs_hook_turns_rest_into_markdown():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("griffe_rest", REPO / "docs" / "hooks" / "griffe_rest.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    text = ("See :class:`~graph_rma.nn.RepulsiveGATConv` and :func:`graph_rma.convert`, ``x`` and :math:`a_i`.\n\n"
+            ".. math::\n    y = \\sum_i x_i\n\nFrom Python::\n\n    run()\n")
+    assert hook.rest_to_markdown(text) == (
+        "See `RepulsiveGATConv` and `graph_rma.convert`, `x` and $a_i$.\n\n$$\ny = \\sum_i x_i\n$$\n\n"
+        "From Python:\n\n    run()\n")

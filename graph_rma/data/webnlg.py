@@ -227,8 +227,8 @@ def build_graph(entities: Sequence[str], relations: Sequence[str],
         triple_index: ``(head entity, relation, tail entity)`` indices.
 
     Returns:
-        ``Data(edge_index [2, E], num_nodes, node_kind [N] (0 entity, 1 global, 2 relation, 3 inverse),
-        node_text (list of N str), num_entities)``.
+        A ``Data`` with ``edge_index`` ``[2, E]``, ``num_nodes``, ``node_kind`` ``[N]`` (0 entity, 1 global,
+        2 relation, 3 inverse), ``node_text`` (a list of N strings) and ``num_entities``.
     """
     if len(relations) == 0:
         raise ValueError("relations: expected at least one relation text")

@@ -360,9 +360,9 @@ def evaluate_generation(
             the result is lower-cased either way.
 
     Returns:
-        ``{"BLEU-1": .., "BLEU-2": .., "BLEU-3": .., "BLEU-4": .., "METEOR": .., "METEOR_impl": "meteor-1.5" | "nltk"
-        | None, "ROUGE-1": .., "ROUGE-2": .., "ROUGE-L": .., "ROUGE-L_coco": .., "entity_coverage": .. (None without
-        entities), "repetition": .., "n": number of hypotheses}``.
+        A dict with ``BLEU-1`` ... ``BLEU-4``, ``METEOR``, ``METEOR_impl`` (``"meteor-1.5"``, ``"nltk"`` or
+        ``None``), ``ROUGE-1``, ``ROUGE-2``, ``ROUGE-L``, ``ROUGE-L_coco``, ``entity_coverage`` (``None`` without
+        entities), ``repetition`` and ``n`` (the number of hypotheses).
     """
     hyps, refs, ents = _check_inputs(hypotheses, references, entities)
     require_text_metrics()
