@@ -270,3 +270,23 @@ def test_an_output_folder_on_a_virtual_file_system_is_one_line(capsys):
                  "--no-plot", "--root", str(PLANETOID)])
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert code == 1 and err.startswith("graph-rma cora: ") and "/proc/self/graph_rma_out" in err
+
+
+def test_report_reads_a_graph_to_text_checkpoint(tmp_path, capsys):
+    """graph-rma report works on every run the package writes, GraphWriter's included."""
+    from conftest import REPO
+
+    from graph_rma.cli import main
+    from graph_rma.engine import read_json
+    from graph_rma.tasks import webnlg
+
+    config = {**webnlg.PRESETS["cpu"], "epochs": 1, "hidden": 16, "layers": 1, "batch_size": 4}
+    run = tmp_path / "run"
+    webnlg.train(config, run, REPO / "datasets" / "fixtures" / "webnlg_tiny", "svgd", seed=0, progress=False,
+                 device="cpu")
+    capsys.readouterr()
+    assert main(["report", "--checkpoint", str(run / "best.pt"), "--out", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    assert "GraphWriter, epoch 1" in out and "head parameter cosine" in out
+    report = read_json(tmp_path / "r" / "report.json")
+    assert report["kind"] == "graph_to_text" and -1.0 <= report["head_parameter_cosine"] <= 1.0

@@ -33,6 +33,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _print_summary(summary: Dict[str, Any], out: Path) -> None:
+    if summary.get("kind") == "graph_to_text":
+        dev = summary["dev_loss"]
+        print(f"[{summary['variant']}] GraphWriter, epoch {summary['epoch']}, dev loss "
+              f"{'n/a' if dev is None else f'{dev:.4f}'}: encoder head parameter cosine "
+              f"{summary['head_parameter_cosine']:.4f} ({summary['encoder_heads']} heads x "
+              f"{summary['encoder_layers']} layers; attention diversity: graph-rma agenda|webnlg heads)")
+        print(f"wrote {out}")
+        return
     cal = summary["calibration"]
     label = f"[{summary['variant']}] " if summary.get("variant") else ""
     print(f"{label}accuracy {summary['accuracy']:.4f}  ECE {cal['ece']:.4f}  OE {cal['oe']:.4f}  "
@@ -62,7 +70,7 @@ def _run(args: argparse.Namespace) -> int:
         summaries[path.stem] = report_checkpoint(path, where, root=args.root, layers=args.layers, bins=args.bins,
                                                  plots=not args.no_plots)
         _print_summary(summaries[path.stem], where)
-    if len(paths) > 1:
+    if len(paths) > 1 and all(s.get("kind") != "graph_to_text" for s in summaries.values()):
         print(f"wrote {compare_reports(summaries, out, plots=not args.no_plots)}")
     return 0
 

@@ -121,6 +121,8 @@ def report_checkpoint(path: Union[str, Path], out: Union[str, Path], *, root: Op
         raise ValueError(f"bins: expected a positive integer, got {bins!r}")
     path = Path(path)
     ckpt = load_checkpoint(path)
+    if "task" not in ckpt and {"config", "vocab", "relations", "model"} <= set(ckpt):
+        return graph_to_text_report(path, out)
     for key in ("task", "model_kwargs", "model"):
         if key not in ckpt:
             raise ValueError(f"{path}: checkpoint has no {key!r} entry")
@@ -140,6 +142,28 @@ def report_checkpoint(path: Union[str, Path], out: Union[str, Path], *, root: Op
         inputs["model"], inputs["x"], inputs["edge_index"], inputs["y"], inputs["mask"],
         layers=layers or inputs["layers"], out_dir=Path(out), num_bins=bins, extra=extra, plots=plots,
     )
+
+
+def graph_to_text_report(path: Union[str, Path], out: Union[str, Path]) -> Dict[str, Any]:
+    """The report of a GraphWriter checkpoint (``graph-rma agenda|webnlg train``'s ``best.pt`` or
+    ``checkpoint.pt``): its variant, epoch and dev loss and how alike its encoder heads' parameters are (mean pairwise
+    cosine over head pairs, averaged over layers; no data needed). The attention-based diversity on a split is
+    ``graph-rma agenda heads``. Writes ``report.json`` into ``out``."""
+    from ..engine import write_json
+    from ..regularizers import parameter_disagreement
+    from .graph_to_text import load_model
+
+    try:
+        model, vocab, ck = load_model(path, "cpu")
+    except (KeyError, TypeError, RuntimeError) as exc:
+        raise ValueError(f"{path}: not a loadable GraphWriter checkpoint ({str(exc).strip().splitlines()[0]})") from None
+    summary = {"kind": "graph_to_text", "checkpoint": str(path), "variant": ck.get("variant"),
+               "epoch": ck.get("epoch"), "dev_loss": ck.get("dev_loss"), "vocab": len(vocab),
+               "encoder_heads": ck["config"].get("heads"), "encoder_layers": ck["config"].get("layers"),
+               "head_parameter_cosine": float(parameter_disagreement(model.encoder))}
+    out = Path(out)
+    summary["files"] = {"summary": str(write_json(out / "report.json", summary))}
+    return summary
 
 
 def compare_reports(summaries: Dict[str, Dict[str, Any]], out: Union[str, Path], plots: bool = True) -> Path:
