@@ -1,6 +1,7 @@
 """GraphWriter on AGENDA with a plain and a repulsive (SVGD) graph-transformer encoder, in one run.
 
     GRAPH_RMA_DATA=/path/to/data OMP_NUM_THREADS=2 python examples/agenda.py            # CPU default
+    python examples/agenda.py --small --out runs/agenda_small   # about a minute: a tiny model, 200 records, 40 decoded
     python examples/agenda.py --preset full --variants ma svgd:alpha=0.1 --out runs/agenda_full   # GPU size
 
 Each variant trains into its own folder OUT/<variant> (resuming if interrupted), decodes the test split and prints
@@ -24,16 +25,24 @@ parser.add_argument("--variants", nargs="+", default=["ma", "svgd:alpha=0.1"])
 parser.add_argument("--seed", type=int, default=0)
 parser.add_argument("--epochs", type=int, default=None, help="override the preset's number of epochs")
 parser.add_argument("--meteor", default="auto", choices=["auto", "meteor-1.5", "nltk", "none"])
+parser.add_argument("--small", action="store_true",
+                    help="a first look in about a minute: width 32, one layer, one epoch on the first 200 training "
+                         "records, 40 test graphs decoded greedily (scores mean nothing at this size)")
 args = parser.parse_args()
 
 config = dict(PRESETS[args.preset], **({"epochs": args.epochs} if args.epochs else {}))
+limits = {}
+if args.small:
+    config.update(hidden=32, layers=1, heads=4, decoder_heads=4, epochs=args.epochs or 1, batch_size=16, beam=1)
+    limits = {"max_train": 200, "max_dev": 40}
 splits = load_agenda(args.root)
 print(splits.description)
 rows = []
 for spec in args.variants:
     out = run_folder(args.out, spec)  # one folder per variant: svgd:alpha=0.1 and svgd:alpha=1 never share one
-    summary = train(dict(config), out, variant=spec, seed=args.seed, splits=splits, save_every=50)
-    scores = evaluate(out, "test", splits=splits, regenerate=True, meteor=args.meteor)
+    summary = train(dict(config), out, variant=spec, seed=args.seed, splits=splits, save_every=50, **limits)
+    scores = evaluate(out, "test", splits=splits, regenerate=True, meteor=args.meteor,
+                      **({"limit": 40} if args.small else {}))
     rows.append({"variant": spec, "out": str(out), "dev_loss": round(summary["best_dev_loss"], 3),
                  **{k: round(v, 2) for k, v in scores.items() if isinstance(v, float)},
                  "METEOR_impl": scores.get("METEOR_impl")})
