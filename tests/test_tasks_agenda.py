@@ -69,3 +69,22 @@ def test_cli_train_again_with_other_settings_is_one_line(tmp_path, capsys):
     assert cli.main(args + ["--epochs", "2"]) == 0
     assert "epochs: 1 -> 2 (applied)" in capsys.readouterr().err
     assert json.loads((out / "train.json").read_text())["history"][-1]["epoch"] == 2
+
+
+def test_evaluate_reuses_decoded_outputs_only_for_the_same_checkpoint_and_settings(tmp_path, monkeypatch):
+    """`agenda evaluate --limit N` decodes once; other settings (or another checkpoint) decode again."""
+    from graph_rma.tasks import agenda as task
+
+    pytest.importorskip("pycocoevalcap")
+    splits = task.load_agenda(FIXTURE)
+    config = {**task.PRESETS["cpu"], "epochs": 1, "hidden": 16, "layers": 1, "batch_size": 4, "beam": 1}
+    out = tmp_path / "run"
+    task.train(config, out, splits=splits, progress=False, device="cpu")
+    calls = []
+    real = task.generate
+    monkeypatch.setattr(task, "generate", lambda *a, **k: (calls.append(k.get("limit")), real(*a, **k))[1])
+    for limit in (2, 2, 3, 3):
+        task.evaluate(out, "test", splits=splits, meteor="none", limit=limit, progress=False)
+    assert calls == [2, 3]  # the second call of each limit reused the decoded file
+    task.evaluate(out, "test", splits=splits, meteor="none", limit=3, beam=2, progress=False)
+    assert calls == [2, 3, 3]  # another beam decodes again

@@ -83,7 +83,7 @@ def _run(args: argparse.Namespace) -> int:
         paths = task.generate(args.out, args.split, args.root, args.protocol, **kwargs)
         print(json.dumps({k: str(v) for k, v in paths.items()}))
         return 0
-    regenerate = args.regenerate or args.limit is not None
+    regenerate = args.regenerate  # --limit reuses outputs decoded from the same checkpoint with the same settings
     result = task.evaluate(args.out, args.split, args.root, args.protocol, regenerate=regenerate, meteor=args.meteor,
                            **kwargs)
     print(json.dumps(result, indent=2))

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 from ..data.agenda import AgendaEncoder, AgendaRecord, AgendaSplits, build_vocab, load_agenda
-from ..engine import atomic_write_text, read_lines, write_json
+from ..engine import atomic_write_text, load_checkpoint, read_json, read_lines, write_json
 from ..metrics import evaluate_generation
 from ..variants import Variant
 from . import graph_to_text as g2t
@@ -70,8 +70,20 @@ def generate(out: PathLike, split: str = "test", root: Optional[PathLike] = None
     rows = ["title\thypothesis\treference"] + [f"{r.title}\t{h}\t{g}" for r, h, g in zip(recs, relex, gold)]
     atomic_write_text(paths["side_by_side"], "\n".join(rows) + "\n")
     write_json(out / f"decode.{split}.json", {"beam": beam, "max_len": max_len, "length_penalty": length_penalty,
-                                              "records": len(recs), "checkpoint": str(ckpt_path)})
+                                              "records": len(recs), "checkpoint": str(ckpt_path),
+                                              "key": decode_key(ckpt_path, beam, max_len, length_penalty, limit)})
     return paths
+
+
+def decode_key(checkpoint: PathLike, beam: Optional[int], max_len: Optional[int], length_penalty: Optional[float],
+               limit: Optional[int]) -> Dict[str, Any]:
+    """What decoded outputs depend on: the checkpoint's bytes and the decoding settings (resolved), and the limit."""
+    from ..data.root import sha256sum
+
+    ck = load_checkpoint(checkpoint)
+    beam, max_len, length_penalty = g2t.decode_settings(ck["config"], beam, max_len, length_penalty)
+    return {"checkpoint_sha256": sha256sum(checkpoint), "beam": beam, "max_len": max_len,
+            "length_penalty": length_penalty, "limit": limit}
 
 
 def score(hypotheses: Sequence[str], references: Sequence[str], entities: Sequence[Sequence[str]],
@@ -96,6 +108,15 @@ def evaluate(out: PathLike, split: str = "test", root: Optional[PathLike] = None
     out = Path(out)
     splits = splits or load_agenda(root, protocol)
     hyp_path = out / f"hyp.{split}.txt"
+    if not regenerate and hyp_path.exists():
+        # decoded outputs are reused only when they come from the same checkpoint bytes and decoding settings
+        try:
+            saved = read_json(out / f"decode.{split}.json").get("key")
+        except (OSError, ValueError):
+            saved = None
+        ckpt = Path(gen_kwargs.get("checkpoint") or out / "best.pt")
+        regenerate = saved != decode_key(ckpt, gen_kwargs.get("beam"), gen_kwargs.get("max_len"),
+                                         gen_kwargs.get("length_penalty"), gen_kwargs.get("limit"))
     if regenerate or not hyp_path.exists():
         generate(out, split, splits=splits, **gen_kwargs)
     hyps = read_lines(hyp_path)
