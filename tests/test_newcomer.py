@@ -79,3 +79,15 @@ def test_example_mistakes_are_one_line(example, args, word, tmp_path):
     err = [line for line in proc.stderr.strip().splitlines() if "Warning" not in line and "warn(" not in line]
     assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-1500:]
     assert word in err[-1] and err[-1].startswith(example.split(".")[0]) or word in err[-1], err
+
+
+def test_the_quick_start_without_data_stops_in_one_line_saying_where(tmp_path):
+    import re
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    code = re.search(r"## Quick start.*?```python\n(.*?)```", readme, re.S).group(1)
+    (tmp_path / "quick.py").write_text(code)
+    proc, _ = _run([str(tmp_path / "quick.py")], tmp_path, data=False)
+    err = proc.stderr.strip()
+    assert proc.returncode == 1 and "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert "GRAPH_RMA_DATA" in err and str(tmp_path / "empty") in err
