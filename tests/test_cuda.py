@@ -1,0 +1,78 @@
+"""The device-dependent paths on CUDA: they run only where a GPU is present (the lent machines; never in CI), and
+compare each CUDA result with the same computation on the CPU."""
+import pytest
+import torch
+
+import graph_rma
+from graph_rma.models import GAT, ResidualGAT
+from graph_rma.nn import RepulsiveGATConv, RepulsiveGATv2Conv
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+def _graph(n=50, e=300, f=16, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, f, generator=g), torch.randint(0, n, (2, e), generator=g)
+
+
+@pytest.mark.parametrize("cls", [RepulsiveGATConv, RepulsiveGATv2Conv])
+@pytest.mark.parametrize("lean", [False, True])
+def test_layers_match_the_cpu(cls, lean):
+    x, ei = _graph()
+    torch.manual_seed(0)
+    cpu = cls(16, 4, heads=4, lean=lean).eval()
+    gpu = cls(16, 4, heads=4, lean=lean).eval().cuda()
+    gpu.load_state_dict(cpu.state_dict())
+    out_cpu = cpu(x, ei)
+    out_gpu = gpu(x.cuda(), ei.cuda())
+    torch.testing.assert_close(out_gpu.cpu(), out_cpu, atol=1e-4, rtol=1e-4)
+    out_cpu.sum().backward()
+    out_gpu.sum().backward()
+    for (name, p), q in zip(cpu.named_parameters(), gpu.parameters()):
+        torch.testing.assert_close(q.grad.cpu(), p.grad, atol=1e-4, rtol=1e-4, msg=name)
+
+
+def test_sampler_step_matches_the_cpu():
+    x, ei = _graph()
+    y = torch.randint(0, 3, (50,))
+    states = []
+    for device in ("cpu", "cuda"):
+        torch.manual_seed(0)
+        model = GAT(16, 3, hidden_channels=4, heads=4).to(device)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        graph_rma.SVGD(model, alpha=0.1, eps=4).attach(opt)
+        model.eval()  # no dropout: the same gradients on both devices
+        torch.nn.functional.cross_entropy(model(x.to(device), ei.to(device)), y.to(device)).backward()
+        opt.step()
+        states.append({k: v.cpu() for k, v in model.state_dict().items()})
+    for k in states[0]:
+        torch.testing.assert_close(states[1][k], states[0][k], atol=1e-4, rtol=1e-4, msg=k)
+
+
+def test_dropattention_and_residual_gat_train_on_cuda():
+    x, ei = _graph()
+    model = ResidualGAT(16, 1, hidden=16, heads=4, layers=2, lean=True).cuda().train()
+    model.convs[0].drop_attention = graph_rma.DropAttention(0.2)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    graph_rma.SVGD(model, alpha=0.1, eps=4, layers=["convs.0"]).attach(opt)
+    loss = model(x.cuda(), ei.cuda()).pow(2).mean()
+    loss.backward()
+    opt.step()
+    assert torch.isfinite(loss) and all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_node_run_on_cuda_matches_its_metrics_on_the_cpu():
+    from torch_geometric.data import Data
+
+    from graph_rma.tasks import node_classification as nc
+
+    x, ei = _graph()
+    idx = torch.arange(50)
+    data = Data(x=x, edge_index=ei, y=idx % 3, train_mask=idx < 25, val_mask=(idx >= 25) & (idx < 38),
+                test_mask=idx >= 38)
+    kwargs = {"in_channels": 16, "out_channels": 3, "hidden_channels": 4, "heads": 4, "dropout": 0.0,
+              "attn_dropout": 0.0}
+    cpu, _, _ = nc.train_run(data, "ma", 0, kwargs, epochs=5, device="cpu")
+    gpu, _, _ = nc.train_run(data, "ma", 0, kwargs, epochs=5, device="cuda")
+    assert gpu["device"] == "cuda"
+    assert abs(gpu["val_loss"] - cpu["val_loss"]) < 1e-3
