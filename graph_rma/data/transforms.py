@@ -3,7 +3,9 @@ r"""What a node-classification protocol does to a graph before training: feature
 PyG's attention layers (``GATConv``, ``GATv2Conv``) take a softmax over each *target* node's incoming edges: node
 :math:`i` attends over :math:`\{j : (j, i) \in \texttt{edge\_index}\}`. The edge options say which neighbours that is:
 
-* ``"as-stored"``: the file's edges as PyG reads them (``edge_index[0]`` source, ``edge_index[1]`` target);
+* ``"as-stored"``: the file's edges as the loader returns them (``edge_index[0]`` source, ``edge_index[1]`` target),
+  unchanged, order and duplicates included (the order decides which edge each random attention-dropout draw hits,
+  so a stored order is kept to keep results reproducible across versions);
 * ``"reversed"``: every edge flipped, so node :math:`i` attends over the nodes it links **to** (the dense GAT of the
   GGCN and Geom-GCN code, whose adjacency row :math:`i` holds :math:`i`'s out-links);
 * ``"undirected"``: both directions, duplicates removed (Platonov et al.'s protocol, PyG's ``to_undirected``).
@@ -42,12 +44,12 @@ def normalize_features(x: Tensor, how: str) -> Tensor:
 
 
 def direct_edges(edge_index: Tensor, how: str, num_nodes: int) -> Tensor:
-    """``edge_index`` as the protocol's ``edges`` option says (see the module); always coalesced (sorted, no
-    duplicate edges)."""
+    """``edge_index`` as the protocol's ``edges`` option says (see the module): ``"as-stored"`` returns it
+    unchanged; ``"reversed"`` and ``"undirected"`` are coalesced (sorted, no duplicate edges)."""
     if how not in EDGE_OPTIONS:
         raise ValueError(f"edges: expected one of {EDGE_OPTIONS}, got {how!r}")
+    if how == "as-stored":
+        return edge_index
     if how == "reversed":
-        edge_index = edge_index.flip(0)
-    elif how == "undirected":
-        return to_undirected(edge_index, num_nodes=num_nodes)
-    return coalesce(edge_index, num_nodes=num_nodes)
+        return coalesce(edge_index.flip(0), num_nodes=num_nodes)
+    return to_undirected(edge_index, num_nodes=num_nodes)
