@@ -211,7 +211,7 @@ def run_command(prog: str, fn: Callable[[], Optional[int]]) -> int:
         if isinstance(exc, (UsageError, ValueError)):
             print(f"{prog}: {exc}", file=sys.stderr)
             return 2
-        if isinstance(exc, LookupError) and _from_package(exc):  # a missing resource (NLTK data), said in one line
+        if isinstance(exc, LookupError) and _raised_by_package(exc):  # a missing resource (NLTK data): one line
             print(f"{prog}: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}",
                   file=sys.stderr)
             return 1
@@ -221,12 +221,10 @@ def run_command(prog: str, fn: Callable[[], Optional[int]]) -> int:
         raise
 
 
-def _from_package(exc: BaseException) -> bool:
-    """``exc`` was raised by this package's own code (its traceback's innermost frame is under graph_rma)."""
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    return tb is not None and "graph_rma" in tb.tb_frame.f_code.co_filename
+def _raised_by_package(exc: BaseException) -> bool:
+    from ..engine.errors import raised_by_package  # only once an exception came from the library (torch is loaded)
+
+    return raised_by_package(exc.__traceback__)
 
 
 def _raised(exc: BaseException, module: str, name: str) -> bool:

@@ -55,8 +55,6 @@ def canonical_name(name: str, root: Optional[PathLike] = None) -> str:
                      f"Platonov et al.'s format at <root>/heterophilous_graph/<name>/raw/<name>.npz; got {name!r}")
 
 
-_canonical = canonical_name
-
 
 def _key(name: str) -> str:
     try:
@@ -75,7 +73,7 @@ def dataset_family(name: str, root: Optional[PathLike] = None) -> str:
 
 def num_splits(name: str) -> int:
     """How many fixed splits dataset ``name`` has: 1 for Cora/CiteSeer (public split), 10 for the others."""
-    return 1 if _canonical(name) in PLANETOID_DATASETS else NUM_SPLITS
+    return 1 if canonical_name(name) in PLANETOID_DATASETS else NUM_SPLITS
 
 
 def load_node_graph(name: str, root: Optional[PathLike] = None) -> Data:
@@ -119,7 +117,7 @@ def load_node_splits(name: str, splits: Sequence[int], root: Optional[PathLike] 
                      normalize: bool = True) -> Dict[int, Data]:
     """``{split: load_node_dataset(name, root, split, normalize)}`` for every split in ``splits``, reading and
     verifying the files and preparing the features once (the splits share ``x``, ``edge_index`` and ``y``)."""
-    name = _canonical(name, root)
+    name = canonical_name(name, root)
     n = num_splits(name)
     for split in splits:
         if isinstance(split, bool) or not isinstance(split, int) or not 0 <= split < n:

@@ -10,10 +10,11 @@ from typing import Optional, Type
 
 from .optional import MissingExtraError, MissingToolError
 
-__all__ = ["one_line_errors"]
+__all__ = ["one_line_errors", "raised_by_package"]
 
 
-def _from_package(tb: Optional[TracebackType]) -> bool:
+def raised_by_package(tb: Optional[TracebackType]) -> bool:
+    """The exception whose traceback is ``tb`` was raised in this package's own code (innermost frame)."""
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
     return tb is not None and "graph_rma" in tb.tb_frame.f_code.co_filename
@@ -27,7 +28,7 @@ def one_line_errors(prog: Optional[str] = None) -> None:
 
     def hook(kind: Type[BaseException], exc: BaseException, tb: Optional[TracebackType]) -> None:
         missing = isinstance(exc, (FileNotFoundError, MissingExtraError, MissingToolError)) or \
-            (isinstance(exc, LookupError) and _from_package(tb))
+            (isinstance(exc, LookupError) and raised_by_package(tb))
         if missing or isinstance(exc, ValueError):
             text = str(exc).strip().splitlines()[0] if str(exc).strip() else kind.__name__
             print(f"{name}: {text}", file=sys.stderr)

@@ -78,16 +78,14 @@ class GAT(nn.Module):
         self.lean = bool(lean)
 
         Conv = RepulsiveGATv2Conv if self.v2 else RepulsiveGATConv
-        extra: Dict[str, Any] = {}
-        if self.drop_attention is not None:
-            extra = {"drop_attention": DropAttention(**self.drop_attention)}
-        extra.update(add_self_loops=self.self_loops, lean=self.lean)
-        self.conv1 = Conv(in_channels, hidden_channels, heads=heads, dropout=attn_dropout, **extra)
-        if self.drop_attention is not None:
-            extra = {"drop_attention": DropAttention(**self.drop_attention), "add_self_loops": self.self_loops,
-                     "lean": self.lean}
-        self.conv2 = Conv(heads * hidden_channels, out_channels, heads=out_heads, concat=False,
-                          dropout=attn_dropout, **extra)
+
+        def options() -> Dict[str, Any]:  # each layer gets its own DropAttention module
+            drop = DropAttention(**self.drop_attention) if self.drop_attention is not None else None
+            return {"drop_attention": drop, "add_self_loops": self.self_loops, "lean": self.lean,
+                    "dropout": attn_dropout}
+
+        self.conv1 = Conv(in_channels, hidden_channels, heads=heads, **options())
+        self.conv2 = Conv(heads * hidden_channels, out_channels, heads=out_heads, concat=False, **options())
 
     @property
     def model_kwargs(self) -> Dict[str, Any]:

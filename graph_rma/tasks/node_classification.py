@@ -43,7 +43,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..data.nodes import canonical_name, load_node_graph
+from ..data.nodes import canonical_name, load_node_graph, select_split
 from ..data.transforms import direct_edges, normalize_features
 from ..diagnostics import head_distance
 from ..engine import (EarlyStopping, ResumeMismatchError, check_resume, mean_std, paired_comparison, read_json,
@@ -137,10 +137,6 @@ def _loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 # ----------------------------------------------------------------------------------------------------------------
 # One run
 # ----------------------------------------------------------------------------------------------------------------
-def _accuracy(logits: torch.Tensor, y: torch.Tensor, mask: torch.Tensor) -> float:
-    return float((logits[mask].argmax(dim=-1) == y[mask]).float().mean())
-
-
 def train_run(data, spec: str, seed: int, model_kwargs: Dict[str, Any], epochs: int = 1000, patience: int = 100,
               lr: float = 0.005, weight_decay: float = 5e-4, early_stopping: str = "val_acc", *,
               model: str = "gat", metric: str = "accuracy", progress: bool = False, device: Optional[str] = None):
@@ -432,7 +428,7 @@ def run_study(
         for spec, seed, path, ckpt in bar:
             bar.set_postfix_str(f"{parse_variant(spec).name} seed {seed}")
             split = seed % n_splits  # a dataset with fixed splits: seed s trains on split s mod splits
-            data = _select_split(graph, split)
+            data = select_split(graph, split)
             metrics, state, net = train_run(data, spec, seed, model_kwargs, epochs=proto.epochs,
                                             patience=proto.patience, lr=proto.lr, weight_decay=proto.weight_decay,
                                             early_stopping=rule, model=model_name, metric=metric_name,
@@ -468,9 +464,3 @@ def run_study(
     return {"config": config, "seeds": seeds, "variants": variants, "summary": rows, "runs": results,
             "table": format_table(rows, metric_name) if rows else "", "files": files, "interrupted": interrupted}
 
-
-def _select_split(graph, split: int):
-    from torch_geometric.data import Data
-
-    return Data(x=graph.x, edge_index=graph.edge_index, y=graph.y, train_mask=graph.train_mask[:, split],
-                val_mask=graph.val_mask[:, split], test_mask=graph.test_mask[:, split])
