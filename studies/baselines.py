@@ -235,7 +235,11 @@ def render_evidence(results: Dict) -> str:
                 sel.append(f"| {arm} | `{e['setting']}` | {scores[i]:.2f} | {'yes' if i == best else ''} |")
             if mine[best]["final"]:
                 finals[arm] = (mine[best]["setting"], {r["seed"]: r["test"] for r in mine[best]["final"]})
-        out.append(f"### {dataset}, `{protocol}` protocol\n\nSelection (validation only):\n\n" + "\n".join(sel))
+        pub, pub_std, cite = REPRODUCE[(dataset, protocol)]
+        published = f"{pub:.2f}" + (f" ± {pub_std:.2f}" if pub_std is not None else "")
+        out.append(f"### {dataset}, `{protocol}` protocol\n\nPublished plain GAT on this graph and protocol: "
+                   f"{published} ({cite}); ours is the row \"plain, as published\" below and the reproduction "
+                   f"table above.\n\nSelection (validation only):\n\n" + "\n".join(sel))
         if "plain" not in finals or len(finals) < 2:
             out.append("Final runs: not run yet.")
             continue
