@@ -21,6 +21,9 @@ from typing import Dict, List, Tuple
 from graph_rma.engine import mean_std, paired_comparison, write_json
 from graph_rma.tasks.node_classification import format_table, run_study
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from pages import splice  # noqa: E402  (the studies' shared page writer)
+
 FINAL_SEEDS = list(range(10))  # seed s trains on split s: the published protocol's 10 splits
 SELECT_SEEDS = [100, 101, 102]  # splits 0-2, other initialisations: no final seed is ever used to choose
 
@@ -266,14 +269,6 @@ def render_evidence(results: Dict) -> str:
             rows.append(f"| {arm} | `{name}` | {len(vals)} | {_fmt(m, s_)} | {vs_chosen} | {vs_pub} |")
         out.append(f"Final seeds {FINAL_SEEDS[0]}-{FINAL_SEEDS[-1]}:\n\n" + "\n".join(rows))
     return "\n\n".join(out)
-
-
-def splice(text: str, name: str, block: str) -> str:
-    """``text`` with the lines between ``<!-- name:start -->`` and ``<!-- name:end -->`` replaced by ``block``."""
-    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
-    head, rest = text.split(start, 1)
-    _, tail = rest.split(end, 1)
-    return f"{head}{start}\n{block}\n{end}{tail}"
 
 
 def report(out: Path, page: Path) -> None:
