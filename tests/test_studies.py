@@ -64,6 +64,40 @@ def test_cora_page_is_what_its_committed_results_render_to():
             assert sorted(r["seed"] for r in study._by(results[stage], spec)) == study.FINAL_SEEDS, (stage, spec)
 
 
+@pytest.mark.parametrize("task", ["agenda", "webnlg"])
+def test_graph_to_text_pages_are_what_their_committed_results_render_to(task):
+    """docs/agenda.md's and docs/webnlg.md's summaries and measured tables come from their results files."""
+    study = _load("graph_to_text")
+    results = json.loads((REPO / "docs" / task / "results.json").read_text())
+    page = (REPO / "docs" / f"{task}.md").read_text()
+    assert study.render(task, page, results) == page
+    assert [r["variant"] for r in results[task]] == list(study.VARIANTS.values())
+    for r in results[task]:  # the whole test split, scored with METEOR 1.5 (the published numbers' METEOR)
+        scores = r["test"] if task == "agenda" else r["test"]["all"]
+        assert scores["METEOR_impl"] == "meteor-1.5" and scores["n"] == r["records"] > 0
+
+
+def test_text_page_is_what_its_committed_results_render_to():
+    """docs/text.md's summary and tables come from docs/text/results.json."""
+    study = _load("text")
+    results = json.loads((REPO / "docs" / "text" / "results.json").read_text())
+    page = (REPO / "docs" / "text.md").read_text()
+    assert study.render(page, results) == page
+    for stage in study.STAGES:  # two seeds of every (dataset, model, variant) the stage's command runs
+        runs = results[stage]["runs"]
+        keys = {(r["dataset"], r["model"], r["variant"]) for r in runs}
+        assert sorted(r["seed"] for r in runs) == sorted([0, 1] * len(keys)), stage
+
+
+def test_graph_to_text_study_runs_the_documented_commands(tmp_path):
+    study = _load("graph_to_text")
+    agenda = [c[2:] for c in study.commands("agenda", "svgd", tmp_path)]
+    assert agenda == [["graph_rma.cli", "agenda", "train", "--out", str(tmp_path / "agenda" / "svgd"), "--variant",
+                       "svgd:alpha=0.1", "--evaluate", "--quiet"],
+                      ["graph_rma.cli", "agenda", "heads", "--out", str(tmp_path / "agenda" / "svgd")]]
+    assert [c[4] for c in study.commands("webnlg", "ma", tmp_path)] == ["train"]
+
+
 def test_cora_study_grid_parses_and_the_rule_picks_by_validation_on_seeds_100_101():
     study = _load("cora")
     for spec, heads in study.TUNING:
