@@ -89,6 +89,26 @@ def test_text_page_is_what_its_committed_results_render_to():
         assert sorted(r["seed"] for r in runs) == sorted([0, 1] * len(keys)), stage
 
 
+def test_diagnostics_page_is_what_its_committed_results_render_to():
+    study = _load("diagnostics")
+    results = json.loads((REPO / "docs" / "diagnostics" / "results.json").read_text())
+    page = (REPO / "docs" / "diagnostics.md").read_text()
+    assert study.render(page, results) == page
+    for r in results["reports"].values():  # the report scores the model the pipeline saved
+        assert r["accuracy"] == pytest.approx(r["training_metrics"]["test_acc"], abs=1e-6)
+    assert set(results["sweep"]) == set(study.VARIANTS)
+
+
+def test_metrics_page_is_what_its_committed_results_render_to():
+    study = _load("metrics")
+    results = json.loads((REPO / "docs" / "metrics" / "results.json").read_text())
+    page = (REPO / "docs" / "metrics.md").read_text()
+    assert study.render(page, results) == page
+    s = results["scores"]
+    assert s["seen"]["n"] + s["unseen"]["n"] == s["all"]["n"] == s["all_nltk"]["n"]
+    assert [s[k]["METEOR_impl"] for k in ("all", "seen", "unseen", "all_nltk")] == ["meteor-1.5"] * 3 + ["nltk"]
+
+
 def test_graph_to_text_study_runs_the_documented_commands(tmp_path):
     study = _load("graph_to_text")
     agenda = [c[2:] for c in study.commands("agenda", "svgd", tmp_path)]
