@@ -109,6 +109,18 @@ def test_metrics_page_is_what_its_committed_results_render_to():
     assert [s[k]["METEOR_impl"] for k in ("all", "seen", "unseen", "all_nltk")] == ["meteor-1.5"] * 3 + ["nltk"]
 
 
+def test_authors_update_page_is_what_its_committed_results_render_to():
+    study = _load("authors_update")
+    results = json.loads((REPO / "docs" / "authors-update" / "results.json").read_text())
+    page = (REPO / "docs" / "authors-update.md").read_text()
+    assert study.render(page, results) == page
+    # its plain AGENDA row is the AGENDA page's plain run, not a copy that could drift
+    agenda = json.loads((REPO / "docs" / "agenda" / "results.json").read_text())
+    assert results["agenda_plain"] == next(r for r in agenda["agenda"] if r["variant"] == "ma")
+    assert sorted(r["seed"] for r in results["cora"]) == sorted(study.SEEDS * len(study.CORA))
+    assert sorted(r["seed"] for r in results["trec"]) == sorted(study.SEEDS * len(study.TREC))
+
+
 def test_graph_to_text_study_runs_the_documented_commands(tmp_path):
     study = _load("graph_to_text")
     agenda = [c[2:] for c in study.commands("agenda", "svgd", tmp_path)]
