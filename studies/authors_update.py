@@ -8,7 +8,6 @@ code; docs/agenda/results.json), so the two pages cannot disagree about it.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import platform
 import subprocess
@@ -24,7 +23,7 @@ from graph_rma.tasks.node_classification import format_table, run_study, summari
 from graph_rma.tasks.text_classification import run_benchmark
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pages import splice  # noqa: E402  (the studies' shared page writer)
+from pages import cli, publish, render_blocks  # noqa: E402  (the studies' shared page writer and command line)
 
 STAGES = ["cora", "trec", "agenda"]
 SEEDS = list(range(10))
@@ -127,32 +126,15 @@ BLOCKS = {"authors-cora": render_cora, "authors-trec": render_trec, "authors-age
 
 
 def render(page_text: str, results: Dict) -> str:
-    for name, fn in BLOCKS.items():
-        page_text = splice(page_text, name, fn(results))
-    return page_text
+    return render_blocks(page_text, results, BLOCKS)
 
 
 def report(out: Path, page: Path) -> None:
-    results = collect(out, page.parent)
-    write_json(page.parent / "authors-update" / "results.json", results)
-    page.write_text(render(page.read_text(), results))
-    print(f"wrote {page} and {page.parent / 'authors-update' / 'results.json'}")
+    publish(page, collect(out, page.parent), BLOCKS)
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("step", choices=["run", "report"])
-    p.add_argument("stages", nargs="*", help=f"run: the stages (default: {' '.join(STAGES)})")
-    p.add_argument("--out", type=Path, default=Path("runs/authors_study"))
-    p.add_argument("--page", type=Path, default=Path("docs/authors-update.md"))
-    a = p.parse_args()
-    unknown = [s for s in a.stages if s not in STAGES]
-    if unknown:
-        p.error(f"unknown stage {unknown[0]!r}: choose from {', '.join(STAGES)}")
-    if a.step == "run":
-        run(a.out, a.stages)
-    else:
-        report(a.out, a.page)
+    cli(__doc__, run=run, report=report, out="runs/authors_study", page="docs/authors-update.md", stages=STAGES)
 
 
 if __name__ == "__main__":

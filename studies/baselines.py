@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 from graph_rma.engine import mean_std, paired_comparison, write_json
-from graph_rma.tasks.node_classification import format_table, run_study
+from graph_rma.tasks.node_classification import run_study
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pages import splice  # noqa: E402  (the studies' shared page writer)

@@ -10,7 +10,6 @@ rendered from the committed results file, never typed.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import platform
 import sys
@@ -20,13 +19,13 @@ from typing import Dict, List, Tuple
 import torch
 import torch_geometric
 
-from graph_rma.engine import mean_std, paired_comparison, write_json
+from graph_rma.engine import mean_std, paired_comparison
 from graph_rma.tasks.defaults import NODE_FULL_VARIANTS
 from graph_rma.tasks.node_classification import run_study
 from graph_rma.variants import parse_variant
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pages import splice  # noqa: E402  (the studies' shared page writer)
+from pages import cli, publish, render_blocks  # noqa: E402  (the studies' shared page writer and command line)
 
 TUNING_SEEDS = [100, 101, 102]  # disjoint from the final seeds; the rule reads seeds 100-101
 RULE_SEEDS = [100, 101]
@@ -63,7 +62,7 @@ def _same(a: str, b: str) -> bool:
     return parse_variant(a) == parse_variant(b)
 
 
-def run(out: Path, stages: List[str], threads: int) -> None:
+def run(out: Path, stages: List[str], threads: int = 1) -> None:
     common = dict(dataset="Cora", resume=True, threads=threads, make_plot=False)
     for stage in stages or STAGES:
         if stage == "tuning":
@@ -244,33 +243,15 @@ BLOCKS = {"cora-summary": render_summary, "cora-default": render_default, "cora-
 
 
 def render(page_text: str, results: Dict) -> str:
-    for name, fn in BLOCKS.items():
-        page_text = splice(page_text, name, fn(results))
-    return page_text
+    return render_blocks(page_text, results, BLOCKS)
 
 
 def report(out: Path, page: Path) -> None:
-    results = collect(out)
-    write_json(page.parent / "cora" / "results.json", results)
-    page.write_text(render(page.read_text(), results))
-    print(f"wrote {page} and {page.parent / 'cora' / 'results.json'}")
+    publish(page, collect(out), BLOCKS)
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("step", choices=["run", "report"])
-    p.add_argument("stages", nargs="*", help=f"run: the stages (default: {' '.join(STAGES)})")
-    p.add_argument("--out", type=Path, default=Path("runs/cora_study"))
-    p.add_argument("--page", type=Path, default=Path("docs/cora.md"))
-    p.add_argument("--threads", type=int, default=1)
-    a = p.parse_args()
-    unknown = [s for s in a.stages if s not in STAGES]
-    if unknown:
-        p.error(f"unknown stage {unknown[0]!r}: choose from {', '.join(STAGES)}")
-    if a.step == "run":
-        run(a.out, a.stages, a.threads)
-    else:
-        report(a.out, a.page)
+    cli(__doc__, run=run, report=report, out="runs/cora_study", page="docs/cora.md", stages=STAGES, threads=True)
 
 
 if __name__ == "__main__":

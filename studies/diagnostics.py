@@ -9,13 +9,12 @@ diagnostics, not which variant is better.
 """
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import platform
 import sys
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict
 
 import torch
 
@@ -26,7 +25,7 @@ from graph_rma.tasks.node_classification import run_study, train_run
 from graph_rma.tasks.report import report_checkpoint
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pages import splice  # noqa: E402  (the studies' shared page writer)
+from pages import cli, publish, render_blocks  # noqa: E402  (the studies' shared page writer and command line)
 
 VARIANTS = ["ma", "svgd:alpha=0.1"]
 SWEEP_HEADS = [2, 4, 8]
@@ -110,28 +109,15 @@ BLOCKS = {"diagnostics-report": render_report, "diagnostics-notes": render_notes
 
 
 def render(page_text: str, results: Dict) -> str:
-    for name, fn in BLOCKS.items():
-        page_text = splice(page_text, name, fn(results))
-    return page_text
+    return render_blocks(page_text, results, BLOCKS)
 
 
 def report(out: Path, page: Path) -> None:
-    results = collect(out)
-    write_json(page.parent / "diagnostics" / "results.json", results)
-    page.write_text(render(page.read_text(), results))
-    print(f"wrote {page} and {page.parent / 'diagnostics' / 'results.json'}")
+    publish(page, collect(out), BLOCKS)
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("step", choices=["run", "report"])
-    p.add_argument("--out", type=Path, default=Path("runs/diagnostics_study"))
-    p.add_argument("--page", type=Path, default=Path("docs/diagnostics.md"))
-    a = p.parse_args()
-    if a.step == "run":
-        run(a.out)
-    else:
-        report(a.out, a.page)
+    cli(__doc__, run=run, report=report, out="runs/diagnostics_study", page="docs/diagnostics.md")
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import torch
 from graph_rma.engine import write_json
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pages import splice  # noqa: E402  (the studies' shared page writer)
+from pages import publish, render_blocks  # noqa: E402  (the studies' shared page writer and command line)
 
 VARIANTS = {"ma": "ma", "svgd": "svgd:alpha=0.1"}
 TASKS = ["agenda", "webnlg"]
@@ -196,9 +196,7 @@ PAGES = {"agenda": {"agenda-summary": render_agenda_summary, "agenda-results": r
 
 
 def render(task: str, page_text: str, results: Dict) -> str:
-    for name, fn in PAGES[task].items():
-        page_text = splice(page_text, name, fn(results))
-    return page_text
+    return render_blocks(page_text, results, PAGES[task])
 
 
 def report(out: Path, docs: Path) -> None:
@@ -207,11 +205,7 @@ def report(out: Path, docs: Path) -> None:
         if not results[task]:
             print(f"{task}: no finished runs under {out / task}; page left as it is")
             continue
-        committed = {"conditions": results["conditions"], task: results[task]}
-        write_json(docs / task / "results.json", committed)
-        page = docs / f"{task}.md"
-        page.write_text(render(task, page.read_text(), committed))
-        print(f"wrote {page} and {docs / task / 'results.json'}")
+        publish(docs / f"{task}.md", {"conditions": results["conditions"], task: results[task]}, PAGES[task])
 
 
 def main() -> None:

@@ -9,7 +9,6 @@ page's ``graph-rma score`` commands.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import platform
 import sys
@@ -24,7 +23,7 @@ from graph_rma.engine import write_json
 from graph_rma.metrics import evaluate_generation
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pages import splice  # noqa: E402  (the studies' shared page writer)
+from pages import cli, publish, render_blocks  # noqa: E402  (the studies' shared page writer and command line)
 
 SUBSETS = {"all": None, "seen": True, "unseen": False}
 KEYS = ["n", "BLEU-4", "METEOR", "METEOR_impl", "ROUGE-L", "entity_coverage", "repetition"]
@@ -68,27 +67,19 @@ def render_table(results: Dict) -> str:
     return "\n".join(lines)
 
 
+BLOCKS = {"metrics-human": render_table}
+
+
 def render(page_text: str, results: Dict) -> str:
-    return splice(page_text, "metrics-human", render_table(results))
+    return render_blocks(page_text, results, BLOCKS)
 
 
 def report(out: Path, page: Path) -> None:
-    results = collect(out)
-    write_json(page.parent / "metrics" / "results.json", results)
-    page.write_text(render(page.read_text(), results))
-    print(f"wrote {page} and {page.parent / 'metrics' / 'results.json'}")
+    publish(page, collect(out), BLOCKS)
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("step", choices=["run", "report"])
-    p.add_argument("--out", type=Path, default=Path("runs/metrics_study"))
-    p.add_argument("--page", type=Path, default=Path("docs/metrics.md"))
-    a = p.parse_args()
-    if a.step == "run":
-        run(a.out)
-    else:
-        report(a.out, a.page)
+    cli(__doc__, run=run, report=report, out="runs/metrics_study", page="docs/metrics.md")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,12 @@ always what its results render to (the tests check it).
 """
 from __future__ import annotations
 
+import argparse
+from pathlib import Path
+from typing import Callable, Dict, Sequence
+
+from graph_rma.engine import write_json
+
 
 def splice(text: str, name: str, block: str) -> str:
     """``text`` with the lines between ``<!-- name:start -->`` and ``<!-- name:end -->`` replaced by ``block``."""
@@ -20,3 +26,41 @@ def splice(text: str, name: str, block: str) -> str:
 def block(text: str, name: str) -> str:
     """The generated block ``name`` of a page (without its markers)."""
     return text.split(f"<!-- {name}:start -->", 1)[1].split(f"<!-- {name}:end -->", 1)[0]
+
+
+def render_blocks(text: str, results: Dict, blocks: Dict[str, Callable[[Dict], str]]) -> str:
+    """``text`` with each generated block ``name`` replaced by ``blocks[name](results)``."""
+    for name, fn in blocks.items():
+        text = splice(text, name, fn(results))
+    return text
+
+
+def publish(page: Path, results: Dict, blocks: Dict[str, Callable[[Dict], str]]) -> None:
+    """Commit ``results`` beside the page (``docs/<page>/results.json``) and render the page's blocks from them."""
+    write_json(page.parent / page.stem / "results.json", results)
+    page.write_text(render_blocks(page.read_text(), results, blocks))
+    print(f"wrote {page} and {page.parent / page.stem / 'results.json'}")
+
+
+def cli(doc: str, *, run: Callable[..., None], report: Callable[[Path, Path], None], out: str, page: str,
+        stages: Sequence[str] = (), threads: bool = False) -> None:
+    """A study driver's command line: ``run [STAGE ...]`` measures (every stage by default), ``report`` writes
+    the page; ``--out`` holds the runs, ``--page`` is the page (its results go in the folder of its name)."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("step", choices=["run", "report"])
+    if stages:
+        p.add_argument("stages", nargs="*", help=f"run: the stages (default: {' '.join(stages)})")
+    p.add_argument("--out", type=Path, default=Path(out))
+    p.add_argument("--page", type=Path, default=Path(page))
+    if threads:
+        p.add_argument("--threads", type=int, default=1)
+    a = p.parse_args()
+    chosen = getattr(a, "stages", [])
+    unknown = [s for s in chosen if s not in stages]
+    if unknown:
+        p.error(f"unknown stage {unknown[0]!r}: choose from {', '.join(stages)}")
+    if a.step == "report":
+        report(a.out, a.page)
+        return
+    args = [a.out] + ([chosen or list(stages)] if stages else [])
+    run(*args, **({"threads": a.threads} if threads else {}))

@@ -8,7 +8,6 @@ renders the page's tables and summary from the committed results file, so the pa
 """
 from __future__ import annotations
 
-import argparse
 import json
 import platform
 import subprocess
@@ -18,10 +17,10 @@ from typing import Dict, List
 
 import torch
 
-from graph_rma.engine import mean_std, write_json
+from graph_rma.engine import mean_std
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pages import splice  # noqa: E402  (the studies' shared page writer)
+from pages import cli, publish, render_blocks  # noqa: E402  (the studies' shared page writer and command line)
 
 # stage -> the arguments of `graph-rma text` (each stage's own --out under the study folder)
 STAGES: Dict[str, List[str]] = {
@@ -124,9 +123,7 @@ BLOCKS = {"text-summary": render_summary, "text-published": render_published, "t
 
 
 def render(page_text: str, results: Dict) -> str:
-    for name, fn in BLOCKS.items():
-        page_text = splice(page_text, name, fn(results))
-    return page_text
+    return render_blocks(page_text, results, BLOCKS)
 
 
 def report(out: Path, page: Path) -> None:
@@ -135,25 +132,11 @@ def report(out: Path, page: Path) -> None:
     if missing:
         raise SystemExit(f"report: stages not finished under {out}: {', '.join(missing)} (python studies/text.py "
                          f"run {' '.join(missing)})")
-    write_json(page.parent / "text" / "results.json", results)
-    page.write_text(render(page.read_text(), results))
-    print(f"wrote {page} and {page.parent / 'text' / 'results.json'}")
+    publish(page, results, BLOCKS)
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("step", choices=["run", "report"])
-    p.add_argument("stages", nargs="*", help=f"run: the stages (default: {' '.join(STAGES)})")
-    p.add_argument("--out", type=Path, default=Path("runs/text_study"))
-    p.add_argument("--page", type=Path, default=Path("docs/text.md"))
-    a = p.parse_args()
-    unknown = [s for s in a.stages if s not in STAGES]
-    if unknown:
-        p.error(f"unknown stage {unknown[0]!r}: choose from {', '.join(STAGES)}")
-    if a.step == "run":
-        run(a.out, a.stages)
-    else:
-        report(a.out, a.page)
+    cli(__doc__, run=run, report=report, out="runs/text_study", page="docs/text.md", stages=list(STAGES))
 
 
 if __name__ == "__main__":
