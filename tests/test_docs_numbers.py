@@ -16,7 +16,7 @@ SUMMARIES = ["README.md", "docs/index.md"]
 # Result pages whose tables are generated (between <!-- name:start --> and <!-- name:end -->): their prose may also
 # quote their own generated blocks
 GENERATED = ["docs/cora.md", "docs/agenda.md", "docs/webnlg.md", "docs/text.md", "docs/diagnostics.md",
-             "docs/metrics.md", "docs/authors-update.md"]
+             "docs/metrics.md", "docs/authors-update.md", "docs/where-it-helps.md"]
 MARKED = re.compile(r"<!-- ([\w-]+):start -->(.*?)<!-- \1:end -->", re.S)
 
 # Not measurements: names and versions that contain digits.
@@ -92,6 +92,8 @@ def unsourced(page: Path, counts: bool = True) -> List[str]:
     text = page.read_text(encoding="utf-8")
     code = normalise(" ".join(re.findall(r"```.*?```", text, flags=re.S)))
     generated = [("its generated tables", normalise(m.group(2))) for m in MARKED.finditer(text)]
+    generated += [("its generated files", normalise(f.read_text(encoding="utf-8")))  # docs/<page>/*.md
+                  for f in sorted(page.with_suffix("").glob("*.md"))]
     problems = []
     for block in blocks(MARKED.sub("", text)):
         quoted = [f for f in figures(block) if counts or not COUNT.fullmatch(f)]
