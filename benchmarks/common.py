@@ -5,12 +5,36 @@ machine hit every contender alike, and is reported as medians and ratios to the 
 """
 from __future__ import annotations
 
+import json
+import os
+import platform
 import statistics
 import time
+from pathlib import Path
 from typing import Callable, Dict, Mapping, Optional
 
 import torch
 import torch.nn.functional as F
+
+
+#: Every named comparison of this process, as :func:`compare` returned it (what ``--json`` writes).
+RECORDED: Dict[str, Dict[str, Dict[str, float]]] = {}
+
+
+def write_results(path: str, command: str, load_before: float) -> None:
+    """Add this process's recorded comparisons, with the conditions they ran under, as one more run in ``path``
+    (a JSON list of runs, so that repeated runs show the spread; benchmarks/report.py renders them)."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    runs = json.loads(out.read_text()) if out.is_file() else []
+    meta = {"command": command, "device": device_name(), "torch": torch.__version__, "machine": platform.machine(),
+            "cpus": os.cpu_count(), "load_average_before": round(load_before, 2),
+            "date": time.strftime("%Y-%m-%d")}
+    runs.append({"meta": meta, "comparisons": RECORDED})
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(json.dumps(runs, indent=2) + "\n")
+    tmp.replace(out)
+    print(f"added this run to {out} ({len(runs)} runs)")
 
 
 def _sync() -> None:
@@ -70,6 +94,8 @@ def compare(name: Optional[str], fns: Mapping[str, Callable[[], object]], repeat
         out[k] = {"ms": 1e3 * m, "ratio": m / statistics.median(times[base]), "paired": paired}
         if name is not None:
             print(f"  {k:<44s} {m * 1e3:9.2f} ms   ratio {out[k]['ratio']:5.3f}   paired {paired:5.3f}")
+    if name is not None:
+        RECORDED[name] = out
     return out
 
 

@@ -121,6 +121,18 @@ def test_authors_update_page_is_what_its_committed_results_render_to():
     assert sorted(r["seed"] for r in results["trec"]) == sorted(study.SEEDS * len(study.TREC))
 
 
+def test_benchmark_tables_are_what_their_committed_results_render_to():
+    """benchmarks/README.md's generated tables come from the scripts' --json runs in benchmarks/results/."""
+    spec = importlib.util.spec_from_file_location("bench_report", REPO / "benchmarks" / "report.py")
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    page = (REPO / "benchmarks" / "README.md").read_text()
+    results = report.load()
+    assert report.render_blocks(page, results, report.BLOCKS) == page
+    for run in results["sampler"]:  # every run has both Cora tables and the conditions it ran under
+        assert set(report.SAMPLER_TABLES) <= set(run["comparisons"]) and run["meta"]["command"]
+
+
 def test_graph_to_text_study_runs_the_documented_commands(tmp_path):
     study = _load("graph_to_text")
     agenda = [c[2:] for c in study.commands("agenda", "svgd", tmp_path)]

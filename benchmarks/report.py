@@ -1,0 +1,61 @@
+"""Render benchmark tables into benchmarks/README.md from the committed results of the scripts' ``--json`` runs.
+
+    python -m benchmarks.bench_sampler --repeats 30 --threads 2 --agenda-presets --json benchmarks/results/sampler.json
+    python -m benchmarks.report          # rewrites the README's generated blocks from benchmarks/results/*.json
+
+Each ``--json`` run is appended to its file, so a table shows every run (the spread between identical runs is the
+noise of the machine) with the conditions recorded by the run itself.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Dict, List
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "studies"))
+from pages import render_blocks  # noqa: E402  (the studies' page writer: one way to splice generated blocks)
+
+SAMPLER_TABLES = ["training step, GAT (1 output head), ratios to no sampler",
+                  "training step, GAT with 8 averaged output heads, ratios to no sampler"]
+AIM = 1.05
+
+
+def render_sampler(runs: List[Dict]) -> str:
+    lines = ["| training step (Cora GAT 8x8, Adam) | ms per run | paired ratio per run |", "| --- | --- | --- |"]
+    for table in SAMPLER_TABLES:
+        contenders = list(runs[0]["comparisons"][table])
+        for name in contenders:
+            ms = " / ".join(f"{r['comparisons'][table][name]['ms']:.1f}" for r in runs)
+            paired = " / ".join(f"{r['comparisons'][table][name]['paired']:.3f}" for r in runs)
+            label = name if table == SAMPLER_TABLES[0] else f"8 output heads: {name}"
+            lines.append(f"| {label} | {ms} | {paired} |")
+    pairs = [r["comparisons"][t][n]["paired"] for r in runs for t in SAMPLER_TABLES
+             for n in list(r["comparisons"][t])[1:]]
+    met = sum(all(r["comparisons"][t][n]["paired"] <= AIM for t in SAMPLER_TABLES for n in list(r["comparisons"][t])[1:])
+              for r in runs)
+    meta = runs[-1]["meta"]
+    loads = ", ".join(f"{r['meta']['load_average_before']:g}" for r in runs)
+    lines += ["", f"{len(runs)} runs of `{meta['command']}` ({meta['device']}, torch {meta['torch']}, "
+                  f"{meta['date']}; load average before each run: {loads}). With a sampler the step takes "
+                  f"{min(pairs):.3f}-{max(pairs):.3f}x the plain step (paired). The aim, at most {AIM}x for every "
+                  f"sampler row, held in {met} of {len(runs)} runs."]
+    return "\n".join(lines)
+
+
+BLOCKS = {"sampler-cora": lambda results: render_sampler(results["sampler"])}
+
+
+def load() -> Dict:
+    return {"sampler": json.loads((HERE / "results" / "sampler.json").read_text())}
+
+
+def main() -> None:
+    page = HERE / "README.md"
+    page.write_text(render_blocks(page.read_text(), load(), BLOCKS))
+    print(f"wrote {page}")
+
+
+if __name__ == "__main__":
+    main()
