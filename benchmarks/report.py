@@ -1,7 +1,7 @@
 """Render benchmark tables into benchmarks/README.md from the committed results of the scripts' ``--json`` runs.
 
-    python -m benchmarks.bench_sampler --repeats 30 --threads 2 --agenda-presets --json benchmarks/results/sampler.json
-    python -m benchmarks.report          # rewrites the README's generated blocks from benchmarks/results/*.json
+    python -m benchmarks.bench_sampler --repeats 30 --threads 2 --agenda-presets --json benchmarks/recorded/sampler.json
+    python -m benchmarks.report          # rewrites the README's generated blocks from benchmarks/recorded/*.json
 
 Each ``--json`` run is appended to its file, so a table shows every run (the spread between identical runs is the
 noise of the machine) with the conditions recorded by the run itself.
@@ -48,7 +48,7 @@ BLOCKS = {"sampler-cora": lambda results: render_sampler(results["sampler"])}
 
 
 def load() -> Dict:
-    return {"sampler": json.loads((HERE / "results" / "sampler.json").read_text())}
+    return {"sampler": json.loads((HERE / "recorded" / "sampler.json").read_text())}
 
 
 def main() -> None:

@@ -122,7 +122,7 @@ def test_authors_update_page_is_what_its_committed_results_render_to():
 
 
 def test_benchmark_tables_are_what_their_committed_results_render_to():
-    """benchmarks/README.md's generated tables come from the scripts' --json runs in benchmarks/results/."""
+    """benchmarks/README.md's generated tables come from the scripts' --json runs in benchmarks/recorded/."""
     spec = importlib.util.spec_from_file_location("bench_report", REPO / "benchmarks" / "report.py")
     report = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(report)
