@@ -15,7 +15,7 @@ from torch_geometric.nn import GATConv
 from graph_rma import DropAttention
 from graph_rma.nn import RepulsiveGATConv
 
-from .common import compare, random_graph, train_step
+from .common import add_json_option, compare, random_graph, save_if_asked, train_step
 
 
 class Net(torch.nn.Module):
@@ -50,6 +50,7 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--p", type=float, default=0.6)
     parser.add_argument("--skip-large", action="store_true")
+    load_before = add_json_option(parser)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     p = args.p
@@ -70,6 +71,7 @@ def main(argv=None):
         reps = max(3, args.repeats // 3)
         compare("Synthetic graph (100k nodes, 1M edges, 64 features, 1 GAT layer 8x8 + linear)",
                 run(large, False, variants, reps, p), reps)
+    save_if_asked(args, argv, "bench_dropattention", load_before)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import argparse
 import torch
 from torch_geometric.nn import GATConv, GATv2Conv
 
-from .common import compare, random_graph
+from .common import add_json_option, compare, random_graph, save_if_asked
 from graph_rma.nn import RepulsiveGATConv, RepulsiveGATv2Conv
 
 
@@ -42,21 +42,23 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=41)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--skip-large", action="store_true")
+    load_before = add_json_option(parser)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, median of {args.repeats} calls")
     x, edge_index, _ = random_graph(2708, 10556, 1433, 7)
     for stock_cls, ours_cls in [(GATConv, RepulsiveGATConv), (GATv2Conv, RepulsiveGATv2Conv)]:
         fwd, fb = fns_for(stock_cls, ours_cls, x, edge_index)
-        compare(f"Cora-sized random graph (2708 nodes, 10556 edges, 1433 -> 8 heads x 8): {stock_cls.__name__}",
-                fwd, args.repeats)
-        compare("", fb, args.repeats)
+        what = f"Cora-sized random graph (2708 nodes, 10556 edges, 1433 -> 8 heads x 8): {stock_cls.__name__}"
+        compare(f"{what}, forward", fwd, args.repeats)
+        compare(f"{what}, forward+backward", fb, args.repeats)
     if not args.skip_large:
         x, edge_index, _ = random_graph(100_000, 1_000_000, 64, 7, seed=1)
         fwd, fb = fns_for(GATConv, RepulsiveGATConv, x, edge_index)
         reps = max(5, args.repeats // 4)
-        compare("Synthetic graph (100k nodes, 1M edges, 64 -> 8 heads x 8): GATConv", fwd, reps)
-        compare("", fb, reps)
+        compare("Synthetic graph (100k nodes, 1M edges, 64 -> 8 heads x 8): GATConv, forward", fwd, reps)
+        compare("Synthetic graph (100k nodes, 1M edges, 64 -> 8 heads x 8): GATConv, forward+backward", fb, reps)
+    save_if_asked(args, argv, "bench_gat_conv", load_before)
 
 
 if __name__ == "__main__":

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import os
-import sys
 
 import torch
 import torch.nn.functional as F
@@ -27,7 +25,7 @@ from torch_geometric.nn import GATConv
 from graph_rma import SPOS, SVGD, find_particle_groups, svgd_direction
 from graph_rma.variants import apply_variant
 
-from .common import compare, device_name, random_graph, train_step, write_results
+from .common import add_json_option, compare, device_name, random_graph, save_if_asked, train_step
 
 
 class GAT(nn.Module):
@@ -88,9 +86,8 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--agenda-presets", nargs="*", default=["cpu"], choices=["cpu", "full"],
                     help="GraphWriter sizes for part 2 (none: skip it)")
-    ap.add_argument("--json", help="also write every comparison, with its conditions, to this file")
+    load_before = add_json_option(ap)
     args = ap.parse_args(argv)
-    load_before = os.getloadavg()[0]
     torch.set_num_threads(args.threads)
     x, edge_index, y, what = cora_like()
     print(f"device: {device_name()}; graph: {what} ({x.size(0)} nodes, {edge_index.size(1)} edges)")
@@ -133,9 +130,7 @@ def main(argv=None):
             theta, grad = torch.randn(M, D, generator=g), torch.randn(M, D, generator=g)
             ms = compare(None, {"s": lambda: svgd_direction(theta, grad, alpha=1.0)}, repeats=max(5, args.repeats // 3))["s"]["ms"]
             print(f"{M:18d} {D:8d} {ms:8.3f} {1e6 * ms / (M * M * D):13.3f}")
-    if args.json:
-        write_results(args.json, "python -m benchmarks.bench_sampler " + " ".join(argv if argv is not None
-                                                                                  else sys.argv[1:]), load_before)
+    save_if_asked(args, argv, "bench_sampler", load_before)
 
 
 if __name__ == "__main__":

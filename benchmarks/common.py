@@ -9,6 +9,7 @@ import json
 import os
 import platform
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Callable, Dict, Mapping, Optional
@@ -35,6 +36,19 @@ def write_results(path: str, command: str, load_before: float) -> None:
     tmp.write_text(json.dumps(runs, indent=2) + "\n")
     tmp.replace(out)
     print(f"added this run to {out} ({len(runs)} runs)")
+
+
+def add_json_option(parser) -> float:
+    """``--json FILE`` on a script's parser; returns the load average now (recorded with the run)."""
+    parser.add_argument("--json", help="also append every comparison, with the conditions of this run, to this file")
+    return os.getloadavg()[0]
+
+
+def save_if_asked(args, argv, script: str, load_before: float) -> None:
+    """After a script's comparisons: append them to ``--json`` when it was given."""
+    if args.json:
+        words = argv if argv is not None else sys.argv[1:]
+        write_results(args.json, f"python -m benchmarks.{script} " + " ".join(words), load_before)
 
 
 def _sync() -> None:

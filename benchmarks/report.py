@@ -44,11 +44,31 @@ def render_sampler(runs: List[Dict]) -> str:
     return "\n".join(lines)
 
 
-BLOCKS = {"sampler-cora": lambda results: render_sampler(results["sampler"])}
+def render_runs(runs: List[Dict]) -> str:
+    """Every comparison of a script's recorded runs: per contender against the comparison's first entry, the ratio
+    of medians and the paired ratio of each run, then the conditions of the runs."""
+    lines = ["| comparison: contender vs the first entry | ratio per run | paired per run |", "| --- | --- | --- |"]
+    for table, contenders in runs[0]["comparisons"].items():
+        for name in list(contenders)[1:]:
+            ratio = " / ".join(f"{r['comparisons'][table][name]['ratio']:.3f}" for r in runs)
+            paired = " / ".join(f"{r['comparisons'][table][name]['paired']:.3f}" for r in runs)
+            lines.append(f"| {table}: {name} | {ratio} | {paired} |")
+    meta = runs[-1]["meta"]
+    loads = ", ".join(f"{r['meta']['load_average_before']:g}" for r in runs)
+    pairs = [c["paired"] for r in runs for t in r["comparisons"].values() for c in list(t.values())[1:]]
+    lines += ["", f"{len(runs)} runs of `{meta['command']}` ({meta['device']}, torch {meta['torch']}, {meta['date']}; "
+                  f"load average before each run: {loads}): paired ratios {min(pairs):.3f}-{max(pairs):.3f}."]
+    return "\n".join(lines)
+
+
+FILES = {"sampler": "sampler.json", "gat_conv": "gat_conv.json", "dropattention": "dropattention.json"}
+BLOCKS = {"sampler-cora": lambda results: render_sampler(results["sampler"]),
+          "gat-conv": lambda results: render_runs(results["gat_conv"]),
+          "dropattention": lambda results: render_runs(results["dropattention"])}
 
 
 def load() -> Dict:
-    return {"sampler": json.loads((HERE / "recorded" / "sampler.json").read_text())}
+    return {name: json.loads((HERE / "recorded" / f).read_text()) for name, f in FILES.items()}
 
 
 def main() -> None:
