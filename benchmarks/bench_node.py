@@ -23,7 +23,7 @@ from graph_rma.data.nodes import load_node_graph
 from graph_rma.tasks import node_classification as nc
 from graph_rma.tasks.protocols import resolve_protocol
 
-from .common import compare
+from .common import add_json_option, compare, save_if_asked
 
 
 def _stock(model: torch.nn.Module) -> torch.nn.Module:
@@ -58,14 +58,15 @@ def _epoch(model, data, sampler=None):
     return run
 
 
-def main() -> None:
+def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset", default="minesweeper")
     p.add_argument("--protocol", default=None, help="default: the graph's own")
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--lean", action="store_true", help="also time lean=True layers")
-    a = p.parse_args()
+    load_before = add_json_option(p)
+    a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     protocol = resolve_protocol(a.protocol, a.dataset)
     data = nc.prepare_graph(load_node_graph(a.dataset), protocol)
@@ -87,6 +88,7 @@ def main() -> None:
     print(f"{a.dataset} ({protocol.name}: {name}, {data.num_nodes} nodes, {data.edge_index.size(1)} edges before "
           f"self-loops), {a.threads} thread(s), torch {torch.__version__}")
     compare(f"seconds per epoch (train step + evaluation), {a.dataset}", fns, repeats=a.repeats, warmup=1)
+    save_if_asked(a, argv, "bench_node", load_before)
 
 
 if __name__ == "__main__":

@@ -48,23 +48,28 @@ def render_runs(runs: List[Dict]) -> str:
     """Every comparison of a script's recorded runs: per contender against the comparison's first entry, the ratio
     of medians and the paired ratio of each run, then the conditions of the runs."""
     lines = ["| comparison: contender vs the first entry | ratio per run | paired per run |", "| --- | --- | --- |"]
-    for table, contenders in runs[0]["comparisons"].items():
-        for name in list(contenders)[1:]:
-            ratio = " / ".join(f"{r['comparisons'][table][name]['ratio']:.3f}" for r in runs)
-            paired = " / ".join(f"{r['comparisons'][table][name]['paired']:.3f}" for r in runs)
+    tables = list(dict.fromkeys(t for r in runs for t in r["comparisons"]))  # runs of one script may differ
+    for table in tables:
+        having = [r["comparisons"][table] for r in runs if table in r["comparisons"]]
+        for name in list(having[0])[1:]:
+            ratio = " / ".join(f"{c[name]['ratio']:.3f}" for c in having)
+            paired = " / ".join(f"{c[name]['paired']:.3f}" for c in having)
             lines.append(f"| {table}: {name} | {ratio} | {paired} |")
     meta = runs[-1]["meta"]
     loads = ", ".join(f"{r['meta']['load_average_before']:g}" for r in runs)
     pairs = [c["paired"] for r in runs for t in r["comparisons"].values() for c in list(t.values())[1:]]
-    lines += ["", f"{len(runs)} runs of `{meta['command']}` ({meta['device']}, torch {meta['torch']}, {meta['date']}; "
+    commands = "; ".join(f"`{c}`" for c in dict.fromkeys(r["meta"]["command"] for r in runs))
+    lines += ["", f"{len(runs)} runs of {commands} ({meta['device']}, torch {meta['torch']}, {meta['date']}; "
                   f"load average before each run: {loads}): paired ratios {min(pairs):.3f}-{max(pairs):.3f}."]
     return "\n".join(lines)
 
 
-FILES = {"sampler": "sampler.json", "gat_conv": "gat_conv.json", "dropattention": "dropattention.json"}
+FILES = {"sampler": "sampler.json", "gat_conv": "gat_conv.json", "dropattention": "dropattention.json",
+         "node": "node.json"}
 BLOCKS = {"sampler-cora": lambda results: render_sampler(results["sampler"]),
           "gat-conv": lambda results: render_runs(results["gat_conv"]),
-          "dropattention": lambda results: render_runs(results["dropattention"])}
+          "dropattention": lambda results: render_runs(results["dropattention"]),
+          "node": lambda results: render_runs(results["node"])}
 
 
 def load() -> Dict:
