@@ -16,7 +16,7 @@ import torch._dynamo
 from graph_rma import DropAttention
 from graph_rma.nn import RepulsiveGATConv, RepulsiveGATv2Conv
 
-from .common import compare, device_name, random_graph
+from .common import add_json_option, compare, device_name, random_graph, save_if_asked
 
 
 def main(argv=None):
@@ -25,6 +25,7 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--nodes", type=int, default=2708)
     ap.add_argument("--edges", type=int, default=10556)
+    load_before = add_json_option(ap)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -46,10 +47,11 @@ def main(argv=None):
 
             name = f"{cls.__name__}{' + DropAttention' if drop else ''}"
             print(f"\n{name}: graph breaks = {breaks}")
-            compare("  forward (ratio compiled / eager)", {"eager": fwd(layer), "compiled": fwd(compiled)},
-                    repeats=args.repeats, warmup=3)
-            compare("  forward+backward (ratio compiled / eager)", {"eager": fwd_bwd(layer), "compiled": fwd_bwd(compiled)},
-                    repeats=args.repeats, warmup=3)
+            compare(f"{name} ({breaks} graph breaks), forward, compiled / eager",
+                    {"eager": fwd(layer), "compiled": fwd(compiled)}, repeats=args.repeats, warmup=3)
+            compare(f"{name} ({breaks} graph breaks), forward+backward, compiled / eager",
+                    {"eager": fwd_bwd(layer), "compiled": fwd_bwd(compiled)}, repeats=args.repeats, warmup=3)
+    save_if_asked(args, argv, "bench_compile", load_before)
 
 
 if __name__ == "__main__":

@@ -65,11 +65,12 @@ def render_runs(runs: List[Dict]) -> str:
 
 
 FILES = {"sampler": "sampler.json", "gat_conv": "gat_conv.json", "dropattention": "dropattention.json",
-         "node": "node.json"}
+         "node": "node.json", "compile": "compile.json"}
 BLOCKS = {"sampler-cora": lambda results: render_sampler(results["sampler"]),
           "gat-conv": lambda results: render_runs(results["gat_conv"]),
           "dropattention": lambda results: render_runs(results["dropattention"]),
-          "node": lambda results: render_runs(results["node"])}
+          "node": lambda results: render_runs(results["node"]),
+          "compile": lambda results: render_runs(results["compile"])}
 
 
 def load() -> Dict:
