@@ -5,6 +5,7 @@ a number must link the page holding the measurement, and every number it states 
 normalising the minus sign and line breaks), so a re-measured page cannot leave a stale copy behind. The pages' own
 generated sections are checked against their committed results in test_studies.py.
 """
+import functools
 import re
 from pathlib import Path
 from typing import List, Tuple
@@ -71,15 +72,21 @@ def parts(figure: str) -> List[str]:
     return [re.escape(re.sub(r" ?(%|x|GiB|MiB|KB|points)$", "", figure))]
 
 
+@functools.lru_cache(maxsize=None)
+def with_generated_files(path: Path) -> str:
+    """A page with the generated tables in the folder of the same name beside it, normalised (read once)."""
+    texts = [path.read_text(encoding="utf-8")]
+    texts += [t.read_text(encoding="utf-8") for t in sorted(path.with_suffix("").glob("*.md"))]
+    return normalise("\n".join(texts))
+
+
 def sources(page: Path, block: str) -> List[Tuple[str, str]]:
-    """The pages a block links, each with the generated tables in the folder of the same name beside it."""
+    """The pages a block links, each with its generated files."""
     out = []
     for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", block):
         path = (page.parent / target).resolve()
         if path.suffix == ".md" and path.is_file() and path != page.resolve():
-            texts = [path.read_text(encoding="utf-8")]
-            texts += [t.read_text(encoding="utf-8") for t in sorted(path.with_suffix("").glob("*.md"))]
-            out.append((target, normalise("\n".join(texts))))
+            out.append((target, with_generated_files(path)))
     return out
 
 

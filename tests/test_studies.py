@@ -12,7 +12,8 @@ from graph_rma.variants import apply_variant, parse_variant
 
 
 def _load(name):
-    sys.path.insert(0, str(REPO / "studies"))  # the drivers share studies/pages.py
+    if str(REPO / "studies") not in sys.path:  # the drivers share studies/pages.py
+        sys.path.insert(0, str(REPO / "studies"))
     spec = importlib.util.spec_from_file_location(name, REPO / "studies" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
