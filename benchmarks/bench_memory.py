@@ -36,7 +36,7 @@ ROOT = os.path.dirname(HERE)
 if ROOT not in sys.path:  # run as a script in subprocesses: make `benchmarks` and this checkout's graph_rma win
     sys.path.insert(0, ROOT)
 
-from benchmarks.common import compare, random_graph  # noqa: E402
+from benchmarks.common import RECORDED, add_json_option, compare, random_graph, save_if_asked  # noqa: E402
 
 FEATURES, HEADS, CHANNELS, CLASSES = 64, 8, 8, 64
 
@@ -114,7 +114,7 @@ def one_memory(name: str, num_edges: int, loss: str = "ce", v2: bool = False) ->
     _backward(forward, y, upstream, loss)
     peak = _rss_peak_kib()
     return {"contender": name, "edges": num_edges, "nodes": N, "peak_above_inputs": (peak - base) * 1024,
-            "bytes_per_edge": (peak - base) * 1024 / num_edges}
+            "bytes_per_edge": (peak - base) * 1024 / num_edges, "rss_before": base * 1024}
 
 
 def one_time(names, num_edges: int, repeats: int, v2: bool = False) -> dict:
@@ -164,6 +164,12 @@ def main(argv=None):
     ap.add_argument("--glibc-defaults", action="store_true",
                     help="memory: leave glibc's defaults (freed memory returned, big blocks mmapped) instead of keeping "
                          "freed memory, which makes the peak RSS depend on heap fragmentation")
+    load_before = add_json_option(ap)
+    ap.add_argument("--memory-limit", type=float, default=None, metavar="GIB",
+                    help="memory: cap each cell's address space at GIB GiB (RLIMIT_AS), so that a graph too large "
+                         "fails at once with an allocation error instead of the machine's out-of-memory killer "
+                         "(which first stalls the machine); the largest graph each contender trains is then the "
+                         "largest within the cap")
     ap.add_argument("--one-memory", nargs=2, help=argparse.SUPPRESS)
     ap.add_argument("--one-time", type=float, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -174,6 +180,11 @@ def main(argv=None):
     if problem:
         print(f"dgl: left out, `import dgl` fails here ({problem})")
     if args.one_memory:
+        if args.memory_limit:
+            import resource
+
+            cap = int(args.memory_limit * 2**30)
+            resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
         torch.set_num_threads(1)
         print(json.dumps(one_memory(args.one_memory[0], int(float(args.one_memory[1])), args.loss, args.v2)))
         return
@@ -193,7 +204,8 @@ def main(argv=None):
     for e, who in sizes:
         row = {"edges": int(e)}
         for n in who:
-            row[n] = _run(["--one-memory", n, str(e), "--loss", args.loss] + ["--v2"] * args.v2, keep)
+            cap = ["--memory-limit", str(args.memory_limit)] if args.memory_limit else []
+            row[n] = _run(["--one-memory", n, str(e), "--loss", args.loss] + ["--v2"] * args.v2 + cap, keep)
         memory.append(row)
         base = row.get("pyg", {}).get("bytes_per_edge")
         cells = []
@@ -227,8 +239,13 @@ def main(argv=None):
                                              for n in names), flush=True)
 
     os.makedirs(args.out, exist_ok=True)
+    layer = "GATv2Conv" if args.v2 else "GATConv"
+    RECORDED["memory"] = {"layer": layer, "loss": args.loss, "glibc_defaults": args.glibc_defaults,
+                          "memory_limit_gib": args.memory_limit, "rows": memory}
+    RECORDED["time"] = {"layer": layer, "threads": args.threads, "repeats": args.repeats, "rows": timing}
     with open(os.path.join(args.out, "memory.json"), "w") as f:
         json.dump({"memory": memory, "time": timing, "threads": args.threads}, f, indent=2)
+    save_if_asked(args, argv, "bench_memory", load_before)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -246,7 +263,8 @@ def main(argv=None):
     ax[1].set(xlabel="edges", ylabel="seconds per training step", title=f"time ({args.threads} threads)")
     for a in ax:
         a.grid(True, which="both", alpha=0.3)
-        a.legend()
+        if a.lines:
+            a.legend()
     fig.suptitle(f"{'GATv2Conv' if args.v2 else 'GATConv'}(64, 8, heads=8, dropout=0.6), random graph, N = E / 10")
     fig.tight_layout()
     fig.savefig(os.path.join(args.out, "memory.png"), dpi=120)

@@ -25,7 +25,7 @@ from torch_geometric.nn import GATConv
 from graph_rma import SPOS, SVGD, find_particle_groups, svgd_direction
 from graph_rma.variants import apply_variant
 
-from .common import add_json_option, compare, device_name, random_graph, save_if_asked, train_step
+from .common import RECORDED, add_json_option, compare, device_name, random_graph, save_if_asked, train_step
 
 
 class GAT(nn.Module):
@@ -125,11 +125,13 @@ def main(argv=None):
 
     print(f"\n{'sampler alone: M':>18s} {'D':>8s} {'ms':>8s} {'ns / (M^2 D)':>13s}")
     g = torch.Generator().manual_seed(0)
+    alone = RECORDED["sampler alone: svgd_direction on random particles [M, D]"] = []
     for D in (1_000, 10_000, 100_000):
         for M in (2, 4, 8, 16, 32):
             theta, grad = torch.randn(M, D, generator=g), torch.randn(M, D, generator=g)
             ms = compare(None, {"s": lambda: svgd_direction(theta, grad, alpha=1.0)}, repeats=max(5, args.repeats // 3))["s"]["ms"]
             print(f"{M:18d} {D:8d} {ms:8.3f} {1e6 * ms / (M * M * D):13.3f}")
+            alone.append({"M": M, "D": D, "ms": ms})
     save_if_asked(args, argv, "bench_sampler", load_before)
 
 

@@ -30,6 +30,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+if os.path.dirname(HERE) not in sys.path:  # run as a script in subprocesses: make `benchmarks` importable
+    sys.path.insert(0, os.path.dirname(HERE))
+
+from benchmarks.common import RECORDED, add_json_option, save_if_asked  # noqa: E402
+
 
 def one(num_edges: int, steps: int, device: str, sort_edges: bool = False, lean: bool = False) -> dict:
     from torch_geometric.nn import GATConv
@@ -95,13 +101,14 @@ def main(argv=None):
     ap.add_argument("--keep-freed-memory", action="store_true",
                     help="glibc: no mmap for large blocks, no trimming (each size's process only)")
     ap.add_argument("--out", default="results/scaling")
+    load_before = add_json_option(ap)
     ap.add_argument("--one", type=float, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.one:
         print(json.dumps(one(int(args.one), args.steps, args.device, args.sort_edges, args.lean)))
         return
-    rows = []
+    rows, failed = [], []
     for e in args.edges:
         cmd = [sys.executable, __file__, "--one", str(e), "--steps", str(args.steps), "--threads", str(args.threads),
                "--device", args.device] + (["--sort-edges"] if args.sort_edges else [])
@@ -113,6 +120,7 @@ def main(argv=None):
         if proc.returncode != 0:  # e.g. killed for memory (-9): report it and go on with the sizes that fit
             tail = (proc.stderr.strip().splitlines() or ["no message"])[-1]
             print(f"{int(e):>10d} edges  failed (exit code {proc.returncode}: {tail})", flush=True)
+            failed.append({"edges": int(e), "error": f"exit code {proc.returncode}"})
             continue
         rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
         r = rows[-1]
@@ -127,9 +135,12 @@ def main(argv=None):
     sm = slope([r["edges"] for r in big], [r["peak_bytes"] for r in big])
     print(f"log-log slope vs edges: time {st:.2f}, peak memory {sm:.2f} (from 1e5 edges; 1.00 = linear)")
     os.makedirs(args.out, exist_ok=True)
+    RECORDED["scaling"] = {"rows": rows, "failed": failed, "slope_time": st, "slope_memory": sm,
+                           "device": args.device, "threads": args.threads, "steps": args.steps, "lean": args.lean,
+                           "sorted_edges": args.sort_edges, "keep_freed_memory": args.keep_freed_memory}
     with open(os.path.join(args.out, "scaling.json"), "w") as f:
-        json.dump({"rows": rows, "slope_time": st, "slope_memory": sm, "device": args.device, "lean": args.lean,
-                   "sorted_edges": args.sort_edges, "keep_freed_memory": args.keep_freed_memory}, f, indent=2)
+        json.dump(RECORDED["scaling"], f, indent=2)
+    save_if_asked(args, argv, "bench_scaling", load_before)
     import matplotlib
 
     matplotlib.use("Agg")

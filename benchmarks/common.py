@@ -12,14 +12,15 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, Mapping, Optional
 
 import torch
 import torch.nn.functional as F
 
 
-#: Every named comparison of this process, as :func:`compare` returned it (what ``--json`` writes).
-RECORDED: Dict[str, Dict[str, Dict[str, float]]] = {}
+#: Every named comparison of this process, as :func:`compare` returned it, and the tables of the scripts that
+#: measure more than times (bench_memory, bench_scaling): what ``--json`` writes.
+RECORDED: Dict[str, Any] = {}
 
 
 def write_results(path: str, command: str, load_before: float) -> None:
@@ -29,7 +30,9 @@ def write_results(path: str, command: str, load_before: float) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     runs = json.loads(out.read_text()) if out.is_file() else []
     meta = {"command": command, "device": device_name(), "torch": torch.__version__, "machine": platform.machine(),
-            "cpus": os.cpu_count(), "load_average_before": round(load_before, 2),
+            "cpus": os.cpu_count(),
+            "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+            "load_average_before": round(load_before, 2),
             "date": time.strftime("%Y-%m-%d")}
     runs.append({"meta": meta, "comparisons": RECORDED})
     tmp = out.with_name(f".{out.name}.tmp")

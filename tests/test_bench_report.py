@@ -1,0 +1,99 @@
+"""benchmarks/report.py: the verdicts on the benchmarks page are computed from the recorded runs, on hand-checked
+records (what the page shows is checked against the committed records in test_studies.py)."""
+import importlib.util
+
+import pytest
+from conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def report():
+    spec = importlib.util.spec_from_file_location("bench_report", REPO / "benchmarks" / "report.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+META = {"command": "python -m benchmarks.bench_x", "device": "CPU", "torch": "2.13.0", "machine": "x86_64", "cpus": 2,
+        "memory_gib": 23.4, "load_average_before": 0.5, "date": "2026-11-25"}
+
+
+def memory_run(rows, layer="GATConv", glibc=False):
+    def cell(n, e, b):
+        return {"error": "exit code -9"} if b is None else {"bytes_per_edge": b, "peak_above_inputs": b * e}
+
+    out = [{"edges": e, **{n: cell(n, e, b) for n, b in cells.items()}} for e, cells in rows]
+    return {"meta": META, "comparisons": {"memory": {"layer": layer, "loss": "ce", "glibc_defaults": glibc, "rows": out},
+                                          "time": {"layer": layer, "threads": 2, "repeats": 3, "rows": []}}}
+
+
+def test_memory_table_ratios_targets_and_the_largest_graph(report):
+    runs = [memory_run([(1_000_000, {"pyg": 1500, "lean": 150}), (2_000_000, {"pyg": None, "lean": 180}),
+                        (10_000_000, {"lean": 190})]),
+            memory_run([(1_000_000, {"pyg": 1600, "lean": 200})]),
+            memory_run([(1_000_000, {"pyg": 2000, "lean": 400})], layer="GATv2Conv")]  # another table
+    text = report.render_memory(runs)
+    assert "| 1,000,000 | 1,500 / 1,600 | 150 / 200 | 10.0x / 8.0x |" in text
+    assert "| 2,000,000 | killed (out of memory) | 180 |  |" in text
+    assert "| 10,000,000 | - | 190 |  |" in text
+    assert "`lean=True` keeps 150-200 B/edge, 8.0-10.0x less than stock (target: at most 200 B/edge and at least " \
+           "7x less: met)" in text
+    # stock trains 1e6 and is killed at 2e6; lean trains 1e7: 10x, target at least 5x
+    assert "on this machine: stock 1,000,000 edges (failed at 2,000,000), `lean=True` 10,000,000 (the largest " \
+           "tried): 10.0x the stock layer's (target: at least 5x: met)" in text
+    assert "2 runs of" in text and "23.4 GiB of memory" in text
+    over = report.render_memory([memory_run([(1_000_000, {"pyg": 1500, "lean": 201})])])
+    assert "(target: at most 200 B/edge and at least 7x less: not met)" in over and "Largest graph" not in over
+    assert "GATv2Conv" in report.render_memory(runs, "GATv2Conv") and "400" in report.render_memory(runs, "GATv2Conv")
+
+
+def test_a_cell_over_the_memory_cap_says_so(report):
+    run = memory_run([(1_000_000, {"pyg": 1500, "lean": 150}), (2_000_000, {"pyg": 1500, "lean": 150})])
+    run["comparisons"]["memory"]["memory_limit_gib"] = 22.0
+    run["comparisons"]["memory"]["rows"][1]["pyg"] = {"error": "exit code 1: RuntimeError: [enforce fail at "
+                                                               "alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory"}
+    text = report.render_memory([run])
+    assert "| 2,000,000 | out of memory (over the 22 GiB cap) | 150 | |" in text.replace("|  |", "| |")
+    assert "within a 22 GiB cap on each process's memory: stock 1,000,000 edges (failed at 2,000,000)" in text
+
+
+def test_memory_time_verdict_is_the_worst_ratio(report):
+    run = memory_run([])
+    run["comparisons"]["time"]["rows"] = [
+        {"edges": 100_000, "pyg": {"ms": 50.0, "ratio": 1.0, "paired": 1.0},
+         "lean": {"ms": 40.0, "ratio": 0.8, "paired": 0.79}},
+        {"edges": 10_000_000, "pyg": {"ms": 20_000.0, "ratio": 1.0, "paired": 1.0},
+         "lean": {"ms": 21_000.0, "ratio": 1.05, "paired": 1.01}}]
+    text = report.render_memory_time([run, memory_run([])])  # a run without a time table is left out
+    assert "| GATConv | 10,000,000 | 2 | 20.0 s |  | 21.0 s | 1.05, 1.01 |" in text
+    assert "1 run of" in text and "GATConv 0.79-1.05 (target: at most 1.0x: not met)." in text
+    run["comparisons"]["time"]["layer"] = "GATv2Conv"  # the target is GAT's
+    assert "GATv2Conv 0.79-1.05." in report.render_memory_time([run])
+
+
+def test_scaling_slopes_failures_and_bytes_per_edge(report):
+    def run(lean, rows, failed=()):
+        return {"meta": META, "comparisons": {"scaling": {
+            "rows": [{"edges": e, "nodes": e // 10, "seconds_per_step": s, "peak_bytes": m * 2**20} for e, s, m in rows],
+            "failed": [{"edges": e, "error": "exit code -9"} for e in failed], "slope_time": 1.0, "slope_memory": 0.9,
+            "device": "cpu", "threads": 1, "steps": 2, "lean": lean, "sorted_edges": False,
+            "keep_freed_memory": lean}}}
+
+    text = report.render_scaling([run(False, [(10_000, 0.05, 400), (1_000_000, 5.0, 2380)], failed=[10_000_000]),
+                                  run(True, [(10_000, 0.04, 400), (10_000_000, 16.0, 3400)])])
+    assert "| edges: seconds per training step | default path, random order | lean=True, random order, freed " \
+           "memory kept |" in text
+    assert "| 10,000,000 | killed (out of memory) | 16 |" in text and "| 1,000,000 | 5 | - |" in text
+    # (2380 - 400) MiB over 990,000 edges = 2.10 KB per edge; (3400 - 400) MiB over 9,990,000 edges = 0.31 KB
+    assert "| bytes per edge above the smallest graph | 2.10 KB (to 1,000,000) | 0.31 KB (to 10,000,000) |" in text
+
+
+def test_runs_table_counts_the_runs_within_the_aim(report):
+    def run(paired):
+        return {"meta": META, "comparisons": {"step": {"plain": {"ms": 10, "ratio": 1.0, "paired": 1.0},
+                                                       "sampler": {"ms": 11, "ratio": paired, "paired": paired}},
+                                              "other table": [1, 2]}}  # a script's non-timing table is skipped
+
+    text = report.render_runs([run(1.04), run(1.06)], aim=1.05)
+    assert "| step: plain | 10.0 / 10.0 |  |  |" in text and "| step: sampler | 11.0 / 11.0 | 1.040 / 1.060 | 1.040 / 1.060 |" in text
+    assert "paired ratios 1.040-1.060. The aim, at most 1.05x for every row, held in 1 of 2 runs." in text
