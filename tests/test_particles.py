@@ -1,8 +1,10 @@
 import copy
 import math
+import re
 
 import pytest
 import torch
+from conftest import REPO
 from torch import nn
 from torch_geometric.nn import GATConv, GATv2Conv, TransformerConv
 
@@ -573,11 +575,33 @@ def _one_sgd_step(conv, lr=0.01, **kwargs):
 @pytest.mark.parametrize("case", [dict(noise=1e-7), dict(scale=1e-7), dict(scale=1e-20)])
 def test_repulsion_stays_bounded_for_nearly_identical_or_tiny_heads(case):
     moved, sampler = _one_sgd_step(_near_identical_gatconv(**case))
-    assert moved < 1e-2, moved  # the paper's equation moves entries by about 2e3 (noise 1e-7) to 5e16 (scale 1e-20)
+    assert moved < 1e-2, moved  # the paper's equation moves entries by about 2e2 (noise 1e-7) to 5e15 (scale 1e-20)
     assert sampler.limited_steps == 1
     # Without the step limit the equation blows up, as the paper's Eq. (4) gives it.
     unguarded, _ = _one_sgd_step(_near_identical_gatconv(**case), max_repulsive_step=None)
     assert unguarded > 1.0
+
+
+DESIGN_CASES = {"equal up to 1e-7 noise": dict(noise=1e-7), "all head parameters scaled 1e-7": dict(scale=1e-7),
+                "all head parameters scaled 1e-20": dict(scale=1e-20)}
+
+
+def test_the_design_page_table_is_what_the_papers_equation_gives():
+    """docs/design.md's table of steps without and with the guard, to the digits it shows (its one source is this
+    computation)."""
+    text = (REPO / "docs" / "design.md").read_text(encoding="utf-8")
+    rows = {label: (a, b) for label, a, b in re.findall(
+        r"^\| ((?:equal up to|all head parameters scaled) 1e-\d+(?: noise)?)\s*\| ([\d.e-]+)\s*\| ([\d.e-]+)\s*\|",
+        text, re.M)}
+    assert set(rows) == set(DESIGN_CASES)
+
+    def shown(value: float, cell: str) -> float:  # the value to the significant digits of the cell: 212, 3.6e-4
+        return float(f"{value:.{len(re.sub(r'e.*|[.]', '', cell))}g}")
+
+    for label, case in DESIGN_CASES.items():
+        unguarded, _ = _one_sgd_step(_near_identical_gatconv(**case), max_repulsive_step=None)
+        guarded, _ = _one_sgd_step(_near_identical_gatconv(**case))
+        assert (shown(unguarded, rows[label][0]), shown(guarded, rows[label][1])) == tuple(map(float, rows[label]))
 
 
 def test_well_separated_heads_follow_the_paper_exactly():

@@ -122,7 +122,7 @@ PROTOCOLS: Dict[str, Protocol] = {
         "accuracy): their code's configuration (residual blocks with LayerNorm and a feed-forward net, hidden 512, "
         "8 heads, dropout 0.2, no attention dropout, Adam lr 3e-5, no weight decay, 1000 steps, the step with the "
         "best validation metric kept, undirected graph with self-loops, raw features; 5 blocks, their default: the "
-        "paper picks 1-5 on validation). About 5.7 s per step on one CPU core: meant for a GPU",
+        "paper picks 1-5 on validation). Several seconds per step on one CPU core: meant for a GPU",
         features="none", edges="undirected", model="residual", hidden=512, heads=8, layers=5, dropout=0.2,
         attn_dropout=0.0, lr=3e-5, weight_decay=0.0, epochs=1000, patience=1000),
     "platonov-small": Protocol(
