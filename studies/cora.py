@@ -1,18 +1,24 @@
 """The Cora study behind docs/cora.md: tuning on validation seeds, then every variant on 20 seeds.
 
-    python studies/cora.py run [STAGE ...]   # tuning, full, combo, gat (default: all; resumable)
+    python studies/cora.py run [STAGE ...]   # tuning, full, combo, gat, default (default: all; resumable)
     python studies/cora.py report            # runs -> docs/cora/results.json -> the page's generated blocks
 
 Every stage resumes (finished runs are kept under --out, default runs/cora_study, and skipped when rerun); stop it
 at any time and run the same command again. ``full`` is exactly ``graph-rma cora --full --out <out>/full``; two
-processes can run two stages at once (e.g. ``run full`` and ``run gat``). The page's tables and its summary are
-rendered from the committed results file, never typed.
+processes can run two stages at once (e.g. ``run full`` and ``run gat``). ``default`` times ``make cora`` (the
+README's main job, with ``.venv`` built) and keeps what it printed; run it alone on an idle machine. A stage with no
+folder under --out keeps its committed results, so one stage can be rerun and reported on its own. The page's
+tables and its summary are rendered from the committed results file, never typed.
 """
 from __future__ import annotations
 
 import json
+import os
 import platform
+import shutil
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Dict, List, Tuple
 
@@ -48,7 +54,9 @@ TUNING: List[Tuple[str, int]] = [
 ]
 COMBO = [f"{SVGD}+{NODE_FULL_VARIANTS[5]}", f"{SPOS}+{NODE_FULL_VARIANTS[5]}"]
 GAT_RULE = ["ma", SVGD, SPOS]  # the chosen specs again, under the GAT code's early stopping
-STAGES = ["tuning", "full", "combo", "gat"]
+STAGES = ["tuning", "full", "combo", "gat", "default"]
+REPO = Path(__file__).resolve().parents[1]
+COMMITTED = REPO / "docs" / "cora" / "results.json"
 
 # Published numbers the page compares with: (mean, std or None, source)
 PUBLISHED = {
@@ -73,8 +81,22 @@ def run(out: Path, stages: List[str], threads: int = 1) -> None:
             run_study(NODE_FULL_VARIANTS, FINAL_SEEDS, out / "full", **common)
         elif stage == "combo":
             run_study(COMBO, FINAL_SEEDS, out / "combo", **common)
-        else:
+        elif stage == "gat":
             run_study(GAT_RULE, FINAL_SEEDS, out / "gat", early_stopping="gat", **common)
+        else:
+            time_default(out / "default")
+
+
+def time_default(folder: Path) -> None:
+    """``time make cora`` from the repository root, its runs written to ``folder`` (fresh: nothing is resumed)."""
+    shutil.rmtree(folder, ignore_errors=True)
+    load = os.getloadavg()[0]
+    start = time.perf_counter()
+    subprocess.run(["make", "cora", f"ARGS=--out {folder}"], cwd=REPO, check=True)
+    wall = time.perf_counter() - start
+    (folder / "timing.json").write_text(json.dumps({
+        "command": "make cora", "wall_s": round(wall, 1), "load_average_before": round(load, 2),
+        "date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()}, {os.cpu_count()} CPUs"}) + "\n")
 
 
 def _runs(folder: Path) -> List[Dict]:
@@ -87,14 +109,25 @@ def _runs(folder: Path) -> List[Dict]:
 
 
 def collect(out: Path) -> Dict:
-    tuning = []
-    for spec, heads in TUNING:
-        runs = [r for r in _runs(out / "tuning" / f"out_heads{heads}") if _same(r["variant"], spec)]
-        tuning.append({"variant": spec, "out_heads": heads, "runs": runs})
-    conditions = (f"torch {torch.__version__}, PyG {torch_geometric.__version__}, {platform.machine()} CPU, "
-                  "one thread per run, two studies at a time on the 2-core machine")
-    return {"conditions": conditions, "tuning": tuning, "full": _runs(out / "full"), "combo": _runs(out / "combo"),
-            "gat": _runs(out / "gat")}
+    committed = json.loads(COMMITTED.read_text()) if COMMITTED.is_file() else {}
+    results = {"conditions": committed.get("conditions")}
+    if (out / "tuning").is_dir() or "tuning" not in committed:
+        tuning = []
+        for spec, heads in TUNING:
+            runs = [r for r in _runs(out / "tuning" / f"out_heads{heads}") if _same(r["variant"], spec)]
+            tuning.append({"variant": spec, "out_heads": heads, "runs": runs})
+        results["tuning"] = tuning
+    for stage in ("full", "combo", "gat"):
+        if (out / stage).is_dir() or stage not in committed:
+            results[stage] = _runs(out / stage)
+    if (out / "default" / "timing.json").is_file():
+        results["default"] = {**json.loads((out / "default" / "timing.json").read_text()),
+                              "runs": _runs(out / "default")}
+    if any((out / stage).is_dir() for stage in ("tuning", "full", "combo", "gat")) or not results["conditions"]:
+        results["conditions"] = (f"torch {torch.__version__}, PyG {torch_geometric.__version__}, "
+                                 f"{platform.machine()} CPU, one thread per run, two studies at a time on the 2-core "
+                                 "machine")
+    return {**committed, **results}  # a stage not run under out keeps its committed results
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -233,9 +266,22 @@ def render_summary(results: Dict) -> str:
 def render_default(results: Dict) -> str:
     """What ``make cora`` prints: the full study's first three seeds of plain and SVGD heads."""
     ma, sv = ([r["test"] for r in _by(results["full"], s) if r["seed"] in (0, 1, 2)] for s in ("ma", SVGD))
-    return (f"`make cora` (`graph-rma cora`: seeds 0-2 of `ma` and the chosen `svgd`) trains the full study's first "
+    text = (f"`make cora` (`graph-rma cora`: seeds 0-2 of `ma` and the chosen `svgd`) trains the full study's first "
             f"three runs of each and prints their test accuracy, `ma` {_ms(ma)} and `svgd` {_ms(sv)} % (these "
             f"numbers are those runs', from the committed results; on one CPU thread a run repeats exactly).")
+    d = results.get("default")
+    if d:
+        study = {(r["variant"], r["seed"]): r["test"] for r in results["full"] if r["seed"] in (0, 1, 2)
+                 and (_same(r["variant"], "ma") or _same(r["variant"], SVGD))}
+        printed = {(next(v for v in ("ma", SVGD) if _same(r["variant"], v)), r["seed"]): r["test"] for r in d["runs"]}
+        same = printed == {(("ma" if _same(v, "ma") else SVGD), s): t for (v, s), t in study.items()}
+        text += (f"\n\nTime: `{d['command']}` took {d['wall_s']:.0f} s wall in the repository with `.venv` already "
+                 f"built ({d['machine']}, load average {d['load_average_before']:g} before the run, nothing else "
+                 f"running; {d['date']}; `python studies/cora.py run default`). "
+                 + ("It printed exactly the numbers above." if same else
+                    "It printed other numbers than the full study's runs: " + ", ".join(
+                        f"{v} seed {s} {t:.2f}" for (v, s), t in sorted(printed.items())) + "."))
+    return text
 
 
 BLOCKS = {"cora-summary": render_summary, "cora-default": render_default, "cora-tuning": render_tuning, "cora-full": render_full,

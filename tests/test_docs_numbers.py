@@ -40,7 +40,7 @@ D = r"\d+\.\d+"
 RANGE = (rf"[+-]?(?:{N}) ?- ?[+-]?(?:{N}) ?(?:x\b|%|GiB|MiB|GB|KB|B\b|bytes\b)"  # 8-11.6x, 1,483-1,611 B
          rf"|[+-]?(?:{D}) ?- ?[+-]?(?:{N})|[+-]?(?:{N}) ?- ?[+-]?(?:{D})")  # 0.001-1; not seeds 100-102
 SCIENTIFIC = r"\d+(?:\.\d+)?e\d+"
-UNIT = rf"(?:{N}) ?(?:%|GiB|MiB|GB|KB|bytes|points|(?:\w+ )?seeds|splits)(?!\w)|(?:{N})x\b"
+UNIT = rf"(?:{N}) ?(?:%|GiB|MiB|GB|KB|bytes|points|(?:\w+ )?seeds|splits|s|ms|min|minutes|hours)(?!\w)|(?:{N})x\b"
 DECIMAL = r"[+-]?\d+\.\d+"
 FIGURE = re.compile(rf"(?<![\w.`/=-])(?:{PAIR}|{SCIENTIFIC}|{RANGE}|{UNIT}|{DECIMAL})(?![\w.]\d)")
 COUNT = re.compile(r"(\d+) ?(?:\w+ )?(seeds|splits)")
@@ -75,7 +75,7 @@ def parts(figure: str) -> List[str]:
     m = re.fullmatch(rf"([+-]?(?:{N})) ?- ?([+-]?(?:{N}))(?: ?\S+)?", figure)
     if m and not re.fullmatch(SCIENTIFIC, figure):
         return [re.escape(m.group(1)), re.escape(m.group(2))]
-    return [re.escape(re.sub(r" ?(%|x|GiB|MiB|GB|KB|bytes|points)$", "", figure))]
+    return [re.escape(re.sub(r" ?(%|x|GiB|MiB|GB|KB|bytes|points|s|ms|min|minutes|hours)$", "", figure))]
 
 
 @functools.lru_cache(maxsize=None)
@@ -146,6 +146,11 @@ def test_the_checker_finds_a_stale_copy_and_a_missing_link(tmp_path):
     assert [p.split(" is")[0].split(" links")[0] for p in problems] == ["'81.8 ± 1.1'", "'7.9-11.6x'", "'10 seeds'",
                                                                          "'136-210 bytes'", "'82.1 %'"]
     assert "links no page" in problems[-1]
+
+
+def test_durations_and_sizes_are_figures():
+    assert figures("`make cora` took 44 s wall, 9.3 min, 7 hours, 12 ms, 8 bytes") == ["44 s", "9.3 min", "7 hours",
+                                                                                     "12 ms", "8 bytes"]
 
 
 def test_a_page_may_quote_its_own_generated_tables_but_not_typed_numbers(tmp_path):

@@ -203,3 +203,14 @@ def test_the_docs_hook_turns_rest_into_markdown():
     assert hook.rest_to_markdown(text) == (
         "See `RepulsiveGATConv` and `graph_rma.convert`, `x` and $a_i$.\n\n$$\ny = \\sum_i x_i\n$$\n\n"
         "From Python:\n\n    run()\n")
+
+
+def test_cora_default_timing_says_whether_make_cora_printed_the_studys_numbers(tmp_path):
+    study = _load("cora")
+    results = json.loads((REPO / "docs" / "cora" / "results.json").read_text())
+    assert "It printed exactly the numbers above." in study.render_default(results)  # the committed timing
+    changed = json.loads(json.dumps(results))
+    changed["default"]["runs"][0]["test"] += 1.0
+    assert "It printed other numbers than the full study's runs" in study.render_default(changed)
+    # reporting from an output folder without the stages' runs keeps the committed results (nothing is wiped)
+    assert study.collect(tmp_path) == results

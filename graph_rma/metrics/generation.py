@@ -129,7 +129,7 @@ class Meteor15:
     lock stays held, so that ``__del__`` blocks forever. This class owns the process: use it as a context manager
     (or call :meth:`close`); closing sends EOF on stdin, which makes the jar exit (status 0), waits for it (kills it
     after ``timeout`` seconds), and releases the lock so that the library's ``__del__`` cannot hang. Starting the
-    JVM loads METEOR's paraphrase table and takes about 15 s of CPU, so reuse one instance for several calls (pass
+    JVM loads METEOR's paraphrase table, which takes seconds, so reuse one instance for several calls (pass
     it as ``meteor=`` to :func:`evaluate_generation`).
     """
 

@@ -72,7 +72,7 @@ TEXT_FULL = {"datasets": ["trec", "mr"], "seeds": 5, "epochs": 15}
 
 # ---- graph to text (graph-rma agenda / webnlg) ----------------------------------------------------------------
 AGENDA_PRESETS: Dict[str, Dict[str, Any]] = {
-    # small enough to train and evaluate on 2 CPU cores in under 15 minutes (offline protocol)
+    # small enough to train and evaluate on 2 CPU cores in minutes (offline protocol; run time in docs/agenda.md)
     "cpu": dict(hidden=128, layers=2, heads=4, dropout=0.1, attention_dropout=0.1, decoder_heads=4, epochs=8,
                 batch_size=24, optimizer="adam", lr=2e-3, momentum=0.9, clip=1.0, min_freq=3,
                 max_target_len=120, beam=2, max_len=150, length_penalty=1.0),
@@ -83,7 +83,7 @@ AGENDA_PRESETS: Dict[str, Dict[str, Any]] = {
                  max_target_len=None, beam=4, max_len=200, length_penalty=1.0),
 }
 WEBNLG_PRESETS: Dict[str, Dict[str, Any]] = {
-    # trains and evaluates on 2 CPU cores in about 11 minutes (measured end to end; see docs/webnlg.md)
+    # trains and evaluates on 2 CPU cores in minutes (its measured run time is in docs/webnlg.md)
     "cpu": dict(hidden=128, layers=2, heads=4, dropout=0.1, attention_dropout=0.1, decoder_heads=4, epochs=2,
                 batch_size=32, optimizer="adam", lr=2e-3, momentum=0.9, clip=1.0, min_freq=2,
                 max_target_len=60, beam=1, max_len=60, length_penalty=1.0),
