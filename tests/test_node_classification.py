@@ -219,3 +219,21 @@ def test_heterophilous_study_maps_seeds_to_splits_and_pairs_variants(tmp_path, p
              for m, s in zip(result["runs"][:2], result["runs"][2:])]
     assert abs(svgd["paired_mean"] - sum(diffs) / 2) < 1e-9
     assert "paired diff vs first" in result["table"]
+
+
+@needs_cora
+def test_the_repulsion_limit_never_acts_with_the_cora_presets(planetoid_cache):
+    """docs/design.md: with the Cora presets (seed 0, 200 epochs) the step limit acts at 0 of 200 steps; a case it
+    does act in (nearly identical heads) is in test_particles.py."""
+    from graph_rma.tasks.defaults import NODE_FULL_VARIANTS
+
+    data = copy.copy(__import__("graph_rma.data.planetoid", fromlist=["x"]).load_planetoid("Cora")[0])
+    data.x = prepare_features(data.x)
+    kwargs = {"in_channels": data.num_features, "out_channels": 7}
+    svgd, spos = NODE_FULL_VARIANTS[3], NODE_FULL_VARIANTS[4]
+    assert svgd.startswith("svgd:alpha=0.01,eps=8,roles=att_src/att_dst") and "beta=1e9" in spos
+    for spec in (svgd, spos):
+        metrics, _, _ = nc.train_run(data, spec, 0, kwargs, epochs=200, patience=1000)
+        assert (metrics["epochs"], metrics["limited_steps"]) == (200, 0), spec
+    metrics, _, _ = nc.train_run(data, "svgd:alpha=1000,eps=8", 0, kwargs, epochs=5)  # far beyond: capped each step
+    assert metrics["limited_steps"] == 5

@@ -225,6 +225,7 @@ def train_run(data, spec: str, seed: int, model_kwargs: Dict[str, Any], epochs: 
         "test_acc": best["test_acc"], "val_acc": best["val_acc"], "val_loss": best["val_loss"],
         "best_epoch": best["epoch"], "epochs": epoch, "sec_per_epoch": seconds / max(epoch, 1), "dist": dist,
         "metric": metric, "device": dev.type,
+        "limited_steps": int(getattr(setup.sampler, "limited_steps", 0)),  # SVGD/SPOS steps the repulsion limit capped
     }
     return metrics, best_state, net
 
