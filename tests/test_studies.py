@@ -214,3 +214,8 @@ def test_cora_default_timing_says_whether_make_cora_printed_the_studys_numbers(t
     assert "It printed other numbers than the full study's runs" in study.render_default(changed)
     # reporting from an output folder without the stages' runs keeps the committed results (nothing is wiped)
     assert study.collect(tmp_path) == results
+
+
+def test_baselines_report_from_a_folder_without_runs_keeps_the_committed_results(tmp_path):
+    study = _load("baselines")
+    assert study.collect(tmp_path) == json.loads((REPO / "docs" / "baselines" / "results.json").read_text())
