@@ -201,11 +201,12 @@ def main(argv=None):
           f"{'glibc defaults' if args.glibc_defaults else 'freed memory kept'}")
     print(f"{'edges':>10s}  " + "  ".join(f"{n:>16s}" for n in names) + "   (bytes per edge; ratio to pyg)")
     sizes = [(e, names) for e in args.edges] + [(e, ["lean"]) for e in args.lean_edges]
+    cell = ["--loss", args.loss] + ["--v2"] * args.v2 + (["--memory-limit", str(args.memory_limit)]
+                                                         if args.memory_limit else [])
     for e, who in sizes:
         row = {"edges": int(e)}
         for n in who:
-            cap = ["--memory-limit", str(args.memory_limit)] if args.memory_limit else []
-            row[n] = _run(["--one-memory", n, str(e), "--loss", args.loss] + ["--v2"] * args.v2 + cap, keep)
+            row[n] = _run(["--one-memory", n, str(e)] + cell, keep)
         memory.append(row)
         base = row.get("pyg", {}).get("bytes_per_edge")
         cells = []

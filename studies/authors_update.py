@@ -23,7 +23,7 @@ from graph_rma.tasks.node_classification import format_table, run_study, summari
 from graph_rma.tasks.text_classification import run_benchmark
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pages import cli, publish, render_blocks  # noqa: E402  (the studies' shared page writer and command line)
+from pages import cli, publish, renderer  # noqa: E402  (the studies' shared page writer and command line)
 
 STAGES = ["cora", "trec", "agenda"]
 SEEDS = list(range(10))
@@ -125,8 +125,7 @@ def render_agenda(results: Dict) -> str:
 BLOCKS = {"authors-cora": render_cora, "authors-trec": render_trec, "authors-agenda": render_agenda}
 
 
-def render(page_text: str, results: Dict) -> str:
-    return render_blocks(page_text, results, BLOCKS)
+render = renderer(BLOCKS)
 
 
 def report(out: Path, page: Path) -> None:

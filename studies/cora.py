@@ -31,7 +31,7 @@ from graph_rma.tasks.node_classification import run_study
 from graph_rma.variants import parse_variant
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pages import cli, publish, render_blocks  # noqa: E402  (the studies' shared page writer and command line)
+from pages import cli, renderer  # noqa: E402  (the studies' shared page writer and command line)
 
 TUNING_SEEDS = [100, 101, 102]  # disjoint from the final seeds; the rule reads seeds 100-101
 RULE_SEEDS = [100, 101]
@@ -271,10 +271,11 @@ def render_default(results: Dict) -> str:
             f"numbers are those runs', from the committed results; on one CPU thread a run repeats exactly).")
     d = results.get("default")
     if d:
-        study = {(r["variant"], r["seed"]): r["test"] for r in results["full"] if r["seed"] in (0, 1, 2)
-                 and (_same(r["variant"], "ma") or _same(r["variant"], SVGD))}
-        printed = {(next(v for v in ("ma", SVGD) if _same(r["variant"], v)), r["seed"]): r["test"] for r in d["runs"]}
-        same = printed == {(("ma" if _same(v, "ma") else SVGD), s): t for (v, s), t in study.items()}
+        def runs(rs: List[Dict]) -> Dict[Tuple[str, int], float]:  # (variant as make cora names it, seed) -> test
+            return {(v, r["seed"]): r["test"] for r in rs for v in ("ma", SVGD) if _same(r["variant"], v)}
+
+        printed = runs(d["runs"])
+        same = printed == runs([r for r in results["full"] if r["seed"] in (0, 1, 2)])
         text += (f"\n\nTime: `{d['command']}` took {d['wall_s']:.0f} s wall in the repository with `.venv` already "
                  f"built ({d['machine']}, load average {d['load_average_before']:g} before the run, nothing else "
                  f"running; {d['date']}; `python studies/cora.py run default`). "
@@ -288,16 +289,12 @@ BLOCKS = {"cora-summary": render_summary, "cora-default": render_default, "cora-
           "cora-combo": render_combo, "cora-gat": render_gat}
 
 
-def render(page_text: str, results: Dict) -> str:
-    return render_blocks(page_text, results, BLOCKS)
-
-
-def report(out: Path, page: Path) -> None:
-    publish(page, collect(out), BLOCKS)
+render = renderer(BLOCKS)
 
 
 def main() -> None:
-    cli(__doc__, run=run, report=report, out="runs/cora_study", page="docs/cora.md", stages=STAGES, threads=True)
+    cli(__doc__, run=run, collect=collect, blocks=BLOCKS, out="runs/cora_study", page="docs/cora.md",
+        stages=STAGES, threads=True)
 
 
 if __name__ == "__main__":

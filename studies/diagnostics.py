@@ -25,7 +25,7 @@ from graph_rma.tasks.node_classification import run_study, train_run
 from graph_rma.tasks.report import report_checkpoint
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pages import cli, publish, render_blocks  # noqa: E402  (the studies' shared page writer and command line)
+from pages import cli, renderer  # noqa: E402  (the studies' shared page writer and command line)
 
 VARIANTS = ["ma", "svgd:alpha=0.1"]
 SWEEP_HEADS = [2, 4, 8]
@@ -108,16 +108,11 @@ BLOCKS = {"diagnostics-report": render_report, "diagnostics-notes": render_notes
           "diagnostics-sweep": render_sweep}
 
 
-def render(page_text: str, results: Dict) -> str:
-    return render_blocks(page_text, results, BLOCKS)
-
-
-def report(out: Path, page: Path) -> None:
-    publish(page, collect(out), BLOCKS)
+render = renderer(BLOCKS)
 
 
 def main() -> None:
-    cli(__doc__, run=run, report=report, out="runs/diagnostics_study", page="docs/diagnostics.md")
+    cli(__doc__, run=run, collect=collect, blocks=BLOCKS, out="runs/diagnostics_study", page="docs/diagnostics.md")
 
 
 if __name__ == "__main__":

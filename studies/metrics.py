@@ -23,7 +23,7 @@ from graph_rma.engine import write_json
 from graph_rma.metrics import evaluate_generation
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pages import cli, publish, render_blocks  # noqa: E402  (the studies' shared page writer and command line)
+from pages import cli, renderer  # noqa: E402  (the studies' shared page writer and command line)
 
 SUBSETS = {"all": None, "seen": True, "unseen": False}
 KEYS = ["n", "BLEU-4", "METEOR", "METEOR_impl", "ROUGE-L", "entity_coverage", "repetition"]
@@ -70,16 +70,11 @@ def render_table(results: Dict) -> str:
 BLOCKS = {"metrics-human": render_table}
 
 
-def render(page_text: str, results: Dict) -> str:
-    return render_blocks(page_text, results, BLOCKS)
-
-
-def report(out: Path, page: Path) -> None:
-    publish(page, collect(out), BLOCKS)
+render = renderer(BLOCKS)
 
 
 def main() -> None:
-    cli(__doc__, run=run, report=report, out="runs/metrics_study", page="docs/metrics.md")
+    cli(__doc__, run=run, collect=collect, blocks=BLOCKS, out="runs/metrics_study", page="docs/metrics.md")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Callable, Dict, Sequence
+from typing import Callable, Dict, Optional, Sequence
 
 from graph_rma.engine import write_json
 
@@ -35,6 +35,11 @@ def render_blocks(text: str, results: Dict, blocks: Dict[str, Callable[[Dict], s
     return text
 
 
+def renderer(blocks: Dict[str, Callable[[Dict], str]]) -> Callable[[str, Dict], str]:
+    """A driver's ``render(page_text, results)``: the page with its generated ``blocks`` rendered from results."""
+    return lambda text, results: render_blocks(text, results, blocks)
+
+
 def publish(page: Path, results: Dict, blocks: Dict[str, Callable[[Dict], str]]) -> None:
     """Commit ``results`` beside the page (``docs/<page>/results.json``) and render the page's blocks from them."""
     write_json(page.parent / page.stem / "results.json", results)
@@ -42,10 +47,17 @@ def publish(page: Path, results: Dict, blocks: Dict[str, Callable[[Dict], str]])
     print(f"wrote {page} and {page.parent / page.stem / 'results.json'}")
 
 
-def cli(doc: str, *, run: Callable[..., None], report: Callable[[Path, Path], None], out: str, page: str,
-        stages: Sequence[str] = (), threads: bool = False) -> None:
+def cli(doc: str, *, run: Callable[..., None], out: str, page: str, stages: Sequence[str] = (),
+        threads: bool = False, report: Optional[Callable[[Path, Path], None]] = None,
+        collect: Optional[Callable[[Path], Dict]] = None, blocks: Optional[Dict[str, Callable[[Dict], str]]] = None
+        ) -> None:
     """A study driver's command line: ``run [STAGE ...]`` measures (every stage by default), ``report`` writes
-    the page; ``--out`` holds the runs, ``--page`` is the page (its results go in the folder of its name)."""
+    the page; ``--out`` holds the runs, ``--page`` is the page (its results go in the folder of its name).
+    ``report(out, page)`` defaults to :func:`publish` of ``collect(out)`` with the driver's ``blocks``."""
+    if report is None:
+        def report(out_dir: Path, page_path: Path) -> None:
+            publish(page_path, collect(out_dir), blocks)
+
     p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("step", choices=["run", "report"])
     if stages:

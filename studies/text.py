@@ -20,7 +20,7 @@ import torch
 from graph_rma.engine import mean_std
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pages import cli, publish, render_blocks  # noqa: E402  (the studies' shared page writer and command line)
+from pages import cli, publish, renderer  # noqa: E402  (the studies' shared page writer and command line)
 
 # stage -> the arguments of `graph-rma text` (each stage's own --out under the study folder)
 STAGES: Dict[str, List[str]] = {
@@ -122,8 +122,7 @@ BLOCKS = {"text-summary": render_summary, "text-published": render_published, "t
           "text-mr": lambda r: render_stage(r, "mr"), "text-tf15": lambda r: render_stage(r, "tf15")}
 
 
-def render(page_text: str, results: Dict) -> str:
-    return render_blocks(page_text, results, BLOCKS)
+render = renderer(BLOCKS)
 
 
 def report(out: Path, page: Path) -> None:

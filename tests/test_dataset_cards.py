@@ -8,6 +8,7 @@ import torch
 from conftest import PYG, REPO, data_path, needs_punkt, needs_webnlg
 from torch_geometric.utils import homophily
 
+from graph_rma.data import DataNotFoundError
 from graph_rma.data.heterophilous import load_heterophilous
 from graph_rma.data.platonov import load_platonov_all_splits
 from graph_rma.data.transforms import direct_edges
@@ -41,20 +42,13 @@ def test_the_cards_have_the_rows_this_test_checks():
     assert numbers("2 (8,000 / 2,000)") == [2, 8000, 2000] and numbers("83.4") == [83.4]
 
 
-def _geom_gcn_present(name: str) -> bool:
-    try:
-        load_heterophilous(name, download=False)
-    except Exception:  # DataNotFoundError: the shared files are not here
-        return False
-    return True
-
-
 @pytest.mark.parametrize("name", sorted(HETEROPHILOUS))
 def test_heterophilous_card_is_what_the_files_give(name):
-    if not _geom_gcn_present(name):
+    try:
+        data = load_heterophilous(name, download=False)
+    except DataNotFoundError:
         pytest.skip("Geom-GCN raw files not found under $GRAPH_RMA_DATA/pyg (datasets/heterophilous.md)")
     card = HETEROPHILOUS[name]
-    data = load_heterophilous(name, download=False)
     ei, x, y = data.edge_index, data.x, data.y
     active = x.sum(dim=1)
     masks = torch.stack([data.train_mask, data.val_mask, data.test_mask]).sum(dim=1).tolist()
