@@ -2,32 +2,43 @@
 same process. Writes ``suite.json`` and ``suite.md`` into ``--out``.
 
     python -m benchmarks.gpu_suite --out results/gpu            # on a GPU machine (device cuda when available)
-    python -m benchmarks.gpu_suite --smoke --out /tmp/suite     # every step on tiny sizes, on CPU, in about a minute
+    python -m benchmarks.gpu_suite --smoke --out /tmp/suite     # every step on tiny sizes, on CPU
 
-Steps (``--steps`` picks some):
+Steps (``--steps`` picks some; they run in this order, and ``suite.json`` is rewritten after each):
 
 1. ``memory``: memory-lean attention (``lean=True``) against stock ``GATConv`` / ``GATv2Conv``: one training step
    (forward + backward) of one 8x8-head layer, 64 features, N = E / 10 nodes, for each edge count and dtype (float32,
    bfloat16): peak memory above the inputs (``torch.cuda.max_memory_allocated``; not measured on CPU, where
-   ``benchmarks/bench_memory.py`` measures RSS in separate processes) and step time (median, interleaved); on CUDA
-   also the largest edge count each contender trains (doubling from the largest size until out of memory).
+   ``benchmarks/bench_memory.py`` measures RSS in separate processes) and step time (median, interleaved).
 2. ``layers``: ``RepulsiveGATConv`` / ``GATConv`` step time; the SVGD sampler's overhead on a 2-layer GAT with every
    layer's heads as particles (aim: at most 1.05x); DropAttention against plain attention dropout; ``torch.compile``
-   (graph breaks counted by ``torch._dynamo.explain``; compiled / eager time, except in ``--smoke``); on CUDA the
-   host synchronisations of one sampler step (``torch.cuda.set_sync_debug_mode``; aim: at most one).
-3. ``node``: the node pipeline's seconds per epoch on the largest shared graph (tolokers, strong-baseline protocol
+   of both drop-in layers (graph breaks counted by ``torch._dynamo.explain``; compiled / eager time, except in
+   ``--smoke``); on CUDA the host synchronisations of one sampler step and the source lines they come from.
+3. ``profile``: the kernels with the most device time in one training step of each contender of step 1.
+4. ``chunks``: the lean path's step time and memory for each chunk size in ``CHUNK_SIZES``.
+5. ``peer``: GATv2 (2 heads x 32, the head size turbo-gnn's kernel takes) with turbo-gnn's fused kernel as a third
+   contender when ``--turbo-dir`` holds its build (``benchmarks/turbo_peer.py``), after checking on a small graph
+   that it computes stock's function.
+6. ``largest``: the largest edge count each contender trains on the card (``benchmarks/gpu_memory.py``: doubling,
+   then bisecting to 10%), the searches sharing what is left of ``--deadline``; run last, after every other device
+   measurement, since a failing kernel can leave the device unusable.
+7. ``node``: the node pipeline's seconds per epoch on the largest shared graph (tolokers, strong-baseline protocol
    ``platonov-small``) against the same model built from stock PyG layers (``benchmarks.bench_node``); without the
    data (or in ``--smoke``) a random graph of the same kind.
-4. ``webnlg``: GraphWriter on WebNLG (``--webnlg-preset full``), ``ma`` and ``svgd``, the same seed, trained in
+8. ``webnlg``: GraphWriter on WebNLG (``--webnlg-preset full``), ``ma`` and ``svgd``, the same seed, trained in
    chunks of ``--chunk-steps`` optimizer steps that resume exactly from their checkpoints under ``--out``: rerun the
    command (``--steps webnlg``) to continue; decode and score on a CPU machine afterwards (``graph-rma webnlg evaluate --out ...``; METEOR 1.5 needs
    Java). ``--smoke`` trains one epoch of the tiny fixture.
+
+A step that fails is recorded under ``errors`` and the next one runs; the exit status is then 1. A lease of a lent
+GPU machine runs ``benchmarks/gpu_lease.sh``.
 
 The suite installs nothing. Preparing a bare GPU machine: see the GPU section of ``benchmarks/README.md``.
 """
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
@@ -35,7 +46,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Optional
 
 import torch
 import torch.nn.functional as F
@@ -45,28 +56,17 @@ ROOT = os.path.dirname(HERE)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from benchmarks import gpu_memory as gm  # noqa: E402
+from benchmarks import turbo_peer  # noqa: E402
 from benchmarks.common import compare, random_graph  # noqa: E402
 
-STEPS = ("memory", "layers", "node", "webnlg")
+#: In the order they run: the risky searches for the largest graph come after every other device measurement.
+STEPS = ("memory", "layers", "profile", "chunks", "peer", "largest", "node", "webnlg")
 
 
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-
-
-def _layer(kind: str, lean: bool, device, dtype):
-    from torch_geometric.nn import GATConv, GATv2Conv
-
-    from graph_rma.nn import RepulsiveGATConv, RepulsiveGATv2Conv
-
-    torch.manual_seed(0)
-    if lean:
-        cls = RepulsiveGATv2Conv if kind == "gatv2" else RepulsiveGATConv
-        conv = cls(64, 8, heads=8, dropout=0.6, lean=True)
-    else:
-        conv = (GATv2Conv if kind == "gatv2" else GATConv)(64, 8, heads=8, dropout=0.6)
-    return conv.to(device=device, dtype=dtype).train()
 
 
 def _step_fn(conv, x, edge_index, y) -> Callable[[], None]:
@@ -77,55 +77,190 @@ def _step_fn(conv, x, edge_index, y) -> Callable[[], None]:
     return step
 
 
-def memory_step(sizes: List[int], dtypes: List[torch.dtype], device, repeats: int, find_largest: bool) -> List[Dict]:
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def _table(kinds, names, sizes, dtypes, device, repeats, shape, turbo=None) -> List[Dict]:
+    """Each contender's peak memory per edge and step time (median, interleaved) on the same random graphs; a cell
+    that fails records its error and the others go on."""
     rows = []
-    for kind in ("gat", "gatv2"):
+    for kind in kinds:
         for dtype in dtypes:
             for edges in sizes:
                 x, ei, y = random_graph(max(edges // 10, 2), edges, 64, 64, device=device)
                 x = x.to(dtype)
                 fns, peaks = {}, {}
-                for lean in (False, True):
-                    name = ("lean" if lean else "stock") + f" {kind}"
-                    conv = _layer(kind, lean, device, dtype)
-                    fn = _step_fn(conv, x, ei, y)
-                    fn()  # warm-up (and the lean layout)
-                    if device.type == "cuda":
-                        torch.cuda.synchronize(device)
-                        base = torch.cuda.memory_allocated(device)
-                        torch.cuda.reset_peak_memory_stats(device)
-                        fn()
-                        torch.cuda.synchronize(device)
-                        peaks[name] = (torch.cuda.max_memory_allocated(device) - base) / edges
-                    else:
-                        peaks[name] = None
-                    fns[name] = fn
-                times = compare(None, fns, repeats=repeats, warmup=1)
+                for name in names:
+                    make = gm.contender(kind, name, device=device, dtype=dtype, turbo=turbo, **shape)
+                    try:
+                        m = gm.measure(make, x, ei, y, device)
+                    except RuntimeError as e:
+                        rows.append({"layer": kind, "dtype": _dtype_name(dtype), "edges": edges, "contender": name,
+                                     "error": str(e).strip().splitlines()[0][:200]})
+                        continue
+                    fns[name], peaks[name] = m["step"], m["bytes_per_edge"]
+                times = compare(None, fns, repeats=repeats, warmup=0) if fns else {}
                 for name, t in times.items():
-                    rows.append({"layer": kind, "dtype": str(dtype).replace("torch.", ""), "edges": edges,
-                                 "contender": name.split()[0], "bytes_per_edge": peaks[name], "ms": t["ms"],
-                                 "time_ratio_to_stock": t["ratio"]})
-            if find_largest and device.type == "cuda":
-                for lean in (False, True):
-                    rows.append({"layer": kind, "dtype": str(dtype).replace("torch.", ""), "largest_edges":
-                                 _largest(kind, lean, device, dtype, sizes[-1]), "contender": "lean" if lean else "stock"})
+                    rows.append({"layer": kind, "dtype": _dtype_name(dtype), "edges": edges, "contender": name,
+                                 "bytes_per_edge": peaks[name], "ms": t["ms"], "time_ratio_to_first": t["ratio"],
+                                 "paired_ratio_to_first": t["paired"]})
+                del fns, x, ei, y
+                gc.collect()
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
     return rows
 
 
-def _largest(kind, lean, device, dtype, start) -> int:
-    edges, ok = start, 0
-    while edges <= 4 * 10 ** 9:
+#: The main table's layer: one 8-head x 8-channel layer, 64 features in, attention dropout 0.6.
+MAIN = {"heads": 8, "channels": 8, "dropout": 0.6}
+#: The fused-kernel peer's table: turbo-gnn's GATv2 kernel takes head sizes 32, 64, 128 or 256 only, so the peer is
+#: compared on 2 heads x 32 channels (the same 64 output features), and without attention dropout (it has none).
+PEER = {"heads": 2, "channels": 32, "dropout": 0.0}
+
+
+def memory_step(sizes: List[int], dtypes: List[torch.dtype], device, repeats: int) -> List[Dict]:
+    """Memory-lean attention (``lean=True``) against stock ``GATConv``/``GATv2Conv`` at fixed edge counts."""
+    return _table(("gat", "gatv2"), ("stock", "lean"), sizes, dtypes, device, repeats, MAIN)
+
+
+def _turbo(folder: Optional[Path], wait: float):
+    if folder is None:
+        return None, "no --turbo-dir given"
+    try:
+        return turbo_peer.load(folder, wait)
+    except Exception as e:  # the peer is optional: its failure is reported, the suite goes on
+        return None, f"turbo-gnn failed to load: {str(e).strip().splitlines()[0][:300]}"
+
+
+def peer_step(sizes, dtypes, device, repeats: int, turbo_dir: Optional[Path], wait: float) -> Dict[str, Any]:
+    """Stock ``GATv2Conv``, the lean layer and turbo-gnn's fused kernel (when it built) on the same graphs; first
+    turbo-gnn's output and gradients against stock on a small graph (the same function, or no comparison)."""
+    turbo, why = _turbo(turbo_dir, wait) if device.type == "cuda" else (None, "turbo-gnn runs on CUDA only")
+    out: Dict[str, Any] = {"shape": PEER, "turbo": why or f"turbo-gnn {getattr(turbo, '__version__', '')}".strip()}
+    names = ["stock", "lean"]
+    if turbo is not None:
         try:
-            x, ei, y = random_graph(edges // 10, edges, 64, 64, device=device)
-            _step_fn(_layer(kind, lean, device, dtype), x.to(dtype), ei, y)()
-            torch.cuda.synchronize(device)
-            ok = edges
-        except torch.cuda.OutOfMemoryError:
+            out["turbo_check"] = _turbo_check(turbo, device)
+            if out["turbo_check"]["max_abs_diff_output"] < 1e-3:
+                names.append("turbo")
+        except RuntimeError as e:
+            out["turbo_check"] = {"error": str(e).strip().splitlines()[0][:300]}
+    out["rows"] = _table(("gatv2",), names, sizes, dtypes, device, repeats, PEER, turbo=turbo)
+    out["contenders"] = names
+    return out
+
+
+def _turbo_check(turbo, device) -> Dict[str, float]:
+    from torch_geometric.nn import GATv2Conv
+
+    x, ei, y = random_graph(1000, 10000, 64, 8, device=device)
+    torch.manual_seed(0)
+    conv = GATv2Conv(64, PEER["channels"], heads=PEER["heads"]).to(device)
+    layer = turbo_peer.TurboGATv2(conv, turbo)
+    grads = []
+    outs = []
+    for fn in (lambda: conv(x, ei), lambda: layer(x, layer.graph(ei, x.size(0)))):
+        conv.zero_grad()
+        o = fn()
+        o.pow(2).sum().backward()
+        outs.append(o.detach())
+        grads.append(torch.cat([p.grad.flatten() for p in conv.parameters()]))
+    return {"max_abs_diff_output": (outs[0] - outs[1]).abs().max().item(),
+            "max_abs_diff_grads": (grads[0] - grads[1]).abs().max().item(),
+            "max_abs_output": outs[0].abs().max().item()}
+
+
+def largest_step(device, dtypes, start: int, seconds: float, turbo_dir: Optional[Path],
+                 contenders=("stock", "lean", "turbo")) -> List[Dict]:
+    """The largest graph each contender trains on the card (see ``gpu_memory.largest``), the main table's layers
+    and then the peer table's; the time is shared among the searches not yet run."""
+    searches = [(kind, name, dtype, MAIN) for kind in ("gat", "gatv2") for dtype in dtypes for name in ("stock", "lean")]
+    turbo = None
+    if device.type == "cuda" and turbo_dir is not None and "turbo" in contenders:
+        turbo, _ = _turbo(turbo_dir, 0.0)
+    searches += [("gatv2", name, torch.float32, PEER) for name in ("stock", "lean") + (("turbo",) if turbo else ())]
+    searches = [s for s in searches if s[1] in contenders]
+    rows, t0 = [], time.monotonic()
+    for i, (kind, name, dtype, shape) in enumerate(searches):
+        left = seconds - (time.monotonic() - t0)
+        row = {"layer": kind, "contender": name, "dtype": _dtype_name(dtype), "shape": shape}
+        if device.type != "cuda":
+            rows.append({**row, "error": "the largest graph is searched on CUDA only"})
+            continue
+        make = gm.contender(kind, name, device=device, dtype=dtype, turbo=turbo, **shape)
+        try:
+            rows.append({**row, **gm.largest(make, device, dtype, start, max(left / (len(searches) - i), 1.0))})
+        except gm.DeviceLost as e:
+            rows.append({**row, "error": f"the device failed and the search stopped: {e}"})
             break
-        finally:
-            torch.cuda.empty_cache()
-        edges *= 2
-    return ok
+    return rows
+
+
+#: The lean path's chunk sizes tried by the ``chunks`` step (bytes of one chunk's ``[chunk, H, C]`` temporaries).
+CHUNK_SIZES = (1 << 20, 1 << 24, 1 << 26, 1 << 28)
+
+
+def chunks_step(sizes, device, repeats: int) -> List[Dict]:
+    """The lean path's step time and peak memory per edge for each chunk size in :data:`CHUNK_SIZES`
+    (``graph_rma.nn.edge_attention.CHUNK_BYTES``), with stock PyG as the reference in the same interleaved rounds:
+    the chunk size suited to a device."""
+    from graph_rma.nn import edge_attention
+
+    default = edge_attention.CHUNK_BYTES
+    rows = []
+    try:
+        for kind in ("gat", "gatv2"):
+            for edges in sizes:
+                x, ei, y = random_graph(max(edges // 10, 2), edges, 64, 64, device=device)
+                fns, peaks = {}, {}
+                for chunk in (None,) + CHUNK_SIZES:
+                    name = "stock" if chunk is None else f"lean {chunk >> 20} MiB"
+                    edge_attention.CHUNK_BYTES = chunk or default
+                    m = gm.measure(gm.contender(kind, "stock" if chunk is None else "lean", device=device,
+                                                dtype=torch.float32, **MAIN), x, ei, y, device)
+
+                    def fn(step=m["step"], chunk=chunk or default):
+                        edge_attention.CHUNK_BYTES = chunk
+                        step()
+
+                    fns[name], peaks[name] = fn, m["bytes_per_edge"]
+                for name, t in compare(None, fns, repeats=repeats, warmup=0).items():
+                    rows.append({"layer": kind, "edges": edges, "contender": name, "bytes_per_edge": peaks[name],
+                                 "ms": t["ms"], "paired_ratio_to_first": t["paired"]})
+                del fns, x, ei, y
+                gc.collect()
+    finally:
+        edge_attention.CHUNK_BYTES = default
+    return rows
+
+
+def profile_step(device, edges: int) -> Dict[str, List[Dict]]:
+    """The kernels that take a training step's time, for stock and lean GAT/GATv2 (float32, ``edges`` edges):
+    the eight with the most device time each (host time on CPU)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    x, ei, y = random_graph(max(edges // 10, 2), edges, 64, 64, device=device)
+    out = {}
+    for kind in ("gat", "gatv2"):
+        for name in ("stock", "lean"):
+            step = gm.measure(gm.contender(kind, name, device=device, dtype=torch.float32, **MAIN), x, ei, y,
+                              device)["step"]
+            activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+            with profile(activities=activities) as prof:
+                step()
+                _sync(device)
+            attr = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
+            events = [e for e in prof.key_averages() if getattr(e, attr, 0) > 0]
+            if device.type == "cuda":  # kernels only: operators' self device time double-counts their kernels
+                events = [e for e in events if getattr(e, "device_type", None) != torch.autograd.DeviceType.CPU]
+                events = events or [e for e in prof.key_averages() if getattr(e, attr, 0) > 0]
+            total = sum(getattr(e, attr) for e in events)
+            top = sorted(events, key=lambda e: -getattr(e, attr))[:8]
+            out[f"{name} {kind}"] = [{"kernel": e.key[:120], "ms": getattr(e, attr) / 1e3, "calls": e.count,
+                                      "share": getattr(e, attr) / total if total else None} for e in top]
+            del step
+    return out
 
 
 def layers_step(device, repeats: int, smoke: bool) -> Dict[str, Any]:
@@ -178,18 +313,29 @@ def layers_step(device, repeats: int, smoke: bool) -> Dict[str, Any]:
                 svgd()
             finally:
                 torch.cuda.set_sync_debug_mode("default")
-            syncs = [str(w.message).splitlines()[0] for w in caught if "synchroniz" in str(w.message)]
+            syncs = [w for w in caught if "synchroniz" in str(w.message)]
         out["sampler_host_syncs_per_step"] = len(syncs)
+        sites: Dict[str, int] = {}
+        for w in syncs:  # where they come from: the Python line that asked for a host value
+            site = f"{os.path.relpath(w.filename, ROOT)}:{w.lineno}"
+            sites[site] = sites.get(site, 0) + 1
+        out["sampler_host_sync_sites"] = sites
     else:
         out["sampler_host_syncs_per_step"] = None
-    layer = RepulsiveGATConv(64, 8, heads=8, add_self_loops=False, dropout=0.1).to(device).train()
-    torch._dynamo.reset()
-    out["compile_graph_breaks"] = torch._dynamo.explain(layer)(x, ei).graph_break_count
-    if not smoke:
-        compiled = torch.compile(layer)
-        out["compile"] = compare(None, {"eager": lambda: layer(x, ei).sum().backward(),
-                                        "compiled": lambda: compiled(x, ei).sum().backward()},
-                                 repeats=repeats, warmup=3)
+    from graph_rma.nn import RepulsiveGATv2Conv
+
+    for cls in (RepulsiveGATConv, RepulsiveGATv2Conv):  # the drop-in layers under torch.compile
+        name = cls.__name__
+        layer = cls(64, 8, heads=8, add_self_loops=False, dropout=0.1).to(device).train()
+        torch._dynamo.reset()
+        out.setdefault("compile_graph_breaks_by_layer", {})[name] = \
+            torch._dynamo.explain(layer)(x, ei).graph_break_count
+        if not smoke:
+            compiled = torch.compile(layer)
+            out.setdefault("compile_by_layer", {})[name] = compare(
+                None, {"eager": lambda: layer(x, ei).sum().backward(),
+                       "compiled": lambda: compiled(x, ei).sum().backward()}, repeats=repeats, warmup=3)
+    out["compile_graph_breaks"] = sum(out["compile_graph_breaks_by_layer"].values())
     return out
 
 
@@ -243,23 +389,59 @@ def webnlg_step(out: Path, device, smoke: bool, preset: str, chunk_steps: int) -
     return rows
 
 
+def _memory_lines(rows: List[Dict]) -> List[str]:
+    lines = ["| layer | dtype | edges | contender | bytes / edge | ms / step | time / stock (paired) |",
+             "| --- | --- | ---: | --- | ---: | ---: | ---: |"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['layer']} | {r['dtype']} | {r['edges']:,} | {r['contender']} | failed: {r['error']} "
+                         "| | |")
+            continue
+        b = "—" if r["bytes_per_edge"] is None else f"{r['bytes_per_edge']:.0f}"
+        lines.append(f"| {r['layer']} | {r['dtype']} | {r['edges']:,} | {r['contender']} | {b} | {r['ms']:.2f} | "
+                     f"{r['paired_ratio_to_first']:.2f} |")
+    return lines
+
+
 def to_markdown(result: Dict[str, Any]) -> str:
     lines = [f"# GPU suite ({result['device']}; torch {result['torch']}; {'smoke' if result['smoke'] else 'full'})",
              ""]
+    for step, error in result.get("errors", {}).items():
+        lines += [f"**{step} failed**: {error}", ""]
     if "memory" in result:
-        lines += ["## Memory-lean attention against stock PyG", "",
-                  "| layer | dtype | edges | contender | bytes / edge | ms / step | time / stock |",
-                  "| --- | --- | ---: | --- | ---: | ---: | ---: |"]
-        for r in result["memory"]:
-            if "largest_edges" in r:
+        lines += ["## Memory-lean attention against stock PyG", ""] + _memory_lines(result["memory"]) + [""]
+    if "peer" in result:
+        P = result["peer"]
+        lines += ["## GATv2 with a fused-kernel peer", "", f"{P['shape']}; turbo-gnn: {P['turbo']}", ""]
+        if "turbo_check" in P:
+            lines += [f"turbo-gnn against stock on a small graph: {json.dumps(P['turbo_check'])}", ""]
+        lines += _memory_lines(P["rows"]) + [""]
+    if "largest" in result:
+        lines += ["## Largest graph trained", "", "| layer | shape | dtype | contender | largest edges | first failing "
+                  "| ms / step there | bytes / edge there | searched to 10% |", "| --- | --- | --- | --- | ---: | ---: | "
+                  "---: | ---: | --- |"]
+        for r in result["largest"]:
+            shape = f"{r['shape']['heads']}x{r['shape']['channels']}"
+            if "error" in r:
+                lines.append(f"| {r['layer']} | {shape} | {r['dtype']} | {r['contender']} | {r['error']} | | | | |")
                 continue
-            b = "—" if r["bytes_per_edge"] is None else f"{r['bytes_per_edge']:.0f}"
-            lines.append(f"| {r['layer']} | {r['dtype']} | {r['edges']:,} | {r['contender']} | {b} | {r['ms']:.2f} | "
-                         f"{r['time_ratio_to_stock']:.2f} |")
-        largest = [r for r in result["memory"] if "largest_edges" in r]
-        for r in largest:
-            lines.append(f"\nLargest graph ({r['layer']}, {r['dtype']}, {r['contender']}): {r['largest_edges']:,} edges")
+            ms = "—" if r["ms_at_largest"] is None else f"{r['ms_at_largest']:.1f}"
+            b = "—" if r["bytes_per_edge_at_largest"] is None else f"{r['bytes_per_edge_at_largest']:.0f}"
+            bad = "—" if r["first_failing_edges"] is None else f"{r['first_failing_edges']:,} ({r['failure']})"
+            lines.append(f"| {r['layer']} | {shape} | {r['dtype']} | {r['contender']} | {r['largest_edges']:,} | {bad} "
+                         f"| {ms} | {b} | {'no (time bound)' if r['bounded'] else 'yes'} |")
         lines.append("")
+    if "chunks" in result:
+        lines += ["## The lean path's chunk size", "", "| layer | edges | contender | bytes / edge | ms / step | "
+                  "time / stock (paired) |", "| --- | ---: | --- | ---: | ---: | ---: |"]
+        lines += [f"| {r['layer']} | {r['edges']:,} | {r['contender']} | "
+                  f"{'—' if r['bytes_per_edge'] is None else format(r['bytes_per_edge'], '.0f')} | {r['ms']:.2f} | "
+                  f"{r['paired_ratio_to_first']:.2f} |" for r in result["chunks"]] + [""]
+    if "profile" in result:
+        lines += ["## Where a training step's time goes", ""]
+        for name, top in result["profile"].items():
+            lines += [f"{name}:", ""] + [f"* {k['ms']:.2f} ms ({k['share']:.0%}), {k['calls']} calls: `{k['kernel']}`"
+                                          for k in top] + [""]
     if "layers" in result:
         L = result["layers"]
         lines += ["## Layers, sampler, DropAttention, torch.compile", "",
@@ -268,8 +450,8 @@ def to_markdown(result: Dict[str, Any]) -> str:
                   f"* DropAttention / attention dropout: {L['dropattention']['DropAttention']['ratio']:.3f}",
                   f"* torch.compile graph breaks: {L['compile_graph_breaks']}",
                   f"* host synchronisations per sampler step: {L['sampler_host_syncs_per_step']}"]
-        if "compile" in L:
-            lines.append(f"* compiled / eager (forward + backward): {L['compile']['compiled']['ratio']:.3f}")
+        for name, c in L.get("compile_by_layer", {}).items():
+            lines.append(f"* {name} compiled / eager (forward + backward): {c['compiled']['ratio']:.3f}")
         lines.append("")
     if "node" in result:
         N = result["node"]
@@ -282,42 +464,108 @@ def to_markdown(result: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _writable_folder(path: Path) -> Path:
+    """``--out`` checked before any work: a folder (created) that can be written to."""
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"--out: {path} is a file, expected a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise argparse.ArgumentTypeError(f"--out: cannot write to {path} ({e.strerror})")
+    return path
+
+
+def _save(out: Path, result: Dict[str, Any]) -> None:
+    for name, text in (("suite.json", json.dumps(result, indent=1, default=str)), ("suite.md", to_markdown(result))):
+        tmp = out / f".{name}.tmp"
+        tmp.write_text(text)
+        tmp.replace(out / name)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, default=Path("results/gpu_suite"))
     p.add_argument("--device", default=None, help="default: cuda when available, else cpu")
     p.add_argument("--smoke", action="store_true", help="every step on tiny sizes (CPU is fine): the suite's own test")
-    p.add_argument("--steps", nargs="+", choices=STEPS, default=list(STEPS))
+    p.add_argument("--steps", nargs="+", choices=STEPS, default=list(STEPS), help="run in the order of the choices")
     p.add_argument("--edges", nargs="+", type=float, default=[1e6, 1e7], help="edge counts of the memory step")
     p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--deadline", type=float, default=None,
+                   help="seconds: a step not started by then is skipped; the largest-graph searches share what is "
+                        "left of it (default: 60 s per search)")
+    p.add_argument("--turbo-dir", type=Path, default=None,
+                   help="peer: turbo-gnn's build folder (benchmarks/turbo_peer.py build), waited for up to --turbo-wait")
+    p.add_argument("--turbo-wait", type=float, default=0.0)
+    p.add_argument("--contenders", nargs="+", choices=("stock", "lean", "turbo"), default=["stock", "lean", "turbo"],
+                   help="largest: whose largest graph to search")
+    p.add_argument("--largest-start", type=float, default=None,
+                   help="largest: the first edge count tried (default: the largest of --edges)")
     p.add_argument("--webnlg-preset", default="full")
     p.add_argument("--chunk-steps", type=int, default=400,
                    help="webnlg: optimizer steps per call (each call resumes from the checkpoint; keep a call under "
                         "the machine's per-command limit)")
     a = p.parse_args(argv)
+    try:
+        _writable_folder(a.out)
+    except argparse.ArgumentTypeError as e:
+        p.error(str(e))
+    if a.repeats < 1 or any(e < 1 for e in a.edges):
+        p.error("--repeats and --edges: expected positive numbers")
     device = torch.device(a.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     sizes = [2000, 4000] if a.smoke else [int(e) for e in a.edges]
     dtypes = [torch.float32] if a.smoke and device.type == "cpu" else [torch.float32, torch.bfloat16]
     repeats = 2 if a.smoke else a.repeats
     result: Dict[str, Any] = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else
                               f"CPU ({platform.machine()}, {torch.get_num_threads()} threads)",
-                              "torch": torch.__version__, "cuda": torch.version.cuda, "smoke": a.smoke}
+                              "torch": torch.__version__, "cuda": torch.version.cuda, "smoke": a.smoke,
+                              "command": "python -m benchmarks.gpu_suite " + " ".join(argv if argv is not None
+                                                                                      else sys.argv[1:])}
+    if device.type == "cuda":
+        import torch_geometric
+
+        result["pyg"] = torch_geometric.__version__
+        result["memory_gib"] = round(torch.cuda.get_device_properties(device).total_memory / 2 ** 30, 1)
+        try:
+            import subprocess
+
+            result["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                              capture_output=True, text=True, timeout=30).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            result["driver"] = None
     started = time.perf_counter()
-    if "memory" in a.steps:
-        result["memory"] = memory_step(sizes, dtypes, device, repeats, find_largest=not a.smoke)
-    if "layers" in a.steps:
-        result["layers"] = layers_step(device, repeats, a.smoke)
-    if "node" in a.steps:
-        result["node"] = node_step(device, repeats, a.smoke)
-    if "webnlg" in a.steps:
-        result["webnlg"] = webnlg_step(a.out, device, a.smoke, a.webnlg_preset, a.chunk_steps)
+    steps = {
+        "memory": lambda: memory_step(sizes, dtypes, device, repeats),
+        "layers": lambda: layers_step(device, repeats, a.smoke),
+        "profile": lambda: profile_step(device, sizes[-1]),
+        "chunks": lambda: chunks_step(sizes, device, repeats),
+        "peer": lambda: peer_step(sizes, dtypes, device, repeats, a.turbo_dir, a.turbo_wait),
+        "largest": lambda: largest_step(device, dtypes, int(a.largest_start or sizes[-1]),
+                                        (a.deadline - (time.perf_counter() - started)) if a.deadline else 60.0 * 10,
+                                        a.turbo_dir, a.contenders),
+        "node": lambda: node_step(device, repeats, a.smoke),
+        "webnlg": lambda: webnlg_step(a.out, device, a.smoke, a.webnlg_preset, a.chunk_steps),
+    }
+    for step in [s for s in STEPS if s in a.steps]:
+        if a.deadline is not None and time.perf_counter() - started > a.deadline:
+            result.setdefault("skipped", []).append(step)
+            continue
+        t = time.perf_counter()
+        try:
+            result[step] = steps[step]()
+        except Exception as e:  # one step's failure is recorded; the steps after it still run
+            result.setdefault("errors", {})[step] = f"{type(e).__name__}: {str(e).strip()[:500]}"
+        result.setdefault("step_seconds", {})[step] = round(time.perf_counter() - t, 1)
+        result["seconds"] = time.perf_counter() - started
+        _save(a.out, result)  # after every step: a later failure or a timeout loses nothing measured
+        print(f"{step}: {result['step_seconds'][step]} s", flush=True)
     result["seconds"] = time.perf_counter() - started
-    a.out.mkdir(parents=True, exist_ok=True)
-    (a.out / "suite.json").write_text(json.dumps(result, indent=1, default=str))
-    (a.out / "suite.md").write_text(to_markdown(result))
+    _save(a.out, result)
     print(to_markdown(result))
     print(f"wrote {a.out / 'suite.json'} and {a.out / 'suite.md'} in {result['seconds']:.0f} s")
-    return 0
+    return 1 if result.get("errors") else 0
 
 
 if __name__ == "__main__":

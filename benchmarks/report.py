@@ -17,6 +17,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "studies"))
 from pages import render_blocks  # noqa: E402  (the studies' page writer: one way to splice generated blocks)
 
+sys.path.insert(0, str(HERE.parent))
+from benchmarks import report_gpu  # noqa: E402
+
 SAMPLER_TABLES = ["training step, GAT (1 output head), ratios to no sampler",
                   "training step, GAT with 8 averaged output heads, ratios to no sampler"]
 AIM = 1.05
@@ -254,7 +257,8 @@ def render_sampler_alone(runs: List[Dict]) -> str:
 
 FILES = {"sampler": "sampler.json", "gat_conv": "gat_conv.json", "dropattention": "dropattention.json",
          "node": "node.json", "compile": "compile.json", "memory": "memory.json", "scaling": "scaling.json",
-         "sampler_agenda": "sampler_agenda.json", "dropattention_uncached": "dropattention_uncached.json"}
+         "sampler_agenda": "sampler_agenda.json", "dropattention_uncached": "dropattention_uncached.json",
+         "gpu": "gpu.json"}
 BLOCKS = {"sampler-cora": lambda results: render_sampler(results["sampler"]),
           "gat-conv": lambda results: render_runs(results["gat_conv"]),
           "dropattention": lambda results: render_runs(results["dropattention"], aim=1.15),
@@ -267,7 +271,8 @@ BLOCKS = {"sampler-cora": lambda results: render_sampler(results["sampler"]),
           "scaling": lambda results: render_scaling(results["scaling"]),
           "sampler-agenda": lambda results: render_runs(results["sampler_agenda"], aim=1.05),
           "sampler-alone": lambda results: render_sampler_alone(results["sampler_agenda"]),
-          "dropattention-uncached": lambda results: render_runs(results["dropattention_uncached"], aim=1.15)}
+          "dropattention-uncached": lambda results: render_runs(results["dropattention_uncached"], aim=1.15),
+          **report_gpu.BLOCKS}
 
 
 def load() -> Dict:

@@ -97,3 +97,79 @@ def test_runs_table_counts_the_runs_within_the_aim(report):
     text = report.render_runs([run(1.04), run(1.06)], aim=1.05)
     assert "| step: plain | 10.0 / 10.0 |  |  |" in text and "| step: sampler | 11.0 / 11.0 | 1.040 / 1.060 | 1.040 / 1.060 |" in text
     assert "paired ratios 1.040-1.060. The aim, at most 1.05x for every row, held in 1 of 2 runs." in text
+
+
+# --- the GPU tables (benchmarks/report_gpu.py) on hand-checked records --------------------------------------------
+
+GPU_META = {"command": "bash benchmarks/gpu_lease.sh", "device": "GPU X", "driver": "1.0", "torch": "2.11",
+            "cuda": "13.0", "pyg": "2.8", "memory_gib": 80, "machine": "lent", "date": "2026-11-26"}
+
+
+def gpu_run(**suite):
+    return {"meta": GPU_META, "suite": suite}
+
+
+def mem_row(contender, b, ms, paired, edges=1000, layer="gat", dtype="float32"):
+    return {"layer": layer, "dtype": dtype, "edges": edges, "contender": contender, "bytes_per_edge": b, "ms": ms,
+            "paired_ratio_to_first": paired}
+
+
+def test_gpu_memory_verdicts_count_the_cells_that_meet_each_goal():
+    from benchmarks import report_gpu
+
+    rows = [mem_row("stock", 1000, 10, 1.0), mem_row("lean", 100, 9, 0.9),  # 10x less, faster: both goals met
+            mem_row("stock", 600, 10, 1.0, edges=2000), mem_row("lean", 120, 20, 2.0, edges=2000)]  # 5x, 2x slower
+    text = report_gpu.render_memory([gpu_run(memory=rows)])
+    assert "| gat | float32 | 1,000 | 1,000 | 100 | 10.0x | 10.00 | 9.00 | 0.90 |" in text
+    assert "needs 5.0-10.0x less peak memory than stock (goal: at least 6x; met in 1 of 2 cells)" in text
+    assert "takes 0.90-2.00x stock's step time (goal: at most 1x; met in 1 of 2 cells)" in text
+
+
+def largest_row(contender, largest, failing, bounded, layer="gat"):
+    return {"layer": layer, "contender": contender, "dtype": "float32", "shape": {"heads": 8, "channels": 8},
+            "largest_edges": largest, "first_failing_edges": failing, "failure": "out of memory",
+            "ms_at_largest": 1.0, "bytes_per_edge_at_largest": 100, "probes": [], "bounded": bounded}
+
+
+def test_gpu_largest_merges_runs_and_says_when_a_search_stopped_before_its_answer():
+    from benchmarks import report_gpu
+
+    first = gpu_run(largest=[largest_row("stock", 50, 54, False), largest_row("lean", 160, None, True)])
+    second = gpu_run(largest=[largest_row("lean", 380, 452, True)])  # 452 / 380 > 1.1: still only a lower bound
+    merged = report_gpu.largest_by_contender([first, second])
+    assert merged[("gat", "8x8", "float32", "lean")] == {"largest": 380, "failing": 452, "failure": "out of memory",
+                                                         "ms": 1.0, "exact": False}
+    assert merged[("gat", "8x8", "float32", "stock")]["exact"] is True
+    text = report_gpu.render_largest([first, second])
+    assert "| at least 380 (fails at 452: out of memory) | at least 7.6x |" in text
+    assert "(goal: at least 6x; met in 1 of 1, 0 of them only bounded below the goal)" in text
+    short = gpu_run(largest=[largest_row("stock", 100, 105, False), largest_row("lean", 400, None, True)])
+    assert "met in 0 of 1, 1 of them only bounded below the goal" in report_gpu.render_largest([short])
+
+
+def layers_record(sampler_paired):
+    ratio = {"ms": 1.0, "ratio": 1.0, "paired": 1.0}
+    return {"graph": {"nodes": 20000, "edges": 200000}, "layer": {"GATConv": ratio, "RepulsiveGATConv": ratio},
+            "sampler": {"plain 2-layer GAT": ratio, "SVGD on every layer": {**ratio, "paired": sampler_paired}},
+            "dropattention": {"attention dropout": ratio, "DropAttention": ratio}, "compile_graph_breaks": 0,
+            "sampler_host_syncs_per_step": 3,
+            "sampler_host_sync_sites": {"graph_rma/particles/kernel.py:36": 2,
+                                        "/opt/venv/lib/python3.12/site-packages/torch_geometric/utils/loop.py:113": 1}}
+
+
+def test_gpu_layers_sampler_verdict_and_sync_sites():
+    from benchmarks import report_gpu
+
+    text = report_gpu.render_layers([gpu_run(layers=layers_record(1.02)), gpu_run(layers=layers_record(1.10))])
+    assert "| SVGD on every layer / no sampler, 2-layer GAT with Adam | 1.020 / 1.100 |" in text
+    assert "costs 1.02-1.10x a plain step (goal: at most 1.05x; met in 1 of 2 runs)" in text
+    assert "`graph_rma/particles/kernel.py:36` (2), `torch_geometric/utils/loop.py:113` (1)" in text
+
+
+def test_gpu_kernel_names_drop_return_type_namespaces_and_templates():
+    from benchmarks import report_gpu
+
+    assert report_gpu.kernel_name("void at::native::vectorized_gather_kernel<16, long>(char*, long)") == \
+        "vectorized_gather_kernel"
+    assert report_gpu.kernel_name("void at::native::indexFuncLargeIndex<float, at::native::(anonymous namespace)::R>"
+                                  "(x)") == "indexFuncLargeIndex"

@@ -13,7 +13,14 @@ def test_gpu_suite_smoke_runs_every_step_and_writes_its_tables(tmp_path):
                            str(out)], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads((out / "suite.json").read_text())
-    assert result["smoke"] is True and set(result) >= {"memory", "layers", "node", "webnlg", "device", "torch"}
+    assert "errors" not in result, result.get("errors")
+    assert result["smoke"] is True and set(result) >= {"memory", "layers", "profile", "chunks", "peer", "largest",
+                                                      "node", "webnlg", "device", "torch"}
+    assert {r["contender"] for r in result["peer"]["rows"]} == {"stock", "lean"}  # no turbo-gnn on the CPU
+    assert {r["contender"] for r in result["chunks"]} == {"stock", "lean 1 MiB", "lean 16 MiB", "lean 64 MiB",
+                                                         "lean 256 MiB"}
+    assert all(r["error"] == "the largest graph is searched on CUDA only" for r in result["largest"])
+    assert set(result["profile"]) == {"stock gat", "lean gat", "stock gatv2", "lean gatv2"}
     assert {r["contender"] for r in result["memory"]} == {"stock", "lean"}
     assert {r["layer"] for r in result["memory"]} == {"gat", "gatv2"}
     assert result["layers"]["compile_graph_breaks"] == 0  # the drop-in layer compiles without graph breaks
@@ -22,3 +29,77 @@ def test_gpu_suite_smoke_runs_every_step_and_writes_its_tables(tmp_path):
     assert set(result["webnlg"]) == {"ma", "svgd"} and all(r["steps"] > 0 for r in result["webnlg"].values())
     md = (out / "suite.md").read_text()
     assert "## Memory-lean attention against stock PyG" in md and "## Node pipeline" in md
+
+
+def test_largest_search_doubles_then_bisects_to_the_first_failure():
+    """A contender that runs out of memory above 50,000 edges: the search ends within 10% below it."""
+    import torch
+
+    from benchmarks import gpu_memory
+
+    def make(x, edge_index, y):
+        if edge_index.size(1) > 50_000:
+            raise torch.OutOfMemoryError("planted")
+        return lambda: None
+
+    r = gpu_memory.largest(make, torch.device("cpu"), torch.float32, 1000, seconds=60)
+    assert r["largest_edges"] <= 50_000 < r["first_failing_edges"] <= 1.1 * r["largest_edges"]
+    assert r["probes"][:7] == [1000, 2000, 4000, 8000, 16000, 32000, 64000] and not r["bounded"]
+    assert r["failure"] == "out of memory"
+    bounded = gpu_memory.largest(make, torch.device("cpu"), torch.float32, 1000, seconds=0)
+    assert bounded["bounded"] and bounded["largest_edges"] == 0 and bounded["probes"] == []
+
+
+class _ReferenceTurbo:
+    """turbo-gnn's documented ``gatv2_aggr`` (its docstring: e_uv = a_h . LeakyReLU(x[v] + x_neighbors[u]), softmax
+    over the incoming u of v, out[v] = sum alpha_uv x_neighbors[u]) written with PyG's utilities, to check on the
+    CPU that TurboGATv2 feeds it a GATv2Conv's parameters the right way round."""
+
+    class AdjacencyForwardBackwardWithNodeBuckets:
+        @classmethod
+        def from_edge_list(cls, edge_index, num_nodes):
+            graph = cls()
+            graph.edge_index, graph.num_nodes = edge_index, num_nodes
+            return graph
+
+        def to(self, device):
+            return self
+
+    @staticmethod
+    def gatv2_aggr(graph, x, x_neighbors, attention_weights, negative_slope):
+        import torch.nn.functional as F
+        from torch_geometric.utils import scatter, softmax
+
+        u, v = graph.edge_index
+        e = (F.leaky_relu(x[v] + x_neighbors[u], negative_slope) * attention_weights).sum(-1)
+        alpha = softmax(e, v, num_nodes=graph.num_nodes)
+        out = scatter(alpha.unsqueeze(-1) * x_neighbors[u], v, dim=0, dim_size=graph.num_nodes, reduce="sum")
+        return out.reshape(graph.num_nodes, -1)
+
+
+def test_turbo_layer_computes_the_stock_gatv2_function_on_its_parameters():
+    import pytest
+    import torch
+    from torch_geometric.nn import GATv2Conv
+
+    from benchmarks.turbo_peer import TurboGATv2
+
+    torch.manual_seed(0)
+    x, ei = torch.randn(30, 16), torch.randint(0, 30, (2, 120))
+    conv = GATv2Conv(16, 32, heads=2).eval()
+    with torch.no_grad():
+        conv.bias.normal_()  # a zero bias would hide a missing one
+    layer = TurboGATv2(conv, _ReferenceTurbo)
+    torch.testing.assert_close(layer(x, layer.graph(ei, 30)), conv(x, ei), atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="dropout=0"):
+        TurboGATv2(GATv2Conv(16, 32, heads=2, dropout=0.5), _ReferenceTurbo)
+
+
+def test_suite_refuses_an_unwritable_out_before_any_work(tmp_path):
+    """Issue 32, item 7: --out naming a file used to fail on mkdir after every measurement was taken."""
+    target = tmp_path / "a-file"
+    target.write_text("")
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu_suite", "--smoke", "--device", "cpu", "--out",
+                           str(target)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "--out:" in proc.stderr and "is a file" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "suite.json").exists()
