@@ -78,3 +78,20 @@ def offline_downloads(monkeypatch, module):
 
     monkeypatch.setattr(module, "download_verified", fail)
     return calls
+
+
+@pytest.fixture
+def http_folder(tmp_path):
+    """A folder served over HTTP on localhost (the canonical sources are HTTP(S); pooch fetches nothing else)."""
+    import functools
+    import http.server
+    import threading
+
+    folder = tmp_path / "served"
+    folder.mkdir()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield folder, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()

@@ -133,15 +133,16 @@ def test_planted_processed_file_is_never_unpickled(tmp_path, data_cache, monkeyp
     assert not sentinel.exists()
 
 
-def test_download_into_cache_is_checksum_verified(tmp_path, data_cache, monkeypatch):
-    # A "remote" laid out like the geom-gcn repository, served through file:// URLs (the real download code path).
+def test_download_into_cache_is_checksum_verified(tmp_path, data_cache, monkeypatch, http_folder):
+    # A "remote" laid out like the geom-gcn repository, served over HTTP on localhost (the real download code path).
     raw = _fixture(tmp_path / "src", monkeypatch)
-    remote = tmp_path / "remote"
+    served, base = http_folder
+    remote = served / "remote"
     (remote / "new_data" / "texas").mkdir(parents=True)
     (remote / "splits").mkdir()
     for f in raw_file_names("Texas"):
         shutil.copy(raw / f, remote / ("splits" if f.endswith(".npz") else "new_data/texas") / f)
-    monkeypatch.setattr(H, "GEOM_GCN_URL", remote.as_uri())
+    monkeypatch.setattr(H, "GEOM_GCN_URL", f"{base}/remote")
     monkeypatch.delenv("GRAPH_RMA_DATA", raising=False)
     assert load_heterophilous("Texas", split=3).y.tolist() == [2, 0, 4, 2]
     got = data_cache / "data" / "pyg" / "webkb" / "texas" / "raw"

@@ -100,11 +100,12 @@ def test_no_data_anywhere_gives_one_clear_error(tmp_path, data_cache, monkeypatc
 
 
 @needs_data
-def test_download_is_checksum_verified(tmp_path, data_cache, monkeypatch):
-    # A "remote" served through file:// URLs: the real download code path, no network needed.
-    remote = tmp_path / "remote"
+def test_download_is_checksum_verified(tmp_path, data_cache, monkeypatch, http_folder):
+    # A "remote" served over HTTP on localhost: the real download code path, no network needed.
+    served, base = http_folder
+    remote = served / "remote"
     shutil.copytree(SHARED / "Cora" / "raw", remote)
-    monkeypatch.setattr(planetoid, "PLANETOID_URL", remote.as_uri())
+    monkeypatch.setattr(planetoid, "PLANETOID_URL", f"{base}/remote")
     monkeypatch.delenv("GRAPH_RMA_DATA", raising=False)
     data = load_planetoid("Cora")[0]
     assert data.num_nodes == 2708
@@ -138,10 +139,10 @@ def test_matches_pygs_own_planetoid_processing(tmp_path):
         assert a[key].dtype == b[key].dtype and bool((a[key] == b[key]).all()), key
 
 
-def test_failed_download_creates_no_folder_in_the_data_root(tmp_path, data_cache, monkeypatch):
+def test_failed_download_creates_no_folder_in_the_data_root(tmp_path, data_cache, monkeypatch, http_folder):
     data_root = tmp_path / "nonexistent"
     monkeypatch.setenv("GRAPH_RMA_DATA", str(data_root))
-    monkeypatch.setattr(planetoid, "PLANETOID_URL", (tmp_path / "no-remote").as_uri())  # the real download path
+    monkeypatch.setattr(planetoid, "PLANETOID_URL", f"{http_folder[1]}/no-remote")  # the real download path
     with pytest.raises(DataNotFoundError, match=r"ind\.cora\.x.*download error"):
         load_planetoid("Cora")
     assert not data_root.exists()

@@ -17,7 +17,6 @@ import hashlib
 import os
 import shutil
 import tempfile
-import urllib.request
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Union
 
@@ -66,34 +65,37 @@ def sha256sum(path: PathLike, chunk: int = 1 << 20) -> str:
 def download_verified(url: str, dest: PathLike, sha256: Optional[str] = None, timeout: float = 30.0) -> Path:
     """Download ``url`` to ``dest`` atomically and check its SHA-256; raise :class:`DataNotFoundError` if either fails.
 
-    The download goes to a temporary file outside ``dest``'s folder first: only a complete, verified file creates
-    ``dest``'s folder (a failed download leaves no trace in the data folder), and readers never see half a file.
+    ``pooch`` does the transfer and the check, into a temporary folder outside ``dest``'s: only a complete, verified
+    file creates ``dest``'s folder (a failed download leaves no trace in the data folder), and readers never see half
+    a file.
     """
+    import pooch
+
     dest = Path(dest)
-    fd, tmp = tempfile.mkstemp(prefix=f"graph_rma.{dest.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as resp:
-            shutil.copyfileobj(resp, out)
-        if sha256 is not None:
-            got = sha256sum(tmp)
-            if got != sha256:
-                raise DataNotFoundError(f"checksum mismatch for {url}: expected sha256 {sha256}, got {got}")
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        # Copy beside dest, then rename: atomic even when the temporary folder is on another file system.
-        part = dest.parent / f".{dest.name}.{os.getpid()}.part"
+    pooch.get_logger().setLevel("WARNING")  # no "Downloading data from ..." line per file
+    with tempfile.TemporaryDirectory(prefix="graph_rma.download.") as tmp:
         try:
-            shutil.copyfile(tmp, part)
-            os.replace(part, dest)
-        finally:
-            if part.exists():
-                part.unlink()
-    except DataNotFoundError:
-        raise
-    except Exception as exc:  # network down, HTTP error, disk full, read-only data folder
-        raise DataNotFoundError(f"could not download {url} to {dest}: {exc}") from exc
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+            downloader = pooch.HTTPDownloader(timeout=timeout) if url.startswith(("http://", "https://")) else None
+            got = Path(pooch.retrieve(url, known_hash=f"sha256:{sha256}" if sha256 else None, fname=dest.name,
+                                      path=tmp, downloader=downloader, progressbar=False))
+        except ValueError as exc:
+            if "hash" in str(exc):
+                raise DataNotFoundError(f"checksum mismatch for {url}: expected sha256 {sha256} ({exc})") from exc
+            raise DataNotFoundError(f"could not download {url} to {dest}: {exc}") from exc
+        except Exception as exc:  # network down, HTTP error, disk full
+            raise DataNotFoundError(f"could not download {url} to {dest}: {exc}") from exc
+        try:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            # Copy beside dest, then rename: atomic even when the temporary folder is on another file system.
+            part = dest.parent / f".{dest.name}.{os.getpid()}.part"
+            try:
+                shutil.copyfile(got, part)
+                os.replace(part, dest)
+            finally:
+                if part.exists():
+                    part.unlink()
+        except OSError as exc:  # a read-only or full data folder
+            raise DataNotFoundError(f"could not download {url} to {dest}: {exc}") from exc
     return dest
 
 

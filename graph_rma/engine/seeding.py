@@ -10,6 +10,7 @@ __all__ = ["seed_everything"]
 
 def seed_everything(seed: int) -> None:
     """Seed Python, NumPy (if installed) and torch (CPU and CUDA)."""
+    # torch_geometric.seed_everything does the same but hands NumPy seeds >= 2**32, which NumPy refuses.
     random.seed(seed)
     try:
         import numpy as np
