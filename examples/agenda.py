@@ -11,6 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
+from graph_rma.argtypes import nonnegative_int, out_dir, positive_int
 from graph_rma.tasks.agenda import PRESETS, evaluate, load_agenda, train
 from graph_rma.tasks.graph_to_text import run_folder
 import graph_rma.engine
@@ -19,11 +20,11 @@ graph_rma.engine.one_line_errors()  # a mistake or missing data: one line, not a
 
 parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
 parser.add_argument("--root", default=None)
-parser.add_argument("--out", type=Path, default=Path("runs/agenda"))
+parser.add_argument("--out", type=out_dir, default=Path("runs/agenda"))
 parser.add_argument("--preset", default="cpu", choices=sorted(PRESETS))
 parser.add_argument("--variants", nargs="+", default=["ma", "svgd:alpha=0.1"])
-parser.add_argument("--seed", type=int, default=0)
-parser.add_argument("--epochs", type=int, default=None, help="override the preset's number of epochs")
+parser.add_argument("--seed", type=nonnegative_int, default=0)
+parser.add_argument("--epochs", type=positive_int, default=None, help="override the preset's number of epochs")
 parser.add_argument("--meteor", default="auto", choices=["auto", "meteor-1.5", "nltk", "none"])
 parser.add_argument("--small", action="store_true",
                     help="a first look in about a minute: width 32, one layer, one epoch on the first 200 training "

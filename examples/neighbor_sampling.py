@@ -19,6 +19,7 @@ import torch.nn.functional as F
 
 import graph_rma
 import graph_rma.engine
+from graph_rma.argtypes import positive_int
 from graph_rma.nn import RepulsiveGATConv
 
 graph_rma.engine.one_line_errors()  # a mistake or missing data: one line, not a traceback
@@ -66,8 +67,8 @@ def train(data, epochs=5, batch_size=256, num_neighbors=(10, 10), seed=0):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--epochs", type=int, default=5)
-    ap.add_argument("--batch-size", type=int, default=256)
+    ap.add_argument("--epochs", type=positive_int, default=5)
+    ap.add_argument("--batch-size", type=positive_int, default=256)
     ap.add_argument("--root", default=None)
     args = ap.parse_args(argv)
     ok, why = neighbor_loader_available()

@@ -1,5 +1,6 @@
 """``graph-rma report`` end to end on a checkpoint with the pipeline's keys (a small stand-in task here)."""
 import json
+import math
 
 import pytest
 import torch
@@ -144,3 +145,61 @@ def test_report_checkpoint_from_python(checkpoint, tmp_path):
         report_checkpoint(path, tmp_path / "bad", bins=0)
     with pytest.raises(ValueError, match="name"):
         register_report_task("", build_standin)
+
+
+def build_binary_standin(ckpt, root):
+    x, edge_index, y, test_mask = toy_graph(K=2)
+    model = StandInGAT(**ckpt["model_kwargs"])
+    model.load_state_dict(ckpt["model"])
+    return ReportInputs(model=model, x=x, edge_index=edge_index, y=y, mask=test_mask, layers=["conv1"])
+
+
+register_report_task("standin_binary", build_binary_standin)
+
+
+def test_a_binary_checkpoint_is_reported_with_roc_auc_and_sigmoid_calibration(tmp_path, capsys):
+    """One output logit (the node task's binary model, minesweeper/tolokers): a softmax over it made every
+    confidence 1.0 and every prediction class 0 (accuracy and ECE were the class-0 share, every masking drop 0.0).
+    The report scores ROC AUC, predicts class 1 where the sigmoid is above 1/2 and bins the sigmoid's confidence."""
+    from graph_rma.metrics.classification import roc_auc
+
+    torch.manual_seed(0)
+    x, edge_index, y, mask = toy_graph(K=2)
+    kwargs = {"in_channels": 2, "out_channels": 1}
+    model = StandInGAT(**kwargs)
+    opt = torch.optim.Adam(model.parameters(), lr=0.02)
+    for _ in range(30):
+        opt.zero_grad()
+        F.binary_cross_entropy_with_logits(model(x, edge_index)[~mask, 0], y[~mask].float()).backward()
+        opt.step()
+    path = tmp_path / "binary.pt"
+    save_checkpoint(path, {"task": "standin_binary", "model_kwargs": kwargs, "variant": "ma",
+                           "model": model.state_dict()})
+    out = tmp_path / "report"
+    assert cli_main(["report", "--checkpoint", str(path), "--out", str(out), "--no-plots"]) == 0
+    printed = capsys.readouterr().out
+    summary = json.loads((out / "report.json").read_text())
+
+    with torch.no_grad():
+        logit = model.eval()(x, edge_index)[mask, 0].double()
+    p1 = torch.sigmoid(logit)
+    pred = (p1 > 0.5).long()
+    conf = torch.maximum(p1, 1 - p1)
+    correct = pred == y[mask]
+    assert summary["metric"] == "roc_auc" and summary["num_nodes"] == 30
+    assert summary["score"] == pytest.approx(roc_auc(logit, y[mask])) and summary["score"] > 0.8  # it learned
+    assert summary["accuracy"] == pytest.approx(float(correct.double().mean()))
+    assert 0 < int(pred.sum()) < 30  # both classes predicted, not class 0 everywhere
+    cal = summary["calibration"]
+    assert cal["ece"] == pytest.approx(expected_calibration_error(conf, num_bins=10, correct=correct))
+    assert cal["oe"] == pytest.approx(overconfidence_error(conf, num_bins=10, correct=correct))
+    assert cal["bins"]["count"][:5] == [0] * 5 and cal["bins"]["count"][-1] < 30  # confidences in [1/2, 1], not all 1
+    ent = -(p1 * p1.log() + (1 - p1) * (1 - p1).log())
+    assert summary["predictive_entropy"]["mean"] == pytest.approx(float(ent.mean()))
+    assert summary["predictive_entropy"]["max_possible"] == pytest.approx(math.log(2))
+    assert summary["redundancy"]["baseline"] == pytest.approx(summary["score"])  # masking drops the ROC AUC
+    assert any(d != 0.0 for d in summary["redundancy"]["drops"]["conv1"])
+    assert f"ROC AUC {summary['score']:.4f}  accuracy {summary['accuracy']:.4f}" in printed
+    assert cli_main(["report", "--help"]) == 0  # --help says which checkpoints it reads, and how binary ones
+    helptext = " ".join(capsys.readouterr().out.split())
+    assert "binary one (one output logit: minesweeper, tolokers) with ROC AUC" in helptext

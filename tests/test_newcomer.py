@@ -71,6 +71,10 @@ def test_agenda_help_lists_every_subcommand(tmp_path):
 
 @pytest.mark.parametrize("example,args,word", [
     ("cora.py", ["--variant", "bogus", "--epochs", "1"], "unknown part 'bogus'"),
+    # the CLI's argument types (graph_rma.argtypes): --epochs -1 used to print "best val -inf%, test 0.0%", exit 0
+    ("cora.py", ["--epochs", "-1"], "argument --epochs: expected a positive integer, got '-1'"),
+    ("cora.py", ["--seed", "-2"], "argument --seed: expected an integer >= 0, got '-2'"),
+    ("neighbor_sampling.py", ["--batch-size", "0"], "argument --batch-size: expected a positive integer, got '0'"),
     ("quickstart_vs_stock.py", ["--seeds", "x"], "--seeds"),
     ("quickstart_vs_stock.py", ["--dataset", "nope"], "name: expected one of"),
 ])

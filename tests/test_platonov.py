@@ -110,3 +110,62 @@ def test_undirected_minesweeper_equals_pygs_heterophilous_graph_dataset(tmp_path
     assert torch.equal(direct_edges(ours.edge_index, "undirected", ours.num_nodes), ref.edge_index)
     for key in ("train_mask", "val_mask", "test_mask"):
         assert torch.equal(getattr(ours, key), getattr(ref, key))
+
+
+def _forge_header(path, key, shape):
+    """Rewrite the archive at ``path`` with member ``key``'s .npy header claiming ``shape`` (its data unchanged)."""
+    import io
+    import zipfile
+
+    with zipfile.ZipFile(path) as z:
+        members = {name: z.read(name) for name in z.namelist()}
+    head = io.BytesIO()
+    np.lib.format.write_array_header_1_0(head, {"descr": "<f4", "fortran_order": False, "shape": shape})
+    members[f"{key}.npy"] = head.getvalue() + b"\0" * 60
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+
+
+def test_malformed_files_are_one_line_errors_naming_the_file(tmp_path):
+    """A .npy under the .npz name (was a TypeError about a context manager), a header claiming a huge shape (was a
+    MemoryError), masks with 0 splits (was a ZeroDivisionError in the study), 0 nodes (was a RuntimeError from
+    max() in the study)."""
+    folder = tmp_path / "heterophilous_graph" / "single" / "raw"
+    folder.mkdir(parents=True)
+    with open(folder / "single.npz", "wb") as f:
+        np.save(f, np.zeros((5, 3), dtype=np.float32))
+    with pytest.raises(ValueError, match=r"single\.npz: a \.npy file \(one array\), not a \.npz archive"):
+        load_platonov_all_splits("single", root=tmp_path)
+
+    _forge_header(_write(tmp_path, "huge"), "node_features", (10 ** 12, 3))
+    with pytest.raises(ValueError, match=r"huge\.npz: node_features claims shape \(1000000000000, 3\) of float32 "
+                                         r"\(12000000000000 bytes\), but the file holds \d+ bytes"):
+        load_platonov_all_splits("huge", root=tmp_path)
+
+    _write(tmp_path, "nosplits", splits=0)
+    with pytest.raises(ValueError, match=r"nosplits\.npz: train_masks holds no split \(shape \(0, 5\)\)"):
+        load_platonov_all_splits("nosplits", root=tmp_path)
+
+    _write(tmp_path, "nonodes", n=0, edges=np.zeros((0, 2), dtype=np.int64))
+    with pytest.raises(ValueError, match=r"nonodes\.npz: the graph has no nodes"):
+        load_platonov_all_splits("nonodes", root=tmp_path)
+
+
+def test_a_split_without_validation_or_test_nodes_is_refused_when_loaded(tmp_path):
+    """An empty mask used to train on silently: test 0.0 for an empty test mask, epoch 1 kept for ever for an empty
+    validation mask, and one such split of ten corrupting the mean."""
+    val = np.tile(np.array([0, 0, 1, 0, 0], dtype=bool), (10, 1))
+    val[3] = False
+    _write(tmp_path, "noval", val_masks=val)
+    with pytest.raises(ValueError, match=r"noval\.npz: split 3 has no validation node \(val_masks\[3\] is all False\)"):
+        load_platonov_all_splits("noval", root=tmp_path)
+    test = np.tile(np.array([0, 0, 0, 1, 1], dtype=bool), (10, 1))
+    test[0] = False
+    _write(tmp_path, "notest", test_masks=test)
+    with pytest.raises(ValueError, match=r"notest\.npz: split 0 has no test node \(test_masks\[0\] is all False\)"):
+        load_node_graph("notest", root=tmp_path)
+    train = np.zeros((10, 5), dtype=bool)
+    _write(tmp_path, "notrain", train_masks=train)
+    with pytest.raises(ValueError, match=r"split 0 has no training node \(train_masks\[0\] is all False\)"):
+        load_platonov_all_splits("notrain", root=tmp_path)

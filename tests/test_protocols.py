@@ -30,6 +30,15 @@ def test_feature_normalisation_by_hand():
         normalize_features(x, "standard")
 
 
+def test_row_normalisation_of_zero_and_negative_sums_follows_ggcn():
+    """GGCN's code (r_inv = rowsum ** -1; r_inv[isinf(r_inv)] = 0): a zero-sum row becomes zeros (it used to become
+    +-1e12), a negative-sum row is divided by its sum (it used to be divided by 1e-12)."""
+    x = torch.tensor([[1.0, -1.0, 0.0, 0.0], [-1.0, -3.0, 0.0, 0.0], [2.0, -3.0, 0.0, 0.0], [0.0] * 4])
+    row = normalize_features(x, "row").to_dense()
+    assert row.tolist() == [[0.0] * 4, [0.25, 0.75, 0.0, 0.0], [-2.0, 3.0, 0.0, 0.0], [0.0] * 4]
+    assert normalize_features(torch.tensor([[1e-40, 0.0], [1.0, 1.0]]), "row").tolist() == [[0.0, 0.0], [0.5, 0.5]]
+
+
 def test_edge_direction_by_hand():
     ei = torch.tensor([[0, 0, 2, 0], [1, 2, 1, 1]])  # 0->1 twice, 0->2, 2->1
     pairs = lambda e: sorted(map(tuple, e.t().tolist()))  # noqa: E731
@@ -170,6 +179,18 @@ def test_roc_auc_by_hand_and_by_its_definition():
             roc_auc(torch.tensor(s), torch.tensor(y))
 
 
+def test_roc_auc_refuses_scores_that_are_not_finite():
+    """scikit-learn's roc_auc_score refuses NaN and infinite scores; so does this one, where it used to rank them
+    (1.0 with one NaN below, 0.75 when all are NaN)."""
+    y = torch.tensor([0, 0, 1, 1])
+    for s in ([0.1, 0.4, float("nan"), 0.8], [float("nan")] * 4, [0.1, float("inf"), 0.35, 0.8],
+              [float("-inf"), 0.4, 0.35, 0.8]):
+        with pytest.raises(ValueError, match=r"roc_auc: scores must be finite, got \d NaN or infinite score"):
+            roc_auc(torch.tensor(s), y)
+    with pytest.raises(ValueError, match="scores must be finite, got 1 NaN"):
+        score(torch.tensor([[0.0], [float("nan")], [1.0], [2.0]]), y, "roc_auc")  # the one-logit path too
+
+
 def test_roc_auc_equals_scikit_learn():
     metrics = pytest.importorskip("sklearn.metrics")
     g = torch.Generator().manual_seed(1)
@@ -241,6 +262,37 @@ def test_node_command_on_minesweeper_scores_roc_auc(tmp_path, capsys):
 
     summary = report_checkpoint(out / res["runs"][0]["checkpoint"], tmp_path / "report", plots=False)
     assert summary["task"] == "node" and "diversity" in summary
+    # one output logit: the report scores ROC AUC (the run's own test metric), not a softmax over one logit
+    assert summary["metric"] == "roc_auc" and summary["score"] == pytest.approx(res["runs"][0]["metrics"]["test_acc"])
+    assert summary["calibration"]["bins"]["count"][-1] < summary["num_nodes"]
+
+
+def test_a_run_refuses_a_split_without_validation_or_test_nodes():
+    """An empty test mask used to report test 0.0, an empty validation mask to keep epoch 1 (or, under val_loss,
+    the untrained model)."""
+    kwargs = {"in_channels": 3, "out_channels": 2, "hidden_channels": 2, "heads": 2}
+    for empty in ("train_mask", "val_mask", "test_mask"):
+        masks = {"train_mask": torch.arange(6) < 2, "val_mask": (torch.arange(6) >= 2) & (torch.arange(6) < 4),
+                 "test_mask": torch.arange(6) >= 4}
+        masks[empty] = torch.zeros(6, dtype=torch.bool)
+        data = Data(x=torch.randn(6, 3), edge_index=torch.tensor([[0, 1], [1, 2]]), y=torch.arange(6) % 2, **masks)
+        for rule in ("val_acc", "val_loss"):
+            with pytest.raises(ValueError, match=f"data: {empty} selects no node"):
+                nc.train_run(data, "ma", 0, kwargs, epochs=2, early_stopping=rule)
+
+
+def test_node_command_refuses_a_dropped_in_graph_with_an_empty_split_in_one_line(tmp_path, capsys):
+    from graph_rma.cli import main
+    from test_platonov import _write
+
+    val = torch.tensor([0, 0, 1, 0, 0], dtype=torch.bool).repeat(10, 1).numpy()
+    val[7] = False
+    _write(tmp_path, "holes", val_masks=val)
+    assert main(["node", "--dataset", "holes", "--root", str(tmp_path), "--seeds", "0", "--epochs", "1",
+                 "--variants", "ma", "--no-plot", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "holes.npz: split 7 has no validation node (val_masks[7] is all False)" in err
+    assert "Traceback" not in err and len(err.splitlines()) == 1
 
 
 @needs_minesweeper

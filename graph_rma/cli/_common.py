@@ -1,4 +1,5 @@
-"""What every ``graph-rma`` command shares: one parser class, argument types and the error handling.
+"""What every ``graph-rma`` command shares: one parser class, argument types (:mod:`graph_rma.argtypes`'s, which the
+example scripts use too, and the variant check) and the error handling.
 
 The grammar, the same in every command:
 
@@ -16,13 +17,16 @@ loaded; any other exception is a bug and shows its traceback. Nothing here impor
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
-from typing import Any, Callable, List, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
-__all__ = ["HelpFormatter", "Parser", "UsageError", "format_preset", "nonnegative_int", "out_dir", "positive_float",
-           "positive_int", "probability", "run_command", "seed_list", "strip_markup", "variant_spec"]
+from ..argtypes import (nonnegative_float, nonnegative_int, out_dir, out_file, positive_float, positive_int,
+                        probability, seed_list)
+
+__all__ = ["HelpFormatter", "Parser", "UsageError", "format_preset", "nonnegative_float", "nonnegative_int", "out_dir",
+           "out_file", "positive_float", "positive_int", "probability", "run_command", "seed_list", "strip_markup",
+           "variant_spec"]
 
 
 class UsageError(Exception):
@@ -54,65 +58,9 @@ class Parser(argparse.ArgumentParser):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Argument types: each turns one command-line word into a value or raises ArgumentTypeError (argparse prints it)
+# Argument types: each turns one command-line word into a value or raises ArgumentTypeError (argparse prints it);
+# the plain ones are graph_rma.argtypes' (shared with the example scripts), the variant check is the CLI's own
 # ---------------------------------------------------------------------------------------------------------------
-def _int(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-
-
-def positive_int(text: str) -> int:
-    """An integer >= 1."""
-    value = _int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
-def nonnegative_int(text: str) -> int:
-    """An integer >= 0."""
-    value = _int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return value
-
-
-def _float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    """A number > 0."""
-    value = _float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
-
-
-def nonnegative_float(text: str) -> float:
-    """A number >= 0."""
-    value = _float(text)
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
-    return value
-
-
-def probability(text: str) -> float:
-    """A number in [0, 1)."""
-    value = _float(text)
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1), got {text!r}")
-    return value
-
-
 def variant_spec(text: str) -> str:
     """A variant spec string checked by :func:`graph_rma.variants.parse_variant` (returned as given)."""
     from ..variants import parse_variant  # imported only when a command line is parsed, not for --help
@@ -122,18 +70,6 @@ def variant_spec(text: str) -> str:
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text
-
-
-def seed_list(text: str) -> List[int]:
-    """One word of ``--seeds``: a seed ``N`` or an inclusive range ``A-B``."""
-    first, dash, last = text.partition("-")
-    try:
-        lo, hi = int(first), int(last if dash else first)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a seed (0, 1, ...) or a range such as 0-9, got {text!r}") from None
-    if lo < 0 or hi < lo:
-        raise argparse.ArgumentTypeError(f"expected seeds >= 0 and a range A-B with A <= B, got {text!r}")
-    return list(range(lo, hi + 1))
 
 
 class SeedsAction(argparse.Action):
@@ -151,36 +87,6 @@ def add_seeds(parser: argparse.ArgumentParser, default_help: str) -> None:
     parser.add_argument("--seeds", nargs="+", type=seed_list, action=SeedsAction, default=None, metavar="S",
                         help=f"the seeds, each a number or a range A-B, e.g. --seeds 0 1 2 or --seeds 0-9 "
                              f"(default: {default_help})")
-
-
-def out_dir(text: str) -> Path:
-    """An output folder: it may exist (as a folder) or not yet; an empty path, or an existing file there or above,
-    is refused."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("expected a folder, got an empty path")
-    path = Path(text)
-    for p in (path, *path.parents):
-        if p.exists():
-            if not p.is_dir():
-                what = "is a file" if p == path else f"is below {p}, which is a file"
-                raise argparse.ArgumentTypeError(f"{text} {what}, not a folder")
-            break
-    return path
-
-
-def out_file(text: str) -> Path:
-    """An output file: an empty path, an existing folder, or a path below a file is refused."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("expected a file, got an empty path")
-    path = Path(text)
-    if path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text} is a folder, not a file")
-    for p in path.parents:
-        if p.exists():
-            if not p.is_dir():
-                raise argparse.ArgumentTypeError(f"{text} is below {p}, which is a file")
-            break
-    return path
 
 
 def format_preset(name: str, values: Mapping[str, Any]) -> str:

@@ -1,9 +1,15 @@
 """``graph-rma report --checkpoint PATH [--out DIR]``: diagnostics of a trained checkpoint as PNGs + a JSON summary.
 
-Argument parsing and printing only; the report is :func:`graph_rma.tasks.report.report_checkpoint` (accuracy,
-calibration, predictive entropy, head diversity and head redundancy of the chosen attention layers) and, for
-several checkpoints, :func:`graph_rma.tasks.report.compare_reports`. Tasks: ``cora``; add one with
-:func:`graph_rma.tasks.report.register_report_task`.
+Argument parsing and printing only; the report is :func:`graph_rma.tasks.report.report_checkpoint` (the task's
+metric, accuracy, calibration, predictive entropy, head diversity and head redundancy of the chosen attention
+layers) and, for several checkpoints, :func:`graph_rma.tasks.report.compare_reports`.
+
+Checkpoints it reads: node classification (``graph-rma node``/``graph-rma cora``, any graph, and older ``cora``
+ones). A multi-class model (Cora, chameleon, ...) is reported with accuracy and the calibration of its softmax; a
+binary one (one output logit: minesweeper, tolokers) with ROC AUC, the accuracy of its class-1-above-one-half
+prediction and the calibration of its sigmoid confidence; head masking drops the task's metric. GraphWriter
+checkpoints (``graph-rma agenda|webnlg train``) get their encoder heads' parameter similarity. Other tasks plug in
+with :func:`graph_rma.tasks.report.register_report_task`.
 """
 from __future__ import annotations
 
@@ -43,13 +49,15 @@ def _print_summary(summary: Dict[str, Any], out: Path) -> None:
         return
     cal = summary["calibration"]
     label = f"[{summary['variant']}] " if summary.get("variant") else ""
-    print(f"{label}accuracy {summary['accuracy']:.4f}  ECE {cal['ece']:.4f}  OE {cal['oe']:.4f}  "
+    auc = f"ROC AUC {summary['score']:.4f}  " if summary.get("metric") == "roc_auc" else ""
+    print(f"{label}{auc}accuracy {summary['accuracy']:.4f}  ECE {cal['ece']:.4f}  OE {cal['oe']:.4f}  "
           f"(test nodes: {summary['num_nodes']}, M={cal['num_bins']})")
+    drop = "ROC AUC drop" if auc else "drop"
     for name, d in summary["diversity"].items():
         drops = summary["redundancy"]["drops"][name]
         print(f"{label}{name}: Dist {d['dist']:.4f}  Div {d['div']:.4f}  Disagreement {d['disagreement']:.4f}  "
               f"entropy {d['entropy_mean']:.4f} (uniform {d['uniform_entropy']:.4f})  "
-              f"mean drop {sum(drops) / len(drops):.4f}  max drop {max(drops):.4f}")
+              f"mean {drop} {sum(drops) / len(drops):.4f}  max {drop} {max(drops):.4f}")
     print(f"wrote {out}")
 
 

@@ -17,8 +17,9 @@ original link once). Any other graph of the same benchmark works too (``roman_em
 same; case-insensitive).
 
 A file holds ``node_features`` (float [N, F]), ``node_labels`` (int [N]), ``edges`` (int [E, 2]) and
-``train_masks``/``val_masks``/``test_masks`` (bool [10, N]); it is read with ``numpy.load(allow_pickle=False)``,
-so nothing in it can run code, and nothing is cached or written beside it. The graph is returned **as stored**
+``train_masks``/``val_masks``/``test_masks`` (bool [10, N]; every split needs training, validation and test nodes);
+it is read with ``numpy.load(allow_pickle=False)``, so nothing in it can run code, and nothing is cached or written
+beside it. The graph is returned **as stored**
 (``edge_index = edges.T``); PyG's class and the paper's code make it undirected, which is the ``edges="undirected"``
 option of :mod:`graph_rma.tasks.protocols` (``tests/test_platonov.py`` checks that the two agree).
 
@@ -28,6 +29,7 @@ Where the files are looked for (``root`` is the ``pyg`` folder that holds ``hete
 """
 from __future__ import annotations
 
+import math
 import os
 import zipfile
 from pathlib import Path
@@ -89,15 +91,46 @@ def _fail(key: str, pyg_root: Path, hint: str = "") -> DataNotFoundError:
     return DataNotFoundError(missing_data_message(key, pyg_root, [f"{FOLDER}/{key}/raw/{key}.npz"], hint + known))
 
 
+_ROLES = {"train_masks": "training", "val_masks": "validation", "test_masks": "test"}
+
+
+def _check_sizes(f, path: Path) -> None:
+    """Refuse an array whose ``.npy`` header claims more data than its member of the archive holds (before numpy
+    allocates it: a forged header would otherwise end in a ``MemoryError``)."""
+    for k in _KEYS:
+        member = f"{k}.npy" if f"{k}.npy" in f.zip.namelist() else k
+        with f.zip.open(member) as m:
+            version = np.lib.format.read_magic(m)
+            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+                np.lib.format.read_array_header_2_0
+            shape, _, dtype = read_header(m)
+        need = math.prod(shape) * dtype.itemsize
+        have = f.zip.getinfo(member).file_size
+        if need > have:
+            raise ValueError(f"{path}: {k} claims shape {shape} of {dtype} ({need} bytes), but the file holds "
+                             f"{have} bytes for it (a damaged or forged .npy header)")
+
+
 def _read(path: Path, key: str) -> Data:
     try:
-        with np.load(path, allow_pickle=False) as f:
+        with open(path, "rb") as fh:
+            magic = fh.read(6)
+        if magic == b"\x93NUMPY":  # numpy.save's one array, not numpy.savez's archive of named arrays
+            raise ValueError(f"{path}: a .npy file (one array), not a .npz archive of the named arrays "
+                             f"{', '.join(_KEYS)} (numpy.savez writes one)")
+        f = np.load(path, allow_pickle=False)
+        if not isinstance(f, np.lib.npyio.NpzFile):
+            raise ValueError(f"{path}: not a .npz archive of named arrays ({', '.join(_KEYS)})")
+        with f:
             missing = [k for k in _KEYS if k not in f.files]
             if missing:
                 raise ValueError(f"{path}: not a heterophilous-graphs .npz file (missing {', '.join(missing)})")
+            _check_sizes(f, path)
             arrays = {k: f[k] for k in _KEYS}
     except (OSError, zipfile.BadZipFile, EOFError) as exc:
         raise ValueError(f"{path}: unreadable .npz file ({exc})") from None
+    except MemoryError:  # a header within the size of its member that still does not fit in memory
+        raise ValueError(f"{path}: an array is too large to load into memory") from None
     except ValueError as exc:  # object arrays (pickles) are refused by allow_pickle=False
         if str(path) in str(exc):
             raise
@@ -107,6 +140,8 @@ def _read(path: Path, key: str) -> Data:
     if x.ndim != 2 or y.shape != (n,) or edges.ndim != 2 or edges.shape[1] != 2:
         raise ValueError(f"{path}: expected node_features [N, F], node_labels [N] and edges [E, 2], got "
                          f"{x.shape}, {y.shape} and {edges.shape}")
+    if n == 0:
+        raise ValueError(f"{path}: the graph has no nodes (node_features has shape {x.shape})")
     if edges.size and (edges.min() < 0 or edges.max() >= n):
         raise ValueError(f"{path}: edges name nodes outside [0, {n})")
     masks = {}
@@ -114,6 +149,12 @@ def _read(path: Path, key: str) -> Data:
         m = arrays[k]
         if m.ndim != 2 or m.shape[1] != n:
             raise ValueError(f"{path}: expected {k} [splits, {n}], got {m.shape}")
+        if m.shape[0] == 0:
+            raise ValueError(f"{path}: {k} holds no split (shape {m.shape}); expected [splits, {n}] with splits >= 1")
+        empty = np.flatnonzero(~m.astype(bool).any(axis=1))
+        if empty.size:
+            raise ValueError(f"{path}: split {int(empty[0])} has no {_ROLES[k]} node ({k}[{int(empty[0])}] is all "
+                             f"False)")
         masks[k] = torch.from_numpy(m.astype(bool)).t().contiguous()  # [N, splits], as PyG's Geom-GCN masks
     if len({m.shape[1] for m in masks.values()}) != 1:
         raise ValueError(f"{path}: the three mask arrays have different numbers of splits")
@@ -141,7 +182,8 @@ def load_platonov_all_splits(name: str, root: Optional[PathLike] = None, downloa
 
     Raises:
         DataNotFoundError: the file is missing (and could not be downloaded) or its SHA-256 is not the known one.
-        ValueError: a bad name, or a file that is not in this format.
+        ValueError: a bad name, a file that is not in this format (a ``.npy`` file, a header claiming more data than
+            the file holds, no nodes, no split), or a split whose training, validation or test mask is empty.
     """
     key = platonov_name(name)
     pyg_root = resolve_root("pyg", root)

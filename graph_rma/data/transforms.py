@@ -12,9 +12,12 @@ PyG's attention layers (``GATConv``, ``GATv2Conv``) take a softmax over each *ta
 
 Self-loops are the layers' business (``add_self_loops``), not the graph's.
 
-Features: ``"none"`` keeps them as stored; ``"row"`` divides each row by its sum (rows summing to 0 stay as they
-are), :math:`x_i \leftarrow x_i / \max(\sum_j x_{ij}, 10^{-12})`, and stores them as a sparse COO tensor when at
-most a quarter of the entries are non-zero (bag-of-words features; the GAT model drops out stored entries only).
+Features: ``"none"`` keeps them as stored; ``"row"`` divides each row by its sum,
+:math:`x_i \leftarrow x_i / \sum_j x_{ij}`, with GGCN's rule for a row whose sum has no finite reciprocal
+(``r_inv = rowsum ** -1; r_inv[isinf(r_inv)] = 0``): a row summing to 0 (all zeros, or e.g. ``[1, -1]``) becomes
+all zeros. A row with a negative sum is divided by it, as in GGCN's code: its signs flip and it sums to 1, like every
+row with a non-zero sum. The result is stored as a sparse COO tensor when at most a quarter of the entries are
+non-zero (bag-of-words features; the GAT model drops out stored entries only).
 """
 from __future__ import annotations
 
@@ -37,7 +40,9 @@ def normalize_features(x: Tensor, how: str) -> Tensor:
     if how == "none":
         return x
     dense = x.to_dense() if x.is_sparse else x
-    dense = dense / dense.sum(dim=1, keepdim=True).clamp(min=1e-12)
+    rowsum = dense.sum(dim=1, keepdim=True)
+    zero = torch.isinf(rowsum.reciprocal())  # GGCN's rule (r_inv[isinf(r_inv)] = 0): such a row becomes zeros
+    dense = torch.where(zero, torch.zeros((), dtype=rowsum.dtype), dense / rowsum)
     if dense.numel() and (dense != 0).sum() <= dense.numel() // 4:
         return dense.to_sparse().coalesce()
     return dense

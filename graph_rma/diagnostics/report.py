@@ -1,7 +1,11 @@
-"""All diagnostics for a node-classification model on one node split, written as a JSON summary plus PNGs.
+r"""All diagnostics for a node-classification model on one node split, written as a JSON summary plus PNGs.
 
 Used by ``graph-rma report``; callable directly for any model ``model(x, edge_index) -> logits`` whose attention
-layers :class:`HeadCapture` supports.
+layers :class:`HeadCapture` supports. A model with ``K >= 2`` outputs is a multi-class classifier (softmax
+probabilities, scored with accuracy); a model with one output logit is a binary one, as the node task trains it for
+ROC AUC (binary cross-entropy): the probability of class 1 is the logit's sigmoid :math:`\sigma`, the prediction is
+class 1 where :math:`\sigma > 1/2`, its confidence :math:`\max(\sigma, 1 - \sigma)`, and the task's metric (the
+summary's ``score``, and what head masking drops) is the ROC AUC of the logits.
 """
 from __future__ import annotations
 
@@ -17,12 +21,21 @@ from torch import Tensor, nn
 
 from ..engine import write_json
 from ..engine.optional import MissingExtraError, require
+from ..metrics.classification import roc_auc
 from .calibration import calibration_bins, expected_calibration_error, overconfidence_error, predictive_entropy
 from .capture import HeadCapture
 from .diversity import head_diversity
 from .redundancy import _resolve_layers, head_importance
 
 __all__ = ["node_classification_report"]
+
+
+def _probabilities(logits: Tensor) -> Tensor:
+    """Class probabilities ``[n, K]``: the softmax of ``K >= 2`` logits, ``[1 - sigmoid, sigmoid]`` of one logit."""
+    logits = logits.double()
+    if logits.size(1) == 1:
+        return torch.cat([torch.sigmoid(-logits), torch.sigmoid(logits)], dim=1)
+    return logits.softmax(dim=-1)
 
 
 def node_classification_report(
@@ -37,12 +50,14 @@ def node_classification_report(
     extra: Optional[Dict[str, Any]] = None,
     plots: bool = True,
 ) -> Dict[str, Any]:
-    """Accuracy, calibration (ECE, OE, bins), predictive entropy, head diversity and head redundancy of
-    ``layers`` on the nodes selected by ``mask``.
+    """The task's metric, accuracy, calibration (ECE, OE, bins), predictive entropy, head diversity and head
+    redundancy of ``layers`` on the nodes selected by ``mask``.
 
-    Diversity is measured on the selected nodes: Dist over their per-head outputs, attention measures over the
-    attention distributions of their incoming edges. Redundancy masks each head of each layer in turn and
-    records the accuracy drop on the selected nodes.
+    The metric (``metric`` and ``score`` in the summary) is accuracy for a model with ``K >= 2`` outputs and ROC AUC
+    for a binary model with one output logit (see the module); calibration and entropy are those of the softmax or
+    sigmoid probabilities. Diversity is measured on the selected nodes: Dist over their per-head outputs, attention
+    measures over the attention distributions of their incoming edges. Redundancy masks each head of each layer in
+    turn and records the drop of the metric on the selected nodes.
 
     With ``out_dir``, writes ``report.json`` and (``plots=True``) ``reliability.png``, ``head_importance.png``,
     ``head_entropy.png``, ``entropy_cdf.png``. Returns the summary dict (``extra`` is merged in first).
@@ -63,9 +78,18 @@ def node_classification_report(
             logits = model(x, edge_index)
         if not isinstance(logits, Tensor) or logits.dim() != 2 or logits.size(0) != mask.numel():
             raise ValueError(f"model: expected logits [{mask.numel()}, K], got {getattr(logits, 'shape', logits)}")
-        probs = logits[idx].double().softmax(dim=-1)
+        binary = logits.size(1) == 1
+        metric = "roc_auc" if binary else "accuracy"
         labels = y[idx]
+
+        def task_score(out: Tensor) -> float:
+            if binary:
+                return roc_auc(out[:, 0], labels)
+            return float((out.argmax(dim=-1) == labels).double().mean())
+
+        probs = _probabilities(logits[idx])
         acc = float((probs.argmax(dim=-1) == labels).double().mean())
+        score = task_score(logits[idx])
         bins = calibration_bins(probs, labels, num_bins)
         ent = predictive_entropy(probs)
 
@@ -87,8 +111,7 @@ def node_classification_report(
             diversity[name] = d
 
         def evaluate() -> float:
-            out = model(x, edge_index)[idx]
-            return float((out.argmax(dim=-1) == labels).double().mean())
+            return task_score(model(x, edge_index)[idx])
 
         redundancy = head_importance(model, resolved, evaluate)
     finally:
@@ -98,6 +121,8 @@ def node_classification_report(
     summary.update(
         {
             "num_nodes": int(idx.numel()),
+            "metric": metric,
+            "score": score,
             "accuracy": acc,
             "calibration": {
                 "num_bins": num_bins,
@@ -128,7 +153,8 @@ def node_classification_report(
             from .plots import plot_entropy_cdf, plot_head_entropy, plot_head_importance, reliability_diagram
 
             files["reliability"] = reliability_diagram(bins, path=out / "reliability.png")
-            files["head_importance"] = plot_head_importance(redundancy.drops, path=out / "head_importance.png")
+            files["head_importance"] = plot_head_importance(redundancy.drops, path=out / "head_importance.png",
+                                                            metric="ROC AUC" if binary else "accuracy")
             first = next(iter(diversity.values()))
             files["head_entropy"] = plot_head_entropy(
                 {k: v["entropy"] for k, v in diversity.items()},

@@ -34,11 +34,15 @@ def roc_auc(scores: Tensor, y: Tensor) -> float:
     """ROC AUC of ``scores`` ``[n]`` for binary labels ``y`` ``[n]`` (1 positive, 0 negative; see the module).
 
     Raises:
-        ValueError: shapes differ, labels other than 0/1, or only one class present (the AUC is undefined).
+        ValueError: shapes differ, a score that is NaN or infinite (refused, as scikit-learn refuses it), labels
+            other than 0/1, or only one class present (the AUC is undefined).
     """
     scores, y = scores.detach().reshape(-1).double(), y.detach().reshape(-1)
     if scores.shape != y.shape:
         raise ValueError(f"roc_auc: scores and labels differ in length ({scores.numel()} and {y.numel()})")
+    bad = int((~torch.isfinite(scores)).sum())
+    if bad:
+        raise ValueError(f"roc_auc: scores must be finite, got {bad} NaN or infinite score(s) of {scores.numel()}")
     if y.numel() and not bool(((y == 0) | (y == 1)).all()):
         raise ValueError("roc_auc: labels must be 0 or 1")
     pos = y == 1

@@ -150,9 +150,13 @@ def train_run(data, spec: str, seed: int, model_kwargs: Dict[str, Any], epochs: 
     CPU.
 
     Raises:
+        ValueError: a mask of ``data`` selects no node (nothing to train on, to select the epoch by, or to test).
         TrainingDiverged: the training loss became NaN or infinite.
     """
     variant = parse_variant(spec)
+    for name in ("train_mask", "val_mask", "test_mask"):
+        if not bool(getattr(data, name).any()):
+            raise ValueError(f"data: {name} selects no node (a split needs training, validation and test nodes)")
     seed_everything(seed)
     dev = torch.device(device) if device is not None else data.x.device
     net = build_model(model, model_kwargs).to(dev)

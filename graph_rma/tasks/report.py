@@ -2,9 +2,11 @@
 
 A checkpoint (written by :func:`graph_rma.engine.save_checkpoint`) names its ``task``; the task's builder rebuilds
 the model from ``model_kwargs``, loads the weights and the data, and
-:func:`graph_rma.diagnostics.node_classification_report` measures on the evaluation nodes: accuracy, calibration
-(ECE, OE, reliability diagram), predictive entropy, head diversity (Dist, Div, Disagreement, entropy) and head
-redundancy (accuracy drop per masked head) of the chosen attention layers.
+:func:`graph_rma.diagnostics.node_classification_report` measures on the evaluation nodes: the task's metric
+(accuracy for a multi-class model; ROC AUC for a binary one with one output logit, such as ``graph-rma node``
+trains on minesweeper and tolokers), accuracy, calibration (ECE, OE, reliability diagram; of the softmax, or of the
+sigmoid's confidence for one logit), predictive entropy, head diversity (Dist, Div, Disagreement, entropy) and head
+redundancy (the metric's drop per masked head) of the chosen attention layers.
 
 Tasks: ``node`` (a ``graph-rma node``/``graph-rma cora`` checkpoint: any graph, rebuilt with the run's protocol) and
 ``cora`` (checkpoints of earlier versions: a Planetoid dataset named by the checkpoint's ``dataset``; model
@@ -167,10 +169,10 @@ def graph_to_text_report(path: Union[str, Path], out: Union[str, Path]) -> Dict[
 
 
 def compare_reports(summaries: Dict[str, Dict[str, Any]], out: Union[str, Path], plots: bool = True) -> Path:
-    """``comparison.json`` (accuracy, ECE, OE, diversity and mean head-masking drop per report) and, with
-    ``plots``, ``head_importance_compare.png`` (the paper's Figure 2, side by side). ``summaries`` maps a name
-    (e.g. the checkpoint's stem) to a :func:`report_checkpoint` summary; entries are labelled by their variant.
-    Returns the path of ``comparison.json``."""
+    """``comparison.json`` (the metric and its score, accuracy, ECE, OE, diversity and the mean head-masking drop of
+    the metric, per report) and, with ``plots``, ``head_importance_compare.png`` (the paper's Figure 2, side by
+    side). ``summaries`` maps a name (e.g. the checkpoint's stem) to a :func:`report_checkpoint` summary; entries are
+    labelled by their variant. Returns the path of ``comparison.json``."""
     from ..diagnostics import plot_head_importance
     from ..engine import write_json
 
@@ -180,6 +182,8 @@ def compare_reports(summaries: Dict[str, Dict[str, Any]], out: Union[str, Path],
 
     comparison = {
         label(name): {
+            "metric": s.get("metric", "accuracy"),
+            "score": s.get("score", s["accuracy"]),
             "accuracy": s["accuracy"],
             "ece": s["calibration"]["ece"],
             "oe": s["calibration"]["oe"],
@@ -198,8 +202,10 @@ def compare_reports(summaries: Dict[str, Dict[str, Any]], out: Union[str, Path],
 
         drops = {label(name): [d for v in s["redundancy"]["drops"].values() for d in v]
                  for name, s in summaries.items()}
+        metrics = {"ROC AUC" if s.get("metric") == "roc_auc" else "accuracy" for s in summaries.values()}
         try:
-            plot_head_importance(drops, path=out / "head_importance_compare.png")
+            plot_head_importance(drops, path=out / "head_importance_compare.png",
+                                 metric=metrics.pop() if len(metrics) == 1 else "metric")
         except MissingExtraError as exc:  # optional: comparison.json is the comparison
             print(f"plots skipped ({exc.module} not installed): {exc.hint}", file=sys.stderr)
     return path
