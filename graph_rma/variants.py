@@ -34,18 +34,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor, nn
 
 from .particles import SGLD, SPOS, SVGD, ParticleSampler
+from .particles.layouts import load_plugins
 from .particles.authors import AuthorsSPOS, AuthorsSVGD
 from .particles.samplers import DEFAULT_ALPHA
 from .regularizers import disagreement, frobenius_penalty, frobenius_penalty_sparse, parameter_disagreement
 
 __all__ = ["Variant", "VariantSetup", "apply_variant", "parse_variant", "make_sampler", "make_drop_attention",
-           "regularization_loss"]
+           "register_drop_attention_installer", "regularization_loss"]
 
 SAMPLERS = ("ma", "sgld", "svgd", "spos")
 REG_KINDS = ("frobenius", "disagreement")
@@ -351,6 +352,18 @@ def regularization_loss(
     return v.reg_weight * torch.stack(terms).mean()
 
 
+Installer = Callable[[nn.Module, nn.Module], Optional[List[nn.Module]]]
+_INSTALLERS: List[Installer] = []
+
+
+def register_drop_attention_installer(installer: Installer) -> None:
+    """Register ``installer(model, drop_attention) -> installed modules or None`` for models whose attention layers
+    do not take a ``drop_attention`` attribute (``None``: not this installer's kind of model). :mod:`graph_rma.hf`
+    registers one for HuggingFace models."""
+    if installer not in _INSTALLERS:
+        _INSTALLERS.append(installer)
+
+
 @dataclass
 class VariantSetup:
     """What :func:`apply_variant` did to a model, and what the training loop still needs from the variant.
@@ -396,7 +409,9 @@ def apply_variant(variant: Union[str, Variant], model: nn.Module,
 
     * ``dropattn``: a fresh :class:`graph_rma.DropAttention` is installed as the ``drop_attention`` of every module
       whose class sets ``accepts_drop_attention = True`` (this package's layers; convert stock layers first with
-      :func:`graph_rma.convert`). A ``ValueError`` says so when the model has no such layer.
+      :func:`graph_rma.convert`); a model without such a layer goes to the registered installers
+      (:func:`register_drop_attention_installer`; HuggingFace models: :func:`graph_rma.hf.use_drop_attention`). A
+      ``ValueError`` says so when nothing accepts it.
     * ``sgld``/``svgd``/``spos``: the sampler is built over the model's heads and attached to ``optimizer`` (when
       given), so that it runs right before every ``optimizer.step()``.
     * ``reg``: nothing changes in the model; add :meth:`VariantSetup.penalty` to the loss.
@@ -415,6 +430,13 @@ def apply_variant(variant: Union[str, Variant], model: nn.Module,
     if v.drop_attention:
         layers = [m for m in model.modules() if getattr(m, "accepts_drop_attention", False)]
         if not layers:
+            load_plugins(model)
+            for installer in _INSTALLERS:
+                installed = installer(model, make_drop_attention(v))
+                if installed is not None:
+                    setup.drop_attention.extend(installed)
+                    break
+        if not layers and not setup.drop_attention:
             raise ValueError(f"variant: {v.spec!r} asks for DropAttention, but no layer of {type(model).__name__} "
                              "accepts it (convert stock attention layers first with graph_rma.convert)")
         for layer in layers:

@@ -1,7 +1,7 @@
 """Diagnostics for multi-head attention: head diversity, head redundancy, calibration, sweeps and pictures.
 
-* :mod:`.capture`: :class:`HeadCapture` records (and masks) the heads of a PyG attention layer or
-  ``nn.MultiheadAttention`` inside any model.
+* :mod:`.capture`: :class:`HeadCapture` records (and masks) the heads of a PyG attention layer,
+  ``nn.MultiheadAttention`` or a HuggingFace ``transformers`` attention module (:mod:`graph_rma.hf`) inside any model.
 * :mod:`.diversity`: Dist, Div (Lin et al.), Disagreement (Li et al.), per-head entropy; sparse and dense.
 * :mod:`.redundancy`: per-head masking drops (Michel et al., 2019).
 * :mod:`.calibration`: ECE, overconfidence error, predictive entropy and its empirical CDF.
@@ -18,7 +18,7 @@ from .calibration import (
     overconfidence_error,
     predictive_entropy,
 )
-from .capture import HeadCapture, num_heads
+from .capture import HeadCapture, ProjectionHeads, num_heads, register_projection_heads
 from .diversity import attention_disagreement, attention_div, attention_entropy, head_distance, head_diversity
 from .neighbourhood import neighbourhood_attention_figure, neighbourhood_attention_graph, plot_neighbourhood_attention
 from .plots import plot_entropy_cdf, plot_head_entropy, plot_head_importance, plot_heads_sweep, reliability_diagram
@@ -30,6 +30,7 @@ __all__ = [
     "CalibrationBins",
     "HeadCapture",
     "HeadImportance",
+    "ProjectionHeads",
     "attention_disagreement",
     "attention_div",
     "attention_entropy",
@@ -52,5 +53,6 @@ __all__ = [
     "plot_heads_sweep",
     "plot_neighbourhood_attention",
     "predictive_entropy",
+    "register_projection_heads",
     "reliability_diagram",
 ]

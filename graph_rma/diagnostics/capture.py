@@ -22,17 +22,59 @@ Supported layers:
   ``need_weights=True, average_attn_weights=False``; head outputs :math:`o_h = A_h V_h` are recomputed from the
   value projection, and masking subtracts head :math:`h`'s term :math:`o_h W_{o,h}^\top` of the output
   projection. Outputs are ``[B, L, H, d]`` (``[L, H, d]`` for unbatched input).
+* Layers described by a :class:`ProjectionHeads` (a finder registered with :func:`register_projection_heads`;
+  :mod:`graph_rma.hf` registers one for HuggingFace ``transformers`` attention modules, loaded by itself): the
+  input of the layer's output projection is the concatenation ``[..., H * d]`` of the heads' outputs, read (and, for
+  masking, zeroed: head :math:`h`'s slice ``h*d:(h+1)*d``, the projection's bias still added) by a pre-hook on that
+  projection. Outputs are ``[..., L, H, d]``; the attention ``[B, H, L, S]`` is recorded when the module that
+  computes it returns it as the second element of its output (an implementation that computes the weights, e.g.
+  ``attn_implementation="eager"``), else ``attn`` stays ``None``.
 """
 from __future__ import annotations
 
 import inspect
-from typing import List, Optional, Sequence
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["HeadCapture", "num_heads"]
+from ..particles.layouts import load_plugins
+
+__all__ = ["HeadCapture", "ProjectionHeads", "num_heads", "register_projection_heads"]
+
+
+@dataclass(frozen=True)
+class ProjectionHeads:
+    """Where a layer's heads meet: ``projection``'s input is the concatenation ``[..., heads * head_dim]`` of the
+    heads' outputs (head ``h``: features ``h*head_dim:(h+1)*head_dim``); ``attention`` (optional) is the module whose
+    output's second element is the attention ``[B, heads, L, S]`` (or ``None`` when not computed)."""
+
+    heads: int
+    head_dim: int
+    projection: nn.Module
+    attention: Optional[nn.Module] = None
+
+
+_PROJECTION_FINDERS: List[Callable[[nn.Module], Optional[ProjectionHeads]]] = []
+
+
+def register_projection_heads(finder: Callable[[nn.Module], Optional[ProjectionHeads]]) -> None:
+    """Register ``finder(layer) -> ProjectionHeads or None`` for layers that are neither PyG attention layers nor
+    ``nn.MultiheadAttention``."""
+    if finder not in _PROJECTION_FINDERS:
+        _PROJECTION_FINDERS.append(finder)
+
+
+def projection_heads(layer: nn.Module) -> Optional[ProjectionHeads]:
+    """The registered finders' :class:`ProjectionHeads` for ``layer`` (``None`` when none knows it)."""
+    load_plugins(layer)
+    for finder in _PROJECTION_FINDERS:
+        found = finder(layer)
+        if found is not None:
+            return found
+    return None
 
 
 def _is_pyg_attention(layer: nn.Module) -> bool:
@@ -51,9 +93,12 @@ def num_heads(layer: nn.Module) -> int:
         return layer.num_heads
     if _is_pyg_attention(layer):
         return layer.heads
+    found = projection_heads(layer)
+    if found is not None:
+        return found.heads
     raise ValueError(
-        f"layer: expected a PyG attention layer (GATConv, GATv2Conv, TransformerConv, ...) or "
-        f"nn.MultiheadAttention, got {type(layer).__name__}"
+        f"layer: expected a PyG attention layer (GATConv, GATv2Conv, TransformerConv, ...), nn.MultiheadAttention "
+        f"or a HuggingFace transformers attention module (graph_rma.hf), got {type(layer).__name__}"
     )
 
 
@@ -76,7 +121,13 @@ class HeadCapture:
     def __init__(self, layer: nn.Module, mask: Optional[Sequence[int]] = None, record: bool = True):
         self.layer = layer
         self.heads = num_heads(layer)
-        self.kind = "mha" if isinstance(layer, nn.MultiheadAttention) else "pyg"
+        self._projection = None
+        if isinstance(layer, nn.MultiheadAttention):
+            self.kind = "mha"
+        elif _is_pyg_attention(layer):
+            self.kind = "pyg"
+        else:
+            self.kind, self._projection = "projection", projection_heads(layer)
         mask = [] if mask is None else [int(h) for h in mask]
         for h in mask:
             if not 0 <= h < self.heads:
@@ -100,6 +151,12 @@ class HeadCapture:
     def __enter__(self) -> "HeadCapture":
         if self._handles:
             raise RuntimeError("HeadCapture is already open")
+        if self.kind == "projection":
+            site = self._projection
+            self._handles.append(site.projection.register_forward_pre_hook(self._projection_hook))
+            if site.attention is not None and self.record:
+                self._handles.append(site.attention.register_forward_hook(self._attention_hook))
+            return self
         self._handles.append(self.layer.register_forward_pre_hook(self._pre_hook, with_kwargs=True))
         self._handles.append(self.layer.register_forward_hook(self._post_hook))
         if self.kind == "pyg":
@@ -137,6 +194,26 @@ class HeadCapture:
         bound["need_weights"] = True
         bound["average_attn_weights"] = False
         return (), bound
+
+    def _projection_hook(self, module, args):
+        self.calls += 1
+        x = args[0]
+        H, d = self.heads, self._projection.head_dim
+        if not isinstance(x, Tensor) or x.size(-1) != H * d:
+            raise ValueError(f"layer: expected the output projection's input [..., {H * d}] ({H} heads of {d}), got "
+                             f"{getattr(x, 'shape', type(x))}")
+        if self.mask:
+            heads = x.reshape(*x.shape[:-1], H, d).clone()
+            heads[..., self.mask, :] = 0
+            x = heads.reshape(x.shape)
+        if self.record:
+            self.outputs = x.detach().reshape(*x.shape[:-1], H, d)
+        return (x,) + tuple(args[1:]) if self.mask else None
+
+    def _attention_hook(self, module, args, output):
+        weights = output[1] if isinstance(output, (tuple, list)) and len(output) > 1 else None
+        if isinstance(weights, Tensor) and weights.dim() == 4 and weights.size(1) == self.heads:
+            self.attn = weights.detach()
 
     def _propagate_hook(self, module, inputs, out):
         if not isinstance(out, Tensor) or out.dim() != 3 or out.size(1) != self.heads:

@@ -28,7 +28,8 @@ that are not particles keep their gradients.
 
 Which tensor slices form a head is described by a *head layout* (:func:`register_head_layout`): layouts ship
 for PyG ``GATConv``, ``GATv2Conv``, ``TransformerConv`` and ``torch.nn.MultiheadAttention``; this package's
-layers subclass or register their own. A particle is always exactly one head's slices. (The authors' public
+layers subclass or register their own; :mod:`graph_rma.hf` finds the heads of HuggingFace ``transformers`` models
+(loaded by itself when a model holds one). A particle is always exactly one head's slices. (The authors' public
 code views each projection weight as ``W.t().reshape(H, -1)``, which mixes heads, with its own kernel per weight,
 and a different bandwidth and repulsion scale; that update is available by name only, as
 :mod:`graph_rma.particles.authors` / the spec option ``update=authors``. Liu's bandwidth ``med^2 / log(M+1)`` with
@@ -57,7 +58,8 @@ cannot separate under SVGD (zero kernel gradient, equal updates): :class:`SVGD` 
 :class:`SPOS` or jitter at initialisation.
 """
 from .kernel import median_bandwidth, rbf_kernel, sgld_direction, spos_direction, svgd_direction
-from .layouts import HeadParam, ParticleGroup, find_particle_groups, head_layout, register_head_layout
+from .layouts import (HeadParam, ParticleGroup, find_particle_groups, head_layout, load_plugins, register_head_layout,
+                      register_layout_finder)
 from .samplers import DEFAULT_ALPHA, SGLD, SPOS, SVGD, ParticleSampler
 from .authors import AuthorsSPOS, AuthorsSVGD
 
@@ -71,6 +73,8 @@ __all__ = [
     "ParticleGroup",
     "register_head_layout",
     "head_layout",
+    "register_layout_finder",
+    "load_plugins",
     "find_particle_groups",
     "ParticleSampler",
     "DEFAULT_ALPHA",

@@ -1,10 +1,18 @@
 r"""How a layer splits into heads: :class:`HeadParam`, :class:`ParticleGroup`, the layout registry and the stock
 layouts (PyG ``GATConv``/``GATv2Conv``/``TransformerConv``, torch ``nn.MultiheadAttention``).
 
-A particle is always exactly one head's slices.
+A particle is always exactly one head's slices. A layout may give parameters with different head counts (grouped-query
+attention: ``H`` query heads share ``G`` key/value heads); :func:`find_particle_groups` then makes one particle group
+per head count, so that every particle is still one head's slices.
+
+Libraries whose attention modules are many classes recognised by their structure (HuggingFace ``transformers``)
+register a *layout finder* (:func:`register_layout_finder`) instead of one layout per class. Such a finder lives in an
+optional subpackage (``graph_rma.hf``), which is imported the first time a model holding one of that library's
+modules is searched (:func:`load_plugins`): a table of names, so the core never imports it.
 """
 from __future__ import annotations
 
+import importlib
 import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Type, Union
@@ -105,11 +113,48 @@ def register_head_layout(cls: Type[nn.Module], layout: Layout) -> None:
     _LAYOUTS[cls] = layout
 
 
+Finder = Callable[[nn.Module], Optional[Layout]]
+_FINDERS: List[Finder] = []
+
+# Third-party library (top-level module name) -> the optional subpackage that registers its layouts and finders,
+# imported by load_plugins the first time a model holds one of that library's modules.
+_PLUGINS: Dict[str, str] = {"transformers": "graph_rma.hf"}
+
+
+def register_layout_finder(finder: Finder) -> None:
+    """Register ``finder(module) -> layout or None``, asked for modules that no class layout covers."""
+    if finder not in _FINDERS:
+        _FINDERS.append(finder)
+
+
+def load_plugins(model: nn.Module) -> None:
+    """Import the optional subpackage for each third-party library whose modules ``model`` holds (once each).
+
+    A plugin that cannot be imported (its library too old, say) is reported by one warning; the library's modules
+    are then not searched.
+    """
+    if not _PLUGINS:
+        return
+    tops = {type(m).__module__.partition(".")[0] for m in model.modules()}
+    for top in sorted(tops & set(_PLUGINS)):
+        plugin = _PLUGINS.pop(top)
+        try:
+            importlib.import_module(plugin)
+        except ImportError as exc:
+            warnings.warn(f"{plugin} could not be imported ({exc}); the {top} modules of the model are not searched "
+                          f"for heads")
+
+
 def head_layout(module: nn.Module) -> Optional[Layout]:
-    """The layout registered for ``type(module)`` or its nearest base class, or ``None``."""
+    """The layout registered for ``type(module)`` or its nearest base class, else the first registered finder's
+    layout for ``module``, or ``None``."""
     for cls in type(module).__mro__:
         if cls in _LAYOUTS:
             return _LAYOUTS[cls]
+    for finder in _FINDERS:
+        layout = finder(module)
+        if layout is not None:
+            return layout
     return None
 
 
@@ -194,8 +239,13 @@ def find_particle_groups(
 ) -> List[ParticleGroup]:
     """The particle groups of ``model``: one per attention layer, one particle per head.
 
+    A layer whose parameters have two head counts (grouped-query attention: ``H`` query heads, ``G`` key/value
+    heads) gives one group per count: the one with the most heads is named after the layer, the other after the
+    layer and its roles (``"model.layers.0.self_attn:key/value"``).
+
     Args:
-        model: any module; attention layers are found by their registered head layouts.
+        model: any module; attention layers are found by their registered head layouts (and layout finders, see
+            :func:`register_layout_finder`).
         layers: which layers: ``None`` (all), qualified module names (``"conv1"``, ``"layers.0.self_attn"``),
             module objects, or a predicate ``(name, module) -> bool``.
         roles: which parameter roles form the particles (e.g. ``{"query"}`` or ``{"att_src", "att_dst"}``);
@@ -205,6 +255,7 @@ def find_particle_groups(
     """
     if not isinstance(model, nn.Module):
         raise ValueError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
+    load_plugins(model)
     named = list(model.named_modules())
     if layers is None:
         selected = [(n, m) for n, m in named if head_layout(m) is not None]
@@ -243,13 +294,16 @@ def find_particle_groups(
             params = [p for p in params if p.role in wanted]
         if not params:
             continue
-        H = params[0].num_heads
-        if H < min_heads:
-            if layers is not None and not callable(layers) or isinstance(layers, nn.Module):  # asked for by name
-                warnings.warn(f"{name or type(module).__name__}: {H} head(s), fewer than {min_heads}; not a particle "
-                              f"group")
-            continue
-        groups.append(ParticleGroup(name, module, H, params))
+        counts = sorted({p.num_heads for p in params}, reverse=True)
+        for H in counts:  # one group per head count: grouped-query attention's query and key/value heads
+            share = [p for p in params if p.num_heads == H]
+            label = name if H == counts[0] else f"{name}:{'/'.join(sorted({p.role for p in share}))}"
+            if H < min_heads:
+                if layers is not None and not callable(layers) or isinstance(layers, nn.Module):  # asked for by name
+                    warnings.warn(f"{label or type(module).__name__}: {H} head(s), fewer than {min_heads}; not a "
+                                  f"particle group")
+                continue
+            groups.append(ParticleGroup(label, module, H, share))
     if wanted is not None and not wanted <= known_roles:
         raise ValueError(f"roles: unknown role(s) {sorted(wanted - known_roles)}; the selected layers have {sorted(known_roles)}")
     return groups
