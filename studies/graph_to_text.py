@@ -35,7 +35,15 @@ PUBLISHED = {
                 "as reported by An et al., EMNLP 2020, Table 4"),
                ("GraphWriter with repulsive attention (An et al., EMNLP 2020)", {"BLEU-4": 15.12, "METEOR": 19.52},
                 "An et al., EMNLP 2020, Table 4")],
-    "webnlg": [("GCN_EC encoder (Marcheggiani & Perez-Beltrachini, INLG 2018)", {"BLEU seen": 55.9},
+    "webnlg": [("WebNLG 2017 challenge baseline: OpenNMT, delexicalised (Gardent et al., INLG 2017)",
+                {"BLEU seen": 52.39, "BLEU unseen": 6.13, "BLEU all": 33.24},
+                "the organisers' multi-bleu.perl output, eval/bleu3ref-Baseline_{old,new,all}-cat.txt of "
+                "webnlg-automatic-evaluation; `--scorer webnlg2017` gives the same on that submission"),
+               ("MELBOURNE (GKB_Unimelb), the challenge's highest BLEU on all test entries "
+                "(Gardent et al., INLG 2017)",
+                {"BLEU seen": 54.52, "BLEU unseen": 33.27, "BLEU all": 45.13},
+                "the organisers' output, eval/bleu3ref-GKB_Unimelb_{old,new,all}-cat.txt"),
+               ("GCN_EC encoder (Marcheggiani & Perez-Beltrachini, INLG 2018)", {"BLEU seen": 55.9},
                 "BLEU 55.9 listed for the paper's WebNLG result; that it is the seen-category test set is from "
                 "memory, not verified"),
                ("CGE-LW (Ribeiro et al., TACL 2020)", {"BLEU seen": 63.69},

@@ -99,12 +99,13 @@ def test_task_defaults_match_their_sources():
     from graph_rma.data.nodes import NODE_DATASETS
     from graph_rma.data.text import DATASETS
     from graph_rma.engine import EarlyStopping
-    from graph_rma.metrics.generation import METEOR_CHOICES
+    from graph_rma.metrics.generation import METEOR_CHOICES, SCORERS
     from graph_rma.models.text import MODELS
     from graph_rma.tasks import agenda, node_classification, text_classification, webnlg
 
     assert defaults.NODE_DATASET_NAMES == NODE_DATASETS and defaults.TEXT_MODELS == MODELS
     assert defaults.TEXT_DATASETS == DATASETS and defaults.METEOR_CHOICES == METEOR_CHOICES
+    assert defaults.SCORERS == SCORERS
     assert defaults.EARLY_STOPPING_RULES == EarlyStopping.RULES
     assert agenda.PRESETS is defaults.AGENDA_PRESETS and webnlg.PRESETS is defaults.WEBNLG_PRESETS
     assert node_classification.DEFAULT_VARIANTS is defaults.NODE_DEFAULT_VARIANTS
@@ -263,3 +264,89 @@ def test_default_variants_follow_the_validated_settings(monkeypatch):
     assert variant_spec("transformer", "spos") == "spos:alpha=0.01,beta=100000"
     model = torch.nn.MultiheadAttention(8, 4)
     assert SVGD(model).alpha == parse_variant("svgd").alpha == 0.1
+
+
+# ---- issue 32: output folders that cannot be written, help texts, empty folders, printed scores ---------------
+@pytest.mark.parametrize("argv", [
+    ["cora", "--out", "{ro}/runs"], ["node", "--dataset", "chameleon", "--out", "{ro}/runs"],
+    ["text", "--out", "{ro}/runs"], ["agenda", "train", "--out", "{ro}/runs"],
+    ["webnlg", "evaluate", "--out", "{ro}"], ["report", "--checkpoint", "{file}", "--out", "{ro}/report"],
+    ["score", "--hyp", "{file}", "--ref", "{file}", "--json", "{ro}/scores.json"],
+], ids=lambda a: " ".join(a[:2]))
+def test_an_output_folder_that_cannot_be_written_is_refused_before_any_data_is_read(
+        argv, unwritable, a_file, monkeypatch, capsys):
+    """It used to be found after training (cora, node, report, agenda) or after the scores were printed (score)."""
+    monkeypatch.setenv("GRAPH_RMA_DATA", "/nonexistent")  # reading data would end in "missing ..." (exit 1)
+    argv = [a.format(ro=unwritable, file=a_file) for a in argv]
+    assert cli_main(argv) == 2
+    printed = capsys.readouterr()
+    assert printed.err.count("\n") == 1 and "Traceback" not in printed.err and printed.out == ""
+    assert "not writable" in printed.err and str(unwritable) in printed.err, printed.err
+
+
+@pytest.mark.parametrize("argv", [["cora"], ["agenda", "train"], ["report", "--checkpoint", "{checkpoint}"]],
+                         ids=lambda a: " ".join(a[:2]))
+def test_a_default_output_folder_that_cannot_be_written_is_refused_too(argv, unwritable, monkeypatch, capsys):
+    """Without --out the command's own folder (runs/<dataset>, runs/agenda/<variant>, beside the checkpoint) is
+    checked the same way: here the working folder (or the checkpoint's) cannot be written."""
+    checkpoint = unwritable / "model.pt"
+    if unwritable == Path("/proc/sys"):  # root: a file of /proc/sys stands for a checkpoint in a read-only folder
+        checkpoint = Path("/proc/sys/kernel/hostname")
+    else:
+        mode = unwritable.stat().st_mode
+        unwritable.chmod(0o700)
+        checkpoint.write_bytes(b"not read: the output folder is refused first")
+        unwritable.chmod(mode)
+    monkeypatch.setenv("GRAPH_RMA_DATA", "/nonexistent")
+    monkeypatch.chdir(unwritable)
+    assert cli_main([a.format(checkpoint=checkpoint) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--out: " in err and "not writable" in err, err
+
+
+def test_a_failing_command_leaves_no_empty_output_folder(tmp_path, monkeypatch, capsys):
+    """`graph-rma text --heads 3` used to create runs/text, then fail (after reading the data) on the Transformer's
+    width; the bad size is now refused first, and nothing is created."""
+    monkeypatch.setenv("GRAPH_RMA_DATA", "/nonexistent")
+    monkeypatch.chdir(tmp_path)
+    assert cli_main(["text", "--heads", "3", "--models", "transformer"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "heads: the Transformer's width 64 must split evenly" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_score_help_shows_the_entity_separator_default_once():
+    text = " ".join(dict(_parsers())["score"].format_help().split())
+    assert text.count("(default: ;)") == 1 and "default: ';'" not in text and "(default ;" not in text
+
+
+@pytest.mark.parametrize("name", ["agenda", "webnlg"])
+def test_subcommand_help_does_not_repeat_the_commands_page(name):
+    parsers = dict(_parsers())
+    page = parsers[name].format_help()
+    for sub in ("train", "generate", "evaluate") + (("heads",) if name == "agenda" else ()):
+        text = parsers[f"{name} {sub}"].format_help()
+        assert "\nExamples:\n" in page and "\nExamples:\n" not in text and "train    --preset full" not in text, sub
+        assert f"graph-rma {name} --help" in text or sub == "heads", sub
+
+
+def test_evaluate_prints_scores_rounded_and_keeps_every_digit_in_its_file(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "run"
+    assert cli_main(["agenda", "train", "--root", str(FIXTURE), "--out", str(out), *TINY]) == 0
+    train_line = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert train_line["best_dev_loss"] == round(train_line["best_dev_loss"], 4)
+    assert cli_main(["agenda", "evaluate", "--root", str(FIXTURE), "--out", str(out), "--meteor", "none", "--quiet",
+                     "--max-len", "5"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    saved = json.loads((out / "metrics.test.json").read_text())
+
+    def floats(obj):
+        if isinstance(obj, float):
+            yield obj
+        elif isinstance(obj, dict):
+            for v in obj.values():
+                yield from floats(v)
+
+    assert list(floats(printed)) and all(v == round(v, 2) for v in floats(printed))
+    assert [round(v, 2) for v in floats(saved)] == list(floats(printed))
+    assert any(v != round(v, 2) for v in floats(saved))  # the file keeps every digit

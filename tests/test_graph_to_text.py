@@ -147,3 +147,46 @@ def test_settings_that_cannot_train_are_refused(tmp_path):
     with pytest.raises(ValueError, match="^epochs: expected a positive integer, got 0"):
         agenda.train(dict(SMALL, epochs=0), tmp_path / "run", FIXTURE, progress=False)
     assert not (tmp_path / "run").exists()
+
+
+def test_plateau_schedule_halves_the_rate_on_dev_loss_and_resumes_exactly(tmp_path):
+    """lr_schedule=plateau: the rate is halved after an epoch whose dev loss is not the best so far; a run stopped
+    mid-way and resumed decays at the same epochs and ends with the same weights."""
+    cfg = dict(SMALL, epochs=5, lr=0.05, lr_schedule={"kind": "plateau", "factor": 0.5, "patience": 0,
+                                                      "min_lr": 0.01})
+    full = agenda.train(dict(cfg), tmp_path / "full", FIXTURE, seed=1, progress=False)
+    lrs, losses = [h["lr"] for h in full["history"]], [h["dev_loss"] for h in full["history"]]
+    expected, lr, best = [], 0.05, math.inf
+    for loss in losses:  # the rule, replayed by hand on the recorded dev losses
+        expected.append(lr)
+        if loss < best:
+            best = loss
+        else:
+            lr = max(lr * 0.5, 0.01)
+    assert lrs == pytest.approx(expected) and len(set(lrs)) > 1  # it did decay on this run
+    assert agenda.train(dict(cfg), tmp_path / "resumed", FIXTURE, seed=1, stop_after=7, progress=False)["stopped"]
+    resumed = agenda.train(dict(cfg), tmp_path / "resumed", FIXTURE, seed=1, progress=False)
+    assert [h["lr"] for h in resumed["history"]] == lrs
+    a, b = (load_checkpoint(tmp_path / p / "checkpoint.pt") for p in ("full", "resumed"))
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    assert a["lr_scheduler"] == b["lr_scheduler"]
+    # without the key nothing is scheduled and nothing new is recorded
+    plain = agenda.train(dict(SMALL, epochs=1), tmp_path / "plain", FIXTURE, seed=1, progress=False)
+    assert "lr" not in plain["history"][0] and "lr_scheduler" not in load_checkpoint(tmp_path / "plain" / "checkpoint.pt")
+    with pytest.raises(ResumeMismatchError, match="lr_schedule"):  # a schedule cannot be switched on when resuming
+        agenda.train(dict(cfg, epochs=2), tmp_path / "plain", FIXTURE, seed=1, progress=False)
+
+
+def test_a_bad_lr_schedule_or_an_unknown_setting_is_one_clear_error():
+    good = {"kind": "plateau", "factor": 0.5, "patience": 0, "min_lr": 0.0}
+    g2t.check_config(dict(SMALL, lr_schedule=good))
+    g2t.check_config(dict(SMALL, lr_schedule=None))
+    for bad, message in (({"kind": "cosine"}, "^lr_schedule: expected None or a dict with kind in"),
+                         ({**good, "factor": 1.0}, r"^lr_schedule: factor expected in \(0, 1\)"),
+                         ({**good, "patience": -1}, "^lr_schedule: patience expected a non-negative integer"),
+                         ({**good, "min_lr": -1}, "^lr_schedule: min_lr expected a non-negative number"),
+                         ({"kind": "plateau", "factor": 0.5}, "^lr_schedule: kind plateau takes exactly")):
+        with pytest.raises(ValueError, match=message):
+            g2t.check_config(dict(SMALL, lr_schedule=bad))
+    with pytest.raises(ValueError, match="^config: unknown setting lr_shedule"):
+        g2t.check_config(dict(SMALL, lr_shedule=good))

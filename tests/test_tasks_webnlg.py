@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from graph_rma.cli import webnlg as cli
+from graph_rma.cli._generator import rounded
 from graph_rma.data.webnlg import load_webnlg, load_webnlg_splits
 from graph_rma.engine import load_checkpoint
 from graph_rma.tasks import webnlg as task
@@ -78,9 +79,10 @@ def test_cli_train_generate_evaluate(tmp_path, capsys):
     assert cli.main(["evaluate", *args, "--split", "test", "--meteor", "none"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["entries"] == 2 and [result[s]["n"] for s in ("all", "seen", "unseen")] == [2, 1, 1]
-    assert result == json.loads((out / "metrics.test.json").read_text())
+    saved = json.loads((out / "metrics.test.json").read_text())
+    assert result == rounded(saved)  # printed rounded to 2 decimals (scores 0-100); the file keeps every digit
     # the written scores are those of the hypotheses against all references of their entries
-    assert result["all"] == task.score(hyp, refs, meteor="none")["all"]
+    assert saved["all"] == task.score(hyp, refs, meteor="none")["all"]
     # dev: one hypothesis per entry (the fixture's dev entry is seen)
     capsys.readouterr()
     assert cli.main(["evaluate", *args, "--split", "dev", "--meteor", "none", "--beam", "1"]) == 0
@@ -94,3 +96,50 @@ def test_resume_with_other_settings_is_refused(tmp_path, splits):
         # max_len, a decoding option, could change; heads and min_freq cannot
         task.train(dict(SMALL, epochs=1, heads=4, max_len=20, min_freq=2), tmp_path / "run", variant="ma", seed=0,
                    progress=False, splits=splits)
+
+
+def test_cli_evaluate_with_the_challenge_scorer(tmp_path, capsys):
+    """``evaluate --scorer webnlg2017`` scores each subset as the challenge did, next to (not over) coco's scores."""
+    pytest.importorskip("sacrebleu")
+    from graph_rma.metrics import score_webnlg2017
+
+    out = tmp_path / "run"
+    args = ["--root", str(FIXTURE), "--out", str(out), "--quiet"]
+    assert cli.main(["train", *args, "--hidden", "16", "--layers", "1", "--heads", "2", "--epochs", "1",
+                     "--batch-size", "3", "--min-freq", "1"]) == 0
+    capsys.readouterr()
+    assert cli.main(["evaluate", *args, "--split", "test", "--meteor", "none", "--beam", "1",
+                     "--scorer", "webnlg2017"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    result = json.loads((out / "metrics.test.webnlg2017.json").read_text())
+    assert printed["scorer"] == result["scorer"] == "webnlg2017" and printed.keys() == result.keys()
+    assert not (out / "metrics.test.json").exists()
+    hyp = (out / "hyp.test.txt").read_text().split("\n")[:-1]
+    refs = json.loads((out / "refs.test.json").read_text())
+    for subset, keep in (("all", [0, 1]), ("seen", [0]), ("unseen", [1])):
+        want = score_webnlg2017([hyp[i] for i in keep], [refs[i]["references"] for i in keep], meteor="none")
+        assert result[subset] == json.loads(json.dumps(want)) and result[subset]["n"] == len(keep)
+    assert set(result["all"]) >= {"BLEU", "METEOR", "TER"} and "BLEU-4" not in result["all"]
+    # the default scorer is unchanged and writes its own file
+    assert cli.main(["evaluate", *args, "--split", "test", "--meteor", "none"]) == 0
+    coco = json.loads(capsys.readouterr().out)
+    assert coco["scorer"] == "coco" and "BLEU-4" in coco["all"] and (out / "metrics.test.json").exists()
+    # a reference equal to the hypothesis: the challenge scorer gives 100 / 0 through the task's score as well
+    perfect = task.score([r["references"][0] for r in refs], refs, meteor="none", scorer="webnlg2017")
+    assert perfect["all"]["BLEU"] == pytest.approx(100.0) and perfect["all"]["TER"] == 0.0
+    with pytest.raises(ValueError, match="^scorer: expected one of coco, webnlg2017"):
+        task.score(hyp, refs, meteor="none", scorer="bleu")
+    assert cli.main(["evaluate", *args, "--meteor", "nltk", "--scorer", "webnlg2017"]) == 2
+    assert "webnlg2017 scorer uses METEOR 1.5 only" in capsys.readouterr().err
+
+
+def test_the_challenge_preset_names_its_target_and_decays_on_dev(capsys):
+    from graph_rma.tasks.graph_to_text import check_config
+
+    preset = task.PRESETS["webnlg2017"]
+    check_config(preset)
+    assert preset["lr_schedule"]["kind"] == "plateau" and preset["beam"] > 1 and preset["length_penalty"] > 0
+    assert "lr_schedule" not in task.PRESETS["cpu"] and "lr_schedule" not in task.PRESETS["full"]  # unchanged
+    assert cli.main(["train", "--help"]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "webnlg2017: hidden=256" in shown and "the BLEU table of Gardent et al., INLG 2017" in shown

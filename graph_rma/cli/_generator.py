@@ -9,9 +9,10 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Sequence
 
-from ..tasks.defaults import METEOR_CHOICES
-from ._common import (Parser, check_trained_run, description, format_preset, nonnegative_float,
-                      nonnegative_int, out_dir, positive_float, positive_int, probability, variant_spec)
+from ..tasks.defaults import METEOR_CHOICES, SCORER_HELP, SCORERS
+from ._common import (Parser, check_trained_run, description, device, format_preset, nonnegative_float,
+                      nonnegative_int, out_dir, positive_float, positive_int, probability, require_out_dir, seed,
+                      variant_spec)
 
 #: (option, type, help) of the training settings a preset sets and the command line may override
 _CONFIG_OPTIONS = (
@@ -30,10 +31,13 @@ _CONFIG_OPTIONS = (
 
 
 def generator_parser(name: str, label: str, doc: str, presets: Dict[str, Dict[str, Any]], unit: str,
-                     splits: Sequence[str], save_every: int, common_options: Optional[Callable] = None):
+                     splits: Sequence[str], save_every: int, common_options: Optional[Callable] = None,
+                     preset_help: Optional[Dict[str, str]] = None, scorers: bool = False):
     """``graph-rma <name>``'s parser with ``train``, ``generate`` and ``evaluate``; returns ``(parser, subparsers,
     common)`` (``common``: the options every subcommand shares, for a further subcommand such as ``heads``).
-    ``unit``: what one example is called in the help texts; ``common_options(common)`` adds dataset options."""
+    ``unit``: what one example is called in the help texts; ``common_options(common)`` adds dataset options;
+    ``preset_help``: what each preset is for, shown before its values; ``scorers``: ``evaluate`` takes ``--scorer``
+    (:data:`graph_rma.tasks.defaults.SCORERS`)."""
     p = Parser(prog=f"graph-rma {name}", description=description(doc))
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     common = argparse.ArgumentParser(add_help=False)
@@ -45,15 +49,21 @@ def generator_parser(name: str, label: str, doc: str, presets: Dict[str, Dict[st
                              f"e.g. runs/{name}/ma-138224)")
     common.add_argument("--root", default=None, help=f"{label} folder (default: $GRAPH_RMA_DATA/{name})")
     common.add_argument("--quiet", action="store_true", help="no progress bars")
-    common.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    common.add_argument("--device", type=device, default=None,
+                        help="cpu, cuda or cuda:N (default: cuda when available)")
     if common_options is not None:
         common_options(common)
 
-    t = sub.add_parser("train", parents=[common], description=description(doc),
-                       help="train one variant into its run folder (resumes OUT/checkpoint.pt if present)")
+    def brief(cmd: str, what: str) -> str:  # a subcommand's --help: its options, not the parent's whole page again
+        return f"graph-rma {name} {cmd}: {what}.\nExamples, run folders and resuming: graph-rma {name} --help"
+
+    what = "train one variant into its run folder (resumes OUT/checkpoint.pt if present)"
+    t = sub.add_parser("train", parents=[common], description=brief("train", what), help=what)
+    notes = preset_help or {}
     t.add_argument("--preset", default="cpu", choices=sorted(presets),
-                   help="the training settings: " + "; ".join(format_preset(k, v) for k, v in presets.items()))
-    t.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the weights, batch order and noise")
+                   help="the training settings: " + "; ".join(
+                       format_preset(k, v) + (f" ({notes[k]})" if k in notes else "") for k, v in presets.items()))
+    t.add_argument("--seed", type=seed, default=0, help="seed of the weights, batch order and noise")
     t.add_argument("--max-train", type=positive_int, default=None,
                    help=f"use only the first N training {unit} (default: all)")
     t.add_argument("--max-dev", type=positive_int, default=None,
@@ -67,7 +77,7 @@ def generator_parser(name: str, label: str, doc: str, presets: Dict[str, Dict[st
     for cmd in ("generate", "evaluate"):
         what = ("decode a split with OUT/best.pt" if cmd == "generate"
                 else "score a split (decoding it first if OUT has no hypotheses for it)")
-        g = sub.add_parser(cmd, parents=[common], description=description(doc), help=what)
+        g = sub.add_parser(cmd, parents=[common], description=brief(cmd, what), help=what)
         g.add_argument("--split", default="test", choices=list(splits), help="the split")
         g.add_argument("--checkpoint", type=Path, default=None, help="the model (default: OUT/best.pt)")
         g.add_argument("--beam", type=positive_int, default=None, help="beam size, 1 = greedy (default: the run's)")
@@ -79,6 +89,8 @@ def generator_parser(name: str, label: str, doc: str, presets: Dict[str, Dict[st
             g.add_argument("--meteor", default="auto", choices=METEOR_CHOICES,
                            help="METEOR implementation: auto (1.5 if java is found, else nltk), meteor-1.5, nltk, none")
             g.add_argument("--regenerate", action="store_true", help="decode again even if OUT/hyp.SPLIT.txt exists")
+            if scorers:
+                g.add_argument("--scorer", default="coco", choices=SCORERS, help=SCORER_HELP)
     return p, sub, common
 
 
@@ -87,8 +99,20 @@ def resolve_out(args: argparse.Namespace, name: str) -> Path:
     if args.out is None:
         from ..tasks.graph_to_text import run_folder
 
-        args.out = run_folder(Path("runs") / name, args.variant)
+        args.out = require_out_dir(run_folder(Path("runs") / name, args.variant))  # a given --out: its type checked it
     return args.out
+
+
+def rounded(obj: Any, digits: int = 2) -> Any:
+    """``obj`` (a result dict) with every float rounded to ``digits`` decimals, for printing; the files keep every
+    digit. Scores (0-100) are printed with 2 decimals, as ``graph-rma score`` prints them."""
+    if isinstance(obj, float):
+        return round(obj, digits)
+    if isinstance(obj, dict):
+        return {k: rounded(v, digits) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [rounded(v, digits) for v in obj]
+    return obj
 
 
 def trained_checkpoint(args: argparse.Namespace, name: str) -> Path:
@@ -130,13 +154,14 @@ def train_command(args: argparse.Namespace, run: Callable[[Any], Dict[str, Any]]
     try:
         summary = run(device)
         if info.rank == 0:
-            print(json.dumps({"out": str(args.out), **{k: summary[k] for k in ("variant", "best_dev_loss", "steps")}}))
+            print(json.dumps(rounded({"out": str(args.out),
+                                      **{k: summary[k] for k in ("variant", "best_dev_loss", "steps")}}, 4)))
             if args.evaluate:
-                print(json.dumps(evaluate_run(device)))
+                print(json.dumps(rounded(evaluate_run(device))))
     finally:
         cleanup()
     return 0
 
 
-__all__ = ["generation_kwargs", "generator_parser", "preset_config", "resolve_out", "train_command",
+__all__ = ["generation_kwargs", "generator_parser", "preset_config", "resolve_out", "rounded", "train_command",
            "trained_checkpoint"]

@@ -51,6 +51,10 @@ METRIC_KEYS = (
 #: Tokens that end a clause for :func:`repetition`.
 CLAUSE_DELIMITERS = frozenset({".", "!", "?", ";", ":", ","})
 METEOR_CHOICES = ("auto", "meteor-1.5", "nltk", "none")
+#: The named scorers: ``coco`` is :func:`evaluate_generation` (coco-caption, GraphWriter's; AGENDA's published
+#: numbers use it), ``webnlg2017`` is :func:`graph_rma.metrics.webnlg2017.score_webnlg2017` (the WebNLG 2017
+#: challenge's BLEU, METEOR and TER).
+SCORERS = ("coco", "webnlg2017")
 
 
 # --------------------------------------------------------------------------------------------------- NLTK data
@@ -131,21 +135,47 @@ class Meteor15:
     after ``timeout`` seconds), and releases the lock so that the library's ``__del__`` cannot hang. Starting the
     JVM loads METEOR's paraphrase table, which takes seconds, so reuse one instance for several calls (pass
     it as ``meteor=`` to :func:`evaluate_generation`).
+
+    ``norm=True`` (default) is coco-caption's and the WebNLG 2017 challenge's ``-norm``: the jar tokenises and
+    lower-cases both sides and normalises punctuation before matching. ``norm=False`` starts the same jar without
+    it (the command is :attr:`command`).
     """
 
     impl = "meteor-1.5"
 
-    def __init__(self, timeout: float = 60.0):
+    def __init__(self, timeout: float = 60.0, norm: bool = True):
+        if not isinstance(norm, bool):
+            raise ValueError(f"norm: expected True or False, got {norm!r}")
         if not java_available():
             raise MissingToolError(
                 "METEOR 1.5 needs Java ('java' is not on PATH). Install a JRE (e.g. apt-get install "
                 "default-jre-headless; `make env` tries this) or use meteor='nltk' (numbers not comparable)."
             )
-        Meteor = require("pycocoevalcap.meteor.meteor", "text-metrics", "METEOR 1.5").Meteor
+        module = require("pycocoevalcap.meteor.meteor", "text-metrics", "METEOR 1.5")
 
         self.timeout = float(timeout)
-        self._scorer = Meteor()
+        self.norm = norm
+        if norm:
+            self._scorer = module.Meteor()  # pycocoevalcap's own command: ... -stdio -l en -norm
+        else:  # the same jar, wrapper and protocol, started without -norm
+            import threading
+
+            scorer = module.Meteor.__new__(module.Meteor)
+            scorer.meteor_cmd = ["java", "-jar", "-Xmx2G", module.METEOR_JAR, "-", "-", "-stdio", "-l", "en"]
+            scorer.meteor_p = subprocess.Popen(scorer.meteor_cmd, cwd=os.path.dirname(os.path.abspath(module.__file__)),
+                                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            scorer.lock = threading.Lock()
+            self._scorer = scorer
         self._closed = False
+        if ("-norm" in self.command) != norm:  # a pycocoevalcap whose command differs from the one assumed here
+            self.close()
+            raise RuntimeError(f"Meteor15: expected the METEOR command {'with' if norm else 'without'} -norm, got "
+                               f"{' '.join(self.command)}")
+
+    @property
+    def command(self) -> List[str]:
+        """The command line of the METEOR 1.5 process."""
+        return list(self._scorer.meteor_cmd)
 
     @property
     def process(self) -> subprocess.Popen:

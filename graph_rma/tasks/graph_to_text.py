@@ -9,6 +9,13 @@ r"""The graph-to-text trainer shared by AGENDA and WebNLG: GraphWriter with plai
 * ``best.pt``: the weights with the lowest dev loss (token-level teacher-forced NLL, :func:`dev_loss`);
 * ``config.json`` and ``train.json`` (the run summary).
 
+The learning rate is constant unless the configuration sets the optional key ``lr_schedule`` (absent or ``None``:
+off, so configurations without it train as before). ``{"kind": "plateau", "factor": f, "patience": p, "min_lr": m}``
+multiplies the learning rate by ``f`` (down to ``m``) after ``p + 1`` epochs in a row without a lower dev loss than
+the best so far (:class:`torch.optim.lr_scheduler.ReduceLROnPlateau` with threshold 0, stepped on the dev loss at
+the end of every epoch, the decision of OpenNMT's ``decay`` on validation perplexity). Its state is in
+``checkpoint.pt``, so a resumed run decays at the same epochs as an uninterrupted one.
+
 The variant (plain, regularised, SGLD, SVGD, SPOS, DropAttention) is applied by :func:`graph_rma.apply_variant` and
 nothing else: the model is built without DropAttention, then ``apply_variant`` installs it in every encoder layer,
 attaches the sampler to the optimizer (it runs after gradient clipping, right before ``optimizer.step()``) and gives
@@ -49,7 +56,8 @@ from ..models.graphwriter import GraphWriter
 from ..regularizers import disagreement, parameter_disagreement
 from ..variants import Variant, apply_variant, parse_variant
 
-__all__ = ["CONFIG_KEYS", "RESUMABLE_CHANGES", "build_model", "build_optimizer", "check_config", "check_variant", "decode_records", "decode_settings",
+__all__ = ["CONFIG_KEYS", "LR_SCHEDULES", "OPTIONAL_CONFIG_KEYS", "RESUMABLE_CHANGES", "build_lr_scheduler",
+           "build_model", "build_optimizer", "check_config", "check_variant", "decode_records", "decode_settings",
            "dev_loss", "head_diversity", "load_model", "run_folder", "train"]
 
 #: The keys of a training configuration (the presets of :mod:`graph_rma.tasks.agenda` and ``.webnlg``).
@@ -59,6 +67,10 @@ CONFIG_KEYS = ("hidden", "layers", "heads", "dropout", "attention_dropout", "dec
 #: Settings that may change when a run is resumed: more (or fewer, down to the epochs done) epochs, and the decoding
 #: options (used only by generate/evaluate). Anything else differing from the checkpoint is refused.
 RESUMABLE_CHANGES = ("epochs", "beam", "max_len", "length_penalty")
+#: Keys a configuration may leave out (absent = off): the learning-rate schedule.
+OPTIONAL_CONFIG_KEYS = ("lr_schedule",)
+#: The kinds of ``config["lr_schedule"]`` and the settings each takes (all required).
+LR_SCHEDULES: Dict[str, Tuple[str, ...]] = {"plateau": ("factor", "patience", "min_lr")}
 
 PathLike = Union[str, Path]
 VocabBuilder = Callable[..., Vocab]  # (records, min_freq=...) -> Vocab
@@ -97,6 +109,11 @@ def check_config(config: Dict[str, Any]) -> None:
     missing = [k for k in CONFIG_KEYS if k not in config]
     if missing:
         raise ValueError(f"config: missing {', '.join(missing)}")
+    unknown = [k for k in config if k not in CONFIG_KEYS and k not in OPTIONAL_CONFIG_KEYS]
+    if unknown:
+        raise ValueError(f"config: unknown setting {', '.join(map(str, unknown))} (expected the keys of CONFIG_KEYS "
+                         f"and optionally {', '.join(OPTIONAL_CONFIG_KEYS)})")
+    _check_lr_schedule(config.get("lr_schedule"))
     for key in ("hidden", "layers", "heads", "decoder_heads", "epochs", "batch_size", "beam", "max_len"):
         if not isinstance(config[key], int) or config[key] < 1:
             raise ValueError(f"{key}: expected a positive integer, got {config[key]!r}")
@@ -106,6 +123,37 @@ def check_config(config: Dict[str, Any]) -> None:
     for key in ("dropout", "attention_dropout"):
         if not 0 <= config[key] < 1:
             raise ValueError(f"{key}: expected a probability in [0, 1), got {config[key]!r}")
+
+
+def _check_lr_schedule(spec: Any) -> None:
+    if spec is None:
+        return
+    if not isinstance(spec, dict) or spec.get("kind") not in LR_SCHEDULES:
+        raise ValueError(f"lr_schedule: expected None or a dict with kind in {sorted(LR_SCHEDULES)}, got {spec!r}")
+    want = set(LR_SCHEDULES[spec["kind"]])
+    have = set(spec) - {"kind"}
+    if have != want:
+        raise ValueError(f"lr_schedule: kind {spec['kind']} takes exactly {', '.join(sorted(want))}; got "
+                         f"{', '.join(sorted(have)) or 'none'}")
+    if not 0 < spec["factor"] < 1:
+        raise ValueError(f"lr_schedule: factor expected in (0, 1), got {spec['factor']!r}")
+    if not isinstance(spec["patience"], int) or isinstance(spec["patience"], bool) or spec["patience"] < 0:
+        raise ValueError(f"lr_schedule: patience expected a non-negative integer, got {spec['patience']!r}")
+    if not isinstance(spec["min_lr"], (int, float)) or spec["min_lr"] < 0:
+        raise ValueError(f"lr_schedule: min_lr expected a non-negative number, got {spec['min_lr']!r}")
+
+
+def build_lr_scheduler(config: Dict[str, Any], optimizer: torch.optim.Optimizer
+                       ) -> Optional[torch.optim.lr_scheduler.ReduceLROnPlateau]:
+    """The scheduler of ``config["lr_schedule"]`` (see the module docstring), ``None`` when it is absent or off;
+    step it with the epoch's dev loss."""
+    spec = config.get("lr_schedule")
+    if spec is None:
+        return None
+    _check_lr_schedule(spec)
+    return torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, mode="min", factor=spec["factor"],
+                                                      patience=spec["patience"], threshold=0.0,
+                                                      min_lr=spec["min_lr"])
 
 
 def build_model(config: Dict[str, Any], vocab_size: int, num_relations: int) -> GraphWriter:
@@ -233,6 +281,7 @@ def train(config: Dict[str, Any], out: PathLike, splits: GraphTextSplits, varian
     if world > 1 and ckpt is None:
         torch.manual_seed(seed * 1_000_003 + rank)  # same initial weights, different dropout on each rank
     optimizer = build_optimizer(config, model)
+    scheduler = build_lr_scheduler(config, optimizer)
     setup = apply_variant(v, model, optimizer, seed=seed)  # DropAttention, sampler, penalty: nothing else
     ddp = None
     if world > 1:
@@ -241,6 +290,8 @@ def train(config: Dict[str, Any], out: PathLike, splits: GraphTextSplits, varian
     if ckpt is not None:
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
+        if scheduler is not None:
+            scheduler.load_state_dict(ckpt["lr_scheduler"])
         setup.load_state_dict(ckpt.get("sampler") or {})
         saved_world = ckpt.get("world_size", 1)
         if saved_world == world:
@@ -266,6 +317,7 @@ def train(config: Dict[str, Any], out: PathLike, splits: GraphTextSplits, varian
             save_checkpoint(ckpt_path, {
                 "run_loss_ranks": [r["run_loss"] for r in ranks], "run_n": run_n,  # the epoch's running train loss
                 "model": model.state_dict(), "optimizer": optimizer.state_dict(), "sampler": setup.state_dict(),
+                **({"lr_scheduler": scheduler.state_dict()} if scheduler is not None else {}),
                 "rng": rngs[0], "rng_ranks": rngs, "world_size": world,
                 "config": config, "vocab": vocab.to_list(), "relations": list(splits.relation_names),
                 "variant": v.spec, "seed": seed, "epoch": epoch, "batch": batch, "step": state["step"],
@@ -318,6 +370,9 @@ def train(config: Dict[str, Any], out: PathLike, splits: GraphTextSplits, varian
             run_loss = float(all_reduce_sum(torch.tensor(run_loss, dtype=torch.float64))) / world
         entry = {"epoch": epoch + 1, "train_loss": run_loss / max(run_n, 1), "dev_loss": dl,
                  "dev_ppl": math.exp(min(dl, 50)), "seconds": round(time.time() - t0, 1)}
+        if scheduler is not None:  # the rate this epoch trained with; the schedule may lower it for the next
+            entry["lr"] = optimizer.param_groups[0]["lr"]
+            scheduler.step(dl)
         state["history"].append(entry)
         if main_rank:
             print(json.dumps(entry), file=sys.stderr, flush=True)

@@ -5,14 +5,18 @@ From Python::
     from graph_rma.tasks.webnlg import PRESETS, evaluate, train
     train(dict(PRESETS["cpu"]), "runs/webnlg/svgd", variant="svgd:alpha=0.1")
     print(evaluate("runs/webnlg/svgd", "test"))          # multi-reference; all / seen / unseen
+    print(evaluate("runs/webnlg/svgd", "test", scorer="webnlg2017"))   # as the WebNLG 2017 challenge scored
 
 From the shell: ``graph-rma webnlg train|generate|evaluate`` (see ``graph-rma webnlg --help``).
 
 Training is :func:`graph_rma.tasks.graph_to_text.train` (the same ``checkpoint.pt`` / ``best.pt``, progress bars and
 exact resume as AGENDA) on :func:`graph_rma.data.webnlg.load_webnlg_splits`: one training example per (entry,
 reference) pair, relations read from their words (open vocabulary), entities copied through ``<ent_i>``
-placeholders. Evaluation scores every entry against **all** its references (BLEU, METEOR, ROUGE of
-:func:`graph_rma.metrics.evaluate_generation`, ``tokenize="nltk"``) and reports ``all``, ``seen`` and ``unseen``.
+placeholders. Evaluation reports ``all``, ``seen`` and ``unseen`` entries, each scored as one corpus, with one of two
+scorers: ``scorer="coco"`` (default) scores every entry against **all** its references with
+:func:`graph_rma.metrics.evaluate_generation` (coco-caption BLEU, METEOR 1.5, ROUGE; ``tokenize="nltk"``);
+``scorer="webnlg2017"`` with :func:`graph_rma.metrics.score_webnlg2017`, the challenge's own BLEU
+(``multi-bleu.perl -lc``), METEOR 1.5 ``-norm`` and TER on its tokenisation against the first three references.
 """
 from __future__ import annotations
 
@@ -23,17 +27,17 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 from ..data.graph_text import GraphTextSplits
 from ..data.webnlg import WebNLGEncoder, WebNLGRecord, build_webnlg_vocab, load_webnlg_splits
 from ..engine import atomic_write_text, read_lines, write_json
-from ..metrics import evaluate_generation
-from ..metrics.generation import Meteor15, java_available
+from ..metrics import evaluate_generation, score_webnlg2017
+from ..metrics.generation import SCORERS, Meteor15, java_available
 from ..variants import Variant
 from . import graph_to_text as g2t
 from .defaults import WEBNLG_PRESETS
 
-__all__ = ["PRESETS", "SUBSETS", "entries", "evaluate", "generate", "score", "train"]
+__all__ = ["PRESETS", "SUBSETS", "entries", "evaluate", "generate", "metrics_path", "score", "train"]
 
 PathLike = Union[str, Path]
 
-PRESETS: Dict[str, Dict[str, Any]] = WEBNLG_PRESETS  # cpu (2 CPU cores, ~11 min) and full (GraphWriter's)
+PRESETS: Dict[str, Dict[str, Any]] = WEBNLG_PRESETS  # cpu (2 CPU cores), full (GraphWriter's), webnlg2017
 SUBSETS = ("all", "seen", "unseen")
 
 
@@ -93,22 +97,45 @@ def generate(out: PathLike, split: str = "test", root: Optional[PathLike] = None
     return paths
 
 
-def score(hypotheses: Sequence[str], refs: Sequence[Dict[str, Any]], meteor: str = "auto") -> Dict[str, Any]:
+def _check_scorer(scorer: str, meteor: str) -> None:
+    if scorer not in SCORERS:
+        raise ValueError(f"scorer: expected one of {', '.join(SCORERS)}, got {scorer!r}")
+    if scorer == "webnlg2017" and meteor == "nltk":
+        raise ValueError("meteor: the webnlg2017 scorer uses METEOR 1.5 only (auto, meteor-1.5 or none), got 'nltk'")
+
+
+def metrics_path(out: PathLike, split: str, scorer: str = "coco") -> Path:
+    """Where :func:`evaluate` writes the scores: ``metrics.<split>.json`` (coco) or
+    ``metrics.<split>.<scorer>.json``, so that the two scorers' results stand side by side."""
+    return Path(out) / (f"metrics.{split}.json" if scorer == "coco" else f"metrics.{split}.{scorer}.json")
+
+
+def score(hypotheses: Sequence[str], refs: Sequence[Dict[str, Any]], meteor: str = "auto",
+          scorer: str = "coco") -> Dict[str, Any]:
     """Multi-reference scores of ``hypotheses`` (one per entry; ``refs[i]`` has ``references``, ``entities``,
-    ``seen``) for ``all``, ``seen`` and ``unseen`` entries (``None`` for an empty subset)."""
+    ``seen``) for ``all``, ``seen`` and ``unseen`` entries (``None`` for an empty subset), each subset scored as one
+    corpus. ``scorer``: ``"coco"`` (:func:`graph_rma.metrics.evaluate_generation` against all references) or
+    ``"webnlg2017"`` (:func:`graph_rma.metrics.score_webnlg2017`: the challenge's BLEU, METEOR 1.5 and TER against
+    the first three references; ``meteor="nltk"`` is refused)."""
+    _check_scorer(scorer, meteor)
     if len(hypotheses) != len(refs):
         raise ValueError(f"hypotheses: expected {len(refs)} (one per entry), got {len(hypotheses)}")
     result: Dict[str, Any] = {}
     shared = None
     if meteor == "meteor-1.5" or (meteor == "auto" and java_available()):
-        shared = Meteor15()  # one JVM for the three subsets
+        shared = Meteor15()  # one JVM for the three subsets (with -norm, as both scorers want)
     try:
         for name in SUBSETS:
             keep = [i for i, r in enumerate(refs) if name == "all" or r["seen"] == (name == "seen")]
-            result[name] = evaluate_generation(
-                [hypotheses[i] for i in keep], [refs[i]["references"] for i in keep],
-                entities=[refs[i]["entities"] for i in keep], meteor=shared or meteor, tokenize="nltk",
-            ) if keep else None
+            if not keep:
+                result[name] = None
+            elif scorer == "webnlg2017":
+                result[name] = score_webnlg2017([hypotheses[i] for i in keep], [refs[i]["references"] for i in keep],
+                                                meteor=shared or ("none" if meteor == "auto" else meteor))
+            else:
+                result[name] = evaluate_generation(
+                    [hypotheses[i] for i in keep], [refs[i]["references"] for i in keep],
+                    entities=[refs[i]["entities"] for i in keep], meteor=shared or meteor, tokenize="nltk")
     finally:
         if shared is not None:
             shared.close()
@@ -116,18 +143,25 @@ def score(hypotheses: Sequence[str], refs: Sequence[Dict[str, Any]], meteor: str
 
 
 def evaluate(out: PathLike, split: str = "test", root: Optional[PathLike] = None, regenerate: bool = False,
-             splits: Optional[GraphTextSplits] = None, meteor: str = "auto", **gen_kwargs: Any) -> Dict[str, Any]:
-    """Score ``hyp.<split>.txt`` against all references in ``refs.<split>.json`` (generating them first if
-    missing); writes and returns ``{"split", "entries", "all": {...}, "seen": {...}, "unseen": {...}}``."""
+             splits: Optional[GraphTextSplits] = None, meteor: str = "auto", scorer: str = "coco",
+             **gen_kwargs: Any) -> Dict[str, Any]:
+    """Score ``hyp.<split>.txt`` against the references in ``refs.<split>.json`` (generating them first if missing)
+    with ``scorer`` (see :func:`score`); writes (:func:`metrics_path`) and returns ``{"split", "entries", "scorer",
+    "all": {...}, "seen": {...}, "unseen": {...}}``."""
     from ..metrics.generation import require_text_metrics
 
+    _check_scorer(scorer, meteor)
     require_text_metrics()  # before any decoding: a missing extra is said at once, not after minutes of work
+    if scorer == "webnlg2017":
+        from ..metrics.webnlg2017 import require_webnlg2017
+
+        require_webnlg2017()
     out = Path(out)
     hyp_path = out / f"hyp.{split}.txt"
     if regenerate or not hyp_path.exists():
         generate(out, split, root, splits=splits, **gen_kwargs)
     hyps = read_lines(hyp_path)
     refs = json.loads((out / f"refs.{split}.json").read_text(encoding="utf-8"))
-    result = {"split": split, "entries": len(hyps), **score(hyps, refs, meteor=meteor)}
-    write_json(out / f"metrics.{split}.json", result)
+    result = {"split": split, "entries": len(hyps), "scorer": scorer, **score(hyps, refs, meteor=meteor, scorer=scorer)}
+    write_json(metrics_path(out, split, scorer), result)
     return result
