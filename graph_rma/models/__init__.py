@@ -1,6 +1,7 @@
 """Reference models built from this package's layers (rebuildable from a checkpoint's ``model_kwargs``)."""
+from .classic_gat import ClassicGAT
 from .gat import GAT
 from .residual_gat import ResidualGAT
 from .text import SelfAttentiveClassifier, TransformerClassifier
 
-__all__ = ["GAT", "ResidualGAT", "SelfAttentiveClassifier", "TransformerClassifier"]
+__all__ = ["ClassicGAT", "GAT", "ResidualGAT", "SelfAttentiveClassifier", "TransformerClassifier"]

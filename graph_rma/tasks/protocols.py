@@ -2,7 +2,7 @@ r"""Node-classification protocols: everything about an experiment except the var
 citable preset that a reader can diff against the paper's code.
 
 A :class:`Protocol` says how the graph is prepared (feature normalisation, edge direction, self-loops), which model
-is trained (the 2-layer GAT or Platonov et al.'s residual GAT, its size and dropout), how (Adam's learning rate and
+is trained (the 2-layer GAT, Platonov et al.'s residual GAT or Luo et al.'s classic GAT, its size and dropout), how (Adam's learning rate and
 weight decay, the epoch cap, the early-stopping rule and its patience) and how it is scored (accuracy, or ROC AUC
 for a binary task). :func:`resolve_protocol` applies command-line overrides to a preset; nothing else decides what
 runs. This module imports neither torch nor PyG, so ``--help`` lists the presets without loading them.
@@ -17,85 +17,84 @@ preset                    reproduces
                           heterophily"), GAT rows, their code's configuration (GPU scale)
 ``platonov-small``        the same architecture at CPU scale (width 64, 3 blocks, lr 1e-3, 500 steps), chosen on
                           minesweeper's validation splits (``docs/baselines.md``)
+``luo``                   Luo, Shi and Wu, NeurIPS 2024 ("Classic GNNs are strong baselines"), the tuned classic GAT:
+                          their code's per-graph settings (LUOyk1999/tunedGNN, ``medium_graph/run_gnn.sh``)
 ========================  =====================================================================================
+
+Each field of :class:`Protocol` carries its help text and the kind of value it takes (``metadata``): ``graph-rma
+node`` builds one option per field from them, and :meth:`Protocol.__post_init__` validates every value once, where
+it enters. A preset may also set fields per graph (:data:`DATASET_SETTINGS`: Luo et al. tuned each graph).
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-__all__ = ["Protocol", "PROTOCOLS", "DATASET_PROTOCOL", "MODELS", "STOPPING", "METRIC_OPTIONS", "default_protocol",
-           "resolve_protocol"]
+__all__ = ["Protocol", "PROTOCOLS", "DATASET_SETTINGS", "DATASET_PROTOCOL", "MODELS", "STOPPING", "METRIC_OPTIONS",
+           "NORMS", "default_protocol", "resolve_protocol", "protocol_fields"]
 
-MODELS: Tuple[str, ...] = ("gat", "residual")
+MODELS: Tuple[str, ...] = ("gat", "residual", "classic")
 #: early-stopping rules of a protocol: ``val_metric`` is ``val_acc`` for accuracy and ``val_auc`` for ROC AUC
 STOPPING: Tuple[str, ...] = ("val_metric", "val_acc", "val_auc", "val_loss", "gat")
 METRIC_OPTIONS: Tuple[str, ...] = ("auto", "accuracy", "roc_auc")
 FEATURES: Tuple[str, ...] = ("none", "row")  # graph_rma.data.transforms.FEATURE_OPTIONS
 EDGES: Tuple[str, ...] = ("as-stored", "reversed", "undirected")  # graph_rma.data.transforms.EDGE_OPTIONS
+NORMS: Tuple[str, ...] = ("batch", "layer", "none")  # graph_rma.models.classic_gat.NORMS
+
+#: the kinds of value a field takes (its ``metadata["kind"]``), checked by :meth:`Protocol.__post_init__`
+KINDS = ("choice", "bool", "positive_int", "probability", "positive_float", "nonnegative_float")
+
+
+def _field(default: Any, kind: str, help: str, choices: Tuple[str, ...] = ()) -> Any:
+    return field(default=default, metadata={"kind": kind, "help": help, "choices": choices})
 
 
 @dataclass(frozen=True)
 class Protocol:
-    """One node-classification protocol (see the module). ``hidden`` is the units per head for ``model="gat"``
-    and the width of the residual stream (all heads together) for ``model="residual"``; ``layers`` is 2 for the
-    GAT and the number of residual blocks otherwise; ``out_heads`` is the GAT's output heads."""
+    """One node-classification protocol (see the module): every field but ``name`` and ``reproduces`` is a setting
+    a run's results depend on, with its help text and kind in ``metadata`` (:func:`protocol_fields`)."""
 
     name: str
     reproduces: str
-    features: str = "row"
-    edges: str = "as-stored"
-    self_loops: bool = True
-    model: str = "gat"
-    hidden: int = 8
-    heads: int = 8
-    out_heads: int = 1
-    layers: int = 2
-    ffn_multiplier: float = 1.0
-    sep: bool = False
-    dropout: float = 0.6
-    attn_dropout: float = 0.6
-    v2: bool = False
-    lr: float = 0.005
-    weight_decay: float = 5e-4
-    epochs: int = 1000
-    patience: int = 100
-    early_stopping: str = "val_metric"
-    metric: str = "auto"
-    lean: bool = False
+    features: str = _field("row", "choice", "feature normalisation: none or row (each row divided by its sum)",
+                           FEATURES)
+    edges: str = _field("as-stored", "choice", "which neighbours a node attends over: as-stored (its in-links, PyG's "
+                        "convention), reversed (its out-links), undirected (both)", EDGES)
+    self_loops: bool = _field(True, "bool", "attention layers add self-loops")
+    model: str = _field("gat", "choice", "gat: the 2-layer GAT; residual: Platonov et al.'s residual blocks "
+                        "(LayerNorm, attention, feed-forward net); classic: Luo et al.'s classic GAT (residual map, "
+                        "normalisation, ReLU, dropout per layer)", MODELS)
+    hidden: int = _field(8, "positive_int", "units per head (gat) or the width of every layer, all heads together "
+                         "(residual, classic)")
+    heads: int = _field(8, "positive_int", "attention heads (gat: first layer)")
+    out_heads: int = _field(1, "positive_int", "heads of the GAT's output layer")
+    layers: int = _field(2, "positive_int", "attention layers (residual: blocks; gat: 2)")
+    ffn_multiplier: float = _field(1.0, "positive_float", "the residual blocks' feed-forward width over hidden")
+    sep: bool = _field(False, "bool", "the residual GAT's -sep variant (the node's own projection beside its message)")
+    norm: str = _field("none", "choice", "normalisation after each classic layer: batch, layer or none", NORMS)
+    residual: bool = _field(True, "bool", "classic layers add a learned linear map of their input")
+    pre_linear: bool = _field(False, "bool", "a linear layer before the first classic layer")
+    dropout: float = _field(0.6, "probability", "dropout on features")
+    attn_dropout: float = _field(0.6, "probability", "dropout on the attention coefficients")
+    v2: bool = _field(False, "bool", "GATv2 attention")
+    lr: float = _field(0.005, "positive_float", "Adam's learning rate")
+    weight_decay: float = _field(5e-4, "nonnegative_float", "Adam's weight decay")
+    epochs: int = _field(1000, "positive_int", "most epochs (full-batch steps) per run")
+    patience: int = _field(100, "positive_int", "epochs without improvement before stopping")
+    early_stopping: str = _field("val_metric", "choice", "val_metric: the best validation metric (accuracy or ROC "
+                                 "AUC); val_loss: the lowest validation loss; gat: the GAT code's rule (accuracy or "
+                                 "loss resets the patience)", STOPPING)
+    metric: str = _field("auto", "choice", "auto: ROC AUC for a binary task, accuracy otherwise", METRIC_OPTIONS)
+    lean: bool = _field(False, "bool", "the memory-lean attention path (same results to float rounding; far less "
+                        "memory per edge, faster on CPU for large graphs)")
 
     def __post_init__(self) -> None:
-        def choice(name: str, options: Tuple[str, ...]) -> None:
-            if getattr(self, name) not in options:
-                raise ValueError(f"{name}: expected one of {options}, got {getattr(self, name)!r}")
-
-        choice("features", FEATURES)
-        choice("edges", EDGES)
-        choice("model", MODELS)
-        choice("early_stopping", STOPPING)
-        choice("metric", METRIC_OPTIONS)
-        for name in ("self_loops", "sep", "v2", "lean"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name}: expected True or False, got {getattr(self, name)!r}")
-        for name in ("hidden", "heads", "out_heads", "layers", "epochs", "patience"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name}: expected a positive integer, got {value!r}")
-        for name, low, high in (("dropout", 0, 1), ("attn_dropout", 0, 1)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value < high:
-                raise ValueError(f"{name}: expected a probability in [0, 1), got {value!r}")
-        for name in ("lr", "weight_decay", "ffn_multiplier"):
-            value = getattr(self, name)
-            ok = not isinstance(value, bool) and isinstance(value, (int, float)) and value == value \
-                and abs(value) != float("inf") and (value > 0 if name != "weight_decay" else value >= 0)
-            if not ok:
-                raise ValueError(f"{name}: expected a finite number {'>= 0' if name == 'weight_decay' else '> 0'}, "
-                                 f"got {value!r}")
+        for f in protocol_fields():
+            _check(f.name, getattr(self, f.name), f.metadata)
         if self.model == "gat" and self.layers != 2:
             raise ValueError(f"layers: the GAT model has 2 layers (use model='residual' for more), got {self.layers}")
-        if self.model == "residual" and self.hidden % self.heads:
-            raise ValueError(f"hidden: the residual GAT splits hidden over the heads; expected a multiple of "
+        if self.model in ("residual", "classic") and self.hidden % self.heads:
+            raise ValueError(f"hidden: the {self.model} GAT splits hidden over the heads; expected a multiple of "
                              f"{self.heads}, got {self.hidden}")
         if self.sep and self.model != "residual":
             raise ValueError("sep: only the residual GAT has a -sep variant (model='residual')")
@@ -103,6 +102,43 @@ class Protocol:
     def settings(self) -> Dict[str, Any]:
         """Every field but ``name`` and ``reproduces``: what a run's results depend on (resume compares these)."""
         return {k: v for k, v in asdict(self).items() if k not in ("name", "reproduces")}
+
+    def model_settings(self, in_channels: int, num_classes: int, metric: str) -> Tuple[str, Dict[str, Any]]:
+        """``(model name, constructor arguments)`` of the protocol's model; one output for ROC AUC. The one place
+        where the protocol's fields become a model's arguments."""
+        out = 1 if metric == "roc_auc" else num_classes
+        common = {"in_channels": in_channels, "out_channels": out, "heads": self.heads, "dropout": self.dropout,
+                  "attn_dropout": self.attn_dropout, "v2": self.v2, "self_loops": self.self_loops, "lean": self.lean}
+        if self.model == "gat":
+            return "gat", {**common, "hidden_channels": self.hidden, "out_heads": self.out_heads}
+        if self.model == "classic":
+            return "classic", {**common, "hidden": self.hidden, "layers": self.layers, "norm": self.norm,
+                               "residual": self.residual, "pre_linear": self.pre_linear}
+        return "residual", {**common, "hidden": self.hidden, "layers": self.layers,
+                            "ffn_multiplier": self.ffn_multiplier, "sep": self.sep}
+
+
+def protocol_fields():
+    """The settings fields of :class:`Protocol` (all but ``name`` and ``reproduces``), in order."""
+    return [f for f in fields(Protocol) if f.name not in ("name", "reproduces")]
+
+
+def _check(name: str, value: Any, meta: Mapping[str, Any]) -> None:
+    kind = meta["kind"]
+    number = not isinstance(value, bool) and isinstance(value, (int, float))
+    if kind == "choice" and value not in meta["choices"]:
+        raise ValueError(f"{name}: expected one of {meta['choices']}, got {value!r}")
+    if kind == "bool" and not isinstance(value, bool):
+        raise ValueError(f"{name}: expected True or False, got {value!r}")
+    if kind == "positive_int" and (not number or not isinstance(value, int) or value < 1):
+        raise ValueError(f"{name}: expected a positive integer, got {value!r}")
+    if kind == "probability" and (not number or not 0 <= value < 1):
+        raise ValueError(f"{name}: expected a probability in [0, 1), got {value!r}")
+    if kind in ("positive_float", "nonnegative_float"):
+        finite = number and value == value and abs(value) != float("inf")
+        if not finite or (value <= 0 if kind == "positive_float" else value < 0):
+            raise ValueError(f"{name}: expected a finite number {'> 0' if kind == 'positive_float' else '>= 0'}, "
+                             f"got {value!r}")
 
 
 PROTOCOLS: Dict[str, Protocol] = {
@@ -131,6 +167,24 @@ PROTOCOLS: Dict[str, Protocol] = {
         "rate chosen on minesweeper's validation splits 0-1 (docs/baselines.md)",
         features="none", edges="undirected", model="residual", hidden=64, heads=8, layers=3, dropout=0.2,
         attn_dropout=0.0, lr=1e-3, weight_decay=0.0, epochs=500, patience=500),
+    "luo": Protocol(
+        "luo", "Luo, Shi and Wu, NeurIPS 2024 ('Classic GNNs are strong baselines: reassessing GNNs for node "
+        "classification'), heterophilous graphs, GAT* row (minesweeper 97.73 ± 0.73 ROC AUC; chameleon_filtered, "
+        "their 'chameleon', 44.13 ± 4.17 accuracy): their code's per-graph settings (LUOyk1999/tunedGNN, medium_graph/run_gnn.sh: a classic "
+        "single-head GAT with a learned residual map, BatchNorm, ReLU and dropout per layer; undirected graph with "
+        "self-loops, raw features, Adam, the epoch with the best validation metric kept, no early stopping)",
+        features="none", edges="undirected", model="classic", hidden=64, heads=1, layers=2, norm="batch",
+        residual=True, dropout=0.5, attn_dropout=0.0, lr=0.001, weight_decay=0.0, epochs=1000, patience=1000),
+}
+
+#: per-graph fields of a preset, applied before the caller's overrides (Luo et al. tuned each graph; their script)
+DATASET_SETTINGS: Dict[str, Dict[str, Dict[str, Any]]] = {
+    "luo": {
+        "minesweeper": {"hidden": 64, "layers": 15, "lr": 0.01, "weight_decay": 0.0, "dropout": 0.2,
+                        "norm": "batch", "epochs": 2000, "patience": 2000},
+        "chameleon_filtered": {"hidden": 256, "layers": 2, "lr": 0.01, "weight_decay": 1e-3, "dropout": 0.7,
+                               "norm": "batch", "epochs": 200, "patience": 200},
+    },
 }
 
 #: each graph's default protocol (the strong baseline that reproduces a published number on it)
@@ -149,14 +203,16 @@ def default_protocol(dataset: str) -> str:
 
 def resolve_protocol(protocol: Optional[str], dataset: str, overrides: Optional[Mapping[str, Any]] = None
                      ) -> Protocol:
-    """Preset ``protocol`` (``None``: the dataset's default) with ``overrides`` (fields set to ``None`` are left
-    as the preset has them); validated, so a bad value is a one-line ``ValueError`` naming the field."""
+    """Preset ``protocol`` (``None``: the dataset's default) with its settings for ``dataset``
+    (:data:`DATASET_SETTINGS`) and ``overrides`` (fields set to ``None`` are left as the preset has them); validated,
+    so a bad value is a one-line ``ValueError`` naming the field."""
     name = default_protocol(dataset) if protocol is None else str(protocol).lower()
     if name not in PROTOCOLS:
         raise ValueError(f"protocol: expected one of {tuple(PROTOCOLS)}, got {protocol!r}")
     changes = {k: v for k, v in (overrides or {}).items() if v is not None}
-    known = {f.name for f in fields(Protocol)} - {"name", "reproduces"}
+    known = {f.name for f in protocol_fields()}
     unknown = sorted(set(changes) - known)
     if unknown:
         raise ValueError(f"protocol overrides: unknown field(s) {unknown}; expected some of {sorted(known)}")
-    return replace(PROTOCOLS[name], **changes)
+    per_graph = DATASET_SETTINGS.get(name, {}).get(str(dataset).lower(), {})
+    return replace(PROTOCOLS[name], **{**per_graph, **changes})
