@@ -2,6 +2,8 @@
 #   make cora   -- the main job: the Cora benchmark on its small default
 #   make test   -- the test suite
 # and make docs builds the documentation site into site/ (mkdocs, warnings are errors).
+#   make test-fast    -- the suite without the tests marked slow (subprocesses, torchrun, compile, real-data
+#                        training): the check to run while editing
 #   make test-install -- a fresh venv, pip install of the package without extras, graph-rma cora and the README's
 #                        quick start (tests marked `install`, left out of `make test`)
 # torch==2.13.0 is installed first so that pip never pulls a CUDA build; the package itself asks for torch>=2.4.
@@ -15,7 +17,7 @@ ifeq ($(origin GRAPH_RMA_DATA), undefined)
   endif
 endif
 
-.PHONY: cora test test-install docs env
+.PHONY: cora test test-fast test-install docs env
 env: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
@@ -38,6 +40,9 @@ docs: $(VENV)/.installed
 	@# the docstrings are reST rendered through docs/hooks/griffe_rest.py: no raw role or directive may reach a page
 	@! grep -rlE ':(class|func|meth|mod|data|attr|exc|math):`|\.\. math::|``' site --include=*.html \
 		|| { echo "raw reST in the built site (the pages above): extend docs/hooks/griffe_rest.py"; exit 1; }
+
+test-fast: $(VENV)/.installed
+	$(PY) -m pytest -q -m "not slow and not install" $(ARGS)
 
 test-install: $(VENV)/.installed
 	$(PY) -m pytest -q -m install $(ARGS)

@@ -21,6 +21,7 @@ from torch_geometric.nn import GATConv
 import graph_rma
 from graph_rma.data.nodes import load_node_graph
 from graph_rma.tasks import node_classification as nc
+from graph_rma.data.nodes import select_split
 from graph_rma.tasks.protocols import resolve_protocol
 
 from .common import add_json_option, compare, save_if_asked
@@ -43,7 +44,7 @@ def _epoch(model, data, sampler=None):
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     if sampler is not None:
         sampler(model).attach(opt)
-    train, y = data.train_mask[:, 0], data.y
+    train, y = select_split(data, 0).train_mask, data.y  # [N] masks (Cora) or [N, splits]
 
     def run():
         model.train()

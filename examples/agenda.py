@@ -9,27 +9,29 @@ its scores. Under the offline protocol (no AGENDA train file) the scores are not
 """
 import argparse
 import json
-from pathlib import Path
 
-from graph_rma.argtypes import nonnegative_int, out_dir, positive_int
+from graph_rma.argtypes import out_dir, positive_int, seed
 from graph_rma.tasks.agenda import PRESETS, evaluate, load_agenda, train
 from graph_rma.tasks.graph_to_text import run_folder
+from graph_rma.variants import parse_variant
 import graph_rma.engine
 
 graph_rma.engine.one_line_errors()  # a mistake or missing data: one line, not a traceback
 
 parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
 parser.add_argument("--root", default=None)
-parser.add_argument("--out", type=out_dir, default=Path("runs/agenda"))
+parser.add_argument("--out", type=out_dir, default="runs/agenda")  # a string: the default is checked too
 parser.add_argument("--preset", default="cpu", choices=sorted(PRESETS))
 parser.add_argument("--variants", nargs="+", default=["ma", "svgd:alpha=0.1"])
-parser.add_argument("--seed", type=nonnegative_int, default=0)
+parser.add_argument("--seed", type=seed, default=0)
 parser.add_argument("--epochs", type=positive_int, default=None, help="override the preset's number of epochs")
 parser.add_argument("--meteor", default="auto", choices=["auto", "meteor-1.5", "nltk", "none"])
 parser.add_argument("--small", action="store_true",
                     help="a first look in about a minute: width 32, one layer, one epoch on the first 200 training "
                          "records, 40 test graphs decoded greedily (scores mean nothing at this size)")
 args = parser.parse_args()
+for spec in args.variants:
+    parse_variant(spec)  # a misspelt variant: one line now, not after the first variant has trained
 
 config = dict(PRESETS[args.preset], **({"epochs": args.epochs} if args.epochs else {}))
 limits = {}
@@ -38,6 +40,12 @@ if args.small:
     limits = {"max_train": 200, "max_dev": 40}
 splits = load_agenda(args.root)
 print(splits.description)
+if args.small:  # the sizes this run uses, not the data's
+    used = {k: min(n, len(getattr(splits, k))) for k, n in (("train", limits["max_train"]), ("dev", limits["max_dev"]),
+                                                            ("test", 40))}
+    print(f"--small: training on the first {used['train']} of {len(splits.train)} training records, dev loss on the "
+          f"first {used['dev']} of {len(splits.dev)}, scores on the first {used['test']} of {len(splits.test)} test "
+          f"graphs")
 rows = []
 for spec in args.variants:
     out = run_folder(args.out, spec)  # one folder per variant: svgd:alpha=0.1 and svgd:alpha=1 never share one

@@ -15,7 +15,7 @@ import copy
 import torch
 import torch.nn.functional as F
 
-from graph_rma.argtypes import nonnegative_int, positive_int
+from graph_rma.argtypes import positive_int, seed
 from graph_rma.data.planetoid import load_planetoid, prepare_features
 from graph_rma.engine import EarlyStopping, seed_everything
 import graph_rma.engine
@@ -27,7 +27,7 @@ graph_rma.engine.one_line_errors()  # a mistake or missing data: one line, not a
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--variant", default=SVGD, help="a variant spec (graph_rma.variants)")
-parser.add_argument("--seed", type=nonnegative_int, default=0)
+parser.add_argument("--seed", type=seed, default=0)
 parser.add_argument("--epochs", type=positive_int, default=1000)
 parser.add_argument("--root", default=None, help="planetoid folder (default $GRAPH_RMA_DATA/planetoid)")
 args = parser.parse_args()

@@ -13,6 +13,7 @@ them before Adam's step, exactly as in full-batch training.
 from __future__ import annotations
 
 import argparse
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -66,14 +67,15 @@ def train(data, epochs=5, batch_size=256, num_neighbors=(10, 10), seed=0):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="neighbor_sampling.py", description=__doc__.splitlines()[0])
     ap.add_argument("--epochs", type=positive_int, default=5)
     ap.add_argument("--batch-size", type=positive_int, default=256)
     ap.add_argument("--root", default=None)
     args = ap.parse_args(argv)
     ok, why = neighbor_loader_available()
-    if not ok:
-        raise SystemExit(why + " (see this file's docstring for the install).")
+    if not ok:  # one line on stderr, named like every other example's error, and exit status 1
+        print(f"{ap.prog}: {why} (see this file's docstring for the install)", file=sys.stderr)
+        return 1
     from graph_rma.data.planetoid import load_planetoid
 
     data = load_planetoid("Cora", root=args.root)[0]
@@ -82,7 +84,8 @@ def main(argv=None):
     pred = model(data.x, data.edge_index).argmax(-1)
     acc = (pred[data.test_mask] == data.y[data.test_mask]).float().mean().item()
     print(f"final train loss {losses[-1]:.3f}, test accuracy {acc:.3f}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,9 +1,10 @@
 """The README's quick start over many seeds: stock PyG heads against repulsive heads, paired.
 
-    python examples/quickstart_vs_stock.py --seeds 10                    # chameleon, the README's setting
-    python examples/quickstart_vs_stock.py --seeds 10 --dataset cora     # the same code on Cora
-    python examples/quickstart_vs_stock.py --seeds 0-4 --alpha 0.01      # another strength
+    python examples/quickstart_vs_stock.py                               # chameleon, seeds 0-9: the README's setting
+    python examples/quickstart_vs_stock.py --seeds 0-9 --dataset cora    # the same code on Cora
+    python examples/quickstart_vs_stock.py --seeds 0 1 2 --alpha 0.01    # other seeds, another strength
 
+``--seeds`` is a list of seeds, each a number or an inclusive range ``A-B``, as in every ``graph-rma`` command.
 For each seed both arms start from the same weights (the repulsive arm converts the stock model after seeding),
 train on split ``seed mod 10`` (Cora: its one public split) with the GGCN protocol's recipe (row-normalised
 features, each node attending over its out-links, Adam lr 0.005 and weight decay 5e-5) and report the test accuracy
@@ -19,7 +20,8 @@ from torch_geometric.nn.models import GAT
 
 import graph_rma
 import graph_rma.engine
-from graph_rma.data.nodes import load_node_graph
+from graph_rma.argtypes import SeedsAction, nonnegative_float, positive_int, seed_list
+from graph_rma.data.nodes import load_node_graph, select_split
 from graph_rma.data.transforms import direct_edges, normalize_features
 from graph_rma.engine import paired_comparison
 
@@ -49,33 +51,15 @@ def run(x, edge_index, y, train, val, test, seed: int, repulsive: bool, epochs: 
     return 100 * best_test
 
 
-def seeds(text: str):
-    """``N`` (seeds 0..N-1), ``A-B`` (A to B inclusive) or ``A,B,C``."""
-    try:
-        if "-" in text:
-            a, b = (int(t) for t in text.split("-", 1))
-            out = list(range(a, b + 1))
-        elif "," in text:
-            out = [int(t) for t in text.split(",")]
-        else:
-            out = list(range(int(text)))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected N, A-B or A,B,C, got {text!r}") from None
-    if not out or min(out) < 0:
-        raise argparse.ArgumentTypeError(f"expected at least one seed >= 0, got {text!r}")
-    return out
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="examples/quickstart_vs_stock.py", description=__doc__.split("\n\n")[0])
-    p.add_argument("--seeds", type=seeds, default=list(range(10)), help="N, A-B or A,B,C (default: 10)")
-    p.add_argument("--epochs", type=int, default=200, help="epochs per run")
+    p.add_argument("--seeds", nargs="+", type=seed_list, action=SeedsAction, default=list(range(10)), metavar="S",
+                   help="the seeds, each a number or a range A-B, e.g. --seeds 0 1 2 or --seeds 0-9 (default: 0-9)")
+    p.add_argument("--epochs", type=positive_int, default=200, help="epochs per run")
     p.add_argument("--dataset", default="chameleon", help="a graph of graph_rma.data.nodes.NODE_DATASETS")
-    p.add_argument("--alpha", type=float, default=0.1, help="SVGD's repulsive weight")
+    p.add_argument("--alpha", type=nonnegative_float, default=0.1, help="SVGD's repulsive weight")
     p.add_argument("--root", default=None, help="data folder (default $GRAPH_RMA_DATA/pyg or .../planetoid)")
     args = p.parse_args(argv)
-    if args.epochs < 1:
-        p.error(f"--epochs: expected a positive integer, got {args.epochs}")
     try:
         data = load_node_graph(args.dataset, root=args.root)
     except (ValueError, FileNotFoundError) as exc:  # a bad name, or no data: one line
@@ -83,9 +67,10 @@ def main(argv=None) -> int:
     x = normalize_features(data.x, "row").to_dense()
     edge_index = direct_edges(data.edge_index, "reversed", data.num_nodes)
     stock, ours = {}, {}
+    splits = 1 if data.train_mask.dim() == 1 else data.train_mask.size(1)  # PyG's shapes: [N] (Cora) or [N, 10]
     for seed in args.seeds:
-        s = seed % data.train_mask.size(1)
-        masks = data.train_mask[:, s], data.val_mask[:, s], data.test_mask[:, s]
+        split = select_split(data, seed % splits)  # the [N] masks of split seed mod 10
+        masks = split.train_mask, split.val_mask, split.test_mask
         stock[seed] = run(x, edge_index, data.y, *masks, seed, False, args.epochs, args.alpha)
         ours[seed] = run(x, edge_index, data.y, *masks, seed, True, args.epochs, args.alpha)
         print(f"seed {seed}: plain heads {stock[seed]:.1f} %, repulsive heads {ours[seed]:.1f} %")

@@ -27,14 +27,14 @@ from torch.nn.parallel import DistributedDataParallel
 
 import graph_rma
 import graph_rma.engine
-from graph_rma.argtypes import nonnegative_int, out_dir, positive_int
+from graph_rma.argtypes import out_dir, positive_int, seed
 from graph_rma.data.text import Vocabulary, load_text_dataset, tokenize
 from graph_rma.engine import seed_everything
 from graph_rma.engine.distributed import cleanup, init_from_env, replica_fingerprints, shard
 from graph_rma.nn import record_attention
 from graph_rma.regularizers import disagreement
 from graph_rma.tasks.text_classification import batches, head_heatmap_html, head_heatmap_png, split_dev
-from graph_rma.variants import apply_variant
+from graph_rma.variants import apply_variant, parse_variant
 
 graph_rma.engine.one_line_errors()  # a mistake or missing data: one line, not a traceback
 
@@ -42,11 +42,12 @@ p = argparse.ArgumentParser()
 p.add_argument("--dataset", default="trec", help="trec, mr, sst2 or sst1")
 p.add_argument("--variant", default="ma", help="e.g. ma, svgd:alpha=1, spos:alpha=1,beta=1e5, dropattn:p=0.1,mode=column")
 p.add_argument("--epochs", type=positive_int, default=6)
-p.add_argument("--seed", type=nonnegative_int, default=0)
+p.add_argument("--seed", type=seed, default=0)
 p.add_argument("--sentence", default="What is the name of the longest river in the world ?")
 p.add_argument("--out", type=out_dir, default="runs/example_text")
 p.add_argument("--max-train", type=positive_int, default=None, help="use only the first N training sentences")
 args = p.parse_args()
+parse_variant(args.variant)  # a misspelt variant: one line now, not after the data are read
 torch.set_num_threads(1)
 dist = init_from_env(device="cpu")  # torchrun: one process group (gloo); otherwise rank 0 of 1
 log = print if dist.rank == 0 else (lambda *a, **k: None)

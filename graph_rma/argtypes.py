@@ -6,17 +6,25 @@ as one line naming the option (``--epochs: expected a positive integer, got '-1'
     parser.add_argument("--epochs", type=positive_int, default=1000)
 
 They live outside :mod:`graph_rma.cli` so that scripts, which import the library and never the command line, check
-their arguments the same way. Nothing here imports torch.
+their arguments the same way. Nothing here imports torch at import time (:func:`device` does when a CUDA device is
+named, to check that it exists), so ``--help`` stays fast.
 """
 from __future__ import annotations
 
 import argparse
 import math
+import os
 from pathlib import Path
-from typing import List
+from typing import List, Optional
 
-__all__ = ["nonnegative_float", "nonnegative_int", "out_dir", "out_file", "positive_float", "positive_int",
-           "probability", "seed_list"]
+__all__ = ["MAX_SEED", "MAX_SEEDS", "SeedsAction", "device", "nonnegative_float", "nonnegative_int", "out_dir",
+           "out_file", "positive_float", "positive_int", "probability", "require_out_dir", "seed", "seed_list"]
+
+#: the largest seed: torch's generators take seeds below 2**64 (``torch.manual_seed(2**64)`` overflows)
+MAX_SEED = 2**64 - 1
+#: the most seeds one ``--seeds`` may name (each is a training run; a range beyond this is a typo, and its list
+#: would not fit in memory)
+MAX_SEEDS = 100_000
 
 
 def _int(text: str) -> int:
@@ -76,8 +84,17 @@ def probability(text: str) -> float:
     return value
 
 
+def seed(text: str) -> int:
+    """One seed: an integer in ``[0, MAX_SEED]`` (the range torch's generators accept)."""
+    value = nonnegative_int(text)
+    if value > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"expected a seed in [0, 2**64 - 1], got {text!r}")
+    return value
+
+
 def seed_list(text: str) -> List[int]:
-    """One word of ``--seeds``: a seed ``N`` or an inclusive range ``A-B``."""
+    """One word of ``--seeds``: a seed ``N`` or an inclusive range ``A-B`` (seeds in ``[0, MAX_SEED]``, at most
+    :data:`MAX_SEEDS` of them)."""
     first, dash, last = text.partition("-")
     try:
         lo, hi = int(first), int(last if dash else first)
@@ -85,26 +102,90 @@ def seed_list(text: str) -> List[int]:
         raise argparse.ArgumentTypeError(f"expected a seed (0, 1, ...) or a range such as 0-9, got {text!r}") from None
     if lo < 0 or hi < lo:
         raise argparse.ArgumentTypeError(f"expected seeds >= 0 and a range A-B with A <= B, got {text!r}")
+    if hi > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"expected seeds in [0, 2**64 - 1] (torch's seed range), got {text!r}")
+    if hi - lo + 1 > MAX_SEEDS:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_SEEDS} seeds, got {text!r} ({hi - lo + 1} seeds)")
     return list(range(lo, hi + 1))
 
 
-def out_dir(text: str) -> Path:
-    """An output folder: it may exist (as a folder) or not yet; an empty path, or an existing file there or above,
-    is refused."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("expected a folder, got an empty path")
+class SeedsAction(argparse.Action):
+    """``--seeds 0 1 2``, ``--seeds 0-9`` or both mixed (``nargs="+", type=seed_list``): one flat list without
+    repeats, at most :data:`MAX_SEEDS` long. The same grammar in every command and script::
+
+        parser.add_argument("--seeds", nargs="+", type=seed_list, action=SeedsAction, default=[0, 1, 2])
+    """
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        seeds = [s for chunk in values for s in chunk]
+        if len(seeds) > MAX_SEEDS:
+            parser.error(f"argument {option_string}: expected at most {MAX_SEEDS} seeds, got {len(seeds)}")
+        if len(set(seeds)) != len(seeds):
+            parser.error(f"argument {option_string}: a seed is given twice in {' '.join(map(str, seeds))}")
+        setattr(namespace, self.dest, seeds)
+
+
+def device(text: str) -> str:
+    """``cpu``, ``cuda`` or ``cuda:N``; a CUDA device must exist (torch is imported only to check that)."""
+    name = text.strip().lower()
+    kind, colon, index = name.partition(":")
+    if kind not in ("cpu", "cuda") or (colon and (kind != "cuda" or not index.isdigit())):
+        raise argparse.ArgumentTypeError(f"expected cpu, cuda or cuda:N, got {text!r}")
+    if kind == "cuda":
+        import torch  # only when a CUDA device is asked for: --help and CPU runs stay without this check
+
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise argparse.ArgumentTypeError(f"{text!r} asked for, but this torch build sees no CUDA device")
+        if colon and int(index) >= count:
+            raise argparse.ArgumentTypeError(f"{text!r} asked for, but this machine has {count} CUDA device(s): "
+                                             f"cuda:0 to cuda:{count - 1}")
+    return name
+
+
+def _not_writable(text: str, existing: Path) -> Optional[str]:
+    """Why nothing can be created in folder ``existing`` (the nearest existing folder of path ``text``), or None."""
+    if os.access(existing, os.W_OK | os.X_OK):
+        return None
+    where = "is" if Path(text) == existing else f"would be created in {existing}, which is"
+    return f"{text} {where} not writable"
+
+
+def _out_dir_problem(text: str) -> Optional[str]:
+    if not str(text).strip():
+        return "expected a folder, got an empty path"
     path = Path(text)
     for p in (path, *path.parents):
         if p.exists():
             if not p.is_dir():
                 what = "is a file" if p == path else f"is below {p}, which is a file"
-                raise argparse.ArgumentTypeError(f"{text} {what}, not a folder")
-            break
-    return path
+                return f"{text} {what}, not a folder"
+            return _not_writable(str(text), p)
+    return None
+
+
+def out_dir(text: str) -> Path:
+    """An output folder: it may exist (as a folder) or not yet. Refused before anything runs: an empty path, an
+    existing file there or above, and a folder that cannot be written (the folder itself when it exists, else the
+    nearest existing folder above it, where it would be created: read-only or without write permission)."""
+    problem = _out_dir_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return Path(text)
+
+
+def require_out_dir(path, option: str = "--out") -> Path:
+    """:func:`out_dir`'s checks for a folder the command chose itself (a default such as ``runs/<dataset>``):
+    ``ValueError("--out: ...")`` naming ``option`` when it cannot be an output folder."""
+    problem = _out_dir_problem(str(path))
+    if problem:
+        raise ValueError(f"{option}: {problem}")
+    return Path(path)
 
 
 def out_file(text: str) -> Path:
-    """An output file: an empty path, an existing folder, or a path below a file is refused."""
+    """An output file: an empty path, an existing folder, a path below a file, and a file whose folder (or the
+    nearest existing folder above it) cannot be written are refused."""
     if not text.strip():
         raise argparse.ArgumentTypeError("expected a file, got an empty path")
     path = Path(text)
@@ -114,5 +195,8 @@ def out_file(text: str) -> Path:
         if p.exists():
             if not p.is_dir():
                 raise argparse.ArgumentTypeError(f"{text} is below {p}, which is a file")
+            problem = _not_writable(str(p), p)  # written through a temporary file beside it: the folder counts
+            if problem:
+                raise argparse.ArgumentTypeError(f"{text} cannot be written: {problem}")
             break
     return path

@@ -10,7 +10,18 @@ import argparse
 from pathlib import Path
 from typing import Callable, Dict, Optional, Sequence
 
-from graph_rma.engine import write_json
+from graph_rma.argtypes import out_dir, out_file, positive_int
+from graph_rma.engine import one_line_errors, write_json
+
+
+def page_file(text: str) -> Path:
+    """``--page``: an existing page (a file that can be rewritten, beside a folder its results can go to); checked
+    when the command line is read, so a mistake is one line and writes nothing."""
+    path = out_file(text)
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"no such page {text}")
+    out_dir(str(path.parent / path.stem))  # docs/<page>/results.json must be writable too
+    return path
 
 
 def splice(text: str, name: str, block: str) -> str:
@@ -40,10 +51,24 @@ def renderer(blocks: Dict[str, Callable[[Dict], str]]) -> Callable[[str, Dict], 
     return lambda text, results: render_blocks(text, results, blocks)
 
 
+def check_defaults(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """The checks of ``--out`` (for ``run``: it is written) and ``--page`` (for ``report``) on their defaults too,
+    which argparse leaves unchecked; a problem is argparse's one-line error."""
+    try:
+        if args.step == "report":
+            page_file(str(args.page))
+        else:
+            out_dir(str(args.out))
+    except argparse.ArgumentTypeError as exc:
+        parser.error(f"argument {'--page' if args.step == 'report' else '--out'}: {exc}")
+
+
 def publish(page: Path, results: Dict, blocks: Dict[str, Callable[[Dict], str]]) -> None:
-    """Commit ``results`` beside the page (``docs/<page>/results.json``) and render the page's blocks from them."""
+    """Commit ``results`` beside the page (``docs/<page>/results.json``) and render the page's blocks from them;
+    the page is read and rendered first, so a missing page or block writes nothing."""
+    text = render_blocks(page.read_text(), results, blocks)
     write_json(page.parent / page.stem / "results.json", results)
-    page.write_text(render_blocks(page.read_text(), results, blocks))
+    page.write_text(text)
     print(f"wrote {page} and {page.parent / page.stem / 'results.json'}")
 
 
@@ -58,15 +83,17 @@ def cli(doc: str, *, run: Callable[..., None], out: str, page: str, stages: Sequ
         def report(out_dir: Path, page_path: Path) -> None:
             publish(page_path, collect(out_dir), blocks)
 
+    one_line_errors()  # a mistake (a bad value, missing data): one line, not a traceback
     p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("step", choices=["run", "report"])
     if stages:
         p.add_argument("stages", nargs="*", help=f"run: the stages (default: {' '.join(stages)})")
-    p.add_argument("--out", type=Path, default=Path(out))
-    p.add_argument("--page", type=Path, default=Path(page))
+    p.add_argument("--out", type=out_dir, default=Path(out))
+    p.add_argument("--page", type=page_file, default=Path(page))
     if threads:
-        p.add_argument("--threads", type=int, default=1)
+        p.add_argument("--threads", type=positive_int, default=1)
     a = p.parse_args()
+    check_defaults(p, a)
     chosen = getattr(a, "stages", [])
     unknown = [s for s in chosen if s not in stages]
     if unknown:

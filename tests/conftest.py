@@ -95,3 +95,23 @@ def http_folder(tmp_path):
     thread.start()
     yield folder, f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
+
+
+@pytest.fixture
+def unwritable(tmp_path):
+    """A folder nothing can be created in, as this process sees it: a folder made read-only (chmod 555), or, for
+    root (whom permissions do not stop), /proc/sys; skips where neither refuses a write."""
+    import stat
+
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    folder.chmod(stat.S_IRUSR | stat.S_IXUSR | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
+    try:
+        if not os.access(folder, os.W_OK):
+            yield folder
+        elif os.path.isdir("/proc/sys") and not os.access("/proc/sys", os.W_OK):
+            yield Path("/proc/sys")
+        else:
+            pytest.skip("no folder this process cannot write to (root without /proc/sys)")
+    finally:
+        folder.chmod(stat.S_IRWXU)

@@ -306,3 +306,23 @@ def test_convert_leaves_the_global_rng_alone_so_training_matches_stock():
     stock, converted = train(False), train(True)
     assert list(stock) == list(converted)
     assert all(torch.equal(stock[k], converted[k]) for k in stock)
+
+
+def test_a_model_without_attention_is_an_error_unless_strict_is_off():
+    """convert() on a model with no attention layer used to return it unchanged without a word."""
+    from torch_geometric.nn.models import GCN
+
+    for model in (torch.nn.Linear(4, 2), GCN(4, 8, num_layers=2, out_channels=2)):
+        with pytest.raises(ValueError, match=rf"^model: {type(model).__name__} holds no attention layer .*pass "
+                                             r"strict=False") as e:
+            graph_rma.convert(model)
+        assert "\n" not in str(e.value)
+        before = {k: v.clone() for k, v in model.state_dict().items()}
+        assert graph_rma.convert(model, strict=False) is model  # generic code: unchanged, as asked
+        assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    # a model that already holds drop-ins, or stock attention convert does not swap, has heads: no error
+    assert graph_rma.convert(graph_rma.convert(gat())) is not None
+    from torch_geometric.nn import TransformerConv
+
+    conv = TransformerConv(4, 4, heads=2)
+    assert graph_rma.convert(torch.nn.Sequential(conv))[0] is conv

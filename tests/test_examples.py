@@ -96,9 +96,22 @@ def test_readme_quick_start_is_the_example_loop():
     example = (REPO / "examples" / "quickstart_vs_stock.py").read_text(encoding="utf-8")
     assert 'graph_rma.SVGD(model, alpha=0.1, eps=8, layers=["convs.0"]).attach(opt)' in code
     assert 'graph_rma.SVGD(model, alpha=alpha, eps=8, layers=["convs.0"]).attach(opt)' in example
-    assert 'p.add_argument("--alpha", type=float, default=0.1' in example
+    assert 'p.add_argument("--alpha", type=nonnegative_float, default=0.1' in example
     for part in ("heads=8, dropout=0.6)", "torch.optim.Adam(model.parameters(), lr=0.005, weight_decay=5e-5)",
                  'normalize_features(data.x, "row").to_dense()', 'direct_edges(data.edge_index, "reversed", '
                  'data.num_nodes)', "model = graph_rma.convert(model)", "if val_loss < best_loss:"):
         assert part in code and part in example, part
-    assert "for epoch in range(200)" in code and 'p.add_argument("--epochs", type=int, default=200' in example
+    assert "for epoch in range(200)" in code and 'p.add_argument("--epochs", type=positive_int, default=200' in example
+    # `--seeds` is a list of seeds (ranges A-B) as in every command, and the README's command says so
+    assert 'type=seed_list, action=SeedsAction, default=list(range(10))' in example
+    assert "quickstart_vs_stock.py --seeds 0-9`" in readme and "quickstart_vs_stock.py --seeds 10`" not in readme
+
+def test_agenda_example_small_prints_the_sizes_it_trains_on(tmp_path, monkeypatch, capsys):
+    """--small used to print only the data's sizes (the whole training set), not the 200 records it trains on."""
+    out = _run_example(REPO / "examples" / "agenda.py",
+                       ["--root", str(REPO / "datasets" / "fixtures" / "agenda_tiny"), "--out", str(tmp_path),
+                        "--small", "--meteor", "none", "--variants", "ma"], monkeypatch, capsys)
+    lines = out.splitlines()
+    assert lines[0] == "official: train 6, val 2, test 2"  # the fixture's sizes, as stored
+    assert lines[1] == ("--small: training on the first 6 of 6 training records, dev loss on the first 2 of 2, "
+                        "scores on the first 2 of 2 test graphs")

@@ -92,6 +92,15 @@ CLI_CASES = [
     (["score", "--hyp", "{file}", "--ref", "{file}", "--json", "{dir}"], "--json"),
     (["report", "--checkpoint", "{missing}"], "missing"), (["report", "--checkpoint", "{file}"], "{file}"),
     (["report", "--checkpoint", "{file}", "--bins", "0"], "--bins"),
+    # issue 32: sizes that cannot be allocated, seeds torch refuses, devices the tasks do not run on, a file as root
+    (["cora", "--seeds", "0-10000000000"], "--seeds: expected at most"), (["cora", "--seeds", str(2**70)], "--seeds"),
+    (["cora", "--seeds", "0-99999", "100000"], "--seeds: expected at most 100000 seeds, got 100001"),
+    (["cora", "--device", "mps"], "--device"), (["cora", "--device", "meta"], "--device"),
+    (["node", "--dataset", "cora", "--device", "xpu"], "--device"), (["text", "--device", "cuda:x"], "--device"),
+    (["agenda", "train", "--seed", str(2**70)], "--seed"), (["agenda", "train", "--device", "meta"], "--device"),
+    (["webnlg", "generate", "--device", "mps"], "--device"),
+    (["cora", "--root", "{file}"], "is a file, not a data folder"),
+    (["node", "--dataset", "chameleon", "--root", "{file}"], "is a file, not a data folder"),
 ]
 
 
@@ -112,3 +121,72 @@ def test_every_command_refuses_bad_values_in_one_line(argv, word, tmp_path, monk
     assert "Traceback" not in err and len(err.splitlines()) == 1, err
     assert word in err, (word, err)
     assert snapshot(work) == before  # nothing written, nothing changed
+
+
+@pytest.mark.skipif(not __import__("conftest").PLANETOID.joinpath("Cora", "raw").is_dir(), reason="needs Cora")
+@pytest.mark.parametrize("option", ["--hidden", "--heads"])
+def test_a_model_too_large_for_memory_is_refused_in_one_line_before_training(option, tmp_path, capsys):
+    """It used to end in the allocator's traceback (or a MemoryError) after the data were read."""
+    out = tmp_path / "out"
+    assert main(["cora", option, "1000000000", "--seeds", "0", "--epochs", "1", "--out", str(out), "--no-plot"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1
+    assert f"{option[2:]}" in err and "GiB" in err and "more than the" in err, err
+    assert not out.exists()
+
+
+def test_a_seed_outside_torchs_range_is_one_line():
+    """A seed of 2**70 used to end in torch's "Overflow when unpacking long long"."""
+    from graph_rma.engine import seed_everything
+    from graph_rma.tasks.node_classification import run_study
+
+    with pytest.raises(ValueError, match=r"^seed: expected an integer in \[0, 2\*\*64 - 1\], got "
+                                         r"1180591620717411303424$"):
+        seed_everything(2**70)
+    with pytest.raises(ValueError, match="seed: expected an integer"):
+        seed_everything("1")
+    seed_everything(2**64 - 1)  # the largest seed torch takes
+    with pytest.raises(ValueError, match=r"seeds: expected seeds in \[0, 2\*\*64 - 1\]"):
+        run_study(["ma"], [2**70], "unused", dataset="cora")
+
+
+@pytest.mark.parametrize("device", ["mps", "meta", "xpu", "cpu:1", "gpu"])
+def test_the_tasks_refuse_devices_they_do_not_run_on_naming_the_argument(device, tmp_path):
+    from graph_rma.tasks.node_classification import run_study
+    from graph_rma.tasks.text_classification import run_benchmark
+
+    with pytest.raises(ValueError, match=f"^device: expected cpu, cuda or cuda:N, got '{device}'"):
+        run_study(["ma"], [0], tmp_path / "o", dataset="cora", device=device)  # before any data is read
+    with pytest.raises(ValueError, match=f"^device: expected cpu, cuda or cuda:N, got '{device}'"):
+        run_benchmark(["trec"], ["selfattn"], ["ma"], [0], tmp_path / "t", device=device)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("query,key,value,word", [
+    ((3, 1, 6), (3, 1, 6), (3, 1, 6), "query: expected 8 features in the last dimension (the layer's embed_dim)"),
+    ((3, 1, 8), (3, 1, 5), (3, 1, 8), "key: expected 8 features"),
+    ((3, 1, 8), (3, 1, 8), (3, 1, 7), "value: expected 8 features"),
+    ((3, 1, 8), (3, 8), (3, 8), "key: expected a 2-D [L, E] or a batched 3-D tensor like query's [3, 1, 8]"),
+    ((3, 1, 8), (4, 1, 8), (3, 1, 8), "value: expected the shape of key [4, 1]"),
+])
+@pytest.mark.parametrize("explicit", [False, True])
+def test_multihead_attention_names_the_input_of_the_wrong_width(query, key, value, word, explicit):
+    """torch's own errors were a bare AssertionError ("was expecting embedding dimension of 8, but got 6") or a
+    matmul error; the drop-in names the argument, on both of its paths."""
+    from graph_rma.nn import RepulsiveMultiheadAttention
+
+    layer = RepulsiveMultiheadAttention(8, 2, store_attention=explicit)
+    with pytest.raises(ValueError) as e:
+        layer(torch.randn(*query), torch.randn(*key), torch.randn(*value))
+    assert str(e.value).startswith(word) and "\n" not in str(e.value)
+
+
+def test_multihead_attention_names_an_input_of_another_dtype():
+    from graph_rma.nn import RepulsiveMultiheadAttention
+
+    layer = RepulsiveMultiheadAttention(8, 2)
+    x = torch.randn(3, 1, 8, dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"^query: expected dtype torch.float32 \(the layer's parameters\), got "
+                                         r"torch.float64"):
+        layer(x, x, x)
+    assert layer.to(torch.float64)(x, x, x)[0].dtype == torch.float64  # a layer of the input's dtype runs

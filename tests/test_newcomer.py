@@ -77,8 +77,27 @@ def test_agenda_help_lists_every_subcommand(tmp_path):
     ("neighbor_sampling.py", ["--batch-size", "0"], "argument --batch-size: expected a positive integer, got '0'"),
     ("quickstart_vs_stock.py", ["--seeds", "x"], "--seeds"),
     ("quickstart_vs_stock.py", ["--dataset", "nope"], "name: expected one of"),
+    # issue 32: --seeds is a list (ranges A-B) in every script; it used to be a count here ("--seeds 0": "expected
+    # at least one seed >= 0, got '0'")
+    ("quickstart_vs_stock.py", ["--seeds", "3", "3"], "argument --seeds: a seed is given twice in 3 3"),
+    ("quickstart_vs_stock.py", ["--seeds", "0", "--epochs", "0"], "argument --epochs: expected a positive integer"),
+    ("text_classification.py", ["--max-train", "0"], "argument --max-train: expected a positive integer, got '0'"),
+    ("text_classification.py", ["--epochs", "0"], "argument --epochs: expected a positive integer, got '0'"),
+    ("text_classification.py", ["--out", "{file}"], "is a file, not a folder"),
+    ("text_classification.py", ["--out", "{ro}/out"], "not writable"),
+    ("text_classification.py", ["--variant", "svdg"], "unknown part 'svdg'"),
+    ("text_classification.py", ["--seed", str(2**70)], "argument --seed: expected a seed in [0, 2**64 - 1]"),
+    ("agenda.py", ["--out", "{file}"], "is a file, not a folder"),
+    ("agenda.py", ["--out", "{ro}/out"], "not writable"),
+    ("agenda.py", ["--variants", "ma", "svdg"], "unknown part 'svdg'"),
+    ("cora.py", ["--seed", str(2**70)], "argument --seed: expected a seed in [0, 2**64 - 1]"),
 ])
-def test_example_mistakes_are_one_line(example, args, word, tmp_path):
+def test_example_mistakes_are_one_line(example, args, word, tmp_path, request):
+    if any("{ro}" in a for a in args):
+        args = [a.replace("{ro}", str(request.getfixturevalue("unwritable"))) for a in args]
+    if "{file}" in args:
+        (tmp_path / "a-file").write_text("not a folder\n")
+        args = [str(tmp_path / "a-file") if a == "{file}" else a for a in args]
     proc, _ = _run([str(REPO / "examples" / example), *args], tmp_path)
     err = [line for line in proc.stderr.strip().splitlines() if "Warning" not in line and "warn(" not in line]
     assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-1500:]

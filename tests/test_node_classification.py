@@ -237,3 +237,67 @@ def test_the_repulsion_limit_never_acts_with_the_cora_presets(planetoid_cache):
         assert (metrics["epochs"], metrics["limited_steps"]) == (200, 0), spec
     metrics, _, _ = nc.train_run(data, "svgd:alpha=1000,eps=8", 0, kwargs, epochs=5)  # far beyond: capped each step
     assert metrics["limited_steps"] == 5
+
+
+@needs_cora
+def test_single_split_graphs_have_pygs_one_dimensional_masks(planetoid_cache):
+    """load_node_graph("cora") used to give [N, 1] masks where PyG's Planetoid gives [N], so PyG-style code
+    (out[data.train_mask]) failed; the graphs with 10 splits keep PyG's [N, 10]."""
+    from torch_geometric.datasets import Planetoid  # noqa: F401  (the convention followed)
+
+    from graph_rma.data.nodes import load_node_graph, select_split
+
+    data = load_node_graph("cora")
+    assert data.train_mask.shape == data.val_mask.shape == data.test_mask.shape == (2708,)
+    out = torch.zeros(2708, 7)
+    assert out[data.train_mask].shape == (140, 7) and int(data.test_mask.sum()) == 1000
+    split = select_split(data, 0)
+    assert torch.equal(split.train_mask, data.train_mask) and split.train_mask is not data.train_mask
+    with pytest.raises(ValueError, match=r"^split: this graph has one split \(masks of shape \[N\]\), got split=1$"):
+        select_split(data, 1)
+    # the node task reads such a graph as one split: every seed trains on it
+    prepared = nc.prepare_graph(data, nc.resolve_protocol(None, "Cora"))
+    assert prepared.train_mask.dim() == 1
+
+
+def test_features_that_are_not_finite_are_refused_when_the_graph_is_prepared():
+    """NaN or infinite features used to end in "training diverged ... lower the learning rate", which blames the
+    wrong thing."""
+    from torch_geometric.data import Data
+
+    protocol = nc.resolve_protocol(None, "Cora")
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        x = torch.rand(4, 3)
+        x[2, 1] = bad
+        data = Data(x=x, edge_index=torch.tensor([[0, 1], [1, 2]]), y=torch.arange(4) % 2)
+        with pytest.raises(ValueError, match=r"^x: the feature matrix holds 1 NaN or infinite entries, the first in "
+                                             r"row 2 \(node\)"):
+            nc.prepare_graph(data, protocol)
+        data.x = x.to_sparse()
+        with pytest.raises(ValueError, match=r"^x: the feature matrix holds 1 NaN or infinite entries;"):
+            nc.prepare_graph(data, protocol)
+
+
+@pytest.mark.parametrize("what,arrays,match", [
+    # labels up to 1e9 used to make a 1e9-class output layer: an allocator traceback or a MemoryError
+    ("labels", {"node_labels": __import__("numpy").array([0, 1, 999_999_999, 0, 1])},
+     r"model: residual with .*out_channels=1000000000 has .* parameters, .* GiB .*: more than the .* GiB of memory "
+     r"of cpu; .* \(the labels go up to 999999999, so the output layer has 1000000000 classes for 5 nodes\)"),
+    # NaN features used to end in "training diverged ... lower the learning rate"
+    ("features", {"node_features": __import__("numpy").array([[0.0, 1, 2], [3, float("nan"), 5], [6, 7, 8],
+                                                               [9, 10, 11], [12, 13, 14]], dtype="float32")},
+     r"x: the feature matrix holds 1 NaN or infinite entries, the first in row 1 \(node\)"),
+])
+def test_node_command_refuses_a_graph_it_cannot_train_on_in_one_line(what, arrays, match, tmp_path, capsys):
+    from test_platonov import _write
+
+    from graph_rma.cli import main
+
+    _write(tmp_path, "odd", **arrays)
+    out = tmp_path / "o"
+    assert main(["node", "--dataset", "odd", "--root", str(tmp_path), "--seeds", "0", "--epochs", "1",
+                 "--variants", "ma", "--no-plot", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1
+    assert __import__("re").search(match, err), err
+    assert not out.exists()

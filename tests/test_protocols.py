@@ -343,7 +343,8 @@ def test_the_lean_option_reaches_every_attention_layer_and_keeps_the_outputs():
 
 
 def test_runs_saved_before_an_option_existed_are_reused(tmp_path, monkeypatch):
-    """A protocol field added later (lean) does not make finished runs look different: they are resumed."""
+    """Protocol fields added later (lean; norm, residual, pre_linear) do not make finished runs look different:
+    they are resumed (the saved config is read with the dataclass's defaults, no hand-kept list)."""
     import json
 
     if not (PYG / "webkb" / "texas" / "raw").is_dir():
@@ -352,11 +353,53 @@ def test_runs_saved_before_an_option_existed_are_reused(tmp_path, monkeypatch):
     nc.run_study(["ma"], [0], out, dataset="texas", epochs=2, make_plot=False, progress=False)
     record = next((out / "runs").rglob("seed0.json"))
     saved = json.loads(record.read_text())
-    for key in nc.ADDED_FIELDS:  # as a run of an earlier version wrote it
+    for key in ("lean", "norm", "residual", "pre_linear"):  # as a run of an earlier version wrote it
         saved["config"].pop(key)
-        saved["config"]["model_kwargs"].pop(key)
+    saved["config"]["model_kwargs"].pop("lean")
     record.write_text(json.dumps(saved))
     calls = []
     monkeypatch.setattr(nc, "train_run", lambda *a, **k: calls.append(a) or (_ for _ in ()).throw(AssertionError))
     res = nc.run_study(["ma"], [0], out, dataset="texas", epochs=2, make_plot=False, progress=False, resume=True)
     assert calls == [] and len(res["runs"]) == 1
+
+
+def test_luo_protocol_applies_each_graphs_settings_then_the_overrides():
+    from graph_rma.tasks.protocols import DATASET_SETTINGS
+
+    mine = resolve_protocol("luo", "minesweeper")
+    assert (mine.model, mine.layers, mine.hidden, mine.heads, mine.lr, mine.dropout, mine.norm, mine.epochs) == \
+        ("classic", 15, 64, 1, 0.01, 0.2, "batch", 2000)
+    cham = resolve_protocol("luo", "chameleon_filtered", {"layers": 3, "heads": 8})
+    assert (cham.layers, cham.hidden, cham.heads, cham.weight_decay, cham.dropout) == (3, 256, 8, 1e-3, 0.7)
+    assert resolve_protocol("luo", "tolokers") == PROTOCOLS["luo"]  # no per-graph settings: the preset as it is
+    assert set(DATASET_SETTINGS["luo"]) == {"minesweeper", "chameleon_filtered"}
+    name, kwargs = mine.model_settings(7, 2, "roc_auc")
+    assert name == "classic" and kwargs["out_channels"] == 1 and kwargs["layers"] == 15 and kwargs["norm"] == "batch"
+    assert isinstance(nc.build_model(name, kwargs), nc.ClassicGAT)
+    with pytest.raises(ValueError, match="norm: expected one of"):
+        resolve_protocol("luo", "minesweeper", {"norm": "group"})
+    with pytest.raises(ValueError, match="hidden: the classic GAT splits hidden over the heads"):
+        resolve_protocol("luo", "minesweeper", {"heads": 3})
+
+
+def test_a_study_takes_a_protocol_and_records_no_head_distance_for_one_head(tmp_path):
+    """run_study(protocol=Protocol(...)) takes the whole configuration as one object (its keyword overrides still
+    apply); a single-head model has no distance between heads, so none is reported (not a made-up number)."""
+    import dataclasses
+
+    given = PROTOCOLS["luo"]
+    assert nc._protocol(given, "minesweeper", {"lr": None}) is given  # a Protocol is used as it is ...
+    assert nc._protocol(given, "minesweeper", {"lr": 0.1}).lr == 0.1  # ... with the overrides given beside it
+    assert nc._protocol("luo", "minesweeper", {}).layers == 15  # a name: the preset with the graph's settings
+
+    torch.manual_seed(0)
+    n = 40
+    data = Data(x=torch.randn(n, 6), edge_index=torch.randint(0, n, (2, 160)), y=torch.arange(n) % 3,
+                train_mask=torch.arange(n) < 20, val_mask=(torch.arange(n) >= 20) & (torch.arange(n) < 30),
+                test_mask=torch.arange(n) >= 30)
+    proto = dataclasses.replace(PROTOCOLS["luo"], layers=2, hidden=8, epochs=3, patience=3)
+    name, kwargs = proto.model_settings(6, 3, "accuracy")
+    metrics, _, model = nc.train_run(data, "ma", 0, kwargs, epochs=3, patience=3, model=name)
+    assert isinstance(model, nc.ClassicGAT) and metrics["dist"] is None
+    rows = nc.summarize([{"variant": "ma", "seed": 0, "metrics": metrics}], ["ma"])
+    assert rows[0]["dist_mean"] is None and "| — |" in nc.format_table(rows)

@@ -269,7 +269,9 @@ def test_an_output_folder_on_a_virtual_file_system_is_one_line(capsys):
     code = main(["cora", "--seeds", "0", "--epochs", "1", "--variants", "ma", "--out", "/proc/self/graph_rma_out",
                  "--no-plot", "--root", str(PLANETOID)])
     err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert code == 1 and err.startswith("graph-rma cora: ") and "/proc/self/graph_rma_out" in err
+    # 2: refused as not writable when the command line is read (os.access says so: not for root, who may write
+    # there as far as permissions go); 1: the write itself failed
+    assert code in (1, 2) and err.startswith("graph-rma cora: ") and "/proc/self/graph_rma_out" in err
 
 
 def test_report_reads_a_graph_to_text_checkpoint(tmp_path, capsys):

@@ -219,3 +219,38 @@ def test_cora_default_timing_says_whether_make_cora_printed_the_studys_numbers(t
 def test_baselines_report_from_a_folder_without_runs_keeps_the_committed_results(tmp_path):
     study = _load("baselines")
     assert study.collect(tmp_path) == json.loads((REPO / "docs" / "baselines" / "results.json").read_text())
+
+
+@pytest.mark.parametrize("script,args,word", [
+    ("baselines.py", ["report", "--page", "{tmp}/missing.md"], "argument --page: no such page"),
+    ("baselines.py", ["reproduce", "--seeds", "x"], "argument --seeds: expected a seed"),
+    ("baselines.py", ["reproduce", "--threads", "0"], "argument --threads: expected a positive integer"),
+    ("baselines.py", ["reproduce", "chameleon"], "rows: unknown row 'chameleon'; choose from chameleon:ggcn"),
+    ("baselines.py", ["final", "plane"], "rows: unknown arm 'plane'"),
+    ("baselines.py", ["reproduce", "--out", "{tmp}/file.md"], "is a file, not a folder"),
+    ("metrics.py", ["report", "--page", "{tmp}/missing.md"], "argument --page: no such page"),
+])
+def test_study_drivers_refuse_bad_arguments_in_one_line_and_write_nothing(script, args, word, tmp_path):
+    """Bad arguments used to end in tracebacks; `baselines.py report --page <missing>` wrote results.json before
+    failing."""
+    import subprocess
+
+    (tmp_path / "file.md").write_text("a file\n")
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    proc = subprocess.run([sys.executable, str(REPO / "studies" / script), *args], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    err = [line for line in proc.stderr.strip().splitlines() if not line.startswith(("usage:", "  "))]
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and len(err) == 1, proc.stderr[-2000:]
+    assert word in err[0], err
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before  # no results.json beside the missing page
+
+
+def test_a_page_without_its_blocks_writes_no_results(tmp_path):
+    """The page is read and rendered before anything is written."""
+    study = _load("baselines")
+    page = tmp_path / "baselines.md"
+    page.write_text("no generated blocks here\n")
+    with pytest.raises(ValueError, match="the page has no generated block 'reproduction'"):
+        study.report(tmp_path / "runs", page)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["baselines.md"]

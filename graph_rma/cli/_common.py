@@ -8,7 +8,9 @@ The grammar, the same in every command:
   ``generate``/``evaluate``/``heads``).
 * ``--seeds S [S ...]`` is always a list of seeds, each a number or an inclusive range ``A-B`` (``--seeds 0-9``);
   ``--seed N`` is one seed, where a command trains exactly one run.
-* ``--out DIR`` is a folder (an existing file there is refused before anything runs).
+* ``--out DIR`` is a folder (an existing file there, or a folder that cannot be written, is refused before anything
+  runs; so is a default output folder that cannot be written).
+* ``--device`` is ``cpu``, ``cuda`` or ``cuda:N`` (a CUDA device that does not exist is refused at once).
 
 A user's mistake (a misspelt variant, a count below 1, missing data, an output folder that is a file, a run that
 does not exist) prints one line and exits with 2 (1 for missing data or a missing optional extra) before any data is
@@ -21,12 +23,12 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
-from ..argtypes import (nonnegative_float, nonnegative_int, out_dir, out_file, positive_float, positive_int,
-                        probability, seed_list)
+from ..argtypes import (SeedsAction, device, nonnegative_float, nonnegative_int, out_dir, out_file, positive_float,
+                        positive_int, probability, require_out_dir, seed, seed_list)
 
-__all__ = ["HelpFormatter", "Parser", "UsageError", "format_preset", "nonnegative_float", "nonnegative_int", "out_dir",
-           "out_file", "positive_float", "positive_int", "probability", "run_command", "seed_list", "strip_markup",
-           "variant_spec"]
+__all__ = ["HelpFormatter", "Parser", "SeedsAction", "UsageError", "device", "format_preset", "nonnegative_float",
+           "nonnegative_int", "out_dir", "out_file", "positive_float", "positive_int", "probability", "require_out_dir",
+           "run_command", "seed", "seed_list", "strip_markup", "variant_spec"]
 
 
 class UsageError(Exception):
@@ -70,16 +72,6 @@ def variant_spec(text: str) -> str:
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text
-
-
-class SeedsAction(argparse.Action):
-    """``--seeds 0 1 2``, ``--seeds 0-9`` or both mixed: one flat list without repeats."""
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        seeds = [s for chunk in values for s in chunk]
-        if len(set(seeds)) != len(seeds):
-            parser.error(f"argument {option_string}: a seed is given twice in {' '.join(map(str, seeds))}")
-        setattr(namespace, self.dest, seeds)
 
 
 def add_seeds(parser: argparse.ArgumentParser, default_help: str) -> None:

@@ -35,7 +35,7 @@ from typing import Optional, Sequence
 
 from ..tasks.defaults import AGENDA_PRESETS, AGENDA_SPLITS
 from ._common import positive_int, run_command
-from ._generator import (generation_kwargs, generator_parser, preset_config, resolve_out, train_command,
+from ._generator import (generation_kwargs, generator_parser, preset_config, resolve_out, rounded, train_command,
                          trained_checkpoint)
 
 NAME = "agenda"
@@ -86,7 +86,7 @@ def _run(args: argparse.Namespace) -> int:
     regenerate = args.regenerate  # --limit reuses outputs decoded from the same checkpoint with the same settings
     result = task.evaluate(args.out, args.split, args.root, args.protocol, regenerate=regenerate, meteor=args.meteor,
                            **kwargs)
-    print(json.dumps(result, indent=2))
+    print(json.dumps(rounded(result), indent=2))  # OUT/metrics.SPLIT.json keeps every digit
     return 0
 
 

@@ -20,8 +20,8 @@ from typing import List, Optional
 from ..tasks.defaults import (NODE_DATASET_NAMES, NODE_DATASET_SVGD, NODE_DEFAULT_SEEDS, NODE_DEFAULT_VARIANTS,
                               NODE_FULL_SEEDS, NODE_FULL_VARIANTS, node_default_variants)
 from ..tasks.protocols import EDGES, FEATURES, METRIC_OPTIONS, MODELS, PROTOCOLS, STOPPING, default_protocol
-from ._common import (Parser, UsageError, add_seeds, description, nonnegative_float, out_dir, positive_float,
-                      positive_int, probability, run_command, variant_spec)
+from ._common import (Parser, UsageError, add_seeds, description, device, nonnegative_float, out_dir, positive_float,
+                      positive_int, probability, require_out_dir, run_command, variant_spec)
 
 PROG = "graph-rma node"
 
@@ -91,7 +91,8 @@ def build_parser(prog: str = PROG, doc: Optional[str] = None, default_dataset: O
         if action.dest != "protocol" and "default:" not in (action.help or ""):
             action.help += " (default: the protocol's)"
     p.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads")
-    p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda when available, else cpu)")
+    p.add_argument("--device", type=device, default=None,
+                   help="cpu, cuda or cuda:N (default: cuda when available, else cpu)")
     p.add_argument("--no-plot", action="store_true", help="no accuracy.png")
     return p
 
@@ -105,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     dataset = args.dataset.lower()
     variants = args.variants if args.variants is not None else node_default_variants(dataset, args.full)
     seeds = args.seeds if args.seeds is not None else range(NODE_FULL_SEEDS if args.full else NODE_DEFAULT_SEEDS)
-    out = args.out if args.out is not None else f"runs/{dataset}"
+    out = args.out if args.out is not None else require_out_dir(f"runs/{dataset}")  # before any data is read
     result = run_study(variants, seeds, out, dataset=args.dataset, protocol=args.protocol, root=args.root,
                        resume=args.resume, epochs=args.epochs, patience=args.patience,
                        early_stopping=args.early_stopping, lr=args.lr, weight_decay=args.weight_decay,

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from ._common import Parser, UsageError, description, out_dir, positive_int, run_command
+from ._common import Parser, UsageError, description, out_dir, positive_int, require_out_dir, run_command
 
 __all__ = ["build_parser", "main"]
 
@@ -71,7 +71,7 @@ def _run(args: argparse.Namespace) -> int:
     if len({p.stem for p in paths}) != len(paths):
         raise UsageError("--checkpoint: several checkpoints must have distinct file names (they name the subfolders)")
     first = paths[0]
-    out = Path(args.out) if args.out else first.parent / f"report_{first.stem}"
+    out = Path(args.out) if args.out else require_out_dir(first.parent / f"report_{first.stem}")  # before reading
     summaries = {}
     for path in paths:
         where = out if len(paths) == 1 else out / path.stem

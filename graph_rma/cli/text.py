@@ -20,7 +20,7 @@ import warnings
 from typing import List, Optional
 
 from ..tasks.defaults import TEXT_DATASETS, TEXT_DEFAULT, TEXT_FULL, TEXT_MODEL_VARIANTS, TEXT_MODELS, TEXT_VARIANTS
-from ._common import (Parser, add_seeds, description, nonnegative_int, out_dir, positive_int, run_command,
+from ._common import (Parser, add_seeds, description, device, nonnegative_int, out_dir, positive_int, run_command,
                       variant_spec)
 
 PROG = "graph-rma text"
@@ -51,7 +51,8 @@ def build_parser() -> Parser:
                         "divide its width 64); default: each model's own (4)")
     p.add_argument("--out", type=out_dir, default="runs/text", help="output folder")
     p.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads")
-    p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda when available, else cpu)")
+    p.add_argument("--device", type=device, default=None,
+                   help="cpu, cuda or cuda:N (default: cuda when available, else cpu)")
     return p
 
 

@@ -229,19 +229,20 @@ def load_agenda(root=None, protocol: str = "auto", dev_size: int = OFFLINE_DEV_S
     rel_path = root / "relations.vocab"
     if not rel_path.exists():
         raise DataNotFoundError(missing_data_message("agenda", root, ["relations.vocab", "preprocessed.val.tsv",
-                                                                      "preprocessed.test.tsv"]))
+                                                                      "preprocessed.test.tsv"], family="agenda"))
     relation_names = read_relations(rel_path)
     val = _read_split(root, "val", relation_names)
     test = _read_split(root, "test", relation_names)
     if val is None or test is None:
-        raise DataNotFoundError(missing_data_message("agenda", root, ["preprocessed.val.tsv", "preprocessed.test.tsv"]))
+        raise DataNotFoundError(missing_data_message("agenda", root, ["preprocessed.val.tsv", "preprocessed.test.tsv"],
+                                                     family="agenda"))
     train = _read_split(root, "train", relation_names)
     if protocol == "auto":
         protocol = "official" if train is not None else "offline"
     if protocol == "official":
         if train is None:
             raise DataNotFoundError(missing_data_message("agenda", root, ["preprocessed.train.tsv"],
-                                                         hint="Use protocol='offline' without it."))
+                                                         hint="Use protocol='offline' without it.", family="agenda"))
         return AgendaSplits(train, val, test, relation_names, "official",
                             f"official: train {len(train)}, val {len(val)}, test {len(test)}")
     fake = root / "fake.train.tsv"

@@ -212,7 +212,7 @@ def _missing(raw_dir: Path, name: str, files, hint: str = "") -> str:
     # Name the files relative to the pyg folder, which is what root= / $GRAPH_RMA_DATA/pyg point at.
     spec = _spec(name)
     pyg_root = raw_dir.parents[len(Path(spec.raw_rel).parts) - 1]
-    return missing_data_message(spec.name, pyg_root, [f"{spec.raw_rel}/{f}" for f in files], hint)
+    return missing_data_message(spec.name, pyg_root, [f"{spec.raw_rel}/{f}" for f in files], hint, family="pyg")
 
 
 def _download_missing(raw_dir: Path, name: str) -> None:
@@ -288,9 +288,19 @@ def load_heterophilous(name: str, root: Optional[PathLike] = None, split: int = 
 
 
 def select_split(full: Data, split: int) -> Data:
-    """The graph of :func:`load_heterophilous_all_splits` with the ``[N]`` masks of fixed split ``split``."""
-    return Data(x=full.x, edge_index=full.edge_index, y=full.y, train_mask=full.train_mask[:, split].clone(),
-                val_mask=full.val_mask[:, split].clone(), test_mask=full.test_mask[:, split].clone())
+    """The graph of :func:`load_heterophilous_all_splits` with the ``[N]`` masks of fixed split ``split``.
+
+    ``full``'s masks are ``[N, splits]`` (column ``split`` is taken) or, for a graph with one split such as
+    Planetoid's, ``[N]`` (PyG's convention; ``split`` must then be 0)."""
+    def pick(mask):
+        if mask.dim() == 1:
+            if split != 0:
+                raise ValueError(f"split: this graph has one split (masks of shape [N]), got split={split!r}")
+            return mask.clone()
+        return mask[:, split].clone()
+
+    return Data(x=full.x, edge_index=full.edge_index, y=full.y, train_mask=pick(full.train_mask),
+                val_mask=pick(full.val_mask), test_mask=pick(full.test_mask))
 
 
 def load_heterophilous_all_splits(name: str, root: Optional[PathLike] = None, download: bool = True) -> Data:

@@ -11,8 +11,9 @@ one-dimensional boolean ``train_mask``, ``val_mask``, ``test_mask``, whatever th
   Platonov et al.'s format found under the root: :func:`graph_rma.data.platonov.load_platonov_all_splits`, their
   fixed split ``split`` (0-9).
 
-:func:`load_node_graph` returns the graph with the masks of every split (``[N, splits]``), as stored: the node
-task prepares it with its protocol (:mod:`graph_rma.data.transforms`).
+:func:`load_node_graph` returns the graph with the masks of every split, as stored and shaped as PyG shapes them
+(``[N]`` for Cora/CiteSeer's one split, ``[N, splits]`` for the others): the node task prepares it with its
+protocol (:mod:`graph_rma.data.transforms`).
 
 With ``normalize=True`` (the default) the features get the Cora pipeline's preprocessing,
 :func:`graph_rma.data.planetoid.prepare_features`: each row divided by its sum,
@@ -77,15 +78,17 @@ def num_splits(name: str) -> int:
 
 
 def load_node_graph(name: str, root: Optional[PathLike] = None) -> Data:
-    """Graph ``name`` as stored, with ``train_mask``/``val_mask``/``test_mask`` of shape ``[N, splits]`` (Cora and
-    CiteSeer: ``[N, 1]``, the public split) and dense features as the files hold them; ``root`` is the family's
-    data folder (``planetoid`` for Cora/CiteSeer, ``pyg`` for the others)."""
+    """Graph ``name`` as stored, with its masks as PyG's dataset classes give them: ``[N]`` for a graph with one
+    split (Cora and CiteSeer, the public split, as ``Planetoid``), ``[N, splits]`` for the others (as
+    ``WikipediaNetwork``, ``WebKB``, ``Actor`` and ``HeterophilousGraphDataset``); dense features as the files hold
+    them. ``root`` is the family's data folder (``planetoid`` for Cora/CiteSeer, ``pyg`` for the others).
+    :func:`select_split` takes one split's ``[N]`` masks from either; :func:`num_splits` says how many there are."""
     name = canonical_name(name, root)
     family = dataset_family(name, root)
     if family == "planetoid":
         full = load_planetoid(name, root=root)[0]
-        return Data(x=full.x, edge_index=full.edge_index, y=full.y, train_mask=full.train_mask[:, None],
-                    val_mask=full.val_mask[:, None], test_mask=full.test_mask[:, None])
+        return Data(x=full.x, edge_index=full.edge_index, y=full.y, train_mask=full.train_mask,
+                    val_mask=full.val_mask, test_mask=full.test_mask)
     if family == "geom_gcn":
         return load_heterophilous_all_splits(name, root=root)
     return load_platonov_all_splits(name, root=root)

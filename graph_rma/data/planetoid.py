@@ -80,7 +80,8 @@ def verify_raw(raw_dir: PathLike, name: str) -> None:
 def _missing(raw_dir: Path, name: str, files, hint: str = "") -> str:
     # Name the files relative to the planetoid folder, which is what root= / $GRAPH_RMA_DATA/planetoid point at.
     planetoid = raw_dir.parent.parent
-    return missing_data_message(_canonical_name(name), planetoid, [f"{raw_dir.parent.name}/raw/{f}" for f in files], hint)
+    return missing_data_message(_canonical_name(name), planetoid, [f"{raw_dir.parent.name}/raw/{f}" for f in files],
+                                hint, family="planetoid")
 
 
 def _download_missing(raw_dir: Path, name: str) -> None:

@@ -88,7 +88,8 @@ def _fail(key: str, pyg_root: Path, hint: str = "") -> DataNotFoundError:
     known = "" if key in PLATONOV_SHA256 else (
         f" ('{key}' is not one of the graphs this package downloads, {', '.join(PLATONOV_DATASETS)}: put the file "
         f"from the authors' repository there yourself)")
-    return DataNotFoundError(missing_data_message(key, pyg_root, [f"{FOLDER}/{key}/raw/{key}.npz"], hint + known))
+    return DataNotFoundError(missing_data_message(key, pyg_root, [f"{FOLDER}/{key}/raw/{key}.npz"], hint + known,
+                                                  family="pyg"))
 
 
 _ROLES = {"train_masks": "training", "val_masks": "validation", "test_masks": "test"}

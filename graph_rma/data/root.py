@@ -45,13 +45,36 @@ def resolve_root(name: str, root: Optional[PathLike] = None) -> Path:
     """The folder of dataset ``name``: ``root`` if given, else ``$GRAPH_RMA_DATA/name``, else the cache.
 
     The folder is not required to exist yet (a download may create it); loaders check for their files.
+
+    Raises:
+        ValueError: ``root`` (or ``$GRAPH_RMA_DATA``) names a file, or a path below a file: nothing is looked for,
+            or downloaded, there.
     """
     if root is not None:
-        return Path(root).expanduser()
+        return _folder(Path(root).expanduser(), "root")
     env = os.environ.get(ENV_VAR)
     if env:
-        return Path(env).expanduser() / name
+        return _folder(Path(env).expanduser(), f"${ENV_VAR}") / name
     return _cache_base() / "data" / name  # created by the first successful download, not before
+
+
+def _folder(path: Path, what: str) -> Path:
+    """``path``, unless it or a folder above it is an existing file (``ValueError`` naming ``what``)."""
+    for p in (path, *path.parents):
+        if p.exists():
+            if not p.is_dir():
+                where = "is a file" if p == path else f"is below {p}, which is a file"
+                raise ValueError(f"{what}: {path} {where}, not a data folder")
+            break
+    return path
+
+
+def is_default_root(name: str, root: PathLike) -> bool:
+    """Whether ``root`` is where :func:`resolve_root` looks for ``name`` without an explicit ``root``."""
+    try:
+        return Path(root) == resolve_root(name)
+    except ValueError:
+        return False
 
 
 def sha256sum(path: PathLike, chunk: int = 1 << 20) -> str:
@@ -99,14 +122,22 @@ def download_verified(url: str, dest: PathLike, sha256: Optional[str] = None, ti
     return dest
 
 
-def missing_data_message(name: str, root: Path, files, hint: str = "") -> str:
-    """One clear message: which files are missing, where they were looked for, and how to provide them."""
+def missing_data_message(name: str, root: Path, files, hint: str = "", family: Optional[str] = None) -> str:
+    """One clear message: which files are missing, where they were looked for (saying so when that folder does not
+    exist), and how to provide them. ``family`` is the folder :func:`resolve_root` gives the loader under
+    ``$GRAPH_RMA_DATA`` (``planetoid``, ``pyg``, ``agenda``, ...; default ``root``'s own name, right when ``root``
+    came from ``$GRAPH_RMA_DATA`` or the cache)."""
     files = list(files)
+    root = Path(root)
     shown = ", ".join(str(f) for f in files[:4]) + (" ..." if len(files) > 4 else "")
+    where = f"{root}, which does not exist" if not root.exists() else str(root)
+    folder = family or root.name
+    env = f"set ${ENV_VAR} to a folder that contains '{folder}/'"
+    if family is not None and not is_default_root(family, root):  # an explicit root: the variable is not read
+        env += " and leave root unset"
     return (
-        f"{name}: missing {shown} under {root}. Put the dataset files there, pass root=... "
-        f"(or --root), or set ${ENV_VAR} to a folder that contains '{root.name}/'; "
-        f"downloading from the canonical source failed or was not possible. {hint}"
+        f"{name}: missing {shown} under {where}. Put the dataset files there, pass root=... "
+        f"(or --root), or {env}; downloading from the canonical source failed or was not possible. {hint}"
     ).strip()
 
 

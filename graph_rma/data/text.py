@@ -204,7 +204,7 @@ def _files(name: str, root: Optional[Union[str, os.PathLike]], rels: Sequence[st
     if missing:
         raise DataNotFoundError(missing_data_message(name, base, missing,
                                                      "The files and their checksums: the documentation's Datasets > Text page (datasets/text.md in "
-                                                     "the source repository)."))
+                                                     "the source repository).", family="text"))
     return paths
 
 

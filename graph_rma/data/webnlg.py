@@ -197,7 +197,8 @@ def load_webnlg(split: str, root: Optional[Union[str, Path]] = None, seen: Optio
     if not files or not all(f.is_file() for f in files):
         want = [f.relative_to(base) for f in files if not f.is_file()] or [f"{split}/<k>triples/*.xml"]
         raise DataNotFoundError(missing_data_message("webnlg", base, want,
-                                                     hint="The WebNLG 2017 release is described in datasets/webnlg.md."))
+                                                     hint="The WebNLG 2017 release is described in datasets/webnlg.md.",
+                                                     family="webnlg"))
     entries = [e for f in files for e in read_xml(f)]
     if seen is not None:
         entries = [e for e in entries if e.seen == seen]

@@ -19,6 +19,10 @@ on, and nothing else about the model changes:
   (``forward``, ``__init__``, ``message``, ...) is left as it is, with a warning naming the module and the method:
   the drop-in's code would silently replace the user's.
 
+A model without any attention layer (nothing to convert and no heads a sampler could move: a plain MLP, a GCN) is
+an error, not a silent no-op: ``convert(model, strict=False)`` returns it unchanged, for generic code that converts
+whatever model it is handed.
+
 The swap table lives here and is filled when this module is imported (no import side effect elsewhere, no cycle);
 :func:`register_conversion` adds a user's own pair.
 """
@@ -31,6 +35,7 @@ import torch
 from torch import nn
 from torch_geometric.nn.conv import GATConv, GATv2Conv
 
+from ..particles import head_layout, load_plugins
 from .gat_conv import RepulsiveGATConv, RepulsiveGATv2Conv
 from .multihead_attention import RepulsiveMultiheadAttention
 
@@ -171,20 +176,39 @@ def _convert_one(module: nn.Module, memo: Dict[int, nn.Module], name: str = "", 
     return new
 
 
-def convert(model: nn.Module, inplace: bool = True, **options: Any) -> nn.Module:
+def has_attention(model: nn.Module) -> bool:
+    """Whether ``model`` holds an attention layer: a module with a registered head layout (stock PyG and torch
+    attention, this package's layers, HuggingFace attention through :mod:`graph_rma.hf`) or a registered
+    convertible class."""
+    load_plugins(model)
+    return any(head_layout(m) is not None or isinstance(m, tuple(_CONVERTERS)) for m in model.modules())
+
+
+def convert(model: nn.Module, inplace: bool = True, *, strict: bool = True, **options: Any) -> nn.Module:
     """Replace every registered stock attention module in ``model`` (recursively) by its drop-in version.
 
     Args:
         model: any ``nn.Module`` (a PyG ``GAT``, an ``nn.TransformerEncoder``, a single ``GATConv``, ...).
         inplace: modify ``model`` in place (default); otherwise work on a deep copy.
+        strict: refuse a model that holds no attention layer at all (:func:`has_attention`), where converting
+            would silently change nothing and a sampler would find no heads; ``strict=False`` returns such a model
+            unchanged (generic code that converts any model it is given).
         **options: extra constructor options for the new layers (e.g. ``drop_attention=DropAttention(0.1)``).
 
     Returns:
         The converted model (the new layer itself when ``model`` is a single convertible module). The new layers
         hold the very ``Parameter`` objects of the old ones (of the copy with ``inplace=False``).
+
+    Raises:
+        ValueError: ``model`` is not a module, or (``strict``) holds no attention layer.
     """
     if not isinstance(model, nn.Module):
         raise ValueError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
+    if strict and not has_attention(model):
+        stock = ", ".join(sorted(c.__name__ for c in _CONVERTERS))
+        raise ValueError(f"model: {type(model).__name__} holds no attention layer ({stock} or another module with "
+                         f"heads): converting it changes nothing and a sampler finds no heads to repel; pass "
+                         f"strict=False to convert any model, this one unchanged")
     if not inplace:
         import copy
 

@@ -50,6 +50,14 @@ def _float_mask(mask: Optional[Tensor], name: str, dtype: torch.dtype) -> Option
     return mask.to(dtype)
 
 
+def _autocast(t: Tensor) -> bool:
+    """Whether autocast is on for ``t``'s device (inputs of another dtype than the weights are then expected)."""
+    try:
+        return torch.is_autocast_enabled(t.device.type)
+    except TypeError:  # pragma: no cover - torch < 2.4 takes no device type
+        return torch.is_autocast_enabled() or torch.is_autocast_cpu_enabled()
+
+
 class RepulsiveMultiheadAttention(nn.MultiheadAttention):
     r"""Multi-head attention whose heads are particles, with optional DropAttention (see the module docstring).
 
@@ -130,12 +138,39 @@ class RepulsiveMultiheadAttention(nn.MultiheadAttention):
         average_attn_weights: bool = True,
         is_causal: bool = False,
     ) -> Tuple[Tensor, Optional[Tensor]]:
+        self._check_inputs(query, key, value)
         if not self._explicit():
             return super().forward(query, key, value, key_padding_mask=key_padding_mask, need_weights=need_weights,
                                    attn_mask=attn_mask, average_attn_weights=average_attn_weights,
                                    is_causal=is_causal)
         return self._explicit_forward(query, key, value, key_padding_mask, need_weights, attn_mask,
                                       average_attn_weights, is_causal)
+
+    def _check_inputs(self, query: Tensor, key: Tensor, value: Tensor) -> None:
+        """A ``ValueError`` naming the argument, instead of torch's bare assertion or matmul error, for inputs of the
+        wrong shape, width or dtype (nested tensors from torch's encoder fast path are left to torch)."""
+        inputs = (("query", query, self.embed_dim, "embed_dim"), ("key", key, self.kdim, "kdim"),
+                  ("value", value, self.vdim, "vdim"))
+        for name, t, width, attr in inputs:
+            if not isinstance(t, Tensor):
+                raise ValueError(f"{name}: expected a tensor, got {type(t).__name__}")
+            if t.is_nested:
+                return
+            if t.dim() != query.dim() or t.dim() not in (2, 3):
+                raise ValueError(f"{name}: expected a 2-D [L, E] or a batched 3-D tensor like query's "
+                                 f"{list(query.shape)}, got shape {list(t.shape)}")
+            if t.size(-1) != width:
+                raise ValueError(f"{name}: expected {width} features in the last dimension (the layer's {attr}), "
+                                 f"got shape {list(t.shape)}")
+        if key.shape[:-1] != value.shape[:-1]:
+            raise ValueError(f"value: expected the shape of key {list(key.shape[:-1])} up to the features, got "
+                             f"{list(value.shape)}")
+        dtype = self.out_proj.weight.dtype
+        if dtype.is_floating_point and not _autocast(query):
+            for name, t, _, _ in inputs:
+                if t.dtype != dtype:
+                    raise ValueError(f"{name}: expected dtype {dtype} (the layer's parameters), got {t.dtype}; "
+                                     f"convert the input or the layer (.to(dtype))")
 
     def _explicit_forward(self, query, key, value, key_padding_mask, need_weights, attn_mask,
                           average_attn_weights, is_causal) -> Tuple[Tensor, Optional[Tensor]]:

@@ -32,10 +32,12 @@ From the shell: ``graph-rma node --dataset NAME`` (``graph-rma cora`` is its sho
 from __future__ import annotations
 
 import copy
+import inspect
 import math
 import sys
 import time
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -46,10 +48,11 @@ from torch import nn
 from ..data.nodes import canonical_name, load_node_graph, select_split
 from ..data.transforms import direct_edges, normalize_features
 from ..diagnostics import head_distance
-from ..engine import (EarlyStopping, ResumeMismatchError, check_resume, mean_std, paired_comparison, read_json,
-                      save_checkpoint, seed_everything, slug, write_csv, write_json)
+from ..engine import (EarlyStopping, ResumeMismatchError, check_resume, device_memory, mean_std, paired_comparison,
+                      read_json, resolve_device, save_checkpoint, seed_everything, slug, write_csv, write_json)
 from ..engine.optional import MissingExtraError, require
 from ..metrics.classification import score
+from ..models.classic_gat import ClassicGAT
 from ..models.gat import GAT
 from ..models.residual_gat import ResidualGAT
 from ..variants import apply_variant, parse_variant
@@ -58,20 +61,20 @@ from .defaults import NODE_DEFAULT_SEEDS as DEFAULT_SEEDS
 from .defaults import NODE_DEFAULT_VARIANTS as DEFAULT_VARIANTS
 from .defaults import NODE_FULL_SEEDS as FULL_SEEDS
 from .defaults import NODE_FULL_VARIANTS as FULL_VARIANTS
-from .protocols import Protocol, resolve_protocol
+from .protocols import Protocol, protocol_fields, resolve_protocol
 
-MODEL_CLASSES = {"gat": GAT, "residual": ResidualGAT}
-#: protocol fields added after runs were first recorded, with the value those runs had: a saved config without one
-#: is read with it, so that adding an option never retrains finished runs
-ADDED_FIELDS: Dict[str, Any] = {"lean": False}
+MODEL_CLASSES = {"gat": GAT, "residual": ResidualGAT, "classic": ClassicGAT}
 
 
 def _upgrade(config: Dict[str, Any]) -> Dict[str, Any]:
-    config = dict(config)
-    for key, value in ADDED_FIELDS.items():
-        config.setdefault(key, value)
-        if isinstance(config.get("model_kwargs"), dict):
-            config["model_kwargs"] = {**{key: value}, **config["model_kwargs"]}
+    """A run's saved config with every field it lacks at its default (the :class:`Protocol` field's, the model
+    constructor argument's), so that adding an option never retrains finished runs (compare upgraded configs)."""
+    config = {**{f.name: f.default for f in protocol_fields()}, **config}
+    cls = MODEL_CLASSES.get(config.get("model"))
+    if isinstance(config.get("model_kwargs"), dict) and cls is not None:
+        defaults = {k: p.default for k, p in inspect.signature(cls).parameters.items()
+                    if p.default is not inspect.Parameter.empty}
+        config["model_kwargs"] = {**defaults, **config["model_kwargs"]}
     return config
 
 
@@ -84,11 +87,29 @@ class TrainingDiverged(ValueError):
 # ----------------------------------------------------------------------------------------------------------------
 def prepare_graph(data, protocol: Protocol):
     """``data`` (as :func:`graph_rma.data.nodes.load_node_graph` returns it) with the protocol's features and edge
-    direction (:mod:`graph_rma.data.transforms`); masks and labels unchanged."""
+    direction (:mod:`graph_rma.data.transforms`); masks and labels unchanged.
+
+    Raises:
+        ValueError: the feature matrix ``x`` holds NaN or infinite entries (training on them could only diverge).
+    """
+    check_features(data.x)
     out = copy.copy(data)
     out.x = normalize_features(data.x, protocol.features)
     out.edge_index = direct_edges(data.edge_index, protocol.edges, data.y.size(0))
     return out
+
+
+def check_features(x: torch.Tensor) -> None:
+    """``ValueError`` naming the feature matrix when ``x`` (dense or sparse) holds NaN or infinite entries: training
+    on them can only diverge, and the divergence would blame the learning rate."""
+    values = x.coalesce().values() if x.is_sparse else x
+    bad = ~torch.isfinite(values)
+    if bool(bad.any()):
+        where = ""
+        if not x.is_sparse and bad.dim() == 2:
+            where = f", the first in row {int(bad.any(dim=1).nonzero()[0, 0])} (node)"
+        raise ValueError(f"x: the feature matrix holds {int(bad.sum())} NaN or infinite entries{where}; fix or drop "
+                         f"them before training")
 
 
 def resolve_metric(protocol: Protocol, num_classes: int) -> Tuple[str, str]:
@@ -108,21 +129,12 @@ def resolve_metric(protocol: Protocol, num_classes: int) -> Tuple[str, str]:
 
 
 def model_settings(protocol: Protocol, in_channels: int, num_classes: int, metric: str) -> Tuple[str, Dict[str, Any]]:
-    """``(model name, constructor arguments)`` of the protocol's model; one output for ROC AUC."""
-    out = 1 if metric == "roc_auc" else num_classes
-    p = protocol
-    if p.model == "gat":
-        return "gat", {"in_channels": in_channels, "out_channels": out, "hidden_channels": p.hidden, "heads": p.heads,
-                       "out_heads": p.out_heads, "dropout": p.dropout, "attn_dropout": p.attn_dropout, "v2": p.v2,
-                       "self_loops": p.self_loops, "lean": p.lean}
-    return "residual", {"in_channels": in_channels, "out_channels": out, "hidden": p.hidden, "heads": p.heads,
-                        "layers": p.layers, "dropout": p.dropout, "attn_dropout": p.attn_dropout,
-                        "ffn_multiplier": p.ffn_multiplier, "v2": p.v2, "self_loops": p.self_loops, "sep": p.sep,
-                        "lean": p.lean}
+    """``(model name, constructor arguments)`` of the protocol's model (:meth:`Protocol.model_settings`)."""
+    return protocol.model_settings(in_channels, num_classes, metric)
 
 
 def build_model(model: str, model_kwargs: Dict[str, Any]) -> nn.Module:
-    """The model named ``model`` (``"gat"`` or ``"residual"``) from its constructor arguments."""
+    """The model named ``model`` (a key of :data:`MODEL_CLASSES`) from its constructor arguments."""
     if model not in MODEL_CLASSES:
         raise ValueError(f"model: expected one of {tuple(MODEL_CLASSES)}, got {model!r}")
     return MODEL_CLASSES[model](**model_kwargs)
@@ -150,7 +162,8 @@ def train_run(data, spec: str, seed: int, model_kwargs: Dict[str, Any], epochs: 
     CPU.
 
     Raises:
-        ValueError: a mask of ``data`` selects no node (nothing to train on, to select the epoch by, or to test).
+        ValueError: a mask of ``data`` selects no node (nothing to train on, to select the epoch by, or to test);
+            ``device`` is not a CPU or an existing CUDA device; the run ran out of memory (naming the sizes).
         TrainingDiverged: the training loss became NaN or infinite.
     """
     variant = parse_variant(spec)
@@ -158,7 +171,53 @@ def train_run(data, spec: str, seed: int, model_kwargs: Dict[str, Any], epochs: 
         if not bool(getattr(data, name).any()):
             raise ValueError(f"data: {name} selects no node (a split needs training, validation and test nodes)")
     seed_everything(seed)
-    dev = torch.device(device) if device is not None else data.x.device
+    dev = resolve_device(device) if device is not None else data.x.device
+    try:
+        return _train(data, variant, spec, seed, model_kwargs, epochs, patience, lr, weight_decay, early_stopping,
+                      model, metric, progress, dev)
+    except (MemoryError, RuntimeError) as exc:  # torch.OutOfMemoryError (CUDA) is a RuntimeError
+        if not isinstance(exc, MemoryError) and not _out_of_memory(exc):
+            raise
+        raise ValueError(f"out of memory training {spec} (seed {seed}) on {dev}: {model} with {_sizes(model_kwargs)} "
+                         f"on {data.num_nodes} nodes and {data.edge_index.size(1)} edges does not fit; lower the "
+                         f"hidden size or the number of heads (or use the lean attention path)") from None
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    text = str(exc)
+    return isinstance(exc, getattr(torch, "OutOfMemoryError", ())) or "out of memory" in text \
+        or "can't allocate memory" in text
+
+
+def _sizes(model_kwargs: Dict[str, Any]) -> str:
+    keys = ("in_channels", "hidden_channels", "hidden", "heads", "out_heads", "layers", "out_channels")
+    return ", ".join(f"{k}={model_kwargs[k]}" for k in keys if k in model_kwargs)
+
+
+def check_model_fits(model: str, model_kwargs: Dict[str, Any], device: torch.device) -> int:
+    """Refuse a model whose training state cannot fit in ``device``'s memory, before anything is allocated: the
+    model is built on the ``meta`` device (no memory), and its float32 weights, gradients and Adam's two moments
+    (4 x 4 bytes per parameter) are compared with :func:`graph_rma.engine.device_memory`. Returns the number of
+    parameters.
+
+    Raises:
+        ValueError: bad constructor arguments (the model's own error), or a model too large, naming its sizes.
+    """
+    with torch.device("meta"):
+        net = build_model(model, model_kwargs)
+    count = sum(p.numel() for p in net.parameters())
+    have = device_memory(device)
+    need = 16 * count
+    if have is not None and need > have:
+        raise ValueError(f"model: {model} with {_sizes(model_kwargs)} has {count:,} parameters, "
+                         f"{need / 2**30:,.1f} GiB with their gradients and Adam's state: more than the "
+                         f"{have / 2**30:,.1f} GiB of memory of {device}; lower the hidden size or the number of heads")
+    return count
+
+
+def _train(data, variant, spec: str, seed: int, model_kwargs: Dict[str, Any], epochs: int, patience: int, lr: float,
+           weight_decay: float, early_stopping: str, model: str, metric: str, progress: bool, dev: torch.device):
+    """:func:`train_run`'s body, once the arguments are checked and the generators seeded."""
     net = build_model(model, model_kwargs).to(dev)
     data = data.to(dev)
     optimizer = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay)
@@ -224,7 +283,8 @@ def train_run(data, spec: str, seed: int, model_kwargs: Dict[str, Any], epochs: 
     net.load_state_dict(best_state)
     net.eval()
     with torch.no_grad():
-        dist = head_distance(net.head_outputs(x, ei)[test_mask])
+        heads = net.head_outputs(x, ei)[test_mask]
+        dist = head_distance(heads) if heads.size(-2) > 1 else None  # one head: no distance between heads
     metrics = {
         "test_acc": best["test_acc"], "val_acc": best["val_acc"], "val_loss": best["val_loss"],
         "best_epoch": best["epoch"], "epochs": epoch, "sec_per_epoch": seconds / max(epoch, 1), "dist": dist,
@@ -249,7 +309,8 @@ def summarize(results: List[Dict[str, Any]], variants: Sequence[str]) -> List[Di
             continue
         row: Dict[str, Any] = {"variant": spec, "seeds": len(runs)}
         for key, scale in (("test_acc", 100), ("val_acc", 100), ("dist", 1), ("epochs", 1), ("sec_per_epoch", 1)):
-            m, s = mean_std([r["metrics"][key] * scale for r in runs])
+            values = [r["metrics"][key] * scale for r in runs if r["metrics"].get(key) is not None]
+            m, s = mean_std(values) if values else (None, None)  # dist: None for single-head models
             row[f"{key}_mean"], row[f"{key}_std"] = m, s
         if spec != variants[0]:
             pc = paired_comparison(base, {r["seed"]: 100 * r["metrics"]["test_acc"] for r in runs})
@@ -273,7 +334,8 @@ def format_table(rows: List[Dict[str, Any]], metric: str = "accuracy") -> str:
                       f"({r['paired_wins']}/{r['paired_ties']}/{r['paired_losses']})")
         lines.append(
             f"| `{r['variant']}` | {r['seeds']} | {r['test_acc_mean']:.1f} ± {r['test_acc_std']:.1f} | {paired} | "
-            f"{r['val_acc_mean']:.1f} ± {r['val_acc_std']:.1f} | {r['dist_mean']:.2f} ± {r['dist_std']:.2f} | "
+            f"{r['val_acc_mean']:.1f} ± {r['val_acc_std']:.1f} | "
+            f"{'—' if r['dist_mean'] is None else format(r['dist_mean'], '.2f') + ' ± ' + format(r['dist_std'], '.2f')} | "
             f"{r['epochs_mean']:.0f} | {r['sec_per_epoch_mean']:.3f} |"
         )
     return "\n".join(lines)
@@ -318,13 +380,20 @@ def plot(results: List[Dict[str, Any]], variants: Sequence[str], path: Path, tit
     return path
 
 
+def _protocol(protocol: Union[None, str, Protocol], dataset: str, overrides: Dict[str, Any]) -> Protocol:
+    if isinstance(protocol, Protocol):
+        changes = {k: v for k, v in overrides.items() if v is not None}
+        return replace(protocol, **changes) if changes else protocol
+    return resolve_protocol(protocol, dataset, overrides)
+
+
 def run_study(
     variants: Sequence[str] = DEFAULT_VARIANTS,
     seeds: Sequence[int] = tuple(range(DEFAULT_SEEDS)),
     out: Union[str, Path] = "runs/cora",
     *,
     dataset: str = "Cora",
-    protocol: Optional[str] = None,
+    protocol: Union[None, str, Protocol] = None,
     root: Optional[str] = None,
     resume: bool = False,
     epochs: Optional[int] = None,
@@ -353,8 +422,10 @@ def run_study(
     """Train every variant on every seed (seed-major) under one protocol, resumable; write ``results.json``/``.csv``
     and the plot.
 
-    ``protocol`` names a preset of :data:`graph_rma.tasks.protocols.PROTOCOLS` (``None``: the dataset's default);
-    the keyword arguments from ``epochs`` to ``metric`` override its fields (``None`` keeps the preset's value).
+    ``protocol`` is a :class:`~graph_rma.tasks.protocols.Protocol` (the whole configuration: a preset with its
+    changes, ``resolve_protocol(name, dataset, overrides)``), or names a preset of
+    :data:`graph_rma.tasks.protocols.PROTOCOLS` (``None``: the dataset's default); the keyword arguments from
+    ``epochs`` to ``lean`` override its fields (``None`` keeps the protocol's value).
     ``device``: ``"cpu"``, ``"cuda"`` (``"cuda:1"``, ...); default: CUDA when available, else the CPU. The device is
     recorded with each run's metrics but is not part of the settings that ``resume`` compares.
     Returns ``{"config", "seeds", "variants", "summary" (one row per variant), "runs", "table" (markdown),
@@ -368,27 +439,31 @@ def run_study(
     seeds = [int(s) for s in seeds]
     if not seeds:
         raise ValueError("seeds: expected at least one seed")
+    for seed in seeds:
+        if not 0 <= seed < 2**64:  # torch's seed range
+            raise ValueError(f"seeds: expected seeds in [0, 2**64 - 1], got {seed}")
     ds_name = canonical_name(dataset, root)  # validates the name before any data is loaded
-    proto = resolve_protocol(protocol, ds_name, dict(
+    proto = _protocol(protocol, ds_name, dict(
         epochs=epochs, patience=patience, early_stopping=early_stopping, lr=lr, weight_decay=weight_decay,
         hidden=hidden, heads=heads, out_heads=out_heads, layers=layers, dropout=dropout, attn_dropout=attn_dropout,
         v2=v2, features=features, edges=edges, self_loops=self_loops, model=model, metric=metric, lean=lean))
     torch.set_num_threads(threads)
-    try:
-        dev = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
-    except (RuntimeError, TypeError):
-        raise ValueError(f"device: expected cpu, cuda or cuda:N, got {device!r}") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device: {device!r} asked for, but this torch build sees no CUDA device")
+    dev = resolve_device(device)
     variants = [parse_variant(v).spec for v in variants]  # canonical spec strings (also validates them)
     if len(set(variants)) != len(variants):
         raise ValueError(f"variants: duplicates after parsing: {variants}")
     graph = prepare_graph(load_node_graph(ds_name, root=root), proto)
-    n_splits = graph.train_mask.size(1)
+    n_splits = 1 if graph.train_mask.dim() == 1 else graph.train_mask.size(1)  # Cora's [N] masks: one split
     num_classes = int(graph.y.max()) + 1
     metric_name, rule = resolve_metric(proto, num_classes)
     model_name, model_kwargs = model_settings(proto, graph.num_features, num_classes, metric_name)
-    build_model(model_name, model_kwargs)  # a bad size is refused before any run starts
+    try:
+        check_model_fits(model_name, model_kwargs, dev)  # a bad or too large size is refused before any run starts
+    except ValueError as exc:
+        if num_classes > graph.y.size(0):  # labels up to 1e9: say where the output layer's size comes from
+            raise ValueError(f"{exc} (the labels go up to {num_classes - 1}, so the output layer has {num_classes} "
+                             f"classes for {graph.y.size(0)} nodes)") from None
+        raise
     config = {"dataset": ds_name, "protocol": proto.name, **proto.settings(), "metric": metric_name,
               "stop_on": rule, "model": model_name, "model_kwargs": model_kwargs}
     out = Path(out)
@@ -409,14 +484,14 @@ def run_study(
                 except (OSError, ValueError):
                     saved = None
                 if saved is not None and isinstance(saved.get("config"), dict) \
-                        and _upgrade(saved["config"]) == config and saved.get("variant") == spec:
+                        and _upgrade(saved["config"]) == _upgrade(config) and saved.get("variant") == spec:
                     if ckpt.is_file():  # a run is finished only when everything it leaves behind is there
                         results.append(saved)
                         continue
                     differing[f"checkpoint {ckpt.name} missing"] = None
                 elif saved is not None and isinstance(saved.get("config"), dict):
                     try:
-                        check_resume(flat(_upgrade(saved["config"])), flat(config), may_change=())
+                        check_resume(flat(_upgrade(saved["config"])), flat(_upgrade(config)), may_change=())
                     except ResumeMismatchError as exc:
                         differing.update(dict.fromkeys(f"{k} {o!r} -> {n!r}" for k, o, n in exc.differences))
             todo.append((spec, seed, path, ckpt))

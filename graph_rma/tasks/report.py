@@ -75,7 +75,7 @@ def _node_task(ckpt: Dict[str, Any], root: Optional[str]) -> ReportInputs:
     """A ``graph-rma node`` checkpoint: the graph prepared with the run's protocol settings, its split's test nodes."""
     from dataclasses import fields
 
-    from ..data.nodes import load_node_graph
+    from ..data.nodes import load_node_graph, select_split
     from .node_classification import build_model, prepare_graph
     from .protocols import Protocol
 
@@ -93,7 +93,8 @@ def _node_task(ckpt: Dict[str, Any], root: Optional[str]) -> ReportInputs:
         raise ValueError(f"checkpoint weights do not match its model settings: {str(exc).splitlines()[0]}") from None
     split = int(ckpt["split"])
     return ReportInputs(model=model, x=data.x, edge_index=data.edge_index, y=data.y,
-                        mask=data.test_mask[:, split], layers=["conv1" if ckpt["model_name"] == "gat" else "convs.0"])
+                        mask=select_split(data, split).test_mask,  # [N] masks (one split) or [N, splits]
+                        layers=["conv1" if ckpt["model_name"] == "gat" else "convs.0"])
 
 
 register_report_task("node", _node_task)

@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..data.text import TextDataset, Vocabulary, load_text_dataset, tokenize
-from ..engine import mean_std, seed_everything, write_csv, write_json
+from ..engine import mean_std, resolve_device, seed_everything, write_csv, write_json
 from ..engine.optional import MissingExtraError, require
 from ..models.text import MODELS, build_model
 from ..regularizers import disagreement, frobenius_penalty
@@ -122,7 +122,7 @@ def train_one(model_name: str, variant: str, ds_train: TextDataset, ds_test: Tex
     ``variant`` is a name of :data:`VARIANTS` (resolved per model by :func:`variant_spec`) or a spec string;
     ``device``: where to train (default: CUDA when available, else the CPU).
     """
-    where = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
+    where = resolve_device(device)
     v = parse_variant(variant_spec(model_name, variant))
     seed_everything(seed)
     tr_tok, tr_y, dv_tok, dv_y = split_dev(ds_train)
@@ -298,8 +298,11 @@ def run_benchmark(
     for v in variants:
         for m in models:
             parse_variant(variant_spec(m, v))  # ValueError naming the bad part
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    for m in models:  # a bad size (e.g. heads that do not divide the width) is refused before any data is read
+        with torch.device("meta"):
+            build_model(m, 2, 2, **((model_kwargs or {}).get(m) or {}))
+    resolve_device(device)
+    out = Path(out)  # created by the first file written: a run that fails before leaves no empty folder
     runs: List[Dict[str, Any]] = []
     files: List[Path] = []
     skipped: List[str] = []
@@ -336,6 +339,7 @@ def run_benchmark(
                         w = model.head_attention(vocab.batch([sent_tokens]))[0, :, : len(sent_tokens)]
                         panels.append((f"{v} (seed {seed}, test acc {100 * metrics['test_acc']:.1f}%)", w))
             if panels:
+                out.mkdir(parents=True, exist_ok=True)
                 title = f"{ds_train.name} / {m}: per-head attention on \u201c{text}\u201d"
                 plot(head_heatmap_png, out / f"heads_{d}_{m}.png", sent_tokens, panels)
                 files.append(head_heatmap_html(out / f"heads_{d}_{m}.html", sent_tokens, panels, title))
