@@ -302,10 +302,12 @@ def test_single_head_eps_one_is_plain_training_bit_for_bit():
     base = Net(heads=1)
     plain = _train(copy.deepcopy(base))
     forced = _train(copy.deepcopy(base), lambda m: SVGD(m, alpha=3.0, eps=1.0, min_heads=1))
-    with pytest.warns(UserWarning, match="head"):
-        skipped = _train(copy.deepcopy(base), lambda m: SPOS(m, alpha=3.0, eps=1.0, beta=1.0))
+    with pytest.warns(UserWarning, match="head"):  # strict=False: a sampler that does nothing, with a warning
+        skipped = _train(copy.deepcopy(base), lambda m: SPOS(m, alpha=3.0, eps=1.0, beta=1.0, strict=False))
     for a, b, c in zip(plain.parameters(), forced.parameters(), skipped.parameters()):
         assert torch.equal(a, b) and torch.equal(a, c)
+    with pytest.raises(ValueError, match="holds no multi-head attention layer to sample .*strict=False"):
+        SPOS(copy.deepcopy(base), alpha=3.0)  # by default a sampler with nothing to sample is an error
 
 
 def test_sampler_attached_to_adam_changes_only_head_parameters():

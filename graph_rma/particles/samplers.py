@@ -60,6 +60,8 @@ class ParticleSampler:
             same noise on every process, so replicas of a distributed run stay identical.
         warmup: number of steps (backward passes) that keep the plain gradients before the particle update starts;
             :attr:`steps` counts them, and :meth:`state_dict` keeps the count for resumption.
+        strict: a model with no multi-head attention layer to sample (after ``layers``/``min_heads``) is an error;
+            ``False`` (for generic code) attaches a sampler that does nothing, with a warning.
     """
 
     def __init__(
@@ -71,6 +73,7 @@ class ParticleSampler:
         min_heads: int = 2,
         seed: int = 0,
         warmup: int = 0,
+        strict: bool = True,
     ) -> None:
         _check_positive("eps", eps)
         if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
@@ -81,7 +84,13 @@ class ParticleSampler:
         self.steps = 0  # steps seen (backward passes whose gradients reached step()), warm-up included
         self.groups = find_particle_groups(model, layers=layers, roles=roles, min_heads=min_heads)
         if not self.groups:
-            warnings.warn(f"{type(self).__name__}: the model has no multi-head attention layer to sample; step() does nothing")
+            where = f" among layers={layers!r}" if layers is not None else ""
+            if strict:
+                raise ValueError(f"model: {type(model).__name__} holds no multi-head attention layer to sample (none "
+                                 f"with at least {min_heads} heads{where}); pass strict=False to attach a sampler "
+                                 f"that does nothing")
+            warnings.warn(f"{type(self).__name__}: the model has no multi-head attention layer to sample{where}; "
+                          f"step() does nothing")
         self._generator: Optional[torch.Generator] = None
         self._generator_state: Optional[Tensor] = None
         self._attachments: Dict[int, Tuple[weakref.ref, object]] = {}  # id(optimizer) -> (optimizer ref, hook handle)
