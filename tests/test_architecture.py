@@ -42,12 +42,14 @@ def test_contract_list_matches_pyproject():
     assert _contract_ids() == CONTRACTS
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("contract", CONTRACTS)
 def test_import_contract_holds(contract):
     r = _run(REPO, contract)
     assert r.returncode == 0 and "1 kept, 0 broken" in r.stdout, r.stdout[-4000:] + r.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_lint_imports_fails_on_a_deliberate_violation(tmp_path):
     """A copy of the package where engine imports cli: three contracts break, the others still hold."""
     shutil.copytree(REPO / "graph_rma", tmp_path / "graph_rma", ignore=shutil.ignore_patterns("__pycache__"))

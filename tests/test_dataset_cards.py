@@ -14,6 +14,9 @@ from graph_rma.data.platonov import load_platonov_all_splits
 from graph_rma.data.transforms import direct_edges
 
 
+pytestmark = pytest.mark.slow  # subprocesses or real-data runs: left out of make test-fast
+
+
 def card_table(name: str) -> Dict[str, Dict[str, str]]:
     """The first table of ``datasets/<name>.md`` as ``{column: {row label: cell}}``."""
     lines = [line for line in (REPO / "datasets" / f"{name}.md").read_text(encoding="utf-8").splitlines()]

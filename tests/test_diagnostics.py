@@ -419,6 +419,7 @@ def assert_png(path):
     assert data[:8] == PNG and len(data) > 1000
 
 
+@pytest.mark.slow
 def test_plots_write_valid_pngs(tmp_path):
     g = torch.Generator().manual_seed(6)
     probs = torch.randn(100, 5, generator=g).softmax(-1)

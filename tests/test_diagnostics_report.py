@@ -73,6 +73,7 @@ def checkpoint(tmp_path_factory):
     return train_standin(tmp_path_factory.mktemp("ckpt") / "standin.pt")
 
 
+@pytest.mark.slow
 def test_report_writes_json_and_pngs_matching_direct_computation(checkpoint, tmp_path):
     path, model = checkpoint
     out = tmp_path / "report"
@@ -114,6 +115,7 @@ def test_report_errors(checkpoint, tmp_path, capsys):
     assert not (path.parent / "report_standin" / "reliability.png").exists()
 
 
+@pytest.mark.slow
 def test_report_compares_a_plain_and_a_repulsive_checkpoint(checkpoint, tmp_path):
     plain, _ = checkpoint
     svgd, _ = train_standin(tmp_path / "svgd.pt", variant="svgd")

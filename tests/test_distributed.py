@@ -17,6 +17,9 @@ from graph_rma.data.root import resolve_root
 from graph_rma.engine import load_checkpoint
 from graph_rma.engine.distributed import all_reduce_mean, init_from_env, is_main_process, shard
 
+pytestmark = pytest.mark.slow  # subprocesses or real-data runs: left out of make test-fast
+
+
 STEPS = 4
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -13,6 +13,9 @@ from graph_rma.data.planetoid import load_planetoid, prepare_features
 from graph_rma.tasks import node_classification as nc
 from graph_rma.variants import VariantSetup, parse_variant
 
+pytestmark = pytest.mark.slow  # subprocesses or real-data runs: left out of make test-fast
+
+
 REG = "reg:kind=frobenius,weight=0.5"
 
 

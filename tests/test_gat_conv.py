@@ -280,6 +280,7 @@ def test_attention_explainer_sees_the_same_attention():
     assert torch.equal(masks[0], masks[1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cls", [RepulsiveGATConv, RepulsiveGATv2Conv])
 def test_torch_compile_without_graph_breaks(cls):
     import torch._dynamo

@@ -4,9 +4,12 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from conftest import REPO
 
 
+@pytest.mark.slow
 def test_gpu_suite_smoke_runs_every_step_and_writes_its_tables(tmp_path):
     out = tmp_path / "suite"
     proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu_suite", "--smoke", "--device", "cpu", "--out",
@@ -31,6 +34,7 @@ def test_gpu_suite_smoke_runs_every_step_and_writes_its_tables(tmp_path):
     assert "## Memory-lean attention against stock PyG" in md and "## Node pipeline" in md
 
 
+@pytest.mark.slow
 def test_largest_search_doubles_then_bisects_to_the_first_failure():
     """A contender that runs out of memory above 50,000 edges: the search ends within 10% below it."""
     import torch
@@ -95,6 +99,7 @@ def test_turbo_layer_computes_the_stock_gatv2_function_on_its_parameters():
         TurboGATv2(GATv2Conv(16, 32, heads=2, dropout=0.5), _ReferenceTurbo)
 
 
+@pytest.mark.slow
 def test_suite_refuses_an_unwritable_out_before_any_work(tmp_path):
     """Issue 32, item 7: --out naming a file used to fail on mkdir after every measurement was taken."""
     target = tmp_path / "a-file"

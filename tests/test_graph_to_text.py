@@ -29,6 +29,7 @@ def data():
 
 # SPOS uses the sampler's own noise generator; DropAttention with a window draws from torch's generator and uses
 # the cached edge order
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", ["spos:alpha=0.1,eps=1,beta=1000", "svgd:alpha=0.1+dropattn:p=0.3,w=2"])
 def test_resume_after_kill_is_identical(tmp_path, variant):
     full = agenda.train(dict(SMALL), tmp_path / "full", FIXTURE, variant=variant, seed=1, progress=False)
@@ -106,6 +107,7 @@ def test_run_folder_and_decode_settings(tmp_path):
     assert g2t.decode_settings(cfg, 1, 7, 0.0) == (1, 7, 0.0)
 
 
+@pytest.mark.slow
 def test_resume_with_other_settings_is_refused_and_more_epochs_are_applied(tmp_path, capsys):
     """train on an existing run folder: other settings are refused with every difference named (and nothing is
     written); more epochs are applied, said, and end where a run trained for that long at once ends."""
@@ -149,6 +151,7 @@ def test_settings_that_cannot_train_are_refused(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_plateau_schedule_halves_the_rate_on_dev_loss_and_resumes_exactly(tmp_path):
     """lr_schedule=plateau: the rate is halved after an epoch whose dev loss is not the best so far; a run stopped
     mid-way and resumed decays at the same epochs and ends with the same weights."""

@@ -38,6 +38,7 @@ def memorised(data):
     return model, batch, float(loss.detach())
 
 
+@pytest.mark.slow
 def test_memorises_and_greedy_reproduces(data, memorised):
     splits, vocab, enc = data
     model, batch, loss = memorised
@@ -49,6 +50,7 @@ def test_memorises_and_greedy_reproduces(data, memorised):
         assert enc.decode(h, rec) == rec.relexicalised()
 
 
+@pytest.mark.slow
 def test_beam_size_one_equals_greedy(data, memorised):
     splits, vocab, enc = data
     model, batch, _ = memorised

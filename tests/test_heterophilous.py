@@ -206,6 +206,7 @@ def real_cache(tmp_path_factory):
             assert snapshot(SHARED) == before, "the data folder was written to"
 
 
+@pytest.mark.slow
 @needs_data
 @pytest.mark.parametrize("name", list(REAL))
 def test_real_statistics_and_all_ten_splits(name, real_cache):
@@ -227,6 +228,7 @@ def test_real_statistics_and_all_ten_splits(name, real_cache):
     assert snapshot(SHARED) == real_cache
 
 
+@pytest.mark.slow
 @needs_data
 @pytest.mark.parametrize("name", ["Cornell", "chameleon", "Actor"])  # one per PyG class (WebKB, Wikipedia, Actor)
 def test_real_graphs_equal_pygs_own_classes(name, real_cache, tmp_path):

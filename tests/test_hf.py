@@ -304,6 +304,7 @@ def test_pruning_refuses_part_of_a_key_value_group_and_every_head():
 # ---------------------------------------------------------------------------------------------------------------
 # The boundary
 # ---------------------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_only_graph_rma_hf_imports_transformers():
     offenders = []
     for path in (REPO / "graph_rma").rglob("*.py"):
@@ -316,6 +317,7 @@ def test_only_graph_rma_hf_imports_transformers():
     assert offenders == []
 
 
+@pytest.mark.slow
 def test_models_without_transformers_modules_do_not_load_it():
     code = ("import sys, torch, graph_rma; graph_rma.find_particle_groups(torch.nn.MultiheadAttention(8, 2)); "
             "print('graph_rma.hf' in sys.modules)")

@@ -50,6 +50,7 @@ def train(tmp_path, callbacks, steps=1, batch=4, ddp=False):
     return model
 
 
+@pytest.mark.slow
 def test_sampler_callback_moves_only_the_heads_differently(tmp_path, no_datasets):
     plain = dict(train(tmp_path, []).named_parameters())
     callback = hf.SamplerCallback("svgd:alpha=0.5,eps=1")

@@ -93,6 +93,7 @@ def test_repetition_by_hand():
 
 
 # --------------------------------------------------------------------------------------------- reference libraries
+@pytest.mark.slow
 @needs_nltk_data
 def test_matches_reference_libraries_directly():
     r = evaluate_generation(HYPS, REFS, meteor="nltk")
@@ -120,6 +121,7 @@ def test_matches_reference_libraries_directly():
     assert r["repetition"] == pytest.approx(100 * 1 / 5)  # clauses 2 + 1 + 2 ("..., denmark ."), 1 repeated
 
 
+@pytest.mark.slow
 @needs_nltk_data
 def test_nltk_meteor_known_values_and_tokenizer():
     # the values documented for the shipped WordNet (shared/data/README.md)
@@ -150,6 +152,7 @@ def test_auto_falls_back_to_nltk_without_java(monkeypatch):
         Meteor15()
 
 
+@pytest.mark.slow
 @needs_java
 @needs_nltk_data
 def test_meteor15_matches_pycocoevalcap_and_shuts_down():

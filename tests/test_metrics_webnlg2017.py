@@ -83,6 +83,7 @@ def test_missing_references_and_the_first_three_only():
         score_webnlg2017(["a"], [["a"]], meteor="nltk")
 
 
+@pytest.mark.slow
 @needs_java
 def test_meteor_runs_with_norm():
     with Meteor15(norm=False) as plain:

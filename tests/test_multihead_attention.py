@@ -44,6 +44,7 @@ GRID = list(itertools.product([False, True], [False, True], [True, False], [Fals
                               ["none", "bool", "float"], ["none", "bool2d", "float3d"]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_equivalence_over_argument_grid(dtype):
     tol = dict(atol=1e-5, rtol=1e-5) if dtype == torch.float32 else dict(atol=1e-12, rtol=1e-10)

@@ -9,6 +9,9 @@ import pytest
 
 from conftest import DATA, REPO, snapshot
 
+pytestmark = pytest.mark.slow  # subprocesses or real-data runs: left out of make test-fast
+
+
 COMMANDS = ["cora", "node", "text", "agenda", "webnlg", "score", "report"]
 EXAMPLES = sorted(p.name for p in (REPO / "examples").glob("*.py"))
 

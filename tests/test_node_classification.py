@@ -59,6 +59,7 @@ def test_sparse_input_matches_dense_and_drops_only_stored_entries():
     assert 0.5 < 1 - kept.float().mean().item() < 0.7  # ~60% of the stored entries dropped
 
 
+@pytest.mark.slow
 @needs_cora
 def test_cli_end_to_end_writes_results_and_checkpoints(tmp_path, planetoid_cache, capsys):
     out = tmp_path / "out"
@@ -97,6 +98,7 @@ def test_cli_end_to_end_writes_results_and_checkpoints(tmp_path, planetoid_cache
     assert by[("ma", 0)]["val_loss"] != by[("svgd:alpha=0.1", 0)]["val_loss"]
 
 
+@pytest.mark.slow
 @needs_cora
 def test_interrupted_study_resumes_without_redoing_finished_runs(tmp_path, planetoid_cache, monkeypatch, capsys):
     out = tmp_path / "out"
@@ -207,6 +209,7 @@ def test_early_stopping_rules_by_hand():
 
 @pytest.mark.skipif(not data_path("pyg", "webkb").is_dir(),
                     reason="needs $GRAPH_RMA_DATA/pyg (heterophilous graphs)")
+@pytest.mark.slow
 def test_heterophilous_study_maps_seeds_to_splits_and_pairs_variants(tmp_path, planetoid_cache):
     result = nc.run_study(["ma", "svgd:alpha=0.5"], seeds=[3, 13], out=tmp_path, dataset="texas", epochs=3,
                           make_plot=False, progress=False)
@@ -221,6 +224,7 @@ def test_heterophilous_study_maps_seeds_to_splits_and_pairs_variants(tmp_path, p
     assert "paired diff vs first" in result["table"]
 
 
+@pytest.mark.slow
 @needs_cora
 def test_the_repulsion_limit_never_acts_with_the_cora_presets(planetoid_cache):
     """docs/design.md: with the Cora presets (seed 0, 200 epochs) the step limit acts at 0 of 200 steps; a case it

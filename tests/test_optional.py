@@ -51,6 +51,7 @@ def test_generation_metrics_without_the_extra_say_which_extra(monkeypatch):
         evaluate_generation(["a b"], ["a b"], tokenize="split", meteor="none")
 
 
+@pytest.mark.slow
 @needs_cora
 def test_cora_study_without_matplotlib_skips_the_plot_in_one_line(tmp_path, planetoid_cache, monkeypatch, capsys):
     from graph_rma.tasks.node_classification import run_study

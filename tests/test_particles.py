@@ -177,6 +177,7 @@ def _toy_particles_run(alpha, steps=1000, eps=0.05, kernel_grad=True):
     return torch.pdist(theta.detach()).mean().item()
 
 
+@pytest.mark.slow
 def test_repulsion_spreads_particles_while_gradient_descent_collapses():
     start = torch.pdist(torch.randn(8, 2, generator=torch.Generator().manual_seed(0)) * 3).mean().item()
     spread = _toy_particles_run(alpha=1.0)
@@ -613,6 +614,7 @@ def test_well_separated_heads_follow_the_paper_exactly():
     assert sampler.limited_steps == 0 and moved == ref
 
 
+@pytest.mark.slow
 def test_identical_heads_warn_once_and_never_nan():
     conv = _near_identical_gatconv(noise=0.0, heads=16)
     x = torch.randn(6, 8, generator=torch.Generator().manual_seed(1))

@@ -244,6 +244,7 @@ needs_minesweeper = pytest.mark.skipif(not (PYG / "heterophilous_graph" / "mines
                                        reason="Platonov et al.'s graphs not available (set GRAPH_RMA_DATA)")
 
 
+@pytest.mark.slow
 @needs_minesweeper
 def test_node_command_on_minesweeper_scores_roc_auc(tmp_path, capsys):
     from graph_rma.cli import main

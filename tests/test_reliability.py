@@ -220,6 +220,7 @@ def test_scoring_work_checks_the_text_metrics_extra_before_it_starts(monkeypatch
             task.evaluate(tmp_path / "no-run")  # raised before it looks for a run to decode
 
 
+@pytest.mark.slow
 def test_a_compiled_layer_given_out_of_range_ids_says_so_in_one_line():
     from graph_rma.nn import RepulsiveGATConv
 

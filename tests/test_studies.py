@@ -11,6 +11,9 @@ from graph_rma.models import GAT
 from graph_rma.variants import apply_variant, parse_variant
 
 
+pytestmark = pytest.mark.slow  # subprocesses or real-data runs: left out of make test-fast
+
+
 def _load(name):
     if str(REPO / "studies") not in sys.path:  # the drivers share studies/pages.py
         sys.path.insert(0, str(REPO / "studies"))

@@ -15,6 +15,7 @@ SMALL = dict(hidden=32, layers=1, heads=2, dropout=0.2, attention_dropout=0.1, d
              beam=2, max_len=20, length_penalty=1.0)
 
 
+@pytest.mark.slow
 def test_cli_train_generate_evaluate(tmp_path, capsys):
     out = tmp_path / "run"
     args = ["--root", str(FIXTURE), "--out", str(out), "--quiet"]
@@ -72,6 +73,7 @@ def test_cli_train_again_with_other_settings_is_one_line(tmp_path, capsys):
     assert json.loads((out / "train.json").read_text())["history"][-1]["epoch"] == 2
 
 
+@pytest.mark.slow
 def test_evaluate_reuses_decoded_outputs_only_for_the_same_checkpoint_and_settings(tmp_path, monkeypatch):
     """`agenda evaluate --limit N` decodes once; other settings (or another checkpoint) decode again."""
     from graph_rma.tasks import agenda as task

@@ -45,6 +45,7 @@ def test_multi_reference_scores_by_hand():
         task.score(["a"], refs, meteor="none")
 
 
+@pytest.mark.slow
 def test_resume_after_kill_is_identical(tmp_path, splits):
     variant = "svgd:alpha=0.1"
     full = task.train(dict(SMALL), tmp_path / "full", variant=variant, seed=1, progress=False, splits=splits)
@@ -61,6 +62,7 @@ def test_resume_after_kill_is_identical(tmp_path, splits):
     assert a["relations"] == ["<rel>"] and "<ent>" in a["vocab"]
 
 
+@pytest.mark.slow
 def test_cli_train_generate_evaluate(tmp_path, capsys):
     out = tmp_path / "run"
     args = ["--root", str(FIXTURE), "--out", str(out), "--quiet"]
@@ -98,6 +100,7 @@ def test_resume_with_other_settings_is_refused(tmp_path, splits):
                    progress=False, splits=splits)
 
 
+@pytest.mark.slow
 def test_cli_evaluate_with_the_challenge_scorer(tmp_path, capsys):
     """``evaluate --scorer webnlg2017`` scores each subset as the challenge did, next to (not over) coco's scores."""
     pytest.importorskip("sacrebleu")

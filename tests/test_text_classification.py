@@ -31,6 +31,7 @@ def _toy_ds(n, seed, split):
     return TextDataset("toy", split, s, y, ("neg", "pos"), [t.split() for t in s])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model,variant", [("transformer", "svgd:alpha=1"), ("selfattn", "reg:kind=frobenius,weight=0.1+dropattn:p=0.1,mode=column")])
 def test_end_to_end_learns_separable_toy_task(model, variant):
     torch.set_num_threads(1)
@@ -44,6 +45,7 @@ def test_end_to_end_learns_separable_toy_task(model, variant):
     assert int(w.max(dim=0).values.argmax()) == 2
 
 
+@pytest.mark.slow
 def test_cli_writes_results_and_heatmaps(tmp_path):
     root = tmp_path / "text"
     (root / "TREC").mkdir(parents=True)
@@ -95,6 +97,7 @@ def test_penalty_changes_training_only_for_reg_variants():
     assert not torch.allclose(params("reg:kind=frobenius,weight=1"), ma)
 
 
+@pytest.mark.slow
 def test_run_benchmark_from_python(tmp_path):
     """The task without argparse: seeds as a list, per-model kwargs, results returned and written."""
     root = tmp_path / "text"
@@ -138,6 +141,7 @@ def test_cli_without_matplotlib_finishes_and_says_so_in_one_line(tmp_path, monke
     assert "accuracy.png" not in lines[-1] and "results.json" in lines[-1]
 
 
+@pytest.mark.slow
 def test_cli_heads_sets_every_models_number_of_heads(tmp_path, monkeypatch):
     root = tmp_path / "text"
     (root / "TREC").mkdir(parents=True)

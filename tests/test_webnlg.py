@@ -66,6 +66,7 @@ def test_parse_fixture_by_hand():
     assert [e.eid for e in load_webnlg("test", root=FIXTURE, seen=True)] == ["Id1"]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(REAL is None or not REAL.is_dir(), reason="needs $GRAPH_RMA_DATA/webnlg (the real release)")
 def test_counts_on_real_release():
     splits = {s: load_webnlg(s) for s in ("train", "dev", "test")}
