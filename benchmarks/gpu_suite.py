@@ -203,9 +203,9 @@ CHUNK_SIZES = (1 << 20, 1 << 24, 1 << 26, 1 << 28)
 
 def chunks_step(sizes, device, repeats: int) -> List[Dict]:
     """The lean path's step time and peak memory per edge for each chunk size in :data:`CHUNK_SIZES`
-    (``graph_rma.nn.edge_attention.CHUNK_BYTES``), with stock PyG as the reference in the same interleaved rounds:
+    (``graph_rma.nn.lean.chunked.CHUNK_BYTES``), with stock PyG as the reference in the same interleaved rounds:
     the chunk size suited to a device."""
-    from graph_rma.nn import edge_attention
+    from graph_rma.nn.lean import chunked as edge_attention
 
     default = edge_attention.CHUNK_BYTES
     rows = []

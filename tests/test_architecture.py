@@ -84,3 +84,24 @@ def test_scripts_import_the_library_not_the_cli(name):
     if name.startswith(("examples", "studies")) and is_script:
         assert any(m.startswith("graph_rma") for m in modules)  # the parser sees the script's imports
     assert not {m for m in modules if m == "graph_rma.cli" or m.startswith("graph_rma.cli.")}
+
+
+def test_the_package_map_names_every_package_and_module():
+    """docs/design.md's package layout: every subpackage of graph_rma/ (as ``name/``) and every module in it (by its
+    name) appears in the map, so a new module cannot go unmentioned."""
+    import re
+
+    text = (REPO / "docs" / "design.md").read_text()
+    block = text.split("## Package layout", 1)[1].split("```", 2)[1]
+    words = set(re.findall(r"[A-Za-z_][\w]*", block))
+    missing = []
+    for path in sorted((REPO / "graph_rma").rglob("*.py")):
+        rel = path.relative_to(REPO / "graph_rma")
+        if "__pycache__" in rel.parts:
+            continue
+        for folder in rel.parts[:-1]:
+            if f"{folder}/" not in block:
+                missing.append(f"{folder}/")
+        if path.stem != "__init__" and path.stem.lstrip("_") not in words and path.stem not in words:
+            missing.append(str(rel))
+    assert not missing, f"docs/design.md's package layout does not name: {sorted(set(missing))}"

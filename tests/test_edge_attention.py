@@ -1,4 +1,4 @@
-"""Memory-lean edge attention (graph_rma.nn.edge_attention): equivalence with the default path and with stock PyG
+"""Memory-lean edge attention (graph_rma.nn.lean): equivalence with the default path and with stock PyG
 over the input forms, gradients (gradcheck of every autograd function), dropout / DropAttention masks, attention
 weights, state_dict, samplers, torch.compile, and that no [E, heads, channels] tensor is kept for backward."""
 import copy
@@ -10,7 +10,8 @@ from torch_geometric.nn import GATConv, GATv2Conv
 
 from graph_rma import SVGD, DropAttention
 from graph_rma.nn import GraphTransformerLayer, RepulsiveGATConv, RepulsiveGATv2Conv
-from graph_rma.nn import edge_attention as ea
+from graph_rma.nn import lean as ea
+from graph_rma.nn.lean import chunked, csr
 
 N, E, FEAT, H, C = 30, 160, 12, 4, 5
 
@@ -19,11 +20,8 @@ N, E, FEAT, H, C = 30, 160, 12, 4, 5
 def kernels(request, monkeypatch):
     """Every test twice: with the CSR kernels (CPU float32/float64) and with the chunked gather-scatter code that
     serves the other devices and dtypes and torch.compile."""
-    if request.param == "chunked":
-        from graph_rma.nn import graph_transformer
-
-        monkeypatch.setattr(ea, "csr_supported", lambda *tensors: False)
-        monkeypatch.setattr(graph_transformer, "csr_supported", lambda *tensors: False)
+    if request.param == "chunked":  # the one place every lean path asks
+        monkeypatch.setattr(csr, "csr_supported", lambda *tensors: False)
     return request.param
 
 
@@ -118,10 +116,52 @@ def test_lean_sees_an_edge_index_changed_in_place(cls):
     torch.testing.assert_close(lean(x, edge_index), default(x, edge_index))
 
 
+def test_the_layout_cache_is_the_layers_own(kernels):
+    """Each lean layer keeps its CSR layouts in ``layout_cache``; layers can share one; copies start empty."""
+    import pickle
+
+    from graph_rma.nn import GraphTransformerEncoder
+    from graph_rma.nn.lean import LayoutCache, share_layout_cache
+
+    edge_index, g = graph()
+    x = torch.randn(N, FEAT, generator=g)
+    first, second = RepulsiveGATConv(FEAT, C, heads=H, lean=True), RepulsiveGATv2Conv(FEAT, C, heads=H, lean=True)
+    assert isinstance(first.layout_cache, LayoutCache) and first.layout_cache is not second.layout_cache
+    first(x, edge_index)
+    assert len(first.layout_cache) == (1 if kernels == "csr" else 0) and len(second.layout_cache) == 0
+    for copied in (copy.deepcopy(first), pickle.loads(pickle.dumps(first))):
+        assert len(copied.layout_cache) == 0 and copied.layout_cache.max_entries == first.layout_cache.max_entries
+        torch.testing.assert_close(copied(x, edge_index), first(x, edge_index))
+    first.reset_cache()
+    assert len(first.layout_cache) == 0
+    model = torch.nn.ModuleList([first, second])
+    shared = share_layout_cache(model)
+    assert first.layout_cache is shared and second.layout_cache is shared
+    first(x, edge_index), second(x, edge_index)
+    if kernels == "csr":  # both layers add the same self-loops: one edge index, one layout
+        assert len(shared) == 1 and len(next(iter(shared._entries.values())).layouts) == 1
+    encoder = GraphTransformerEncoder(16, num_layers=3, heads=2, lean=True)
+    assert len({id(layer.layout_cache) for layer in encoder.layers}) == 1
+
+
+def test_old_import_paths_still_work():
+    import warnings
+
+    from graph_rma.nn import edge_attention, edge_layout
+
+    assert edge_attention.gat_attention is ea.gat_attention and edge_attention.gat_forward is ea.gat_forward
+    assert edge_layout.edge_layout is csr.edge_layout and edge_layout.spmm is csr.spmm
+    ei = torch.tensor([[0, 1], [1, 0]])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert edge_layout.cached_edge_layout(ei, 2, 2) is edge_layout.cached_edge_layout(ei, 2, 2)
+        edge_layout.clear_layout_cache()
+    assert len(caught) == 3 and all(issubclass(w.category, DeprecationWarning) for w in caught)
+
+
 @pytest.mark.parametrize("heads", [9, 65])
 def test_lean_gat_dropout_beyond_eight_heads(heads):
-    """The fused GAT keeps the dropout mask as bits, 16 per edge for 9 heads and booleans beyond 64: the same masks
-    and results as stock PyG's."""
+    """The fused GAT's dropout masks and results with more heads than one byte has bits: those of stock PyG."""
     torch.manual_seed(0)
     ref = GATConv(FEAT, 2, heads=heads, dropout=0.5).train()
     lean = RepulsiveGATConv(FEAT, 2, heads=heads, dropout=0.5, lean=True).train()
@@ -131,22 +171,20 @@ def test_lean_gat_dropout_beyond_eight_heads(heads):
     assert_same(run(ref, x, edge_index), run(lean, x, edge_index))
 
 
-@pytest.mark.parametrize("heads,bytes_per_edge", [(3, 1), (8, 1), (9, 2), (16, 2), (33, 8), (65, 65)])
+@pytest.mark.parametrize("heads,bytes_per_edge", [(3, 1), (8, 1), (9, 2), (16, 2), (33, 5), (65, 9)])
 def test_csr_dropout_bits_hold_the_drawn_mask(heads, bytes_per_edge):
-    from graph_rma.nn.edge_layout import edge_layout
+    from graph_rma.nn.lean import per_head
 
     edge_index, _ = graph()
-    lay = edge_layout(edge_index[0], edge_index[1], N, N)
-    like = torch.zeros(1)
+    lay = csr.edge_layout(edge_index[0], edge_index[1], N, N)
     torch.manual_seed(3)
-    keep, scale = ea._draw_dropout(E, heads, like, 0.5)
-    torch.manual_seed(3)
-    bits, bits_scale = ea._csr_dropout(E, heads, like, 0.5, lay)
-    assert bits.numel() * bits.element_size() == E * bytes_per_edge and torch.equal(scale, bits_scale)
-    buffer = None if bits.dim() == 2 else torch.empty_like(bits)
+    keep, _ = ea.functions.draw_dropout(E, heads, torch.zeros(1), 0.5)
+    bits = per_head.pack_mask(keep, lay)
+    assert bits.numel() * bits.element_size() == E * bytes_per_edge
+    buffer = torch.empty(E, dtype=torch.uint8)
     for h in range(heads):  # head h's mask, in CSR order
-        assert torch.equal(ea._csr_keep(bits, h, buffer).bool(), keep[:, h][lay.perm.long()]), h
-    assert ea._csr_dropout(E, heads, like, 0.0, lay) == (None, None)
+        assert torch.equal(per_head._unpack(bits, h, buffer).bool(), keep[:, h][lay.perm.long()]), h
+    assert per_head.pack_mask(None, lay) is None
 
 
 @pytest.mark.parametrize("cls", [RepulsiveGATConv, RepulsiveGATv2Conv])
@@ -233,8 +271,8 @@ def test_functions_gradcheck():
     def r(*shape):
         return torch.randn(*shape, generator=g, dtype=torch.double, requires_grad=True)
 
-    old = ea.CHUNK_BYTES, ea.MAX_CHUNKS
-    ea.CHUNK_BYTES, ea.MAX_CHUNKS = 1, 10**9  # one edge per chunk: the chunk loop is exercised too
+    old = chunked.CHUNK_BYTES, chunked.MAX_CHUNKS
+    chunked.CHUNK_BYTES, chunked.MAX_CHUNKS = 1, 10**9  # one edge per chunk: the chunk loop is exercised too
     try:
         assert gradcheck(lambda w, x: ea.edge_aggregate(w, x, src, dst, n_dst), (r(e, 2), r(n_src, 2, 3)))
         assert gradcheck(lambda s: ea.edge_softmax(s, dst, num_nodes=n_dst), (r(e, 2),))
@@ -256,7 +294,7 @@ def test_functions_gradcheck():
             return ea.gat_attention(x, a, None, None, None, src, dst, n_dst, 0.2, p=0.5)
         assert gradcheck(dropped, (r(n_src, 2, 3), r(1, 2, 3)))
     finally:
-        ea.CHUNK_BYTES, ea.MAX_CHUNKS = old
+        chunked.CHUNK_BYTES, chunked.MAX_CHUNKS = old
 
 
 # ----------------------------------------------------------------------------------------------------------------

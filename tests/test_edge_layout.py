@@ -1,10 +1,11 @@
+"""graph_rma.nn.lean.csr and .cache: the CSR layout of edges, its kernels against dense products on hand-made graphs,
+and the layout cache a layer owns."""
 import pytest
-"""graph_rma.nn.edge_layout: the CSR layout of edges and its kernels against dense products on hand-made graphs."""
 import torch
 
-from graph_rma.nn import edge_layout as layouts
-from graph_rma.nn.edge_layout import (cached_edge_layout, csr_supported, edge_layout, sddmm, segment_max, segment_sum,
-                                      spmm, spmm_t)
+from graph_rma.nn.lean import cache as caches
+from graph_rma.nn.lean.cache import LayoutCache
+from graph_rma.nn.lean.csr import csr_supported, edge_layout, sddmm, segment_max, segment_sum, spmm, spmm_t
 
 
 def dense(layout, values):
@@ -51,40 +52,41 @@ def same_layout(a, b):
 def test_cached_layout_lives_with_its_edge_index():
     import gc
 
-    layouts.clear_layout_cache()
+    cache = LayoutCache()
     ei = torch.tensor([[0, 2, 1, 2], [0, 1, 0, 2]])
-    a = cached_edge_layout(ei, 3, 3, 3)
-    assert cached_edge_layout(ei, 3, 3, 3) is a  # built once
+    a = cache.get(ei, 3, 3, 3)
+    assert cache.get(ei, 3, 3, 3) is a  # built once
     assert same_layout(a, edge_layout(ei[0], ei[1], 3, 3, self_loops=3))
-    b = cached_edge_layout(ei, 3, 3)  # other self-loops (none): a layout of its own
+    b = cache.get(ei, 3, 3)  # other self-loops (none): a layout of its own
     assert b is not a and same_layout(b, edge_layout(ei[0], ei[1], 3, 3))
-    assert cached_edge_layout(ei.clone(), 3, 3, 3) is not a  # another tensor, even with the same values
+    assert cache.get(ei.clone(), 3, 3, 3) is not a  # another tensor, even with the same values
     ei[0, 1] = 0  # changed in place: rebuilt
-    c = cached_edge_layout(ei, 3, 3, 3)
+    c = cache.get(ei, 3, 3, 3)
     assert c is not a and same_layout(c, edge_layout(ei[0], ei[1], 3, 3, self_loops=3))
     del ei, a, b, c
     gc.collect()
-    assert layouts._CACHE == {}  # gone with the tensors
+    assert len(cache) == 0  # gone with the tensors
     with torch.inference_mode():  # no version counter: not kept
         t = torch.tensor([[0, 1], [1, 0]])
-        assert cached_edge_layout(t, 2, 2) is not cached_edge_layout(t, 2, 2) and layouts._CACHE == {}
+        assert cache.get(t, 2, 2) is not cache.get(t, 2, 2) and len(cache) == 0
     # only the most recently used edge indexes keep theirs
-    many = [torch.tensor([[0, 1], [1, 0]]) for _ in range(layouts.CACHE_SIZE + 2)]
-    first, second = cached_edge_layout(many[0], 2, 2), cached_edge_layout(many[1], 2, 2)
+    many = [torch.tensor([[0, 1], [1, 0]]) for _ in range(cache.max_entries + 2)]
+    first, second = cache.get(many[0], 2, 2), cache.get(many[1], 2, 2)
     for t in many[2:]:
-        cached_edge_layout(t, 2, 2)
-        assert cached_edge_layout(many[0], 2, 2) is first  # used at every step: kept
-    assert len(layouts._CACHE) == layouts.CACHE_SIZE
-    assert cached_edge_layout(many[1], 2, 2) is not second  # the oldest: dropped, built again
-    layouts.clear_layout_cache()
+        cache.get(t, 2, 2)
+        assert cache.get(many[0], 2, 2) is first  # used at every step: kept
+    assert len(cache) == cache.max_entries
+    assert cache.get(many[1], 2, 2) is not second  # the oldest: dropped, built again
+    cache.clear()
+    assert len(cache) == 0 and cache.nbytes == 0
 
 
 @pytest.mark.parametrize("how", ["data", "numpy", "dlpack", "storage", "set"])
 def test_cached_layout_never_goes_stale_whatever_changes_the_edges(how):
     """Writes autograd does not see (through .data, a NumPy or DLPack view, the storage) still rebuild the layout."""
-    layouts.clear_layout_cache()
+    cache = LayoutCache()
     ei = torch.tensor([[0, 2, 1, 2], [0, 1, 0, 2]])
-    a = cached_edge_layout(ei, 3, 3, 3)
+    a = cache.get(ei, 3, 3, 3)
     version = ei._version
     if how == "data":
         ei.data[0, 1] = 0
@@ -98,24 +100,24 @@ def test_cached_layout_never_goes_stale_whatever_changes_the_edges(how):
     else:
         ei.data = torch.tensor([[1, 2, 1, 2], [0, 1, 0, 2]])
     assert ei._version == version or how == "set"  # invisible to the version counter
-    b = cached_edge_layout(ei, 3, 3, 3)
+    b = cache.get(ei, 3, 3, 3)
     assert b is not a and same_layout(b, edge_layout(ei[0], ei[1], 3, 3, self_loops=3))
-    assert cached_edge_layout(ei, 3, 3, 3) is b  # and kept again once the values stay
-    layouts.clear_layout_cache()
+    assert cache.get(ei, 3, 3, 3) is b  # and kept again once the values stay
 
 
-def test_cached_layouts_stay_within_their_byte_budget(monkeypatch):
-    layouts.clear_layout_cache()
+def test_cached_layouts_stay_within_their_byte_budget():
     edges = [torch.randint(0, 50, (2, 1000)) for _ in range(4)]
-    one = layouts._bytes((None, layouts._copy(edges[0]), {(50, 50, 0): edge_layout(edges[0][0], edges[0][1], 50, 50)}))
-    monkeypatch.setattr(layouts, "CACHE_BYTES", 2 * one + 1)
+    probe = LayoutCache()
+    probe.get(edges[0], 50, 50)
+    one = probe.nbytes
+    assert one == caches._copy(edges[0]).nbytes + edge_layout(edges[0][0], edges[0][1], 50, 50).nbytes
+    cache = LayoutCache(max_bytes=2 * one + 1)
     for e in edges:
-        cached_edge_layout(e, 50, 50)
-    assert len(layouts._CACHE) == 2  # the two most recent fit the budget
-    monkeypatch.setattr(layouts, "CACHE_BYTES", 1)
-    kept = cached_edge_layout(edges[0], 50, 50)
-    assert len(layouts._CACHE) == 1 and cached_edge_layout(edges[0], 50, 50) is kept  # the one in use stays
-    layouts.clear_layout_cache()
+        cache.get(e, 50, 50)
+    assert len(cache) == 2  # the two most recent fit the budget
+    cache.max_bytes = 1
+    kept = cache.get(edges[0], 50, 50)
+    assert len(cache) == 1 and cache.get(edges[0], 50, 50) is kept  # the one in use stays
 
 
 def test_kernels_match_dense_products():

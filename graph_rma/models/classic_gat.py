@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..nn.gat_conv import RepulsiveGATConv, RepulsiveGATv2Conv
+from ..nn.lean import share_layout_cache
 
 __all__ = ["ClassicGAT", "NORMS"]
 
@@ -88,6 +89,7 @@ class ClassicGAT(nn.Module):
         self.residuals = nn.ModuleList(nn.Linear(w, hidden) for w in widths) if self.residual else None
         self.norms = nn.ModuleList(_norm(norm, hidden) for _ in widths)
         self.output = nn.Linear(hidden, out_channels)
+        share_layout_cache(self)  # every lean layer reads the same graph: one layout, built once
 
     @property
     def model_kwargs(self) -> Dict[str, Any]:

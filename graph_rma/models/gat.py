@@ -23,6 +23,7 @@ from torch import Tensor, nn
 
 from ..dropattention import DropAttention
 from ..nn.gat_conv import RepulsiveGATConv, RepulsiveGATv2Conv
+from ..nn.lean import share_layout_cache
 
 __all__ = ["GAT"]
 
@@ -86,6 +87,7 @@ class GAT(nn.Module):
 
         self.conv1 = Conv(in_channels, hidden_channels, heads=heads, **options())
         self.conv2 = Conv(heads * hidden_channels, out_channels, heads=out_heads, concat=False, **options())
+        share_layout_cache(self)  # both lean layers read the same graph: one layout, built once
 
     @property
     def model_kwargs(self) -> Dict[str, Any]:

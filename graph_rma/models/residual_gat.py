@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..nn.gat_conv import RepulsiveGATConv, RepulsiveGATv2Conv
+from ..nn.lean import share_layout_cache
 
 __all__ = ["ResidualGAT"]
 
@@ -79,6 +80,7 @@ class ResidualGAT(nn.Module):
         self.ffn_out = nn.ModuleList(nn.Linear(width, hidden) for _ in range(layers))
         self.output_norm = nn.LayerNorm(hidden)
         self.output = nn.Linear(hidden, out_channels)
+        share_layout_cache(self)  # every lean layer reads the same graph: one layout, built once
 
     @property
     def model_kwargs(self) -> Dict[str, Any]:

@@ -20,20 +20,19 @@ bit-identical outputs. What they add:
   inheritance; stock layers work with the samplers too).
 * ``drop_attention=DropAttention(p, ...)`` replaces the plain attention dropout (``dropout`` is then not applied
   to the attention weights); ``DropAttention()`` without ``p`` drops at the layer's own ``dropout`` rate.
-  ``attention_dropout_rate`` (also in the ``repr`` when ``p`` is taken from the layer) reports the rate in effect. :func:`graph_rma.convert` with
-  ``drop_attention=DropAttention(p)`` whose ``p`` differs from the layer's non-zero ``dropout`` warns, naming both
-  rates; ``p`` is then in effect. With ``rescale="normalized"`` the layer takes the edge softmax over the surviving
-  edges only, which equals dropping and renormalising the softmax weights but stays finite when the survivors'
-  weights underflow. The weights returned with ``return_attention_weights`` and seen by PyG's
-  ``AttentionExplainer`` are, as in the stock layer, the ones used for aggregation: **after** DropAttention (or
-  after plain dropout); in ``eval()`` mode they are the softmax weights.
-* ``lean=True`` computes the attention with :mod:`graph_rma.nn.edge_attention`: no ``[E, heads, out_channels]``
-  tensor is kept for backward (GAT: per edge only the CSR layout of the edges and the dropout mask as bits; the
-  weights are recomputed in backward), and on CPU the products are sparse-dense kernels: for one 8 x 8 GAT layer
-  8-11x less peak memory per edge than the stock layer and 0.2-0.7x its step time on CPU (GATv2: 6-10x less,
-  0.5-0.9x; benchmarks/README.md); same outputs (to float rounding), parameters, ``state_dict`` and dropout /
-  DropAttention draws (CPU). The CSR layout of an edge index is built once and kept while the tensor lives
-  unchanged. Use it for full-batch training on large graphs on CPU.
+  ``attention_dropout_rate`` (also in the ``repr`` when ``p`` is taken from the layer) reports the rate in
+  effect. :func:`graph_rma.convert` with ``drop_attention=DropAttention(p)`` whose ``p`` differs from the layer's
+  non-zero ``dropout`` warns, naming both rates; ``p`` is then in effect. With ``rescale="normalized"`` the layer
+  takes the edge softmax over the surviving edges only, which equals dropping and renormalising the softmax weights
+  but stays finite when the survivors' weights underflow. The weights returned with ``return_attention_weights``
+  and seen by PyG's ``AttentionExplainer`` are, as in the stock layer, the ones used for aggregation: **after**
+  DropAttention (or after plain dropout); in ``eval()`` mode they are the softmax weights.
+* ``lean=True`` computes the attention with :mod:`graph_rma.nn.lean`: no ``[E, heads, out_channels]`` tensor is
+  kept for backward (GAT: per edge only the CSR layout of the edges and the dropout mask; the weights are
+  recomputed in backward), and on CPU the products are sparse-dense kernels; same outputs (to float rounding),
+  parameters, ``state_dict`` and dropout / DropAttention draws (CPU). Memory and time against the stock layer are
+  measured in benchmarks/README.md. The CSR layout of an edge index is built once and kept in the layer's
+  ``layout_cache`` while the tensor lives unchanged. Use it for full-batch training on large graphs on CPU.
 * Bad input (feature size, ``edge_index`` shape or range, ``edge_attr`` size) raises a ``ValueError`` naming the
   argument. The data-dependent range check is skipped under ``torch.compile``, so compiled layers have no graph
   break (with ``add_self_loops=False``).
@@ -57,7 +56,7 @@ from torch_geometric.typing import Adj, OptTensor, Size, SparseTensor
 from torch_geometric.utils import is_torch_sparse_tensor, softmax
 
 from ..dropattention import DropAttention
-from .edge_attention import check_lean, gat_forward, gatv2_forward
+from .lean import LayoutCache, check_lean, gat_forward, gatv2_forward
 
 __all__ = ["RepulsiveGATConv", "RepulsiveGATv2Conv"]
 
@@ -217,25 +216,105 @@ def _stock_arguments(conv: torch.nn.Module, stock: type) -> Dict[str, Any]:
 # ----------------------------------------------------------------------------------------------------------------
 # Layers
 # ----------------------------------------------------------------------------------------------------------------
-class RepulsiveGATConv(GATConv):
-    r"""PyG's :class:`~torch_geometric.nn.conv.GATConv` with DropAttention and particle heads (see module docs).
+class _RepulsiveGATMixin:
+    """What :class:`RepulsiveGATConv` and :class:`RepulsiveGATv2Conv` share (``_stock``: the PyG class)."""
 
-    ``in_channels``, ``out_channels``, ``heads``, ``concat``, ``negative_slope``, ``dropout``, ``add_self_loops``,
-    ``edge_dim``, ``fill_value``, ``bias``, ``residual`` and ``**kwargs`` are exactly as in ``GATConv``.
+    _stock: type
+    accepts_drop_attention = True  # graph_rma.variants.apply_variant installs DropAttention here
+
+    def _init_extras(self, drop_attention: Optional[DropAttention], lean: bool) -> None:
+        self.drop_attention = _check_drop_attention(drop_attention)
+        self.lean = check_lean(self, lean)
+        self.layout_cache = LayoutCache()
+
+    @classmethod
+    def from_stock(cls, conv: torch.nn.Module, **options):
+        """A new layer with ``conv``'s constructor arguments (weights are copied by :func:`graph_rma.convert`)."""
+        return cls(**_stock_arguments(conv, cls._stock), drop_attention=_conversion_options(options, conv.dropout),
+                   **_message_passing_kwargs(conv))
+
+    def reset_cache(self) -> None:
+        """Drop the CSR layouts the lean path keeps (:attr:`layout_cache`)."""
+        self.layout_cache.clear()
+
+    @property
+    def attention_dropout_rate(self) -> float:
+        """The attention drop rate in effect: DropAttention's ``p``, or ``dropout`` (plain dropout, or a
+        ``DropAttention()`` without ``p``, which takes the layer's rate)."""
+        drop = self.drop_attention
+        return float(drop.p) if drop is not None and drop.p is not None else float(self.dropout)
+
+    def _softmax_and_drop(self, logits: Tensor, src: Tensor, dst: Tensor, ptr: OptTensor, num_src: Optional[int],
+                          num_dst: Optional[int]) -> Tensor:
+        """Edge softmax, then plain attention dropout (stock behaviour) or DropAttention, on ``[E, H]`` logits."""
+        drop = self.drop_attention
+        if drop is None:
+            alpha = softmax(logits, dst, ptr, num_dst)
+            return F.dropout(alpha, p=self.dropout, training=self.training)
+        n_dst = num_dst if num_dst is not None else int(dst.max()) + 1
+        n_src = num_src if num_src is not None else n_dst
+        return drop.sparse_softmax(logits, src, dst, n_src, n_dst, ptr, layer_rate=self.dropout)
+
+    def __repr__(self) -> str:
+        extra = f", drop_attention={self.drop_attention!r}" if self.drop_attention is not None else ""
+        if self.drop_attention is not None and self.drop_attention.p is None:  # the rate it takes from the layer
+            extra += f", attention_dropout_rate={self.attention_dropout_rate:g}"
+        extra += ", lean=True" if self.lean else ""
+        return f"{type(self).__name__}({self.in_channels}, {self.out_channels}, heads={self.heads}{extra})"
+
+
+class RepulsiveGATConv(_RepulsiveGATMixin, GATConv):
+    r"""PyG's :class:`~torch_geometric.nn.conv.GATConv` with DropAttention, particle heads and a memory-lean path
+    (see the module docs): the same constructor arguments, forward, return values and ``state_dict``.
 
     Args:
-        drop_attention: a :class:`graph_rma.DropAttention` applied to the normalised attention coefficients
-            (sparse, per head) in place of the plain attention ``dropout``; ``None`` keeps the stock behaviour.
-        lean: compute with :mod:`graph_rma.nn.edge_attention`, which keeps no ``[E, heads, out_channels]``
-            tensor for backward (6-8x less memory per edge, 1.3-1.5x slower on CPU; same outputs, parameters
-            and random draws; for full-batch training on large graphs). Needs a ``[2, E]`` or torch sparse ``edge_index`` and the
-            default ``aggr="add"``.
+        in_channels (int or tuple): Size of each input sample, or ``-1`` to derive the size from the first input(s)
+            to the forward method. A tuple gives the sizes of the source and target dimensionalities.
+        out_channels (int): Size of each output sample, per head.
+        heads (int, optional): Number of attention heads; each is one particle for the samplers. (default: ``1``)
+        concat (bool, optional): If ``False``, the heads' outputs are averaged instead of concatenated.
+            (default: ``True``)
+        negative_slope (float, optional): LeakyReLU angle of the negative slope. (default: ``0.2``)
+        dropout (float, optional): Dropout probability of the normalised attention coefficients (each node sees a
+            stochastically sampled neighbourhood during training); also the rate of a ``DropAttention()`` given
+            without ``p``. (default: ``0``)
+        add_self_loops (bool, optional): If ``False``, no self-loops are added to the input graph.
+            (default: ``True``)
+        edge_dim (int, optional): Edge feature dimensionality (in case there are any). (default: ``None``)
+        fill_value (float or torch.Tensor or str, optional): How the edge features of the added self-loops are
+            made (in case ``edge_dim != None``): a value, or the aggregation of the incoming edges' features
+            (``"add"``, ``"mean"``, ``"min"``, ``"max"``, ``"mul"``). (default: ``"mean"``)
+        bias (bool, optional): If ``False``, the layer learns no additive bias. (default: ``True``)
+        residual (bool, optional): If ``True``, the layer adds a learnable skip-connection. (default: ``False``)
+        drop_attention (graph_rma.DropAttention, optional): DropAttention applied to the normalised attention
+            coefficients (sparse, per head) in place of the plain attention ``dropout``; ``None`` keeps the stock
+            behaviour. (default: ``None``)
+        lean (bool, optional): Compute the attention with :mod:`graph_rma.nn.lean`, which keeps no
+            ``[E, heads, out_channels]`` tensor for backward (same outputs to float rounding, parameters and
+            random draws; for full-batch training on large graphs). Needs a ``[2, E]`` or torch sparse
+            ``edge_index`` and the default ``aggr="add"``. (default: ``False``)
+        **kwargs (optional): Additional arguments of :class:`torch_geometric.nn.conv.MessagePassing`.
 
-    Forward: ``(x, edge_index, edge_attr=None, size=None, return_attention_weights=None)`` with the stock
-    return values; returned attention weights are taken after DropAttention / dropout.
+    Attributes:
+        layout_cache (graph_rma.nn.lean.LayoutCache): With ``lean=True`` on CPU, the CSR layouts of the edge
+            indexes this layer has seen, built once and kept while each edge index lives and holds the same values:
+            every call compares the edge index with an exact copy kept beside its layout, so a layout of other
+            edges is never used. Assign one cache to several layers (:func:`graph_rma.nn.lean.share_layout_cache`)
+            to build and keep one layout for all of them; :meth:`reset_cache` empties it. A copied or pickled layer
+            starts with an empty cache.
+
+    Shapes:
+        - **input:** node features :math:`(|\mathcal{V}|, F_{in})` or
+          :math:`((|\mathcal{V_s}|, F_{s}), (|\mathcal{V_t}|, F_{t}))` if bipartite, edge indices
+          :math:`(2, |\mathcal{E}|)` or a torch sparse adjacency :math:`(|\mathcal{V_t}|, |\mathcal{V_s}|)`, edge
+          features :math:`(|\mathcal{E}|, D)` *(optional)*
+        - **output:** node features :math:`(|\mathcal{V}|, H * F_{out})` or :math:`(|\mathcal{V}_t|, H * F_{out})`
+          if bipartite (:math:`F_{out}` with ``concat=False``). With ``return_attention_weights=True`` also
+          ``(edge_index, alpha)``: the edge indices with self-loops and :math:`\alpha` of shape
+          :math:`(|\mathcal{E}|, H)`, taken after DropAttention / dropout (the softmax weights in ``eval()``).
     """
 
-    accepts_drop_attention = True  # graph_rma.variants.apply_variant installs DropAttention here
+    _stock = GATConv
 
     def __init__(
         self,
@@ -258,14 +337,7 @@ class RepulsiveGATConv(GATConv):
         super().__init__(in_channels, out_channels, heads=heads, concat=concat, negative_slope=negative_slope,
                          dropout=dropout, add_self_loops=add_self_loops, edge_dim=edge_dim, fill_value=fill_value,
                          bias=bias, residual=residual, **kwargs)
-        self.drop_attention = _check_drop_attention(drop_attention)
-        self.lean = check_lean(self, lean)
-
-    @classmethod
-    def from_stock(cls, conv: GATConv, **options) -> "RepulsiveGATConv":
-        """A new layer with ``conv``'s constructor arguments (weights are copied by :func:`graph_rma.convert`)."""
-        return cls(**_stock_arguments(conv, GATConv), drop_attention=_conversion_options(options, conv.dropout),
-                   **_message_passing_kwargs(conv))
+        self._init_extras(drop_attention, lean)
 
     def forward(  # type: ignore[override]
         self,
@@ -295,38 +367,49 @@ class RepulsiveGATConv(GATConv):
             edge_attr = self.lin_edge(edge_attr).view(-1, self.heads, self.out_channels)
             alpha = alpha + (edge_attr * self.att_edge).sum(dim=-1)
         alpha = F.leaky_relu(alpha, self.negative_slope)
-        return _softmax_and_drop(self, alpha, edge_index_j, index, ptr, size_j, dim_size)
-
-    @property
-    def attention_dropout_rate(self) -> float:
-        """The attention drop rate in effect: DropAttention's ``p``, or ``dropout`` (plain dropout, or a
-        ``DropAttention()`` without ``p``, which takes the layer's rate)."""
-        return _rate_in_effect(self)
-
-    def __repr__(self) -> str:
-        extra = f", drop_attention={self.drop_attention!r}" if self.drop_attention is not None else ""
-        if self.drop_attention is not None and self.drop_attention.p is None:  # the rate it takes from the layer
-            extra += f", attention_dropout_rate={self.attention_dropout_rate:g}"
-        extra += ", lean=True" if self.lean else ""
-        return f"{type(self).__name__}({self.in_channels}, {self.out_channels}, heads={self.heads}{extra})"
+        return self._softmax_and_drop(alpha, edge_index_j, index, ptr, size_j, dim_size)
 
 
-class RepulsiveGATv2Conv(GATv2Conv):
-    r"""PyG's :class:`~torch_geometric.nn.conv.GATv2Conv` with DropAttention and particle heads (see module docs).
-
-    ``in_channels``, ``out_channels``, ``heads``, ``concat``, ``negative_slope``, ``dropout``, ``add_self_loops``,
-    ``edge_dim``, ``fill_value``, ``bias``, ``share_weights``, ``residual`` and ``**kwargs`` are exactly as in
-    ``GATv2Conv``.
+class RepulsiveGATv2Conv(_RepulsiveGATMixin, GATv2Conv):
+    r"""PyG's :class:`~torch_geometric.nn.conv.GATv2Conv` with DropAttention, particle heads and a memory-lean path
+    (see the module docs): the same constructor arguments, forward, return values and ``state_dict``.
 
     Args:
-        drop_attention: a :class:`graph_rma.DropAttention` replacing the plain attention ``dropout``.
-        lean: the memory-lean path of :mod:`graph_rma.nn.edge_attention` (see :class:`RepulsiveGATConv`).
+        in_channels (int or tuple): As in :class:`RepulsiveGATConv`.
+        out_channels (int): Size of each output sample, per head.
+        heads (int, optional): Number of attention heads (particles). (default: ``1``)
+        concat (bool, optional): Concatenate the heads' outputs, else average them. (default: ``True``)
+        negative_slope (float, optional): LeakyReLU angle of the negative slope. (default: ``0.2``)
+        dropout (float, optional): Attention dropout probability (DropAttention's rate when it has no ``p``).
+            (default: ``0``)
+        add_self_loops (bool, optional): Add self-loops to the input graph. (default: ``True``)
+        edge_dim (int, optional): Edge feature dimensionality. (default: ``None``)
+        fill_value (float or torch.Tensor or str, optional): Edge features of the added self-loops, as in
+            :class:`RepulsiveGATConv`. (default: ``"mean"``)
+        bias (bool, optional): Learn an additive bias. (default: ``True``)
+        share_weights (bool, optional): If ``True``, the same matrix is applied to the source and the target node
+            of every edge. (default: ``False``)
+        residual (bool, optional): Add a learnable skip-connection. (default: ``False``)
+        drop_attention (graph_rma.DropAttention, optional): Replaces the plain attention ``dropout``.
+            (default: ``None``)
+        lean (bool, optional): The memory-lean path of :mod:`graph_rma.nn.lean` (GATv2's score stays chunked);
+            see :class:`RepulsiveGATConv`. (default: ``False``)
+        **kwargs (optional): Additional arguments of :class:`torch_geometric.nn.conv.MessagePassing`.
 
-    Forward: ``(x, edge_index, edge_attr=None, return_attention_weights=None)`` with the stock return values;
-    returned attention weights are taken after DropAttention / dropout.
+    Attributes:
+        layout_cache (graph_rma.nn.lean.LayoutCache): The lean path's CSR layouts, as in :class:`RepulsiveGATConv`.
+
+    Shapes:
+        - **input:** node features :math:`(|\mathcal{V}|, F_{in})` or
+          :math:`((|\mathcal{V_s}|, F_{s}), (|\mathcal{V_t}|, F_{t}))` if bipartite (both given), edge indices
+          :math:`(2, |\mathcal{E}|)` or a torch sparse adjacency, edge features :math:`(|\mathcal{E}|, D)`
+          *(optional)*
+        - **output:** node features :math:`(|\mathcal{V}_t|, H * F_{out})` (:math:`F_{out}` with
+          ``concat=False``); with ``return_attention_weights=True`` also ``(edge_index, alpha)``,
+          :math:`\alpha` of shape :math:`(|\mathcal{E}|, H)` after DropAttention / dropout.
     """
 
-    accepts_drop_attention = True  # graph_rma.variants.apply_variant installs DropAttention here
+    _stock = GATv2Conv
 
     def __init__(
         self,
@@ -350,14 +433,7 @@ class RepulsiveGATv2Conv(GATv2Conv):
         super().__init__(in_channels, out_channels, heads=heads, concat=concat, negative_slope=negative_slope,
                          dropout=dropout, add_self_loops=add_self_loops, edge_dim=edge_dim, fill_value=fill_value,
                          bias=bias, share_weights=share_weights, residual=residual, **kwargs)
-        self.drop_attention = _check_drop_attention(drop_attention)
-        self.lean = check_lean(self, lean)
-
-    @classmethod
-    def from_stock(cls, conv: GATv2Conv, **options) -> "RepulsiveGATv2Conv":
-        """A new layer with ``conv``'s constructor arguments (weights are copied by :func:`graph_rma.convert`)."""
-        return cls(**_stock_arguments(conv, GATv2Conv), drop_attention=_conversion_options(options, conv.dropout),
-                   **_message_passing_kwargs(conv))
+        self._init_extras(drop_attention, lean)
 
     def forward(  # type: ignore[override]
         self,
@@ -384,34 +460,4 @@ class RepulsiveGATv2Conv(GATv2Conv):
             x = x + self.lin_edge(edge_attr).view(-1, self.heads, self.out_channels)
         x = F.leaky_relu(x, self.negative_slope)
         alpha = (x * self.att).sum(dim=-1)
-        return _softmax_and_drop(self, alpha, edge_index_j, index, ptr, size_j, dim_size)
-
-    @property
-    def attention_dropout_rate(self) -> float:
-        """The attention drop rate in effect: DropAttention's ``p``, or ``dropout`` (plain dropout, or a
-        ``DropAttention()`` without ``p``, which takes the layer's rate)."""
-        return _rate_in_effect(self)
-
-    def __repr__(self) -> str:
-        extra = f", drop_attention={self.drop_attention!r}" if self.drop_attention is not None else ""
-        if self.drop_attention is not None and self.drop_attention.p is None:  # the rate it takes from the layer
-            extra += f", attention_dropout_rate={self.attention_dropout_rate:g}"
-        extra += ", lean=True" if self.lean else ""
-        return f"{type(self).__name__}({self.in_channels}, {self.out_channels}, heads={self.heads}{extra})"
-
-
-def _softmax_and_drop(layer: Union[RepulsiveGATConv, RepulsiveGATv2Conv], logits: Tensor, src: Tensor, dst: Tensor,
-                      ptr: OptTensor, num_src: Optional[int], num_dst: Optional[int]) -> Tensor:
-    """Edge softmax, then plain attention dropout (stock behaviour) or DropAttention, on ``[E, H]`` logits."""
-    drop = layer.drop_attention
-    if drop is None:
-        alpha = softmax(logits, dst, ptr, num_dst)
-        return F.dropout(alpha, p=layer.dropout, training=layer.training)
-    n_dst = num_dst if num_dst is not None else int(dst.max()) + 1
-    n_src = num_src if num_src is not None else n_dst
-    return drop.sparse_softmax(logits, src, dst, n_src, n_dst, ptr, layer_rate=layer.dropout)
-
-
-def _rate_in_effect(layer: Union[RepulsiveGATConv, RepulsiveGATv2Conv]) -> float:
-    drop = layer.drop_attention
-    return float(drop.p) if drop is not None and drop.p is not None else float(layer.dropout)
+        return self._softmax_and_drop(alpha, edge_index_j, index, ptr, size_j, dim_size)

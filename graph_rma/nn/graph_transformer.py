@@ -51,8 +51,7 @@ from torch_geometric.utils import softmax
 
 from ..dropattention import DropAttention
 from ..particles import HeadParam, register_head_layout
-from .edge_attention import edge_aggregate, edge_dot, edge_softmax
-from .edge_layout import EdgeLayout, cached_edge_layout, csr_supported
+from .lean import EdgeLayout, LayoutCache, cached_layout, edge_aggregate, edge_dot, edge_softmax, share_layout_cache
 
 __all__ = ["GraphTransformerLayer", "GraphTransformerEncoder"]
 
@@ -72,8 +71,10 @@ class GraphTransformerLayer(nn.Module):
             softmax over the surviving edges (:meth:`~graph_rma.DropAttention.sparse_softmax`), in place of
             ``attention_dropout``.
         bias: whether the projections have biases.
-        lean: compute scores and aggregation with :mod:`graph_rma.nn.edge_attention`, keeping no
-            ``[E, H, C / H]`` tensor for backward (same outputs and parameters; for large graphs).
+        lean: compute scores and aggregation with :mod:`graph_rma.nn.lean`, keeping no
+            ``[E, H, C / H]`` tensor for backward (same outputs and parameters; for large graphs). On CPU the
+            edges' CSR layout is kept in ``layout_cache`` (a :class:`~graph_rma.nn.lean.LayoutCache`, checked
+            exactly against the edge index at every call; ``reset_cache()`` empties it).
 
     Shapes:
         ``x`` ``[N, C]``, ``edge_index`` ``[2, E]`` (row 0 source ``j``, row 1 target ``i``) -> ``[N, C]``;
@@ -125,7 +126,12 @@ class GraphTransformerLayer(nn.Module):
         if not isinstance(lean, bool):
             raise ValueError(f"lean: expected a bool, got {lean!r}")
         self.lean = lean
+        self.layout_cache = LayoutCache()
         self.reset_parameters()
+
+    def reset_cache(self) -> None:
+        """Drop the CSR layouts the lean path keeps (:attr:`layout_cache`)."""
+        self.layout_cache.clear()
 
     def reset_parameters(self) -> None:
         for lin in (self.lin_query, self.lin_key, self.lin_value, self.lin_out, self.ffn_in, self.ffn_out):
@@ -167,7 +173,7 @@ class GraphTransformerLayer(nn.Module):
         N = x.size(0)
         src, dst = edge_index[0], edge_index[1]
         # the lean path's CSR layout of the edges, for the scores and the aggregation (kept with the edge index)
-        layout = cached_edge_layout(edge_index, N, N) if self.lean and csr_supported(x) else None
+        layout = cached_layout(self, edge_index, N, N, 0, x) if self.lean else None
         score = self._scores(x, edge_index, layout)
         if self.training and self.drop_attention is not None:  # softmax over the surviving edges
             lean = {"softmax_fn": edge_softmax} if self.lean else {}
@@ -237,6 +243,7 @@ class GraphTransformerEncoder(nn.Module):
             GraphTransformerLayer(channels, heads, dropout, attention_dropout, ffn_ratio, drop, lean=lean)
             for drop in drops
         )
+        share_layout_cache(self)  # one CSR layout of the edges for every layer (lean=True)
 
     def reset_parameters(self) -> None:
         for layer in self.layers:
