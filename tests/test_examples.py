@@ -104,7 +104,10 @@ def test_readme_quick_start_is_the_example_loop():
                  'normalize_features(data.x, "row").to_dense()', 'direct_edges(data.edge_index, "reversed", '
                  'data.num_nodes)', "model = graph_rma.convert(model)", "if val_loss < best_loss:"):
         assert part in code and part in example, part
-    assert "for epoch in range(200)" in code and 'p.add_argument("--epochs", type=positive_int, default=200' in example
+    # the published protocol's budget: 1500 epochs, patience 100 (a 200-epoch cap stopped the repulsive arm early)
+    assert "for epoch in range(1500)" in code and 'p.add_argument("--epochs", type=positive_int, default=1500' in example
+    for part in ("elif (waited := waited + 1) >= ",):
+        assert part in code and part in example, part
     # `--seeds` is a list of seeds (ranges A-B) as in every command, and the README's command says so
     assert 'type=seed_list, action=SeedsAction, default=list(range(10))' in example
     assert "quickstart_vs_stock.py --seeds 0-9`" in readme and "quickstart_vs_stock.py --seeds 10`" not in readme
