@@ -482,3 +482,16 @@ def test_drop_in_accepts_every_argument_of_the_installed_stock_signature(stock_c
         expected = values[name]
         got = (new.bias is not None) if name == "bias" else getattr(new, name)
         assert got == expected, name
+
+
+@pytest.mark.parametrize("cls", [RepulsiveGATConv, RepulsiveGATv2Conv])
+def test_features_of_another_dtype_than_the_layer_are_named_in_one_line(cls):
+    conv = cls(4, 2, heads=2)
+    x, ei = torch.randn(5, 4, dtype=torch.float64), torch.tensor([[0, 1, 2], [1, 2, 3]])
+    with pytest.raises(ValueError, match=r"^x: expected dtype torch.float32 \(the layer's parameters\), got torch.float64"):
+        conv(x, ei)
+    with pytest.raises(ValueError, match=r"^x\[0\]: expected dtype torch.float32"):
+        conv((x, x.float()), ei)
+    assert conv.double()(x, ei).dtype == torch.float64  # the layer converted: fine
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # under autocast mixed dtypes are the point
+        conv.float()(x.float().bfloat16(), ei)

@@ -76,19 +76,31 @@ def _check_features(name: str, x: Tensor, expected: int) -> None:
         raise ValueError(f"{name}: expected {expected} features per node (in_channels), got {x.size(1)}")
 
 
+def _check_dtype(name: str, x: Tensor, lin: Optional[torch.nn.Module]) -> None:
+    """Features of another floating dtype than the layer's weights (outside autocast): one line naming ``x``."""
+    weight = getattr(lin, "weight", None)
+    if (isinstance(weight, Tensor) and not isinstance(weight, torch.nn.parameter.UninitializedParameter)
+            and x.is_floating_point() and x.dtype != weight.dtype and not torch.is_autocast_enabled(x.device.type)):
+        raise ValueError(f"{name}: expected dtype {weight.dtype} (the layer's parameters), got {x.dtype}; convert the "
+                         f"input or the layer (.to(dtype))")
+
+
 def _check_inputs(module: Union[GATConv, GATv2Conv], x: Any, edge_index: Any, edge_attr: Optional[Tensor],
                   size: Size, lin_src: Optional[torch.nn.Module], lin_dst: Optional[torch.nn.Module]) -> None:
     # Node features.
     if isinstance(x, Tensor):
         _check_features("x", x, _channels(lin_src))
         _check_features("x", x, _channels(lin_dst))
+        _check_dtype("x", x, lin_src)
         num_src = num_dst = x.size(0)
     elif isinstance(x, (tuple, list)) and len(x) == 2:
         _check_features("x[0]", x[0], _channels(lin_src))
+        _check_dtype("x[0]", x[0], lin_src)
         num_src = x[0].size(0)
         num_dst = None  # (x_src, None): as in the stock layer, the destinations' count comes from size / adjacency
         if x[1] is not None:
             _check_features("x[1]", x[1], _channels(lin_dst))
+            _check_dtype("x[1]", x[1], lin_dst)
             num_dst = x[1].size(0)
     else:
         raise ValueError(f"x: expected a tensor [num_nodes, in_channels] or a pair (x_src, x_dst), got {type(x).__name__}")
