@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..nn.gat_conv import RepulsiveGATConv, RepulsiveGATv2Conv
+from ._checks import check_stack
 from ..nn.lean import share_layout_cache
 
 __all__ = ["ClassicGAT", "NORMS"]
@@ -64,15 +65,7 @@ class ClassicGAT(nn.Module):
                  dropout: float = 0.5, attn_dropout: float = 0.0, norm: str = "batch", residual: bool = True,
                  pre_linear: bool = False, v2: bool = False, self_loops: bool = True, lean: bool = False) -> None:
         super().__init__()
-        for name, value in (("in_channels", in_channels), ("out_channels", out_channels), ("hidden", hidden),
-                            ("heads", heads), ("layers", layers)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name}: expected a positive integer, got {value!r}")
-        if hidden % heads:
-            raise ValueError(f"hidden: expected a multiple of heads ({heads}), got {hidden}")
-        for name, value in (("dropout", dropout), ("attn_dropout", attn_dropout)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
-                raise ValueError(f"{name}: expected a probability in [0, 1), got {value!r}")
+        check_stack(in_channels, out_channels, hidden, heads, layers, dropout, attn_dropout)
         if norm not in NORMS:
             raise ValueError(f"norm: expected one of {NORMS}, got {norm!r}")
         self.in_channels, self.out_channels, self.hidden, self.heads = in_channels, out_channels, hidden, heads

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..nn.gat_conv import RepulsiveGATConv, RepulsiveGATv2Conv
+from ._checks import check_stack
 from ..nn.lean import share_layout_cache
 
 __all__ = ["ResidualGAT"]
@@ -53,15 +54,7 @@ class ResidualGAT(nn.Module):
                  dropout: float = 0.2, attn_dropout: float = 0.0, ffn_multiplier: float = 1.0, v2: bool = False,
                  self_loops: bool = True, sep: bool = False, lean: bool = False) -> None:
         super().__init__()
-        for name, value in (("in_channels", in_channels), ("out_channels", out_channels), ("hidden", hidden),
-                            ("heads", heads), ("layers", layers)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name}: expected a positive integer, got {value!r}")
-        if hidden % heads:
-            raise ValueError(f"hidden: expected a multiple of heads ({heads}), got {hidden}")
-        for name, value in (("dropout", dropout), ("attn_dropout", attn_dropout)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
-                raise ValueError(f"{name}: expected a probability in [0, 1), got {value!r}")
+        check_stack(in_channels, out_channels, hidden, heads, layers, dropout, attn_dropout)
         if not float(ffn_multiplier) > 0 or int(hidden * ffn_multiplier) < 1:
             raise ValueError(f"ffn_multiplier: expected a positive number, got {ffn_multiplier!r}")
         self.in_channels, self.out_channels, self.hidden, self.heads = in_channels, out_channels, hidden, heads
