@@ -76,9 +76,9 @@ def score_webnlg2017(hypotheses: Sequence[str], references: Sequence[Union[str, 
         max_references: references per entry (the challenge's three).
 
     Returns:
-        ``{"scorer": "webnlg2017", "BLEU", "BLEU_precisions" (1- to 4-gram, %), "BLEU_bp", "BLEU_ratio", "hyp_len",
-        "ref_len", "METEOR", "METEOR_impl", "TER", "n", "max_references", "signature"}`` (``signature``: sacrebleu's
-        signatures of the BLEU and TER settings).
+        A dict with the keys ``scorer`` (``"webnlg2017"``), ``BLEU``, ``BLEU_precisions`` (1- to 4-gram, %),
+        ``BLEU_bp``, ``BLEU_ratio``, ``hyp_len``, ``ref_len``, ``METEOR``, ``METEOR_impl``, ``TER``, ``n``,
+        ``max_references`` and ``signature`` (sacrebleu's signatures of the BLEU and TER settings).
     """
     hyps, refs, _ = _check_inputs(hypotheses, references, None)
     if not isinstance(max_references, int) or isinstance(max_references, bool) or max_references < 1:
