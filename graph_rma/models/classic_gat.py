@@ -17,14 +17,14 @@ stored self-loops and adds one per node, as their preprocessing does).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Tuple
+from typing import List, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..nn.gat_conv import RepulsiveGATConv, RepulsiveGATv2Conv
-from ._checks import check_stack
+from ._common import RebuildableModel, check_stack
 from ..nn.lean import share_layout_cache
 
 __all__ = ["ClassicGAT", "NORMS"]
@@ -36,7 +36,7 @@ def _norm(kind: str, width: int) -> nn.Module:
     return {"batch": nn.BatchNorm1d, "layer": nn.LayerNorm}[kind](width) if kind != "none" else nn.Identity()
 
 
-class ClassicGAT(nn.Module):
+class ClassicGAT(RebuildableModel):
     r"""``layers`` GAT layers with residual maps, normalisation, ReLU and dropout, then a linear read-out (see the
     module).
 
@@ -83,19 +83,6 @@ class ClassicGAT(nn.Module):
         self.norms = nn.ModuleList(_norm(norm, hidden) for _ in widths)
         self.output = nn.Linear(hidden, out_channels)
         share_layout_cache(self)  # every lean layer reads the same graph: one layout, built once
-
-    @property
-    def model_kwargs(self) -> Dict[str, Any]:
-        """The constructor arguments, so that ``ClassicGAT(**model.model_kwargs)`` rebuilds the architecture."""
-        return {"in_channels": self.in_channels, "out_channels": self.out_channels, "hidden": self.hidden,
-                "heads": self.heads, "layers": self.layers, "dropout": self.dropout,
-                "attn_dropout": self.attn_dropout, "norm": self.norm, "residual": self.residual,
-                "pre_linear": self.pre_linear, "v2": self.v2, "self_loops": self.self_loops, "lean": self.lean}
-
-    def reset_parameters(self) -> None:
-        for module in self.modules():
-            if module is not self and hasattr(module, "reset_parameters"):
-                module.reset_parameters()
 
     def _input(self, x: Tensor) -> Tensor:
         if x.is_sparse:

@@ -19,20 +19,20 @@ to the message before the feed-forward net) is ``sep=True``: the block's ``GATCo
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Tuple
+from typing import List, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..nn.gat_conv import RepulsiveGATConv, RepulsiveGATv2Conv
-from ._checks import check_stack
+from ._common import RebuildableModel, check_stack
 from ..nn.lean import share_layout_cache
 
 __all__ = ["ResidualGAT"]
 
 
-class ResidualGAT(nn.Module):
+class ResidualGAT(RebuildableModel):
     r"""Input projection, ``layers`` residual GAT blocks, output LayerNorm and projection (see the module).
 
     Args:
@@ -74,19 +74,6 @@ class ResidualGAT(nn.Module):
         self.output_norm = nn.LayerNorm(hidden)
         self.output = nn.Linear(hidden, out_channels)
         share_layout_cache(self)  # every lean layer reads the same graph: one layout, built once
-
-    @property
-    def model_kwargs(self) -> Dict[str, Any]:
-        """The constructor arguments, so that ``ResidualGAT(**model.model_kwargs)`` rebuilds the architecture."""
-        return {"in_channels": self.in_channels, "out_channels": self.out_channels, "hidden": self.hidden,
-                "heads": self.heads, "layers": self.layers, "dropout": self.dropout,
-                "attn_dropout": self.attn_dropout, "ffn_multiplier": self.ffn_multiplier, "v2": self.v2,
-                "self_loops": self.self_loops, "sep": self.sep, "lean": self.lean}
-
-    def reset_parameters(self) -> None:
-        for module in self.modules():
-            if module is not self and hasattr(module, "reset_parameters"):
-                module.reset_parameters()
 
     def _block(self, l: int, h: Tensor, edge_index: Tensor, attention: bool):
         z = self.norms[l](h)

@@ -1,5 +1,27 @@
-"""Argument checks shared by the node models' constructors (one line naming the argument)."""
+"""What the residual and classic node models share: their constructor checks (one line naming the argument) and
+the rebuild-from-kwargs contract."""
 from __future__ import annotations
+
+import inspect
+from typing import Any, Dict
+
+from torch import nn
+
+
+class RebuildableModel(nn.Module):
+    """A model that keeps each constructor argument as an attribute of the same name, so that
+    ``type(model)(**model.model_kwargs)`` rebuilds its architecture (checkpoints store ``model_kwargs``)."""
+
+    @property
+    def model_kwargs(self) -> Dict[str, Any]:
+        """The constructor arguments, read back from the attributes of the same names."""
+        names = [n for n in inspect.signature(type(self).__init__).parameters if n != "self"]
+        return {n: getattr(self, n) for n in names}
+
+    def reset_parameters(self) -> None:
+        for module in self.modules():
+            if module is not self and hasattr(module, "reset_parameters"):
+                module.reset_parameters()
 
 
 def check_stack(in_channels, out_channels, hidden, heads, layers, dropout, attn_dropout) -> None:
