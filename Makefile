@@ -4,6 +4,7 @@
 # and make docs builds the documentation site into site/ (mkdocs, warnings are errors).
 #   make test-fast    -- the suite without the tests marked slow (subprocesses, torchrun, compile, real-data
 #                        training): the check to run while editing
+#   make lint / make format -- ruff's linter and formatter (make test runs lint first)
 #   make test-install -- a fresh venv, pip install of the package without extras, graph-rma cora and the README's
 #                        quick start (tests marked `install`, left out of `make test`)
 # torch==2.13.0 is installed first so that pip never pulls a CUDA build; the package itself asks for torch>=2.4.
@@ -17,7 +18,7 @@ ifeq ($(origin GRAPH_RMA_DATA), undefined)
   endif
 endif
 
-.PHONY: cora test test-fast test-install docs env
+.PHONY: cora test test-fast test-install docs env lint format
 env: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
@@ -32,8 +33,17 @@ $(VENV)/.installed: pyproject.toml
 cora: $(VENV)/.installed
 	$(VENV)/bin/graph-rma cora $(ARGS)
 
-test: $(VENV)/.installed
+test: lint
 	$(PY) -m pytest -q $(ARGS)
+
+# ruff (configured in pyproject.toml): the linter, then the formatter in check mode; `make format` rewrites
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(VENV)/.installed
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
 
 docs: $(VENV)/.installed
 	$(VENV)/bin/mkdocs build --strict -d site

@@ -6,6 +6,7 @@ For RepulsiveGATConv and RepulsiveGATv2Conv (8 heads x 8, 1433 -> 64 features, w
 training mode), prints the number of graph breaks reported by torch._dynamo.explain and the ratio of compiled to
 eager time for forward and forward+backward, measured in the same run, interleaved, median of repeats.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,10 +48,18 @@ def main(argv=None):
 
             name = f"{cls.__name__}{' + DropAttention' if drop else ''}"
             print(f"\n{name}: graph breaks = {breaks}")
-            compare(f"{name} ({breaks} graph breaks), forward, compiled / eager",
-                    {"eager": fwd(layer), "compiled": fwd(compiled)}, repeats=args.repeats, warmup=3)
-            compare(f"{name} ({breaks} graph breaks), forward+backward, compiled / eager",
-                    {"eager": fwd_bwd(layer), "compiled": fwd_bwd(compiled)}, repeats=args.repeats, warmup=3)
+            compare(
+                f"{name} ({breaks} graph breaks), forward, compiled / eager",
+                {"eager": fwd(layer), "compiled": fwd(compiled)},
+                repeats=args.repeats,
+                warmup=3,
+            )
+            compare(
+                f"{name} ({breaks} graph breaks), forward+backward, compiled / eager",
+                {"eager": fwd_bwd(layer), "compiled": fwd_bwd(compiled)},
+                repeats=args.repeats,
+                warmup=3,
+            )
     save_if_asked(args, argv, "bench_compile", load_before)
 
 

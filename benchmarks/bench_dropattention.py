@@ -9,6 +9,7 @@ and a synthetic graph with 1M edges (100k nodes, 64 features, one GAT layer 8 he
 ``--uncached`` sorts the element-mode edge order (``window > 1``) at every step, as DropAttention does under
 ``torch.compile``, instead of keeping it for a fixed graph.
 """
+
 import argparse
 
 import torch
@@ -75,15 +76,20 @@ def main(argv=None):
         ("DropAttention(p) element w=2", Drop(p, window=2)),
         ("DropAttention(p) column w=1", Drop(p, mode="column")),
     ]
-    compare("Cora-sized random graph (2708 nodes, 10556 edges, 1433 features, 2-layer GAT 8x8)",
-            run(cora, True, variants, args.repeats, p), args.repeats)
+    compare(
+        "Cora-sized random graph (2708 nodes, 10556 edges, 1433 features, 2-layer GAT 8x8)",
+        run(cora, True, variants, args.repeats, p),
+        args.repeats,
+    )
     if not args.skip_large:
         large = random_graph(100_000, 1_000_000, 64, 7, seed=1)
-        variants = [("DropAttention(p) element w=1", Drop(p)),
-                    ("DropAttention(p) element w=2", Drop(p, window=2))]
+        variants = [("DropAttention(p) element w=1", Drop(p)), ("DropAttention(p) element w=2", Drop(p, window=2))]
         reps = max(3, args.repeats // 3)
-        compare("Synthetic graph (100k nodes, 1M edges, 64 features, 1 GAT layer 8x8 + linear)",
-                run(large, False, variants, reps, p), reps)
+        compare(
+            "Synthetic graph (100k nodes, 1M edges, 64 features, 1 GAT layer 8x8 + linear)",
+            run(large, False, variants, reps, p),
+            reps,
+        )
     save_if_asked(args, argv, "bench_dropattention", load_before)
 
 

@@ -5,13 +5,15 @@ median of the per-round ratios, ``paired``) is printed. Aim: <= 1.02x (the only 
 
     python -m benchmarks.bench_gat_conv [--repeats 41] [--threads 2] [--skip-large]
 """
+
 import argparse
 
 import torch
 from torch_geometric.nn import GATConv, GATv2Conv
 
-from .common import add_json_option, compare, random_graph, save_if_asked
 from graph_rma.nn import RepulsiveGATConv, RepulsiveGATv2Conv
+
+from .common import add_json_option, compare, random_graph, save_if_asked
 
 
 def fns_for(stock_cls, ours_cls, x, edge_index):
@@ -24,17 +26,21 @@ def fns_for(stock_cls, ours_cls, x, edge_index):
         def f():
             with torch.no_grad():
                 conv(x, edge_index)
+
         return f
 
     def forward_backward(conv):
         def f():
             conv.zero_grad()
             conv(x, edge_index).sum().backward()
+
         return f
 
     s, o = stock_cls.__name__, ours_cls.__name__
-    return ({f"{s} forward": forward(stock), f"{o} forward": forward(ours)},
-            {f"{s} forward+backward": forward_backward(stock), f"{o} forward+backward": forward_backward(ours)})
+    return (
+        {f"{s} forward": forward(stock), f"{o} forward": forward(ours)},
+        {f"{s} forward+backward": forward_backward(stock), f"{o} forward+backward": forward_backward(ours)},
+    )
 
 
 def main(argv=None):

@@ -3,8 +3,8 @@
     python -m benchmarks.bench_memory [--edges 1e5 1e6 2e6] [--time-edges 1e5 1e6] [--threads 2]
         [--contenders pyg ours lean dgl] [--v2] [--out results/memory]
 
-One ``GATConv(64, 8, heads=8, dropout=0.6)`` (``--v2``: ``GATv2Conv``) or its equivalent in training mode on a random graph with E edges
-over N = E / 10 nodes, 64 features, a cross-entropy loss over 64 classes:
+One ``GATConv(64, 8, heads=8, dropout=0.6)`` (``--v2``: ``GATv2Conv``) or its equivalent in training mode on a random
+graph with E edges over N = E / 10 nodes, 64 features, a cross-entropy loss over 64 classes:
 
 * **memory**: forward + backward, peak RSS above the inputs (graph, features, labels, parameters), divided by E.
   Each (contender, size) runs in its own process, with 1 thread and glibc told to keep freed memory
@@ -19,6 +19,7 @@ Contenders: ``pyg`` (``torch_geometric.nn.GATConv``), ``ours`` (``RepulsiveGATCo
 ``import dgl`` works). Prints one table per measurement with ratios to ``pyg`` and writes ``memory.json`` and
 ``memory.png`` (bytes per edge and seconds per step against edges, log-log) into ``--out``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -71,7 +72,6 @@ def build(name: str, x: torch.Tensor, edge_index: torch.Tensor, v2: bool = False
     if name == "dgl":
         import dgl
         from dgl.nn import GATConv as DGLGATConv
-
         from torch_geometric.utils import add_self_loops, remove_self_loops
 
         ei, _ = add_self_loops(remove_self_loops(edge_index)[0], num_nodes=x.size(0))
@@ -113,8 +113,14 @@ def one_memory(name: str, num_edges: int, loss: str = "ce", v2: bool = False) ->
         f.write("5")  # reset VmHWM to the current RSS
     _backward(forward, y, upstream, loss)
     peak = _rss_peak_kib()
-    return {"contender": name, "edges": num_edges, "nodes": N, "peak_above_inputs": (peak - base) * 1024,
-            "bytes_per_edge": (peak - base) * 1024 / num_edges, "rss_before": base * 1024}
+    return {
+        "contender": name,
+        "edges": num_edges,
+        "nodes": N,
+        "peak_above_inputs": (peak - base) * 1024,
+        "bytes_per_edge": (peak - base) * 1024 / num_edges,
+        "rss_before": base * 1024,
+    }
 
 
 def one_time(names, num_edges: int, repeats: int, v2: bool = False) -> dict:
@@ -139,8 +145,9 @@ def one_time(names, num_edges: int, repeats: int, v2: bool = False) -> dict:
 def _run(args_list, env_extra=None) -> dict:
     env = dict(os.environ)
     env.update(env_extra or {})
-    proc = subprocess.run([sys.executable, os.path.abspath(__file__)] + args_list, capture_output=True, text=True,
-                          env=env)
+    proc = subprocess.run(
+        [sys.executable, os.path.abspath(__file__)] + args_list, capture_output=True, text=True, env=env
+    )
     if proc.returncode != 0:
         tail = (proc.stderr.strip().splitlines() or ["no message"])[-1]
         return {"error": f"exit code {proc.returncode}: {tail}"}
@@ -150,26 +157,39 @@ def _run(args_list, env_extra=None) -> dict:
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--edges", type=float, nargs="*", default=[1e5, 1e6, 2e6], help="sizes for the memory table")
-    ap.add_argument("--lean-edges", type=float, nargs="*", default=[],
-                    help="extra sizes measured for the lean path only (e.g. 1e7)")
+    ap.add_argument(
+        "--lean-edges", type=float, nargs="*", default=[], help="extra sizes measured for the lean path only (e.g. 1e7)"
+    )
     ap.add_argument("--time-edges", type=float, nargs="*", default=[1e5, 1e6], help="sizes for the time table")
     ap.add_argument("--contenders", nargs="+", default=["pyg", "ours", "lean", "dgl"])
     ap.add_argument("--threads", type=int, default=2, help="threads for the time table (memory: 1)")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--out", default="results/memory")
-    ap.add_argument("--loss", choices=["ce", "grad"], default="ce",
-                    help="memory: backward from a cross-entropy loss over the 64 outputs (ce) or from a given "
-                         "output gradient, an input (grad: the layer alone)")
+    ap.add_argument(
+        "--loss",
+        choices=["ce", "grad"],
+        default="ce",
+        help="memory: backward from a cross-entropy loss over the 64 outputs (ce) or from a given "
+        "output gradient, an input (grad: the layer alone)",
+    )
     ap.add_argument("--v2", action="store_true", help="GATv2 (GATv2Conv, RepulsiveGATv2Conv) instead of GAT")
-    ap.add_argument("--glibc-defaults", action="store_true",
-                    help="memory: leave glibc's defaults (freed memory returned, big blocks mmapped) instead of keeping "
-                         "freed memory, which makes the peak RSS depend on heap fragmentation")
+    ap.add_argument(
+        "--glibc-defaults",
+        action="store_true",
+        help="memory: leave glibc's defaults (freed memory returned, big blocks mmapped) instead of keeping "
+        "freed memory, which makes the peak RSS depend on heap fragmentation",
+    )
     load_before = add_json_option(ap)
-    ap.add_argument("--memory-limit", type=float, default=None, metavar="GIB",
-                    help="memory: cap each cell's address space at GIB GiB (RLIMIT_AS), so that a graph too large "
-                         "fails at once with an allocation error instead of the machine's out-of-memory killer "
-                         "(which first stalls the machine); the largest graph each contender trains is then the "
-                         "largest within the cap")
+    ap.add_argument(
+        "--memory-limit",
+        type=float,
+        default=None,
+        metavar="GIB",
+        help="memory: cap each cell's address space at GIB GiB (RLIMIT_AS), so that a graph too large "
+        "fails at once with an allocation error instead of the machine's out-of-memory killer "
+        "(which first stalls the machine); the largest graph each contender trains is then the "
+        "largest within the cap",
+    )
     ap.add_argument("--one-memory", nargs=2, help=argparse.SUPPRESS)
     ap.add_argument("--one-time", type=float, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -197,12 +217,17 @@ def main(argv=None):
     if args.glibc_defaults:
         keep = {"OMP_NUM_THREADS": "1"}
     memory = []
-    print(f"memory: forward + backward ({args.loss} loss), peak RSS above the inputs, 1 thread, "
-          f"{'glibc defaults' if args.glibc_defaults else 'freed memory kept'}")
+    print(
+        f"memory: forward + backward ({args.loss} loss), peak RSS above the inputs, 1 thread, "
+        f"{'glibc defaults' if args.glibc_defaults else 'freed memory kept'}"
+    )
     print(f"{'edges':>10s}  " + "  ".join(f"{n:>16s}" for n in names) + "   (bytes per edge; ratio to pyg)")
     sizes = [(e, names) for e in args.edges] + [(e, ["lean"]) for e in args.lean_edges]
-    cell = ["--loss", args.loss] + ["--v2"] * args.v2 + (["--memory-limit", str(args.memory_limit)]
-                                                         if args.memory_limit else [])
+    cell = (
+        ["--loss", args.loss]
+        + ["--v2"] * args.v2
+        + (["--memory-limit", str(args.memory_limit)] if args.memory_limit else [])
+    )
     for e, who in sizes:
         row = {"edges": int(e)}
         for n in who:
@@ -226,23 +251,37 @@ def main(argv=None):
 
     timing = []
     if args.time_edges:
-        print(f"\ntime: one training step (forward, backward, Adam), {args.threads} threads, interleaved, "
-              f"median of {args.repeats}")
+        print(
+            f"\ntime: one training step (forward, backward, Adam), {args.threads} threads, interleaved, "
+            f"median of {args.repeats}"
+        )
         print(f"{'edges':>10s}  " + "  ".join(f"{n:>22s}" for n in names) + "   (ms; ratio / paired to pyg)")
     for e in args.time_edges:
-        r = _run(["--one-time", str(e), "--threads", str(args.threads), "--repeats", str(args.repeats),
-                  "--contenders"] + names + ["--v2"] * args.v2, {"OMP_NUM_THREADS": str(args.threads)})
+        r = _run(
+            ["--one-time", str(e), "--threads", str(args.threads), "--repeats", str(args.repeats), "--contenders"]
+            + names
+            + ["--v2"] * args.v2,
+            {"OMP_NUM_THREADS": str(args.threads)},
+        )
         timing.append(r)
         if "error" in r:
             print(f"{int(e):>10d}  failed ({r['error']})")
             continue
-        print(f"{int(e):>10d}  " + "  ".join(f"{r[n]['ms']:>9.1f} {r[n]['ratio']:5.2f} / {r[n]['paired']:4.2f}"
-                                             for n in names), flush=True)
+        print(
+            f"{int(e):>10d}  "
+            + "  ".join(f"{r[n]['ms']:>9.1f} {r[n]['ratio']:5.2f} / {r[n]['paired']:4.2f}" for n in names),
+            flush=True,
+        )
 
     os.makedirs(args.out, exist_ok=True)
     layer = "GATv2Conv" if args.v2 else "GATConv"
-    RECORDED["memory"] = {"layer": layer, "loss": args.loss, "glibc_defaults": args.glibc_defaults,
-                          "memory_limit_gib": args.memory_limit, "rows": memory}
+    RECORDED["memory"] = {
+        "layer": layer,
+        "loss": args.loss,
+        "glibc_defaults": args.glibc_defaults,
+        "memory_limit_gib": args.memory_limit,
+        "rows": memory,
+    }
     RECORDED["time"] = {"layer": layer, "threads": args.threads, "repeats": args.repeats, "rows": timing}
     with open(os.path.join(args.out, "memory.json"), "w") as f:
         json.dump({"memory": memory, "time": timing, "threads": args.threads}, f, indent=2)

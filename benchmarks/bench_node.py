@@ -10,6 +10,7 @@ An epoch is what ``graph_rma.tasks.node_classification.train_run`` does per epoc
 pipeline trains it), ``ours+svgd`` (with ``SVGD`` attached over the first attention layer) and, with ``--lean``,
 ``lean`` (``lean=True`` layers). Ratios are to ``stock``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,9 +20,8 @@ import torch
 from torch_geometric.nn import GATConv
 
 import graph_rma
-from graph_rma.data.nodes import load_node_graph
+from graph_rma.data.nodes import load_node_graph, select_split
 from graph_rma.tasks import node_classification as nc
-from graph_rma.data.nodes import select_split
 from graph_rma.tasks.protocols import resolve_protocol
 
 from .common import add_json_option, compare, save_if_asked
@@ -33,8 +33,14 @@ def _stock(model: torch.nn.Module) -> torch.nn.Module:
     for parent in list(model.modules()):
         for name, child in list(parent._modules.items()):
             if isinstance(child, graph_rma.nn.RepulsiveGATConv):
-                stock = GATConv(child.in_channels, child.out_channels, heads=child.heads, concat=child.concat,
-                                dropout=child.dropout, add_self_loops=child.add_self_loops)
+                stock = GATConv(
+                    child.in_channels,
+                    child.out_channels,
+                    heads=child.heads,
+                    concat=child.concat,
+                    dropout=child.dropout,
+                    add_self_loops=child.add_self_loops,
+                )
                 stock.load_state_dict(child.state_dict())
                 setattr(parent, name, stock)
     return model
@@ -77,17 +83,21 @@ def main(argv=None) -> None:
     torch.manual_seed(0)
     ours = nc.build_model(name, kwargs)
     first = "conv1" if name == "gat" else "convs.0"
-    fns = {"stock": _epoch(_stock(ours), data), "ours": _epoch(copy.deepcopy(ours), data),
-           "ours+svgd": _epoch(copy.deepcopy(ours), data,
-                               lambda m: graph_rma.SVGD(m, alpha=0.1, eps=8, layers=[first]))}
+    fns = {
+        "stock": _epoch(_stock(ours), data),
+        "ours": _epoch(copy.deepcopy(ours), data),
+        "ours+svgd": _epoch(copy.deepcopy(ours), data, lambda m: graph_rma.SVGD(m, alpha=0.1, eps=8, layers=[first])),
+    }
     if a.lean:
         lean = copy.deepcopy(ours)
         for m in lean.modules():
             if isinstance(m, graph_rma.nn.RepulsiveGATConv):
                 m.lean = True
         fns["lean"] = _epoch(lean, data)
-    print(f"{a.dataset} ({protocol.name}: {name}, {data.num_nodes} nodes, {data.edge_index.size(1)} edges before "
-          f"self-loops), {a.threads} thread(s), torch {torch.__version__}")
+    print(
+        f"{a.dataset} ({protocol.name}: {name}, {data.num_nodes} nodes, {data.edge_index.size(1)} edges before "
+        f"self-loops), {a.threads} thread(s), torch {torch.__version__}"
+    )
     compare(f"seconds per epoch (train step + evaluation), {a.dataset}", fns, repeats=a.repeats, warmup=1)
     save_if_asked(a, argv, "bench_node", load_before)
 

@@ -12,6 +12,7 @@ size), with SVGD/SPOS on every encoder layer (``svgd:alpha=0.1``, as ``graph-rma
 Skipped with a message when the AGENDA files are not under $GRAPH_RMA_DATA.
 Part 3: the sampler alone on random particles [M, D]; its cost is O(M^2 D).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,7 +61,8 @@ def agenda_step(preset: str, variant=None):
     splits = load_agenda(protocol="offline")
     vocab = build_vocab(splits.train, min_freq=cfg["min_freq"])
     items = AgendaEncoder(vocab, splits.relation_names, cfg["max_target_len"]).encode_all(
-        splits.train[: cfg["batch_size"]])
+        splits.train[: cfg["batch_size"]]
+    )
     batch = collate(items)
     torch.manual_seed(0)
     model = build_model(cfg, len(vocab), len(splits.relation_names))
@@ -76,16 +78,24 @@ def agenda_step(preset: str, variant=None):
         opt.step()
 
     tokens = int((batch["target_out"] != 0).sum())
-    return step, f"{len(items)} records, {tokens} target tokens, {len(groups)} encoder groups of " \
-                 f"{groups[0].num_heads} heads x D = {groups[0].dim}"
+    return (
+        step,
+        f"{len(items)} records, {tokens} target tokens, {len(groups)} encoder groups of "
+        f"{groups[0].num_heads} heads x D = {groups[0].dim}",
+    )
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=30)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--agenda-presets", nargs="*", default=["cpu"], choices=["cpu", "full"],
-                    help="GraphWriter sizes for part 2 (none: skip it)")
+    ap.add_argument(
+        "--agenda-presets",
+        nargs="*",
+        default=["cpu"],
+        choices=["cpu", "full"],
+        help="GraphWriter sizes for part 2 (none: skip it)",
+    )
     load_before = add_json_option(ap)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -99,16 +109,24 @@ def main(argv=None):
     def run(model, sampler=None):
         return train_step(copy.deepcopy(model), x, edge_index, y, sampler=sampler, **kw)
 
-    compare("training step, GAT (1 output head), ratios to no sampler", {
-        "no sampler": run(base1),
-        "SVGD on conv1 (= all multi-head layers)": run(base1, lambda m: SVGD(m, alpha=0.1)),
-        "SPOS on conv1": run(base1, lambda m: SPOS(m, alpha=0.1, beta=1e3)),
-    }, repeats=args.repeats)
-    compare("training step, GAT with 8 averaged output heads, ratios to no sampler", {
-        "no sampler": run(base8),
-        "SVGD first layer only": run(base8, lambda m: SVGD(m, alpha=0.1, layers=["conv1"])),
-        "SVGD all layers": run(base8, lambda m: SVGD(m, alpha=0.1)),
-    }, repeats=args.repeats)
+    compare(
+        "training step, GAT (1 output head), ratios to no sampler",
+        {
+            "no sampler": run(base1),
+            "SVGD on conv1 (= all multi-head layers)": run(base1, lambda m: SVGD(m, alpha=0.1)),
+            "SPOS on conv1": run(base1, lambda m: SPOS(m, alpha=0.1, beta=1e3)),
+        },
+        repeats=args.repeats,
+    )
+    compare(
+        "training step, GAT with 8 averaged output heads, ratios to no sampler",
+        {
+            "no sampler": run(base8),
+            "SVGD first layer only": run(base8, lambda m: SVGD(m, alpha=0.1, layers=["conv1"])),
+            "SVGD all layers": run(base8, lambda m: SVGD(m, alpha=0.1)),
+        },
+        repeats=args.repeats,
+    )
 
     for preset in args.agenda_presets:
         try:
@@ -117,11 +135,15 @@ def main(argv=None):
             print(f"\nAGENDA part skipped: {e}")
             break
         reps = max(5, args.repeats // (3 if preset == "cpu" else 6))
-        compare(f"training step, GraphWriter preset {preset!r} on AGENDA ({what}), ratios to no sampler", {
-            "no sampler": base,
-            "SVGD on every encoder layer": agenda_step(preset, "svgd:alpha=0.1")[0],
-            "SPOS on every encoder layer": agenda_step(preset, "spos:alpha=0.1,beta=1e9")[0],
-        }, repeats=reps)
+        compare(
+            f"training step, GraphWriter preset {preset!r} on AGENDA ({what}), ratios to no sampler",
+            {
+                "no sampler": base,
+                "SVGD on every encoder layer": agenda_step(preset, "svgd:alpha=0.1")[0],
+                "SPOS on every encoder layer": agenda_step(preset, "spos:alpha=0.1,beta=1e9")[0],
+            },
+            repeats=reps,
+        )
 
     print(f"\n{'sampler alone: M':>18s} {'D':>8s} {'ms':>8s} {'ns / (M^2 D)':>13s}")
     g = torch.Generator().manual_seed(0)
@@ -129,7 +151,9 @@ def main(argv=None):
     for D in (1_000, 10_000, 100_000):
         for M in (2, 4, 8, 16, 32):
             theta, grad = torch.randn(M, D, generator=g), torch.randn(M, D, generator=g)
-            ms = compare(None, {"s": lambda: svgd_direction(theta, grad, alpha=1.0)}, repeats=max(5, args.repeats // 3))["s"]["ms"]
+            ms = compare(
+                None, {"s": lambda: svgd_direction(theta, grad, alpha=1.0)}, repeats=max(5, args.repeats // 3)
+            )["s"]["ms"]
             print(f"{M:18d} {D:8d} {ms:8.3f} {1e6 * ms / (M * M * D):13.3f}")
             alone.append({"M": M, "D": D, "ms": ms})
     save_if_asked(args, argv, "bench_sampler", load_before)

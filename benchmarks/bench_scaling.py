@@ -15,6 +15,7 @@ caches); ``--sort-edges`` orders them by target node first, as PyG's datasets co
 returns it on free, so each training step page-faults (and zero-fills) all of its large activations again; that
 cost per byte grows with the working set and made full-batch time per edge grow 2-3x from 1e5 to 1e7 edges here.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,8 +59,9 @@ def one(num_edges: int, steps: int, device: str, sort_edges: bool = False, lean:
     x, edge_index, y = x.to(device), edge_index.to(device), y.to(device)
     torch.manual_seed(0)
     kw = {"lean": True} if lean else {}
-    model = nn.ModuleDict({"conv1": Conv(128, 8, heads=8, **kw),
-                           "conv2": Conv(64, 7, heads=8, concat=False, **kw)}).to(device)
+    model = nn.ModuleDict({"conv1": Conv(128, 8, heads=8, **kw), "conv2": Conv(64, 7, heads=8, concat=False, **kw)}).to(
+        device
+    )
     opt = torch.optim.Adam(model.parameters(), lr=0.005)
     SVGD(model, alpha=0.1).attach(opt)
 
@@ -98,8 +100,11 @@ def main(argv=None):
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--sort-edges", action="store_true", help="order edges by target node (as PyG datasets are)")
     ap.add_argument("--lean", action="store_true", help="layers with lean=True (graph_rma.nn.edge_attention)")
-    ap.add_argument("--keep-freed-memory", action="store_true",
-                    help="glibc: no mmap for large blocks, no trimming (each size's process only)")
+    ap.add_argument(
+        "--keep-freed-memory",
+        action="store_true",
+        help="glibc: no mmap for large blocks, no trimming (each size's process only)",
+    )
     ap.add_argument("--out", default="results/scaling")
     load_before = add_json_option(ap)
     ap.add_argument("--one", type=float, help=argparse.SUPPRESS)
@@ -110,8 +115,18 @@ def main(argv=None):
         return
     rows, failed = [], []
     for e in args.edges:
-        cmd = [sys.executable, __file__, "--one", str(e), "--steps", str(args.steps), "--threads", str(args.threads),
-               "--device", args.device] + (["--sort-edges"] if args.sort_edges else [])
+        cmd = [
+            sys.executable,
+            __file__,
+            "--one",
+            str(e),
+            "--steps",
+            str(args.steps),
+            "--threads",
+            str(args.threads),
+            "--device",
+            args.device,
+        ] + (["--sort-edges"] if args.sort_edges else [])
         cmd += ["--lean"] if args.lean else []
         env = dict(os.environ)
         if args.keep_freed_memory:
@@ -124,8 +139,11 @@ def main(argv=None):
             continue
         rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
         r = rows[-1]
-        print(f"{r['edges']:>10d} edges {r['nodes']:>9d} nodes  {r['seconds_per_step']:9.3f} s/step  "
-              f"{r['peak_bytes'] / 2**20:9.1f} MiB peak", flush=True)
+        print(
+            f"{r['edges']:>10d} edges {r['nodes']:>9d} nodes  {r['seconds_per_step']:9.3f} s/step  "
+            f"{r['peak_bytes'] / 2**20:9.1f} MiB peak",
+            flush=True,
+        )
     if len(rows) < 2:
         raise SystemExit("fewer than two sizes ran; nothing to fit")
     E = [r["edges"] for r in rows]
@@ -135,9 +153,18 @@ def main(argv=None):
     sm = slope([r["edges"] for r in big], [r["peak_bytes"] for r in big])
     print(f"log-log slope vs edges: time {st:.2f}, peak memory {sm:.2f} (from 1e5 edges; 1.00 = linear)")
     os.makedirs(args.out, exist_ok=True)
-    RECORDED["scaling"] = {"rows": rows, "failed": failed, "slope_time": st, "slope_memory": sm,
-                           "device": args.device, "threads": args.threads, "steps": args.steps, "lean": args.lean,
-                           "sorted_edges": args.sort_edges, "keep_freed_memory": args.keep_freed_memory}
+    RECORDED["scaling"] = {
+        "rows": rows,
+        "failed": failed,
+        "slope_time": st,
+        "slope_memory": sm,
+        "device": args.device,
+        "threads": args.threads,
+        "steps": args.steps,
+        "lean": args.lean,
+        "sorted_edges": args.sort_edges,
+        "keep_freed_memory": args.keep_freed_memory,
+    }
     with open(os.path.join(args.out, "scaling.json"), "w") as f:
         json.dump(RECORDED["scaling"], f, indent=2)
     save_if_asked(args, argv, "bench_scaling", load_before)

@@ -3,6 +3,7 @@
 Every comparison is timed interleaved (A, B, C, A, B, C, ...) in one process, so that load changes on a shared
 machine hit every contender alike, and is reported as medians and ratios to the first contender.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,7 +18,6 @@ from typing import Any, Callable, Dict, Mapping, Optional
 import torch
 import torch.nn.functional as F
 
-
 #: Every named comparison of this process, as :func:`compare` returned it, and the tables of the scripts that
 #: measure more than times (bench_memory, bench_scaling): what ``--json`` writes.
 RECORDED: Dict[str, Any] = {}
@@ -29,11 +29,16 @@ def write_results(path: str, command: str, load_before: float) -> None:
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     runs = json.loads(out.read_text()) if out.is_file() else []
-    meta = {"command": command, "device": device_name(), "torch": torch.__version__, "machine": platform.machine(),
-            "cpus": os.cpu_count(),
-            "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
-            "load_average_before": round(load_before, 2),
-            "date": time.strftime("%Y-%m-%d")}
+    meta = {
+        "command": command,
+        "device": device_name(),
+        "torch": torch.__version__,
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+        "load_average_before": round(load_before, 2),
+        "date": time.strftime("%Y-%m-%d"),
+    }
     runs.append({"meta": meta, "comparisons": RECORDED})
     tmp = out.with_name(f".{out.name}.tmp")
     tmp.write_text(json.dumps(runs, indent=2) + "\n")
@@ -82,8 +87,13 @@ def train_step(model, x, edge_index, y, lr: float = 0.005, weight_decay: float =
     return step
 
 
-def compare(name: Optional[str], fns: Mapping[str, Callable[[], object]], repeats: int = 30, warmup: int = 2,
-            baseline: Optional[str] = None) -> Dict[str, Dict[str, float]]:
+def compare(
+    name: Optional[str],
+    fns: Mapping[str, Callable[[], object]],
+    repeats: int = 30,
+    warmup: int = 2,
+    baseline: Optional[str] = None,
+) -> Dict[str, Dict[str, float]]:
     """Time each function once per round, interleaved; print and return medians and ratios to ``baseline``
     (default: the first entry).
 

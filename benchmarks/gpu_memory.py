@@ -4,6 +4,7 @@ search for the largest graph each contender trains. Used by ``benchmarks/gpu_sui
 A contender is a function ``make(x, edge_index, y) -> step`` (it builds the layer and whatever it precomputes per
 graph; ``step()`` is one forward + backward). Every contender of one comparison sees the same graph.
 """
+
 from __future__ import annotations
 
 import gc
@@ -30,8 +31,7 @@ def _loss_step(forward: Callable[[], torch.Tensor], module: torch.nn.Module, y: 
     return step
 
 
-def contender(kind: str, name: str, *, heads: int, channels: int, dropout: float, device, dtype,
-              turbo=None) -> Make:
+def contender(kind: str, name: str, *, heads: int, channels: int, dropout: float, device, dtype, turbo=None) -> Make:
     """``name`` is ``stock`` (PyG's ``GATConv``/``GATv2Conv``), ``lean`` (``lean=True``) or ``turbo`` (turbo-gnn's
     fused GATv2 aggregation on a stock ``GATv2Conv``'s parameters; ``kind`` must be ``gatv2``)."""
     from torch_geometric.nn import GATConv, GATv2Conv
@@ -101,6 +101,7 @@ def _usable(device) -> bool:
 def probe(make: Make, edges: int, features: int, classes: int, device, dtype) -> Dict[str, Any]:
     """Whether a contender trains a graph of ``edges`` edges: ``{"ok": True, "ms", "bytes_per_edge"}`` or
     ``{"ok": False, "error"}``; everything the probe allocated is freed before it returns."""
+
     def attempt():  # every tensor of the probe lives in this frame, gone once it returns or its error is handled
         m = measure(make, *device_graph(edges, features, classes, device, dtype), device)
         return {"ok": True, "ms": m["ms"], "bytes_per_edge": m["bytes_per_edge"]}
@@ -120,8 +121,17 @@ def probe(make: Make, edges: int, features: int, classes: int, device, dtype) ->
     return result
 
 
-def largest(make: Make, device, dtype, start: int, seconds: float, features: int = 64, classes: int = 64,
-            precision: float = 1.1, ceiling: int = 4 * 10 ** 9) -> Dict[str, Any]:
+def largest(
+    make: Make,
+    device,
+    dtype,
+    start: int,
+    seconds: float,
+    features: int = 64,
+    classes: int = 64,
+    precision: float = 1.1,
+    ceiling: int = 4 * 10**9,
+) -> Dict[str, Any]:
     """The largest edge count a contender trains: doubling from ``start`` until a probe fails, then bisecting
     (geometrically) until the last success and the first failure are within ``precision`` of each other, or until
     ``seconds`` have passed (then ``bounded`` is true and the answer is a lower bound at the last success)."""
@@ -139,8 +149,7 @@ def largest(make: Make, device, dtype, start: int, seconds: float, features: int
             good, best, edges = edges, r, edges * 2
         else:
             bad, failure = edges, r["error"]
-    while (good is not None and bad is not None and bad / good > precision
-           and time.monotonic() - t0 < seconds):
+    while good is not None and bad is not None and bad / good > precision and time.monotonic() - t0 < seconds:
         mid = int(round((good * bad) ** 0.5))
         r = probe(make, mid, features, classes, device, dtype)
         probes.append(mid)
@@ -149,6 +158,13 @@ def largest(make: Make, device, dtype, start: int, seconds: float, features: int
         else:
             bad, failure = mid, r["error"]
     done = bad is not None and good is not None and bad / good <= precision
-    return {"largest_edges": good or 0, "first_failing_edges": bad, "failure": failure,
-            "ms_at_largest": best.get("ms"), "bytes_per_edge_at_largest": best.get("bytes_per_edge"),
-            "probes": probes, "bounded": not done, "seconds": time.monotonic() - t0}
+    return {
+        "largest_edges": good or 0,
+        "first_failing_edges": bad,
+        "failure": failure,
+        "ms_at_largest": best.get("ms"),
+        "bytes_per_edge_at_largest": best.get("bytes_per_edge"),
+        "probes": probes,
+        "bounded": not done,
+        "seconds": time.monotonic() - t0,
+    }

@@ -27,14 +27,15 @@ Steps (``--steps`` picks some; they run in this order, and ``suite.json`` is rew
    data (or in ``--smoke``) a random graph of the same kind.
 8. ``webnlg``: GraphWriter on WebNLG (``--webnlg-preset full``), ``ma`` and ``svgd``, the same seed, trained in
    chunks of ``--chunk-steps`` optimizer steps that resume exactly from their checkpoints under ``--out``: rerun the
-   command (``--steps webnlg``) to continue; decode and score on a CPU machine afterwards (``graph-rma webnlg evaluate --out ...``; METEOR 1.5 needs
-   Java). ``--smoke`` trains one epoch of the tiny fixture.
+   command (``--steps webnlg``) to continue; decode and score on a CPU machine afterwards
+   (``graph-rma webnlg evaluate --out ...``; METEOR 1.5 needs Java). ``--smoke`` trains one epoch of the tiny fixture.
 
 A step that fails is recorded under ``errors`` and the next one runs; the exit status is then 1. A lease of a lent
 GPU machine runs ``benchmarks/gpu_lease.sh``.
 
 The suite installs nothing. Preparing a bare GPU machine: see the GPU section of ``benchmarks/README.md``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -96,15 +97,31 @@ def _table(kinds, names, sizes, dtypes, device, repeats, shape, turbo=None) -> L
                     try:
                         m = gm.measure(make, x, ei, y, device)
                     except RuntimeError as e:
-                        rows.append({"layer": kind, "dtype": _dtype_name(dtype), "edges": edges, "contender": name,
-                                     "error": str(e).strip().splitlines()[0][:200]})
+                        rows.append(
+                            {
+                                "layer": kind,
+                                "dtype": _dtype_name(dtype),
+                                "edges": edges,
+                                "contender": name,
+                                "error": str(e).strip().splitlines()[0][:200],
+                            }
+                        )
                         continue
                     fns[name], peaks[name] = m["step"], m["bytes_per_edge"]
                 times = compare(None, fns, repeats=repeats, warmup=0) if fns else {}
                 for name, t in times.items():
-                    rows.append({"layer": kind, "dtype": _dtype_name(dtype), "edges": edges, "contender": name,
-                                 "bytes_per_edge": peaks[name], "ms": t["ms"], "time_ratio_to_first": t["ratio"],
-                                 "paired_ratio_to_first": t["paired"]})
+                    rows.append(
+                        {
+                            "layer": kind,
+                            "dtype": _dtype_name(dtype),
+                            "edges": edges,
+                            "contender": name,
+                            "bytes_per_edge": peaks[name],
+                            "ms": t["ms"],
+                            "time_ratio_to_first": t["ratio"],
+                            "paired_ratio_to_first": t["paired"],
+                        }
+                    )
                 del fns, x, ei, y
                 gc.collect()
                 if device.type == "cuda":
@@ -166,16 +183,21 @@ def _turbo_check(turbo, device) -> Dict[str, float]:
         o.pow(2).sum().backward()
         outs.append(o.detach())
         grads.append(torch.cat([p.grad.flatten() for p in conv.parameters()]))
-    return {"max_abs_diff_output": (outs[0] - outs[1]).abs().max().item(),
-            "max_abs_diff_grads": (grads[0] - grads[1]).abs().max().item(),
-            "max_abs_output": outs[0].abs().max().item()}
+    return {
+        "max_abs_diff_output": (outs[0] - outs[1]).abs().max().item(),
+        "max_abs_diff_grads": (grads[0] - grads[1]).abs().max().item(),
+        "max_abs_output": outs[0].abs().max().item(),
+    }
 
 
-def largest_step(device, dtypes, start: int, seconds: float, turbo_dir: Optional[Path],
-                 contenders=("stock", "lean", "turbo")) -> List[Dict]:
+def largest_step(
+    device, dtypes, start: int, seconds: float, turbo_dir: Optional[Path], contenders=("stock", "lean", "turbo")
+) -> List[Dict]:
     """The largest graph each contender trains on the card (see ``gpu_memory.largest``), the main table's layers
     and then the peer table's; the time is shared among the searches not yet run."""
-    searches = [(kind, name, dtype, MAIN) for kind in ("gat", "gatv2") for dtype in dtypes for name in ("stock", "lean")]
+    searches = [
+        (kind, name, dtype, MAIN) for kind in ("gat", "gatv2") for dtype in dtypes for name in ("stock", "lean")
+    ]
     turbo = None
     if device.type == "cuda" and turbo_dir is not None and "turbo" in contenders:
         turbo, _ = _turbo(turbo_dir, 0.0)
@@ -217,8 +239,15 @@ def chunks_step(sizes, device, repeats: int) -> List[Dict]:
                 for chunk in (None,) + CHUNK_SIZES:
                     name = "stock" if chunk is None else f"lean {chunk >> 20} MiB"
                     edge_attention.CHUNK_BYTES = chunk or default
-                    m = gm.measure(gm.contender(kind, "stock" if chunk is None else "lean", device=device,
-                                                dtype=torch.float32, **MAIN), x, ei, y, device)
+                    m = gm.measure(
+                        gm.contender(
+                            kind, "stock" if chunk is None else "lean", device=device, dtype=torch.float32, **MAIN
+                        ),
+                        x,
+                        ei,
+                        y,
+                        device,
+                    )
 
                     def fn(step=m["step"], chunk=chunk or default):
                         edge_attention.CHUNK_BYTES = chunk
@@ -226,8 +255,16 @@ def chunks_step(sizes, device, repeats: int) -> List[Dict]:
 
                     fns[name], peaks[name] = fn, m["bytes_per_edge"]
                 for name, t in compare(None, fns, repeats=repeats, warmup=0).items():
-                    rows.append({"layer": kind, "edges": edges, "contender": name, "bytes_per_edge": peaks[name],
-                                 "ms": t["ms"], "paired_ratio_to_first": t["paired"]})
+                    rows.append(
+                        {
+                            "layer": kind,
+                            "edges": edges,
+                            "contender": name,
+                            "bytes_per_edge": peaks[name],
+                            "ms": t["ms"],
+                            "paired_ratio_to_first": t["paired"],
+                        }
+                    )
                 del fns, x, ei, y
                 gc.collect()
     finally:
@@ -244,8 +281,9 @@ def profile_step(device, edges: int) -> Dict[str, List[Dict]]:
     out = {}
     for kind in ("gat", "gatv2"):
         for name in ("stock", "lean"):
-            step = gm.measure(gm.contender(kind, name, device=device, dtype=torch.float32, **MAIN), x, ei, y,
-                              device)["step"]
+            step = gm.measure(gm.contender(kind, name, device=device, dtype=torch.float32, **MAIN), x, ei, y, device)[
+                "step"
+            ]
             activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
             with profile(activities=activities) as prof:
                 step()
@@ -257,8 +295,15 @@ def profile_step(device, edges: int) -> Dict[str, List[Dict]]:
                 events = events or [e for e in prof.key_averages() if getattr(e, attr, 0) > 0]
             total = sum(getattr(e, attr) for e in events)
             top = sorted(events, key=lambda e: -getattr(e, attr))[:8]
-            out[f"{name} {kind}"] = [{"kernel": e.key[:120], "ms": getattr(e, attr) / 1e3, "calls": e.count,
-                                      "share": getattr(e, attr) / total if total else None} for e in top]
+            out[f"{name} {kind}"] = [
+                {
+                    "kernel": e.key[:120],
+                    "ms": getattr(e, attr) / 1e3,
+                    "calls": e.count,
+                    "share": getattr(e, attr) / total if total else None,
+                }
+                for e in top
+            ]
             del step
     return out
 
@@ -277,13 +322,16 @@ def layers_step(device, repeats: int, smoke: bool) -> Dict[str, Any]:
     torch.manual_seed(0)
     stock = GATConv(64, 8, heads=8, dropout=0.6).to(device)
     ours = RepulsiveGATConv(64, 8, heads=8, dropout=0.6).to(device)
-    out["layer"] = compare(None, {"GATConv": _step_fn(stock, x, ei, y), "RepulsiveGATConv": _step_fn(ours, x, ei, y)},
-                           repeats=repeats, warmup=1)
+    out["layer"] = compare(
+        None,
+        {"GATConv": _step_fn(stock, x, ei, y), "RepulsiveGATConv": _step_fn(ours, x, ei, y)},
+        repeats=repeats,
+        warmup=1,
+    )
 
     def train_step(sampler: bool, drop: bool):
         torch.manual_seed(0)
-        model = GAT(64, 8, heads=8, out_heads=8,
-                    drop_attention={"p": 0.6} if drop else None).to(device)
+        model = GAT(64, 8, heads=8, out_heads=8, drop_attention={"p": 0.6} if drop else None).to(device)
         opt = torch.optim.Adam(model.parameters(), lr=0.005)
         if sampler:
             graph_rma.SVGD(model, alpha=0.1, eps=8).attach(opt)
@@ -300,10 +348,10 @@ def layers_step(device, repeats: int, smoke: bool) -> Dict[str, Any]:
         plain, _ = train_step(False, False)
         svgd, svgd_opt = train_step(True, False)
         dropattn, _ = train_step(False, True)
-    out["sampler"] = compare(None, {"plain 2-layer GAT": plain, "SVGD on every layer": svgd}, repeats=repeats,
-                             warmup=1)
-    out["dropattention"] = compare(None, {"attention dropout": plain, "DropAttention": dropattn}, repeats=repeats,
-                                   warmup=1)
+    out["sampler"] = compare(None, {"plain 2-layer GAT": plain, "SVGD on every layer": svgd}, repeats=repeats, warmup=1)
+    out["dropattention"] = compare(
+        None, {"attention dropout": plain, "DropAttention": dropattn}, repeats=repeats, warmup=1
+    )
     if device.type == "cuda":  # host synchronisations in one training step with the sampler
         syncs = []
         with warnings.catch_warnings(record=True) as caught:
@@ -328,13 +376,17 @@ def layers_step(device, repeats: int, smoke: bool) -> Dict[str, Any]:
         name = cls.__name__
         layer = cls(64, 8, heads=8, add_self_loops=False, dropout=0.1).to(device).train()
         torch._dynamo.reset()
-        out.setdefault("compile_graph_breaks_by_layer", {})[name] = \
-            torch._dynamo.explain(layer)(x, ei).graph_break_count
+        out.setdefault("compile_graph_breaks_by_layer", {})[name] = torch._dynamo.explain(layer)(
+            x, ei
+        ).graph_break_count
         if not smoke:
             compiled = torch.compile(layer)
             out.setdefault("compile_by_layer", {})[name] = compare(
-                None, {"eager": lambda: layer(x, ei).sum().backward(),
-                       "compiled": lambda: compiled(x, ei).sum().backward()}, repeats=repeats, warmup=3)
+                None,
+                {"eager": lambda: layer(x, ei).sum().backward(), "compiled": lambda: compiled(x, ei).sum().backward()},
+                repeats=repeats,
+                warmup=3,
+            )
     out["compile_graph_breaks"] = sum(out["compile_graph_breaks_by_layer"].values())
     return out
 
@@ -365,10 +417,19 @@ def node_step(device, repeats: int, smoke: bool) -> Dict[str, Any]:
     name, kwargs = nc.model_settings(protocol, data.num_features, 2, "roc_auc")
     torch.manual_seed(0)
     ours = nc.build_model(name, kwargs).to(device)
-    times = compare(None, {"stock PyG layers": _epoch(_stock(ours), data), "graph_rma": _epoch(copy.deepcopy(ours), data)},
-                    repeats=repeats, warmup=1)
-    return {"graph": source, "protocol": protocol.name, "nodes": int(data.num_nodes),
-            "edges": int(data.edge_index.size(1)), "seconds_per_epoch": times}
+    times = compare(
+        None,
+        {"stock PyG layers": _epoch(_stock(ours), data), "graph_rma": _epoch(copy.deepcopy(ours), data)},
+        repeats=repeats,
+        warmup=1,
+    )
+    return {
+        "graph": source,
+        "protocol": protocol.name,
+        "nodes": int(data.num_nodes),
+        "edges": int(data.edge_index.size(1)),
+        "seconds_per_epoch": times,
+    }
 
 
 def webnlg_step(out: Path, device, smoke: bool, preset: str, chunk_steps: int) -> Dict[str, Any]:
@@ -382,30 +443,46 @@ def webnlg_step(out: Path, device, smoke: bool, preset: str, chunk_steps: int) -
             config.update(epochs=1, hidden=16, layers=1, batch_size=4)
         root = Path(ROOT) / "datasets" / "fixtures" / "webnlg_tiny" if smoke else None
         start = time.perf_counter()
-        summary = webnlg.train(config, run_dir, root, variant, seed=0, progress=False, device=str(device),
-                               save_every=0 if smoke else chunk_steps, stop_after=None if smoke else chunk_steps)
-        rows[variant] = {"out": str(run_dir), "seconds": time.perf_counter() - start,
-                         **{k: summary.get(k) for k in ("best_dev_loss", "steps", "stopped", "step")}}
+        summary = webnlg.train(
+            config,
+            run_dir,
+            root,
+            variant,
+            seed=0,
+            progress=False,
+            device=str(device),
+            save_every=0 if smoke else chunk_steps,
+            stop_after=None if smoke else chunk_steps,
+        )
+        rows[variant] = {
+            "out": str(run_dir),
+            "seconds": time.perf_counter() - start,
+            **{k: summary.get(k) for k in ("best_dev_loss", "steps", "stopped", "step")},
+        }
     return rows
 
 
 def _memory_lines(rows: List[Dict]) -> List[str]:
-    lines = ["| layer | dtype | edges | contender | bytes / edge | ms / step | time / stock (paired) |",
-             "| --- | --- | ---: | --- | ---: | ---: | ---: |"]
+    lines = [
+        "| layer | dtype | edges | contender | bytes / edge | ms / step | time / stock (paired) |",
+        "| --- | --- | ---: | --- | ---: | ---: | ---: |",
+    ]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['layer']} | {r['dtype']} | {r['edges']:,} | {r['contender']} | failed: {r['error']} "
-                         "| | |")
+            lines.append(
+                f"| {r['layer']} | {r['dtype']} | {r['edges']:,} | {r['contender']} | failed: {r['error']} | | |"
+            )
             continue
         b = "—" if r["bytes_per_edge"] is None else f"{r['bytes_per_edge']:.0f}"
-        lines.append(f"| {r['layer']} | {r['dtype']} | {r['edges']:,} | {r['contender']} | {b} | {r['ms']:.2f} | "
-                     f"{r['paired_ratio_to_first']:.2f} |")
+        lines.append(
+            f"| {r['layer']} | {r['dtype']} | {r['edges']:,} | {r['contender']} | {b} | {r['ms']:.2f} | "
+            f"{r['paired_ratio_to_first']:.2f} |"
+        )
     return lines
 
 
 def to_markdown(result: Dict[str, Any]) -> str:
-    lines = [f"# GPU suite ({result['device']}; torch {result['torch']}; {'smoke' if result['smoke'] else 'full'})",
-             ""]
+    lines = [f"# GPU suite ({result['device']}; torch {result['torch']}; {'smoke' if result['smoke'] else 'full'})", ""]
     for step, error in result.get("errors", {}).items():
         lines += [f"**{step} failed**: {error}", ""]
     if "memory" in result:
@@ -417,9 +494,13 @@ def to_markdown(result: Dict[str, Any]) -> str:
             lines += [f"turbo-gnn against stock on a small graph: {json.dumps(P['turbo_check'])}", ""]
         lines += _memory_lines(P["rows"]) + [""]
     if "largest" in result:
-        lines += ["## Largest graph trained", "", "| layer | shape | dtype | contender | largest edges | first failing "
-                  "| ms / step there | bytes / edge there | searched to 10% |", "| --- | --- | --- | --- | ---: | ---: | "
-                  "---: | ---: | --- |"]
+        lines += [
+            "## Largest graph trained",
+            "",
+            "| layer | shape | dtype | contender | largest edges | first failing "
+            "| ms / step there | bytes / edge there | searched to 10% |",
+            "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | --- |",
+        ]
         for r in result["largest"]:
             shape = f"{r['shape']['heads']}x{r['shape']['channels']}"
             if "error" in r:
@@ -428,37 +509,57 @@ def to_markdown(result: Dict[str, Any]) -> str:
             ms = "—" if r["ms_at_largest"] is None else f"{r['ms_at_largest']:.1f}"
             b = "—" if r["bytes_per_edge_at_largest"] is None else f"{r['bytes_per_edge_at_largest']:.0f}"
             bad = "—" if r["first_failing_edges"] is None else f"{r['first_failing_edges']:,} ({r['failure']})"
-            lines.append(f"| {r['layer']} | {shape} | {r['dtype']} | {r['contender']} | {r['largest_edges']:,} | {bad} "
-                         f"| {ms} | {b} | {'no (time bound)' if r['bounded'] else 'yes'} |")
+            lines.append(
+                f"| {r['layer']} | {shape} | {r['dtype']} | {r['contender']} | {r['largest_edges']:,} | {bad} "
+                f"| {ms} | {b} | {'no (time bound)' if r['bounded'] else 'yes'} |"
+            )
         lines.append("")
     if "chunks" in result:
-        lines += ["## The lean path's chunk size", "", "| layer | edges | contender | bytes / edge | ms / step | "
-                  "time / stock (paired) |", "| --- | ---: | --- | ---: | ---: | ---: |"]
-        lines += [f"| {r['layer']} | {r['edges']:,} | {r['contender']} | "
-                  f"{'—' if r['bytes_per_edge'] is None else format(r['bytes_per_edge'], '.0f')} | {r['ms']:.2f} | "
-                  f"{r['paired_ratio_to_first']:.2f} |" for r in result["chunks"]] + [""]
+        lines += [
+            "## The lean path's chunk size",
+            "",
+            "| layer | edges | contender | bytes / edge | ms / step | time / stock (paired) |",
+            "| --- | ---: | --- | ---: | ---: | ---: |",
+        ]
+        lines += [
+            f"| {r['layer']} | {r['edges']:,} | {r['contender']} | "
+            f"{'—' if r['bytes_per_edge'] is None else format(r['bytes_per_edge'], '.0f')} | {r['ms']:.2f} | "
+            f"{r['paired_ratio_to_first']:.2f} |"
+            for r in result["chunks"]
+        ] + [""]
     if "profile" in result:
         lines += ["## Where a training step's time goes", ""]
         for name, top in result["profile"].items():
-            lines += [f"{name}:", ""] + [f"* {k['ms']:.2f} ms ({k['share']:.0%}), {k['calls']} calls: `{k['kernel']}`"
-                                          for k in top] + [""]
+            lines += (
+                [f"{name}:", ""]
+                + [f"* {k['ms']:.2f} ms ({k['share']:.0%}), {k['calls']} calls: `{k['kernel']}`" for k in top]
+                + [""]
+            )
     if "layers" in result:
         L = result["layers"]
-        lines += ["## Layers, sampler, DropAttention, torch.compile", "",
-                  f"* RepulsiveGATConv / GATConv step: {L['layer']['RepulsiveGATConv']['ratio']:.3f}",
-                  f"* SVGD on every layer / plain (2-layer GAT): {L['sampler']['SVGD on every layer']['ratio']:.3f}",
-                  f"* DropAttention / attention dropout: {L['dropattention']['DropAttention']['ratio']:.3f}",
-                  f"* torch.compile graph breaks: {L['compile_graph_breaks']}",
-                  f"* host synchronisations per sampler step: {L['sampler_host_syncs_per_step']}"]
+        lines += [
+            "## Layers, sampler, DropAttention, torch.compile",
+            "",
+            f"* RepulsiveGATConv / GATConv step: {L['layer']['RepulsiveGATConv']['ratio']:.3f}",
+            f"* SVGD on every layer / plain (2-layer GAT): {L['sampler']['SVGD on every layer']['ratio']:.3f}",
+            f"* DropAttention / attention dropout: {L['dropattention']['DropAttention']['ratio']:.3f}",
+            f"* torch.compile graph breaks: {L['compile_graph_breaks']}",
+            f"* host synchronisations per sampler step: {L['sampler_host_syncs_per_step']}",
+        ]
         for name, c in L.get("compile_by_layer", {}).items():
             lines.append(f"* {name} compiled / eager (forward + backward): {c['compiled']['ratio']:.3f}")
         lines.append("")
     if "node" in result:
         N = result["node"]
         t = N["seconds_per_epoch"]
-        lines += ["## Node pipeline", "", f"{N['graph']} ({N['nodes']:,} nodes, {N['edges']:,} edges), protocol "
-                  f"{N['protocol']}: {t['graph_rma']['ms'] / 1e3:.3f} s per epoch, stock PyG layers "
-                  f"{t['stock PyG layers']['ms'] / 1e3:.3f} s (ratio {t['graph_rma']['ratio']:.3f})", ""]
+        lines += [
+            "## Node pipeline",
+            "",
+            f"{N['graph']} ({N['nodes']:,} nodes, {N['edges']:,} edges), protocol "
+            f"{N['protocol']}: {t['graph_rma']['ms'] / 1e3:.3f} s per epoch, stock PyG layers "
+            f"{t['stock PyG layers']['ms'] / 1e3:.3f} s (ratio {t['graph_rma']['ratio']:.3f})",
+            "",
+        ]
     if "webnlg" in result:
         lines += ["## WebNLG chunks", ""] + [f"* {v}: {json.dumps(r)}" for v, r in result["webnlg"].items()] + [""]
     return "\n".join(lines)
@@ -493,20 +594,41 @@ def main(argv=None) -> int:
     p.add_argument("--steps", nargs="+", choices=STEPS, default=list(STEPS), help="run in the order of the choices")
     p.add_argument("--edges", nargs="+", type=float, default=[1e6, 1e7], help="edge counts of the memory step")
     p.add_argument("--repeats", type=int, default=10)
-    p.add_argument("--deadline", type=float, default=None,
-                   help="seconds: a step not started by then is skipped; the largest-graph searches share what is "
-                        "left of it (default: 60 s per search)")
-    p.add_argument("--turbo-dir", type=Path, default=None,
-                   help="peer: turbo-gnn's build folder (benchmarks/turbo_peer.py build), waited for up to --turbo-wait")
+    p.add_argument(
+        "--deadline",
+        type=float,
+        default=None,
+        help="seconds: a step not started by then is skipped; the largest-graph searches share what is "
+        "left of it (default: 60 s per search)",
+    )
+    p.add_argument(
+        "--turbo-dir",
+        type=Path,
+        default=None,
+        help="peer: turbo-gnn's build folder (benchmarks/turbo_peer.py build), waited for up to --turbo-wait",
+    )
     p.add_argument("--turbo-wait", type=float, default=0.0)
-    p.add_argument("--contenders", nargs="+", choices=("stock", "lean", "turbo"), default=["stock", "lean", "turbo"],
-                   help="largest: whose largest graph to search")
-    p.add_argument("--largest-start", type=float, default=None,
-                   help="largest: the first edge count tried (default: the largest of --edges)")
+    p.add_argument(
+        "--contenders",
+        nargs="+",
+        choices=("stock", "lean", "turbo"),
+        default=["stock", "lean", "turbo"],
+        help="largest: whose largest graph to search",
+    )
+    p.add_argument(
+        "--largest-start",
+        type=float,
+        default=None,
+        help="largest: the first edge count tried (default: the largest of --edges)",
+    )
     p.add_argument("--webnlg-preset", default="full")
-    p.add_argument("--chunk-steps", type=int, default=400,
-                   help="webnlg: optimizer steps per call (each call resumes from the checkpoint; keep a call under "
-                        "the machine's per-command limit)")
+    p.add_argument(
+        "--chunk-steps",
+        type=int,
+        default=400,
+        help="webnlg: optimizer steps per call (each call resumes from the checkpoint; keep a call under "
+        "the machine's per-command limit)",
+    )
     a = p.parse_args(argv)
     try:
         _writable_folder(a.out)
@@ -518,21 +640,29 @@ def main(argv=None) -> int:
     sizes = [2000, 4000] if a.smoke else [int(e) for e in a.edges]
     dtypes = [torch.float32] if a.smoke and device.type == "cpu" else [torch.float32, torch.bfloat16]
     repeats = 2 if a.smoke else a.repeats
-    result: Dict[str, Any] = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else
-                              f"CPU ({platform.machine()}, {torch.get_num_threads()} threads)",
-                              "torch": torch.__version__, "cuda": torch.version.cuda, "smoke": a.smoke,
-                              "command": "python -m benchmarks.gpu_suite " + " ".join(argv if argv is not None
-                                                                                      else sys.argv[1:])}
+    result: Dict[str, Any] = {
+        "device": torch.cuda.get_device_name(device)
+        if device.type == "cuda"
+        else f"CPU ({platform.machine()}, {torch.get_num_threads()} threads)",
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "smoke": a.smoke,
+        "command": "python -m benchmarks.gpu_suite " + " ".join(argv if argv is not None else sys.argv[1:]),
+    }
     if device.type == "cuda":
         import torch_geometric
 
         result["pyg"] = torch_geometric.__version__
-        result["memory_gib"] = round(torch.cuda.get_device_properties(device).total_memory / 2 ** 30, 1)
+        result["memory_gib"] = round(torch.cuda.get_device_properties(device).total_memory / 2**30, 1)
         try:
             import subprocess
 
-            result["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                              capture_output=True, text=True, timeout=30).stdout.strip()
+            result["driver"] = subprocess.run(
+                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            ).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             result["driver"] = None
     started = time.perf_counter()
@@ -542,9 +672,14 @@ def main(argv=None) -> int:
         "profile": lambda: profile_step(device, sizes[-1]),
         "chunks": lambda: chunks_step(sizes, device, repeats),
         "peer": lambda: peer_step(sizes, dtypes, device, repeats, a.turbo_dir, a.turbo_wait),
-        "largest": lambda: largest_step(device, dtypes, int(a.largest_start or sizes[-1]),
-                                        (a.deadline - (time.perf_counter() - started)) if a.deadline else 60.0 * 10,
-                                        a.turbo_dir, a.contenders),
+        "largest": lambda: largest_step(
+            device,
+            dtypes,
+            int(a.largest_start or sizes[-1]),
+            (a.deadline - (time.perf_counter() - started)) if a.deadline else 60.0 * 10,
+            a.turbo_dir,
+            a.contenders,
+        ),
         "node": lambda: node_step(device, repeats, a.smoke),
         "webnlg": lambda: webnlg_step(a.out, device, a.smoke, a.webnlg_preset, a.chunk_steps),
     }

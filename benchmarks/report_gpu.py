@@ -1,6 +1,7 @@
 """The GPU tables of benchmarks/README.md, rendered from ``benchmarks/recorded/gpu.json``: the runs of
 ``benchmarks/gpu_suite.py`` on a lent GPU (``benchmarks/gpu_lease.sh``), each with its conditions, the CUDA tests'
 outcomes and the suite's JSON as it wrote it. Verdicts against the goals below are computed here, never typed."""
+
 from __future__ import annotations
 
 from typing import Callable, Dict, List, Optional, Tuple
@@ -14,8 +15,10 @@ LEAN_MEMORY_GOAL, LEAN_TIME_GOAL, LARGEST_GOAL, SAMPLER_GOAL = 6.0, 1.0, 6.0, 1.
 def _conditions(runs: List[Dict]) -> str:
     m = runs[0]["meta"]
     commands = "; ".join(f"`{r['meta']['command']}`" for r in runs)
-    return (f"{len(runs)} run{'s' * (len(runs) != 1)} ({commands}) on {m['device']} ({m['memory_gib']:g} GiB; driver "
-            f"{m['driver']}; torch {m['torch']}, CUDA {m['cuda']}, PyG {m['pyg']}; {m['machine']}; {m['date']})")
+    return (
+        f"{len(runs)} run{'s' * (len(runs) != 1)} ({commands}) on {m['device']} ({m['memory_gib']:g} GiB; driver "
+        f"{m['driver']}; torch {m['torch']}, CUDA {m['cuda']}, PyG {m['pyg']}; {m['machine']}; {m['date']})"
+    )
 
 
 def _with(runs: List[Dict], step: str) -> List[Dict]:
@@ -38,27 +41,36 @@ def render_memory(runs: List[Dict]) -> str:
     """``lean=True`` against stock PyG at each size and dtype: peak bytes per edge and step time, with the verdicts on
     the memory and time goals."""
     runs = _with(runs, "memory")
-    lines = ["| layer | dtype | edges | stock B/edge | lean B/edge | less memory | stock ms / step | lean ms / step | "
-             "lean / stock time (paired) |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        "| layer | dtype | edges | stock B/edge | lean B/edge | less memory | stock ms / step | lean ms / step | "
+        "lean / stock time (paired) |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     less, slower = [], []
     for run in runs:
         for (layer, dtype, edges), c in _pairs(run["suite"]["memory"]).items():
             s, lean = c.get("stock", {}), c.get("lean", {})
             if "ms" not in s or "ms" not in lean:
-                lines.append(f"| {layer} | {dtype} | {edges:,} | failed: {s.get('error') or lean.get('error')} "
-                             "| | | | | |")
+                lines.append(
+                    f"| {layer} | {dtype} | {edges:,} | failed: {s.get('error') or lean.get('error')} | | | | | |"
+                )
                 continue
             less.append(s["bytes_per_edge"] / lean["bytes_per_edge"])
             slower.append(lean["paired_ratio_to_first"])
-            lines.append(f"| {layer} | {dtype} | {edges:,} | {s['bytes_per_edge']:,.0f} | {lean['bytes_per_edge']:,.0f} "
-                         f"| {_x(s['bytes_per_edge'], lean['bytes_per_edge'])} | {s['ms']:.2f} | {lean['ms']:.2f} | "
-                         f"{lean['paired_ratio_to_first']:.2f} |")
+            lines.append(
+                f"| {layer} | {dtype} | {edges:,} | {s['bytes_per_edge']:,.0f} | {lean['bytes_per_edge']:,.0f} "
+                f"| {_x(s['bytes_per_edge'], lean['bytes_per_edge'])} | {s['ms']:.2f} | {lean['ms']:.2f} | "
+                f"{lean['paired_ratio_to_first']:.2f} |"
+            )
     mem_met = sum(v >= LEAN_MEMORY_GOAL for v in less)
     time_met = sum(v <= LEAN_TIME_GOAL for v in slower)
-    lines += ["", f"{_conditions(runs)}. `lean=True` needs {min(less):.1f}-{max(less):.1f}x less peak memory than "
-                  f"stock (goal: at least {LEAN_MEMORY_GOAL:g}x; met in {mem_met} of {len(less)} cells) and takes "
-                  f"{min(slower):.2f}-{max(slower):.2f}x stock's step time (goal: at most {LEAN_TIME_GOAL:g}x; met in "
-                  f"{time_met} of {len(slower)} cells)."]
+    lines += [
+        "",
+        f"{_conditions(runs)}. `lean=True` needs {min(less):.1f}-{max(less):.1f}x less peak memory than "
+        f"stock (goal: at least {LEAN_MEMORY_GOAL:g}x; met in {mem_met} of {len(less)} cells) and takes "
+        f"{min(slower):.2f}-{max(slower):.2f}x stock's step time (goal: at most {LEAN_TIME_GOAL:g}x; met in "
+        f"{time_met} of {len(slower)} cells).",
+    ]
     return "\n".join(lines)
 
 
@@ -89,8 +101,12 @@ def render_largest(runs: List[Dict]) -> str:
     for (layer, shape, dtype, name), m in merged.items():
         groups.setdefault((layer, shape, dtype), {})[name] = m
     has_turbo = any("turbo" in g for g in groups.values())
-    lines = ["| layer | heads x channels | dtype | stock | lean | " + ("turbo-gnn | " if has_turbo else "")
-             + "lean / stock |", "| --- | --- | --- | ---: | ---: | " + ("---: | " if has_turbo else "") + "---: |"]
+    lines = [
+        "| layer | heads x channels | dtype | stock | lean | "
+        + ("turbo-gnn | " if has_turbo else "")
+        + "lean / stock |",
+        "| --- | --- | --- | ---: | ---: | " + ("---: | " if has_turbo else "") + "---: |",
+    ]
 
     def cell(m: Optional[Dict]) -> str:
         if m is None:
@@ -108,31 +124,41 @@ def render_largest(runs: List[Dict]) -> str:
             value = g["lean"]["largest"] / g["stock"]["largest"]
             ratio = f"{'' if exact else 'at least '}{value:.1f}x"
             verdicts.append((value, exact, g["stock"]["exact"]))
-        lines.append(f"| {layer} | {shape} | {dtype} | {cell(g.get('stock'))} | {cell(g.get('lean'))} | "
-                     + (f"{cell(g.get('turbo'))} | " if has_turbo else "") + f"{ratio} |")
+        lines.append(
+            f"| {layer} | {shape} | {dtype} | {cell(g.get('stock'))} | {cell(g.get('lean'))} | "
+            + (f"{cell(g.get('turbo'))} | " if has_turbo else "")
+            + f"{ratio} |"
+        )
     met = sum(v >= LARGEST_GOAL for v, _, _ in verdicts)
     unresolved = sum(v < LARGEST_GOAL and not exact for v, exact, _ in verdicts)
-    lines += ["", f"{_conditions(_with(runs, 'largest'))}. A search doubles the edge count until a training step "
-                  "fails, then bisects to within 10%; 'at least' marks a search that its time bound stopped first. "
-                  f"Lean trains a graph {min(v for v, _, _ in verdicts):.1f}-{max(v for v, _, _ in verdicts):.1f}x "
-                  f"larger than stock (goal: at least {LARGEST_GOAL:g}x; met in {met} of {len(verdicts)}, "
-                  f"{unresolved} of them only bounded below the goal)."]
+    lines += [
+        "",
+        f"{_conditions(_with(runs, 'largest'))}. A search doubles the edge count until a training step "
+        "fails, then bisects to within 10%; 'at least' marks a search that its time bound stopped first. "
+        f"Lean trains a graph {min(v for v, _, _ in verdicts):.1f}-{max(v for v, _, _ in verdicts):.1f}x "
+        f"larger than stock (goal: at least {LARGEST_GOAL:g}x; met in {met} of {len(verdicts)}, "
+        f"{unresolved} of them only bounded below the goal).",
+    ]
     return "\n".join(lines)
 
 
 def render_peer(runs: List[Dict]) -> str:
     """Stock ``GATv2Conv``, ``lean=True`` and turbo-gnn's fused kernel on the same graphs."""
     runs = _with(runs, "peer")
-    lines = ["| dtype | edges | contender | B/edge | less memory than stock | ms / step | time / stock (paired) |",
-             "| --- | ---: | --- | ---: | ---: | ---: | ---: |"]
+    lines = [
+        "| dtype | edges | contender | B/edge | less memory than stock | ms / step | time / stock (paired) |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: |",
+    ]
     notes = []
     for run in runs:
         P = run["suite"]["peer"]
         check = P.get("turbo_check", {})
         if "max_abs_diff_output" in check:
-            notes.append(f"turbo-gnn against stock on a 1,000-node graph: outputs within "
-                         f"{check['max_abs_diff_output']:.1e} (largest output {check['max_abs_output']:.2f}), "
-                         f"parameter gradients within {check['max_abs_diff_grads']:.1e}")
+            notes.append(
+                f"turbo-gnn against stock on a 1,000-node graph: outputs within "
+                f"{check['max_abs_diff_output']:.1e} (largest output {check['max_abs_output']:.2f}), "
+                f"parameter gradients within {check['max_abs_diff_grads']:.1e}"
+            )
         else:
             notes.append(f"turbo-gnn: {check.get('error') or P['turbo']}")
         for (_, dtype, edges), c in _pairs(P["rows"]).items():
@@ -142,22 +168,32 @@ def render_peer(runs: List[Dict]) -> str:
                     lines.append(f"| {dtype} | {edges:,} | {name} | failed: {r.get('error')} | | | |")
                     continue
                 less = _x(stock["bytes_per_edge"], r["bytes_per_edge"]) if name != "stock" and "ms" in stock else ""
-                lines.append(f"| {dtype} | {edges:,} | {name} | {r['bytes_per_edge']:,.0f} | {less} | {r['ms']:.2f} | "
-                             f"{r['paired_ratio_to_first']:.2f} |")
+                lines.append(
+                    f"| {dtype} | {edges:,} | {name} | {r['bytes_per_edge']:,.0f} | {less} | {r['ms']:.2f} | "
+                    f"{r['paired_ratio_to_first']:.2f} |"
+                )
     shape = runs[0]["suite"]["peer"]["shape"]
-    lines += ["", f"{_conditions(runs)}; {shape['heads']} heads x {shape['channels']} channels, attention dropout "
-                  f"{shape['dropout']:g}. " + "; ".join(notes) + "."]
+    lines += [
+        "",
+        f"{_conditions(runs)}; {shape['heads']} heads x {shape['channels']} channels, attention dropout "
+        f"{shape['dropout']:g}. " + "; ".join(notes) + ".",
+    ]
     return "\n".join(lines)
 
 
 def render_chunks(runs: List[Dict]) -> str:
     """The lean path's step time and memory per chunk size."""
     runs = _with(runs, "chunks")
-    lines = ["| layer | edges | contender | B/edge | ms / step | time / stock (paired) |",
-             "| --- | ---: | --- | ---: | ---: | ---: |"]
+    lines = [
+        "| layer | edges | contender | B/edge | ms / step | time / stock (paired) |",
+        "| --- | ---: | --- | ---: | ---: | ---: |",
+    ]
     for run in runs:
-        lines += [f"| {r['layer']} | {r['edges']:,} | {r['contender']} | {r['bytes_per_edge']:,.0f} | {r['ms']:.2f} | "
-                  f"{r['paired_ratio_to_first']:.2f} |" for r in run["suite"]["chunks"]]
+        lines += [
+            f"| {r['layer']} | {r['edges']:,} | {r['contender']} | {r['bytes_per_edge']:,.0f} | {r['ms']:.2f} | "
+            f"{r['paired_ratio_to_first']:.2f} |"
+            for r in run["suite"]["chunks"]
+        ]
     return "\n".join(lines + ["", f"{_conditions(runs)}."])
 
 
@@ -171,26 +207,37 @@ def render_layers(runs: List[Dict]) -> str:
 
     sampler = [x["sampler"]["SVGD on every layer"]["paired"] for x in L]
     g = L[0]["graph"]
-    lines = ["| comparison (paired ratio, per run) | value |", "| --- | ---: |",
-             f"| `RepulsiveGATConv` / `GATConv`, one layer's training step | "
-             f"{values(lambda x: x['layer']['RepulsiveGATConv']['paired'])} |",
-             f"| SVGD on every layer / no sampler, 2-layer GAT with Adam | {values(lambda x: x['sampler']['SVGD on every layer']['paired'])} |",
-             f"| DropAttention / attention dropout, 2-layer GAT with Adam | "
-             f"{values(lambda x: x['dropattention']['DropAttention']['paired'])} |"]
+    lines = [
+        "| comparison (paired ratio, per run) | value |",
+        "| --- | ---: |",
+        f"| `RepulsiveGATConv` / `GATConv`, one layer's training step | "
+        f"{values(lambda x: x['layer']['RepulsiveGATConv']['paired'])} |",
+        "| SVGD on every layer / no sampler, 2-layer GAT with Adam | "
+        f"{values(lambda x: x['sampler']['SVGD on every layer']['paired'])} |",
+        f"| DropAttention / attention dropout, 2-layer GAT with Adam | "
+        f"{values(lambda x: x['dropattention']['DropAttention']['paired'])} |",
+    ]
     for name in L[0].get("compile_by_layer", {}):
-        lines.append(f"| `{name}` compiled / eager, forward + backward | "
-                     f"{values(lambda x: x['compile_by_layer'][name]['compiled']['paired'])} |")
+        lines.append(
+            f"| `{name}` compiled / eager, forward + backward | "
+            f"{values(lambda x: x['compile_by_layer'][name]['compiled']['paired'])} |"
+        )
     breaks = " / ".join(str(x["compile_graph_breaks"]) for x in L)
     syncs = " / ".join(str(x["sampler_host_syncs_per_step"]) for x in L)
-    lines += [f"| `torch.compile` graph breaks (both layers) | {breaks} |",
-              f"| host synchronisations in one training step with the sampler | {syncs} |"]
+    lines += [
+        f"| `torch.compile` graph breaks (both layers) | {breaks} |",
+        f"| host synchronisations in one training step with the sampler | {syncs} |",
+    ]
     sites = L[-1].get("sampler_host_sync_sites", {})
     where = ", ".join(f"`{site(s)}` ({n})" for s, n in sorted(sites.items(), key=lambda kv: -kv[1]))
     met = sum(s <= SAMPLER_GOAL for s in sampler)
-    lines += ["", f"{_conditions(runs)}; a random graph of {g['nodes']:,} nodes and {g['edges']:,} edges, 64 features, "
-                  f"8 heads x 8. The sampler's step costs {min(sampler):.2f}-{max(sampler):.2f}x a plain step (goal: at "
-                  f"most {SAMPLER_GOAL:g}x; met in {met} of {len(sampler)} runs)."
-              + (f" Where its host synchronisations come from (last run): {where}." if where else "")]
+    lines += [
+        "",
+        f"{_conditions(runs)}; a random graph of {g['nodes']:,} nodes and {g['edges']:,} edges, 64 features, "
+        f"8 heads x 8. The sampler's step costs {min(sampler):.2f}-{max(sampler):.2f}x a plain step (goal: at "
+        f"most {SAMPLER_GOAL:g}x; met in {met} of {len(sampler)} runs)."
+        + (f" Where its host synchronisations come from (last run): {where}." if where else ""),
+    ]
     return "\n".join(lines)
 
 
@@ -207,26 +254,38 @@ def site(path: str) -> str:
 def render_profile(runs: List[Dict], top: int = 3) -> str:
     """The kernels that take most of a training step's device time, per contender (first run with a profile)."""
     run = _with(runs, "profile")[0]
-    lines = ["| contender (float32, 1 layer 8x8) | kernel | ms | share of the step's kernel time | calls |",
-             "| --- | --- | ---: | ---: | ---: |"]
+    lines = [
+        "| contender (float32, 1 layer 8x8) | kernel | ms | share of the step's kernel time | calls |",
+        "| --- | --- | ---: | ---: | ---: |",
+    ]
     for name, kernels in run["suite"]["profile"].items():
         for k in kernels[:top]:
             kernel = kernel_name(k["kernel"])
             lines.append(f"| {name} | `{kernel}` | {k['ms']:.2f} | {k['share']:.0%} | {k['calls']} |")
-    return "\n".join(lines + ["", f"{_conditions([run])}; one training step at the memory table's largest size "
-                                  "under `torch.profiler`."])
+    return "\n".join(
+        lines
+        + ["", f"{_conditions([run])}; one training step at the memory table's largest size under `torch.profiler`."]
+    )
 
 
 def render_tests(runs: List[Dict]) -> str:
     """The CUDA tests' outcomes on the card."""
     run = [r for r in runs if "tests" in r][-1]
     outcomes = [t["outcome"] for t in run["tests"]]
-    lines = [f"{outcomes.count('passed')} of {len(outcomes)} CUDA tests passed on {run['meta']['device']} "
-             f"(torch {run['meta']['torch']}, PyG {run['meta']['pyg']}, {run['meta']['date']}):", ""]
+    lines = [
+        f"{outcomes.count('passed')} of {len(outcomes)} CUDA tests passed on {run['meta']['device']} "
+        f"(torch {run['meta']['torch']}, PyG {run['meta']['pyg']}, {run['meta']['date']}):",
+        "",
+    ]
     return "\n".join(lines + [f"* `{t['test']}`: {t['outcome']}" for t in run["tests"]])
 
 
-BLOCKS = {"gpu-tests": lambda r: render_tests(r["gpu"]), "gpu-memory": lambda r: render_memory(r["gpu"]),
-          "gpu-largest": lambda r: render_largest(r["gpu"]), "gpu-peer": lambda r: render_peer(r["gpu"]),
-          "gpu-chunks": lambda r: render_chunks(r["gpu"]), "gpu-layers": lambda r: render_layers(r["gpu"]),
-          "gpu-profile": lambda r: render_profile(r["gpu"])}
+BLOCKS = {
+    "gpu-tests": lambda r: render_tests(r["gpu"]),
+    "gpu-memory": lambda r: render_memory(r["gpu"]),
+    "gpu-largest": lambda r: render_largest(r["gpu"]),
+    "gpu-peer": lambda r: render_peer(r["gpu"]),
+    "gpu-chunks": lambda r: render_chunks(r["gpu"]),
+    "gpu-layers": lambda r: render_layers(r["gpu"]),
+    "gpu-profile": lambda r: render_profile(r["gpu"]),
+}

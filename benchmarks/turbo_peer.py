@@ -10,6 +10,7 @@ imports the package's pure-Python API on top of it; nothing is installed.
 
 The suite's ``peer`` step then calls :func:`load` with the same ``--dir`` (the build is reused when finished).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,9 +24,15 @@ from typing import Optional
 
 import torch
 
-SOURCES = ("turbo_gnn.cpp", "reduction/reduction_aggr.cu", "reduction/reduction_aggr_base.cu",
-           "gatv2/gatv2_kernel.cu", "gt/graph_transformer.cu", "spmm/cusparse_spmm.cpp",
-           "spmm/edge_norm_kernels.cu")
+SOURCES = (
+    "turbo_gnn.cpp",
+    "reduction/reduction_aggr.cu",
+    "reduction/reduction_aggr_base.cu",
+    "gatv2/gatv2_kernel.cu",
+    "gt/graph_transformer.cu",
+    "spmm/cusparse_spmm.cpp",
+    "spmm/edge_norm_kernels.cu",
+)
 DONE = "built.ok"  # written into --dir when the extension imported; the suite waits for it
 
 
@@ -62,11 +69,15 @@ def build(sdist: Path, folder: Path, verbose: bool = True):
     libs = _nvidia_dirs("lib")
     (folder / "ext").mkdir(parents=True, exist_ok=True)
     ext = cpp_extension.load(
-        name="turbo_gnn_C", sources=[str(src / "csrc" / s) for s in SOURCES],
+        name="turbo_gnn_C",
+        sources=[str(src / "csrc" / s) for s in SOURCES],
         extra_include_paths=[str(src / "csrc")] + _nvidia_dirs("include"),
-        extra_cflags=["-O3"], extra_cuda_cflags=["-O3", "--use_fast_math"],
+        extra_cflags=["-O3"],
+        extra_cuda_cflags=["-O3", "--use_fast_math"],
         extra_ldflags=[f"-L{d}" for d in libs] + [f"-Wl,-rpath,{d}" for d in libs] + ["-lcusparse"],
-        build_directory=str(folder / "ext"), verbose=verbose)
+        build_directory=str(folder / "ext"),
+        verbose=verbose,
+    )
     sys.modules["turbo_gnn._C"] = ext  # the package imports its kernels as turbo_gnn._C
     if str(src) not in sys.path:
         sys.path.insert(0, str(src))
@@ -98,8 +109,10 @@ class TurboGATv2(torch.nn.Module):
     def __init__(self, conv, turbo):
         super().__init__()
         if conv.dropout or not conv.concat or conv.share_weights or conv.lin_edge is not None or conv.residual:
-            raise ValueError("TurboGATv2 needs GATv2Conv(dropout=0, concat=True, share_weights=False), no edge "
-                             "features and no residual")
+            raise ValueError(
+                "TurboGATv2 needs GATv2Conv(dropout=0, concat=True, share_weights=False), no edge "
+                "features and no residual"
+            )
         self.conv, self.turbo = conv, turbo
 
     def graph(self, edge_index: torch.Tensor, num_nodes: int):
@@ -114,8 +127,13 @@ class TurboGATv2(torch.nn.Module):
         H, C = self.conv.heads, self.conv.out_channels
         source = self.conv.lin_l(x).view(-1, H, C)
         target = self.conv.lin_r(x).view(-1, H, C)
-        out = self.turbo.gatv2_aggr(graph, target, x_neighbors=source, attention_weights=self.conv.att.view(H, C),
-                                    negative_slope=self.conv.negative_slope)
+        out = self.turbo.gatv2_aggr(
+            graph,
+            target,
+            x_neighbors=source,
+            attention_weights=self.conv.att.view(H, C),
+            negative_slope=self.conv.negative_slope,
+        )
         out = out.view(-1, H * C)
         return out if self.conv.bias is None else out + self.conv.bias
 

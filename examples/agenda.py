@@ -7,14 +7,15 @@
 Each variant trains into its own folder OUT/<variant> (resuming if interrupted), decodes the test split and prints
 its scores. Under the offline protocol (no AGENDA train file) the scores are not comparable to published ones.
 """
+
 import argparse
 import json
 
+import graph_rma.engine
 from graph_rma.argtypes import out_dir, positive_int, seed
 from graph_rma.tasks.agenda import PRESETS, evaluate, load_agenda, train
 from graph_rma.tasks.graph_to_text import run_folder
 from graph_rma.variants import parse_variant
-import graph_rma.engine
 
 graph_rma.engine.one_line_errors()  # a mistake or missing data: one line, not a traceback
 
@@ -26,9 +27,12 @@ parser.add_argument("--variants", nargs="+", default=["ma", "svgd:alpha=0.1"])
 parser.add_argument("--seed", type=seed, default=0)
 parser.add_argument("--epochs", type=positive_int, default=None, help="override the preset's number of epochs")
 parser.add_argument("--meteor", default="auto", choices=["auto", "meteor-1.5", "nltk", "none"])
-parser.add_argument("--small", action="store_true",
-                    help="a first look in about a minute: width 32, one layer, one epoch on the first 200 training "
-                         "records, 40 test graphs decoded greedily (scores mean nothing at this size)")
+parser.add_argument(
+    "--small",
+    action="store_true",
+    help="a first look in about a minute: width 32, one layer, one epoch on the first 200 training "
+    "records, 40 test graphs decoded greedily (scores mean nothing at this size)",
+)
 args = parser.parse_args()
 for spec in args.variants:
     parse_variant(spec)  # a misspelt variant: one line now, not after the first variant has trained
@@ -41,20 +45,31 @@ if args.small:
 splits = load_agenda(args.root)
 print(splits.description)
 if args.small:  # the sizes this run uses, not the data's
-    used = {k: min(n, len(getattr(splits, k))) for k, n in (("train", limits["max_train"]), ("dev", limits["max_dev"]),
-                                                            ("test", 40))}
-    print(f"--small: training on the first {used['train']} of {len(splits.train)} training records, dev loss on the "
-          f"first {used['dev']} of {len(splits.dev)}, scores on the first {used['test']} of {len(splits.test)} test "
-          f"graphs")
+    used = {
+        k: min(n, len(getattr(splits, k)))
+        for k, n in (("train", limits["max_train"]), ("dev", limits["max_dev"]), ("test", 40))
+    }
+    print(
+        f"--small: training on the first {used['train']} of {len(splits.train)} training records, dev loss on the "
+        f"first {used['dev']} of {len(splits.dev)}, scores on the first {used['test']} of {len(splits.test)} test "
+        f"graphs"
+    )
 rows = []
 for spec in args.variants:
     out = run_folder(args.out, spec)  # one folder per variant: svgd:alpha=0.1 and svgd:alpha=1 never share one
     summary = train(dict(config), out, variant=spec, seed=args.seed, splits=splits, save_every=50, **limits)
-    scores = evaluate(out, "test", splits=splits, regenerate=True, meteor=args.meteor,
-                      **({"limit": 40} if args.small else {}))
-    rows.append({"variant": spec, "out": str(out), "dev_loss": round(summary["best_dev_loss"], 3),
-                 **{k: round(v, 2) for k, v in scores.items() if isinstance(v, float)},
-                 "METEOR_impl": scores.get("METEOR_impl")})
+    scores = evaluate(
+        out, "test", splits=splits, regenerate=True, meteor=args.meteor, **({"limit": 40} if args.small else {})
+    )
+    rows.append(
+        {
+            "variant": spec,
+            "out": str(out),
+            "dev_loss": round(summary["best_dev_loss"], 3),
+            **{k: round(v, 2) for k, v in scores.items() if isinstance(v, float)},
+            "METEOR_impl": scores.get("METEOR_impl"),
+        }
+    )
     print(json.dumps(rows[-1]))
 keys = [k for k in rows[0] if k != "out"]
 print(" | ".join(keys))

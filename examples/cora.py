@@ -9,16 +9,17 @@ This loop is the benchmark's: with the same seed and variant it selects the same
 accuracy as one run of `graph-rma cora` (graph_rma.tasks.node_classification.train_run). The full study (many seeds,
 every variant, tables and plots) is `graph-rma cora`.
 """
+
 import argparse
 import copy
 
 import torch
 import torch.nn.functional as F
 
+import graph_rma.engine
 from graph_rma.argtypes import positive_int, seed
 from graph_rma.data.planetoid import load_planetoid, prepare_features
 from graph_rma.engine import EarlyStopping, seed_everything
-import graph_rma.engine
 from graph_rma.models import GAT
 from graph_rma.tasks.node_classification import SVGD  # the benchmark's chosen SVGD spec
 from graph_rma.variants import apply_variant
@@ -69,5 +70,7 @@ for epoch in range(1, args.epochs + 1):
         break
 
 model.load_state_dict(best_state)
-print(f"{setup.variant.spec}: stopped at epoch {epoch}, best val {100 * stopper.best_acc:.1f}%, "
-      f"test {100 * best_test:.1f}%")
+print(
+    f"{setup.variant.spec}: stopped at epoch {epoch}, best val {100 * stopper.best_acc:.1f}%, "
+    f"test {100 * best_test:.1f}%"
+)

@@ -12,6 +12,7 @@ sd over the seeds and the paired difference against plain, and writes ``head_imp
 when each head is masked (Michel et al.), before training and after each arm's training on the first seed. Data:
 ``$GRAPH_RMA_DATA/text`` (``../shared/data`` with ``make``), as in ``examples/text_classification.py``.
 """
+
 import argparse
 import tempfile
 
@@ -30,15 +31,29 @@ import graph_rma.hf  # noqa: E402  (after the one-line check that transformers i
 
 p = argparse.ArgumentParser()
 p.add_argument("--dataset", default="trec", help="trec, sst2, mr, ... (graph_rma.data.text)")
-p.add_argument("--model", default=None, help="a transformers checkpoint (hub name or path); default: a small BERT "
-                                             "from a BertConfig, randomly initialised")
-p.add_argument("--seeds", nargs="+", type=seed_list, action=SeedsAction, default=[0, 1, 2], metavar="S",
-               help="seeds, or ranges such as 0-2 (each arm runs every seed)")
+p.add_argument(
+    "--model",
+    default=None,
+    help="a transformers checkpoint (hub name or path); default: a small BERT from a BertConfig, randomly initialised",
+)
+p.add_argument(
+    "--seeds",
+    nargs="+",
+    type=seed_list,
+    action=SeedsAction,
+    default=[0, 1, 2],
+    metavar="S",
+    help="seeds, or ranges such as 0-2 (each arm runs every seed)",
+)
 p.add_argument("--epochs", type=positive_float, default=4)
 p.add_argument("--lr", type=positive_float, default=None, help="default 1e-3 for the small BERT, 5e-5 for --model")
 p.add_argument("--max-train", type=positive_int, default=None, help="use only the first N training sentences")
-p.add_argument("--arms", nargs="+", default=["ma", "dropattn:p=0.1,mode=column", "svgd:alpha=0.1,eps=1"],
-               help="variant specs, one per arm (the first is the reference)")
+p.add_argument(
+    "--arms",
+    nargs="+",
+    default=["ma", "dropattn:p=0.1,mode=column", "svgd:alpha=0.1,eps=1"],
+    help="variant specs, one per arm (the first is the reference)",
+)
 p.add_argument("--out", type=out_dir, default="runs/example_hf", help="folder for head_importance.png")
 args = p.parse_args()
 if max(args.seeds) >= 2**32:
@@ -84,9 +99,17 @@ def build(seed):
     transformers.set_seed(seed)
     if args.model is not None:
         return transformers.AutoModelForSequenceClassification.from_pretrained(  # a new head for this set's classes
-            args.model, num_labels=train.num_classes, ignore_mismatched_sizes=True)
-    config = transformers.BertConfig(vocab_size=len(vocab), hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                                     intermediate_size=128, max_position_embeddings=64, num_labels=train.num_classes)
+            args.model, num_labels=train.num_classes, ignore_mismatched_sizes=True
+        )
+    config = transformers.BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=128,
+        max_position_embeddings=64,
+        num_labels=train.num_classes,
+    )
     return transformers.BertForSequenceClassification(config)
 
 
@@ -111,12 +134,25 @@ def run(spec, seed, work):
     model = build(seed)
     before = importance(model) if seed == args.seeds[0] else None
     targs = transformers.TrainingArguments(
-        output_dir=work, num_train_epochs=args.epochs, per_device_train_batch_size=32, seed=seed,
-        learning_rate=args.lr or (1e-3 if args.model is None else 5e-5), report_to=[], save_strategy="no",
-        logging_strategy="no", disable_tqdm=True, dataloader_num_workers=0,
-        dataloader_pin_memory=torch.cuda.is_available())
-    trainer = transformers.Trainer(model=model, args=targs, train_dataset=train_set, data_collator=collate,
-                                   callbacks=[graph_rma.hf.SamplerCallback(spec)])
+        output_dir=work,
+        num_train_epochs=args.epochs,
+        per_device_train_batch_size=32,
+        seed=seed,
+        learning_rate=args.lr or (1e-3 if args.model is None else 5e-5),
+        report_to=[],
+        save_strategy="no",
+        logging_strategy="no",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        dataloader_pin_memory=torch.cuda.is_available(),
+    )
+    trainer = transformers.Trainer(
+        model=model,
+        args=targs,
+        train_dataset=train_set,
+        data_collator=collate,
+        callbacks=[graph_rma.hf.SamplerCallback(spec)],
+    )
     trainer.remove_callback(transformers.PrinterCallback)  # the table below says what matters
     trainer.train()
     return 100 * accuracy(model), before, importance(model) if seed == args.seeds[0] else None

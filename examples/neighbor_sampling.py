@@ -10,6 +10,7 @@ On a GPU machine install the wheels matching your torch and CUDA versions, e.g.
 The sampler needs nothing special: each mini-batch's loss.backward() fills the head gradients, SVGD replaces
 them before Adam's step, exactly as in full-batch training.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,8 +49,9 @@ def train(data, epochs=5, batch_size=256, num_neighbors=(10, 10), seed=0):
     from torch_geometric.loader import NeighborLoader
 
     torch.manual_seed(seed)
-    loader = NeighborLoader(data, num_neighbors=list(num_neighbors), batch_size=batch_size,
-                            input_nodes=data.train_mask, shuffle=True)
+    loader = NeighborLoader(
+        data, num_neighbors=list(num_neighbors), batch_size=batch_size, input_nodes=data.train_mask, shuffle=True
+    )
     model = GAT(data.num_features, int(data.y.max()) + 1)
     opt = torch.optim.Adam(model.parameters(), lr=0.005, weight_decay=5e-4)
     graph_rma.SVGD(model, alpha=0.1, layers=["conv1"]).attach(opt)

@@ -12,6 +12,7 @@ at the epoch with the lowest validation loss, with the paired difference over se
 with graph_rma's loader ($GRAPH_RMA_DATA or --root). For the published protocols themselves use
 ``graph-rma node --dataset NAME`` (docs/baselines.md).
 """
+
 import argparse
 
 import torch
@@ -28,8 +29,9 @@ from graph_rma.engine import paired_comparison
 graph_rma.engine.one_line_errors()  # a mistake or missing data: one line, not a traceback
 
 
-def run(x, edge_index, y, train, val, test, seed: int, repulsive: bool, epochs: int, alpha: float,
-        patience: int = 100) -> float:
+def run(
+    x, edge_index, y, train, val, test, seed: int, repulsive: bool, epochs: int, alpha: float, patience: int = 100
+) -> float:
     torch.manual_seed(seed)
     model = GAT(x.size(1), 64, num_layers=2, out_channels=int(y.max()) + 1, heads=8, dropout=0.6)
     if repulsive:
@@ -56,10 +58,21 @@ def run(x, edge_index, y, train, val, test, seed: int, repulsive: bool, epochs: 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="examples/quickstart_vs_stock.py", description=__doc__.split("\n\n")[0])
-    p.add_argument("--seeds", nargs="+", type=seed_list, action=SeedsAction, default=list(range(10)), metavar="S",
-                   help="the seeds, each a number or a range A-B, e.g. --seeds 0 1 2 or --seeds 0-9 (default: 0-9)")
-    p.add_argument("--epochs", type=positive_int, default=1500,
-                   help="most epochs per run (the protocol's 1500; it stops after 100 without a lower validation loss)")
+    p.add_argument(
+        "--seeds",
+        nargs="+",
+        type=seed_list,
+        action=SeedsAction,
+        default=list(range(10)),
+        metavar="S",
+        help="the seeds, each a number or a range A-B, e.g. --seeds 0 1 2 or --seeds 0-9 (default: 0-9)",
+    )
+    p.add_argument(
+        "--epochs",
+        type=positive_int,
+        default=1500,
+        help="most epochs per run (the protocol's 1500; it stops after 100 without a lower validation loss)",
+    )
     p.add_argument("--dataset", default="chameleon", help="a graph of graph_rma.data.nodes.NODE_DATASETS")
     p.add_argument("--alpha", type=nonnegative_float, default=0.1, help="SVGD's repulsive weight")
     p.add_argument("--root", default=None, help="data folder (default $GRAPH_RMA_DATA/pyg or .../planetoid)")
@@ -79,9 +92,11 @@ def main(argv=None) -> int:
         ours[seed] = run(x, edge_index, data.y, *masks, seed, True, args.epochs, args.alpha)
         print(f"seed {seed}: plain heads {stock[seed]:.1f} %, repulsive heads {ours[seed]:.1f} %")
     pc = paired_comparison(stock, ours)
-    print(f"mean: plain {sum(stock.values()) / len(stock):.2f} %, repulsive {sum(ours.values()) / len(ours):.2f} "
-          f"%; paired difference {pc['mean']:+.2f} ± {pc['se']:.2f} (SE), wins/ties/losses "
-          f"{pc['wins']}/{pc['ties']}/{pc['losses']}")
+    print(
+        f"mean: plain {sum(stock.values()) / len(stock):.2f} %, repulsive {sum(ours.values()) / len(ours):.2f} "
+        f"%; paired difference {pc['mean']:+.2f} ± {pc['se']:.2f} (SE), wins/ties/losses "
+        f"{pc['wins']}/{pc['ties']}/{pc['losses']}"
+    )
     return 0
 
 

@@ -16,6 +16,7 @@ divided by the global batch size times ``1/N``, so DDP's averaged gradient is th
 sampler runs after DDP's all-reduce, with the same noise on every rank, and the script ends by checking that the
 replicas are bitwise equal. Rank 0 prints and writes.
 """
+
 import argparse
 import contextlib
 from pathlib import Path
@@ -40,7 +41,9 @@ graph_rma.engine.one_line_errors()  # a mistake or missing data: one line, not a
 
 p = argparse.ArgumentParser()
 p.add_argument("--dataset", default="trec", help="trec, mr, sst2 or sst1")
-p.add_argument("--variant", default="ma", help="e.g. ma, svgd:alpha=1, spos:alpha=1,beta=1e5, dropattn:p=0.1,mode=column")
+p.add_argument(
+    "--variant", default="ma", help="e.g. ma, svgd:alpha=1, spos:alpha=1,beta=1e5, dropattn:p=0.1,mode=column"
+)
 p.add_argument("--epochs", type=positive_int, default=6)
 p.add_argument("--seed", type=seed, default=0)
 p.add_argument("--sentence", default="What is the name of the longest river in the world ?")
@@ -118,7 +121,10 @@ if dist.distributed:  # the replicas must still be bitwise identical after all t
 if dist.rank != 0:
     raise SystemExit(0)
 model.load_state_dict(best_state)
-print(f"{train.name} {variant}: test accuracy {100 * accuracy(test.tokens, test.labels):.2f}% (best dev {100 * best:.2f}%)")
+print(
+    f"{train.name} {variant}: test accuracy {100 * accuracy(test.tokens, test.labels):.2f}% "
+    f"(best dev {100 * best:.2f}%)"
+)
 
 # heads on one sentence: the attention each token receives from each head of the last layer (query-averaged)
 words = tokenize(args.sentence)

@@ -3,6 +3,7 @@
 The names below are imported on first use (PEP 562), so ``import graph_rma`` and the command line's ``--help``
 do not load torch; ``from graph_rma import SVGD`` works as usual.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -24,9 +25,22 @@ _EXPORTS = {
     "make_sampler": ".variants",
     "parse_variant": ".variants",
     "regularization_loss": ".variants",
-    **{name: ".particles" for name in ("SGLD", "SPOS", "SVGD", "HeadParam", "ParticleGroup", "find_particle_groups",
-                                       "median_bandwidth", "rbf_kernel", "register_head_layout", "spos_direction",
-                                       "svgd_direction")},
+    **{
+        name: ".particles"
+        for name in (
+            "SGLD",
+            "SPOS",
+            "SVGD",
+            "HeadParam",
+            "ParticleGroup",
+            "find_particle_groups",
+            "median_bandwidth",
+            "rbf_kernel",
+            "register_head_layout",
+            "spos_direction",
+            "svgd_direction",
+        )
+    },
 }
 
 __all__ = [

@@ -9,6 +9,7 @@ They live outside :mod:`graph_rma.cli` so that scripts, which import the library
 their arguments the same way. Nothing here imports torch at import time (:func:`device` does when a CUDA device is
 named, to check that it exists), so ``--help`` stays fast.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,8 +18,22 @@ import os
 from pathlib import Path
 from typing import List, Optional
 
-__all__ = ["MAX_SEED", "MAX_SEEDS", "SeedsAction", "device", "nonnegative_float", "nonnegative_int", "out_dir",
-           "out_file", "positive_float", "positive_int", "probability", "require_out_dir", "seed", "seed_list"]
+__all__ = [
+    "MAX_SEED",
+    "MAX_SEEDS",
+    "SeedsAction",
+    "device",
+    "nonnegative_float",
+    "nonnegative_int",
+    "out_dir",
+    "out_file",
+    "positive_float",
+    "positive_int",
+    "probability",
+    "require_out_dir",
+    "seed",
+    "seed_list",
+]
 
 #: the largest seed: torch's generators take seeds below 2**64 (``torch.manual_seed(2**64)`` overflows)
 MAX_SEED = 2**64 - 1
@@ -138,8 +153,9 @@ def device(text: str) -> str:
         if count == 0:
             raise argparse.ArgumentTypeError(f"{text!r} asked for, but this torch build sees no CUDA device")
         if colon and int(index) >= count:
-            raise argparse.ArgumentTypeError(f"{text!r} asked for, but this machine has {count} CUDA device(s): "
-                                             f"cuda:0 to cuda:{count - 1}")
+            raise argparse.ArgumentTypeError(
+                f"{text!r} asked for, but this machine has {count} CUDA device(s): cuda:0 to cuda:{count - 1}"
+            )
     return name
 
 

@@ -33,6 +33,7 @@ Defined cases:
   ``[H, N, N]`` matrix get the very same mask from the same seed. For ``window=1`` in element mode every edge is
   independent and the sparse draw follows the given edge order (no sort is needed).
 """
+
 from __future__ import annotations
 
 import math
@@ -184,13 +185,24 @@ def _element_order(src: Tensor, dst: Tensor, num_src: int, num_dst: int) -> Tupl
     consecutive segment, along which element-mode windows run."""
     key, perm = index_sort(dst * num_src + src, max_value=num_dst * num_src, stable=True)
     ptr = cumsum(degree(dst, num_dst, dtype=torch.long))
-    rank = torch.arange(src.numel(), device=src.device) - ptr.index_select(0, torch.div(key, num_src, rounding_mode="floor"))
+    rank = torch.arange(src.numel(), device=src.device) - ptr.index_select(
+        0, torch.div(key, num_src, rounding_mode="floor")
+    )
     return perm, rank
 
 
-def _sparse_mask(src: Tensor, dst: Tensor, num_heads: int, num_src: int, num_dst: int, p: float, window: int,
-                 mode: str, generator: Optional[torch.Generator],
-                 order: Optional[Tuple[Tensor, Tensor]] = None) -> Tensor:
+def _sparse_mask(
+    src: Tensor,
+    dst: Tensor,
+    num_heads: int,
+    num_src: int,
+    num_dst: int,
+    p: float,
+    window: int,
+    mode: str,
+    generator: Optional[torch.Generator],
+    order: Optional[Tuple[Tensor, Tensor]] = None,
+) -> Tensor:
     """Dropped mask ``[E, H]`` for edges ``src -> dst`` (``order``: a precomputed :func:`_element_order`)."""
     E, device = src.numel(), src.device
     if mode == "column":
@@ -203,8 +215,18 @@ def _sparse_mask(src: Tensor, dst: Tensor, num_heads: int, num_src: int, num_dst
     return _scatter_rows(dropped.t().contiguous(), perm)
 
 
-def _drop_sparse(alpha: Tensor, src: Tensor, dst: Tensor, num_src: int, num_dst: int, p: float, window: int,
-                 mode: str, rescale: str, generator: Optional[torch.Generator]) -> Tensor:
+def _drop_sparse(
+    alpha: Tensor,
+    src: Tensor,
+    dst: Tensor,
+    num_src: int,
+    num_dst: int,
+    p: float,
+    window: int,
+    mode: str,
+    rescale: str,
+    generator: Optional[torch.Generator],
+) -> Tensor:
     """DropAttention on ``alpha`` ``[E, H]`` over edges ``src -> dst`` (training mode, ``p > 0``, checked args)."""
     if alpha.numel() == 0:
         return alpha
@@ -222,8 +244,11 @@ def _resolve_num_nodes(num_nodes: NumNodes, src: Tensor, dst: Tensor) -> Tuple[i
         if num_nodes < 0:
             raise ValueError(f"num_nodes: expected a non-negative integer, got {num_nodes}")
         return num_nodes, num_nodes
-    if (isinstance(num_nodes, (tuple, list)) and len(num_nodes) == 2
-            and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in num_nodes)):
+    if (
+        isinstance(num_nodes, (tuple, list))
+        and len(num_nodes) == 2
+        and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in num_nodes)
+    ):
         return int(num_nodes[0]), int(num_nodes[1])
     raise ValueError(f"num_nodes: expected None, an int or a pair (num_src, num_dst), got {num_nodes!r}")
 
@@ -260,11 +285,22 @@ def drop_attention(
     """
     _check_options(p, window, mode, rescale)
     if not isinstance(alpha, Tensor) or not alpha.is_floating_point() or alpha.dim() not in (1, 2):
-        desc = f"{alpha.dtype} tensor of shape {list(alpha.shape)}" if isinstance(alpha, Tensor) else type(alpha).__name__
+        desc = (
+            f"{alpha.dtype} tensor of shape {list(alpha.shape)}" if isinstance(alpha, Tensor) else type(alpha).__name__
+        )
         raise ValueError(f"alpha: expected a floating-point tensor of shape [E, H] or [E], got {desc}")
-    if (not isinstance(edge_index, Tensor) or edge_index.dim() != 2 or edge_index.size(0) != 2
-            or edge_index.is_floating_point() or edge_index.dtype == torch.bool):
-        desc = f"{edge_index.dtype} tensor of shape {list(edge_index.shape)}" if isinstance(edge_index, Tensor) else type(edge_index).__name__
+    if (
+        not isinstance(edge_index, Tensor)
+        or edge_index.dim() != 2
+        or edge_index.size(0) != 2
+        or edge_index.is_floating_point()
+        or edge_index.dtype == torch.bool
+    ):
+        desc = (
+            f"{edge_index.dtype} tensor of shape {list(edge_index.shape)}"
+            if isinstance(edge_index, Tensor)
+            else type(edge_index).__name__
+        )
         raise ValueError(f"edge_index: expected an integer tensor of shape [2, E], got {desc}")
     if edge_index.size(1) != alpha.size(0):
         raise ValueError(f"alpha: expected {edge_index.size(1)} rows (one per edge of edge_index), got {alpha.size(0)}")
@@ -280,8 +316,9 @@ def drop_attention(
     if not training or p == 0.0:
         return alpha
     flat = alpha.dim() == 1
-    out = _drop_sparse(alpha.unsqueeze(-1) if flat else alpha, src, dst, num_src, num_dst, float(p), window, mode,
-                       rescale, generator)
+    out = _drop_sparse(
+        alpha.unsqueeze(-1) if flat else alpha, src, dst, num_src, num_dst, float(p), window, mode, rescale, generator
+    )
     return out.squeeze(-1) if flat else out
 
 
@@ -337,8 +374,9 @@ class DropAttention(nn.Module):
         rescale: ``"normalized"`` (rows renormalised to sum to 1) or ``"inverse"`` (``1 / (1 - p)``).
     """
 
-    def __init__(self, p: Optional[float] = None, window: int = 1, mode: str = "element",
-                 rescale: str = "normalized") -> None:
+    def __init__(
+        self, p: Optional[float] = None, window: int = 1, mode: str = "element", rescale: str = "normalized"
+    ) -> None:
         super().__init__()
         _check_options(p, window, mode, rescale, allow_none=True)
         self.p: Optional[float] = None if p is None else float(p)
@@ -360,20 +398,24 @@ class DropAttention(nn.Module):
         num_nodes: NumNodes = None,
         generator: Optional[torch.Generator] = None,
     ) -> Tensor:
-        """Dense when ``edge_index`` is ``None`` (:func:`drop_attention_dense`), else sparse (:func:`drop_attention`)."""
+        """Dense when ``edge_index`` is ``None`` (:func:`drop_attention_dense`), else sparse
+        (:func:`drop_attention`)."""
         p = self.rate()
         if edge_index is None:
             return drop_attention_dense(attn, p, self.window, self.mode, self.rescale, self.training, generator)
-        return drop_attention(attn, edge_index, p, self.window, self.mode, self.rescale, self.training,
-                              num_nodes, generator)
+        return drop_attention(
+            attn, edge_index, p, self.window, self.mode, self.rescale, self.training, num_nodes, generator
+        )
 
     def rate(self, layer_rate: Optional[float] = None) -> float:
         """The drop probability in effect: ``p``, or ``layer_rate`` (the host layer's dropout) when ``p`` is None."""
         if self.p is not None:
             return self.p
         if layer_rate is None:
-            raise ValueError("p: DropAttention() without p takes its rate from the layer it is installed in; this "
-                             "layer gives none, so pass p (e.g. DropAttention(0.1))")
+            raise ValueError(
+                "p: DropAttention() without p takes its rate from the layer it is installed in; this "
+                "layer gives none, so pass p (e.g. DropAttention(0.1))"
+            )
         _check_options(layer_rate, self.window, self.mode, self.rescale)
         return float(layer_rate)
 
@@ -387,16 +429,31 @@ class DropAttention(nn.Module):
         if self.mode != "element" or self.window == 1 or _is_compiling():
             return None
         cached = self._order_cache
-        if (cached is not None and cached[0].shape == src.shape and cached[0].device == src.device
-                and cached[2:4] == (num_src, num_dst) and torch.equal(cached[0], src) and torch.equal(cached[1], dst)):
+        if (
+            cached is not None
+            and cached[0].shape == src.shape
+            and cached[0].device == src.device
+            and cached[2:4] == (num_src, num_dst)
+            and torch.equal(cached[0], src)
+            and torch.equal(cached[1], dst)
+        ):
             return cached[4]
         order = _element_order(src, dst, num_src, num_dst)
         self._order_cache = (src.detach().clone(), dst.detach().clone(), num_src, num_dst, order)
         return order
 
-    def sparse_softmax(self, logits: Tensor, src: Tensor, dst: Tensor, num_src: int, num_dst: int,
-                       ptr: Optional[Tensor] = None, generator: Optional[torch.Generator] = None,
-                       layer_rate: Optional[float] = None, softmax_fn=softmax) -> Tensor:
+    def sparse_softmax(
+        self,
+        logits: Tensor,
+        src: Tensor,
+        dst: Tensor,
+        num_src: int,
+        num_dst: int,
+        ptr: Optional[Tensor] = None,
+        generator: Optional[torch.Generator] = None,
+        layer_rate: Optional[float] = None,
+        softmax_fn=softmax,
+    ) -> Tensor:
         r"""Edge softmax over each destination's incoming edges followed by DropAttention, for layers.
 
         With ``rescale="normalized"`` this is computed as one softmax over the *surviving* edges (dropped logits
@@ -409,16 +466,27 @@ class DropAttention(nn.Module):
         p = self.rate(layer_rate)
         if not self.training or p == 0.0 or logits.numel() == 0:
             return softmax_fn(logits, dst, ptr, num_dst)
-        dropped = _sparse_mask(src, dst, logits.size(1), num_src, num_dst, p, self.window, self.mode, generator,
-                               self._order(src, dst, num_src, num_dst))
+        dropped = _sparse_mask(
+            src,
+            dst,
+            logits.size(1),
+            num_src,
+            num_dst,
+            p,
+            self.window,
+            self.mode,
+            generator,
+            self._order(src, dst, num_src, num_dst),
+        )
         if self.rescale == "inverse":
             return _rescale_sparse(softmax_fn(logits, dst, ptr, num_dst), dropped, dst, num_dst, p, self.rescale)
         survivors = scatter((~dropped).to(torch.int32), dst, dim=0, dim_size=num_dst, reduce="sum")
         dropped = dropped & (survivors > 0).index_select(0, dst)
         return softmax_fn(logits.masked_fill(dropped, float("-inf")), dst, ptr, num_dst)
 
-    def dense_softmax(self, scores: Tensor, generator: Optional[torch.Generator] = None,
-                      layer_rate: Optional[float] = None) -> Tensor:
+    def dense_softmax(
+        self, scores: Tensor, generator: Optional[torch.Generator] = None, layer_rate: Optional[float] = None
+    ) -> Tensor:
         r"""Softmax over the last dimension of ``scores`` ``[..., L, S]`` followed by DropAttention, for layers.
 
         Draws the same mask as :func:`drop_attention_dense`. With ``rescale="normalized"`` it is one softmax over
@@ -430,8 +498,9 @@ class DropAttention(nn.Module):
         if not self.training or p == 0.0 or scores.numel() == 0:
             return torch.softmax(scores, dim=-1)
         if self.rescale == "inverse":
-            return drop_attention_dense(torch.softmax(scores, dim=-1), p, self.window, self.mode, self.rescale,
-                                        True, generator)
+            return drop_attention_dense(
+                torch.softmax(scores, dim=-1), p, self.window, self.mode, self.rescale, True, generator
+            )
         shape = tuple(scores.shape)
         if self.mode == "column":
             shape = shape[:-2] + (1, shape[-1])

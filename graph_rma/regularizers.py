@@ -12,6 +12,7 @@ r"""The diversity regularisers the repulsive-attention paper compares against, a
 
 Both return a scalar averaged over the leading (batch / node) dimensions, to be added to the loss with a weight.
 """
+
 from __future__ import annotations
 
 from typing import Iterable, Optional

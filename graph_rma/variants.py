@@ -30,6 +30,7 @@ the regularisation term to add to the loss::
             loss = loss + setup.penalty(model, attention=attention)
         loss.backward(); optimizer.step()
 """
+
 from __future__ import annotations
 
 import math
@@ -40,13 +41,21 @@ import torch
 from torch import Tensor, nn
 
 from .particles import SGLD, SPOS, SVGD, ParticleSampler
-from .particles.layouts import load_plugins
 from .particles.authors import AuthorsSPOS, AuthorsSVGD
+from .particles.layouts import load_plugins
 from .particles.samplers import DEFAULT_ALPHA
 from .regularizers import disagreement, frobenius_penalty, frobenius_penalty_sparse, parameter_disagreement
 
-__all__ = ["Variant", "VariantSetup", "apply_variant", "parse_variant", "make_sampler", "make_drop_attention",
-           "register_drop_attention_installer", "regularization_loss"]
+__all__ = [
+    "Variant",
+    "VariantSetup",
+    "apply_variant",
+    "parse_variant",
+    "make_sampler",
+    "make_drop_attention",
+    "register_drop_attention_installer",
+    "regularization_loss",
+]
 
 SAMPLERS = ("ma", "sgld", "svgd", "spos")
 REG_KINDS = ("frobenius", "disagreement")
@@ -100,13 +109,18 @@ class Variant:
                 opts.append(f"target={self.reg_target}")
             parts.append("reg:" + ",".join(opts))
         if self.sampler != "ma" or not parts and not self.drop_attention:
-            keys = {"sgld": ("eps", "beta", "warmup"),
-                    "svgd": ("alpha", "eps", "bandwidth", "kernel_grad", "update", "view", "warmup"),
-                    "spos": ("alpha", "eps", "beta", "bandwidth", "kernel_grad", "update", "view", "warmup"),
-                    "ma": ()}[self.sampler]
+            keys = {
+                "sgld": ("eps", "beta", "warmup"),
+                "svgd": ("alpha", "eps", "bandwidth", "kernel_grad", "update", "view", "warmup"),
+                "spos": ("alpha", "eps", "beta", "bandwidth", "kernel_grad", "update", "view", "warmup"),
+                "ma": (),
+            }[self.sampler]
             # alpha always: its default changed once (1 -> 0.1), and a spec string must mean the same thing later
-            opts = [f"{k}={_fmt(getattr(self, k))}" for k in keys
-                    if getattr(self, k) != getattr(default, k) or k == "alpha" and self.update == "paper"]
+            opts = [
+                f"{k}={_fmt(getattr(self, k))}"
+                for k in keys
+                if getattr(self, k) != getattr(default, k) or k == "alpha" and self.update == "paper"
+            ]
             if self.sampler != "ma" and self.roles:
                 opts.append("roles=" + "/".join(self.roles))
             if self.sampler != "ma" and self.layers:
@@ -135,8 +149,9 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def _float(spec: str, key: str, value: str, low: Optional[float] = None, strict: bool = False,
-           high: Optional[float] = None) -> float:
+def _float(
+    spec: str, key: str, value: str, low: Optional[float] = None, strict: bool = False, high: Optional[float] = None
+) -> float:
     """``value`` as a finite float (``> low`` when ``strict``, else ``>= low``; ``< high``), or a ValueError
     naming ``key``."""
     try:
@@ -214,16 +229,30 @@ def parse_variant(spec: Union[str, Variant]) -> Variant:
                 raise ValueError(f"variant: {spec!r} names two samplers")
             if name != "ma":
                 fields["sampler"] = name
-            allowed = {"ma": set(), "sgld": {"eps", "beta", "roles", "layers", "warmup"},
-                       "svgd": {"alpha", "eps", "bandwidth", "kernel_grad", "roles", "layers", "update", "view",
-                                "warmup"},
-                       "spos": {"alpha", "eps", "beta", "bandwidth", "kernel_grad", "roles", "layers", "update",
-                                "view", "warmup"}}[name]
+            allowed = {
+                "ma": set(),
+                "sgld": {"eps", "beta", "roles", "layers", "warmup"},
+                "svgd": {"alpha", "eps", "bandwidth", "kernel_grad", "roles", "layers", "update", "view", "warmup"},
+                "spos": {
+                    "alpha",
+                    "eps",
+                    "beta",
+                    "bandwidth",
+                    "kernel_grad",
+                    "roles",
+                    "layers",
+                    "update",
+                    "view",
+                    "warmup",
+                },
+            }[name]
             if opts.get("update") == "authors":
                 for key in ("bandwidth", "kernel_grad"):
                     if key in opts:
-                        raise ValueError(f"variant: option {key!r} does not apply with update=authors (their code "
-                                         f"fixes the bandwidth and smooths the gradients) in {spec!r}")
+                        raise ValueError(
+                            f"variant: option {key!r} does not apply with update=authors (their code "
+                            f"fixes the bandwidth and smooths the gradients) in {spec!r}"
+                        )
             elif "view" in opts:
                 raise ValueError(f"variant: option 'view' applies only with update=authors in {spec!r}")
             for key, value in opts.items():
@@ -234,15 +263,16 @@ def parse_variant(spec: Union[str, Variant]) -> Variant:
                 elif key in ("eps", "beta"):
                     fields[key] = _float(spec, key, value, low=0.0, strict=True)
                 elif key == "bandwidth":
-                    fields[key] = value if value in ("median", "liu") else _float(spec, key, value, low=0.0, strict=True)
+                    fields[key] = (
+                        value if value in ("median", "liu") else _float(spec, key, value, low=0.0, strict=True)
+                    )
                 elif key == "kernel_grad":
                     fields[key] = _bool(spec, key, value)
                 elif key == "warmup":
                     fields[key] = _int(spec, key, value, low=0)
                 elif key == "update":
                     if value not in UPDATES:
-                        raise ValueError(f"variant: update={value!r} in {spec!r} must be one of "
-                                         f"{', '.join(UPDATES)}")
+                        raise ValueError(f"variant: update={value!r} in {spec!r} must be one of {', '.join(UPDATES)}")
                     fields[key] = value
                 elif key == "view":
                     if value not in ("mixing", "heads"):
@@ -276,8 +306,10 @@ def parse_variant(spec: Union[str, Variant]) -> Variant:
                 raise ValueError(f"variant: unknown option(s) {sorted(opts)} for 'dropattn' (p, w, mode, rescale)")
             fields["drop_attention"] = tuple(d.items())
         else:
-            raise ValueError(f"variant: unknown part {name!r} in {spec!r}; expected one of "
-                             f"{', '.join(SAMPLERS + ('reg', 'dropattn'))}")
+            raise ValueError(
+                f"variant: unknown part {name!r} in {spec!r}; expected one of "
+                f"{', '.join(SAMPLERS + ('reg', 'dropattn'))}"
+            )
     return Variant(**fields)
 
 
@@ -388,8 +420,12 @@ class VariantSetup:
         """The penalty needs per-head outputs (``reg`` with ``target=outputs``)."""
         return self.variant.reg is not None and self.variant.reg_target == "outputs"
 
-    def penalty(self, model: Optional[nn.Module] = None, attention: Sequence[AttentionLike] = (),
-                head_outputs: Sequence[Tensor] = ()) -> Optional[Tensor]:
+    def penalty(
+        self,
+        model: Optional[nn.Module] = None,
+        attention: Sequence[AttentionLike] = (),
+        head_outputs: Sequence[Tensor] = (),
+    ) -> Optional[Tensor]:
         """The weighted regularisation term to add to the loss (:func:`regularization_loss`); ``None`` without
         ``reg``."""
         return regularization_loss(self.variant, model, attention=attention, head_outputs=head_outputs)
@@ -403,8 +439,9 @@ class VariantSetup:
             self.sampler.load_state_dict(state)
 
 
-def apply_variant(variant: Union[str, Variant], model: nn.Module,
-                  optimizer: Optional[torch.optim.Optimizer] = None, seed: int = 0) -> VariantSetup:
+def apply_variant(
+    variant: Union[str, Variant], model: nn.Module, optimizer: Optional[torch.optim.Optimizer] = None, seed: int = 0
+) -> VariantSetup:
     """Apply ``variant`` to a built ``model`` (and its ``optimizer``): the one place a spec becomes behaviour.
 
     * ``dropattn``: a fresh :class:`graph_rma.DropAttention` is installed as the ``drop_attention`` of every module
@@ -437,8 +474,10 @@ def apply_variant(variant: Union[str, Variant], model: nn.Module,
                     setup.drop_attention.extend(installed)
                     break
         if not layers and not setup.drop_attention:
-            raise ValueError(f"variant: {v.spec!r} asks for DropAttention, but no layer of {type(model).__name__} "
-                             "accepts it (convert stock attention layers first with graph_rma.convert)")
+            raise ValueError(
+                f"variant: {v.spec!r} asks for DropAttention, but no layer of {type(model).__name__} "
+                "accepts it (convert stock attention layers first with graph_rma.convert)"
+            )
         for layer in layers:
             module = make_drop_attention(v)
             layer.drop_attention = module

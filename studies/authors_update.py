@@ -6,6 +6,7 @@
 ``agenda`` trains only the authors' arm: its plain arm is the AGENDA page's plain run (same protocol, seed and
 code; docs/agenda/results.json), so the two pages cannot disagree about it.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,12 @@ from pages import cli, publish, renderer  # noqa: E402  (the studies' shared pag
 
 STAGES = ["cora", "trec", "agenda"]
 SEEDS = list(range(10))
-CORA = ["ma", "svgd:alpha=0.01,eps=8,roles=att_src/att_dst", "svgd:alpha=0.01,update=authors",
-        "svgd:alpha=0.01,eps=8,update=authors"]
+CORA = [
+    "ma",
+    "svgd:alpha=0.01,eps=8,roles=att_src/att_dst",
+    "svgd:alpha=0.01,update=authors",
+    "svgd:alpha=0.01,eps=8,update=authors",
+]
 TREC = ["ma", "svgd:alpha=1", "svgd:alpha=1,update=authors,view=heads,roles=ws2"]  # same alpha, both updates
 AGENDA_AUTHORS = "svgd:alpha=0.01,update=authors"
 
@@ -41,9 +46,22 @@ def run(out: Path, stages: List[str]) -> None:
         elif stage == "trec":
             run_benchmark(["trec"], models=["selfattn"], variants=TREC, seeds=SEEDS, out=out / "trec")
         else:
-            subprocess.run([sys.executable, "-m", "graph_rma.cli", "agenda", "train", "--out",
-                            str(out / "agenda" / "authors"), "--variant", AGENDA_AUTHORS, "--evaluate", "--quiet"],
-                           check=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "graph_rma.cli",
+                    "agenda",
+                    "train",
+                    "--out",
+                    str(out / "agenda" / "authors"),
+                    "--variant",
+                    AGENDA_AUTHORS,
+                    "--evaluate",
+                    "--quiet",
+                ],
+                check=True,
+            )
         write_json(out / f"{stage}.time.json", {"wall_s": round(time.perf_counter() - start, 1)})
 
 
@@ -60,16 +78,26 @@ def collect(out: Path, docs: Path) -> Dict:
     keys = ("BLEU-1", "BLEU-4", "METEOR", "METEOR_impl", "ROUGE-L", "entity_coverage", "repetition")
     return {
         "conditions": f"torch {torch.__version__}, {platform.machine()} CPU, one thread per run, two stages at a "
-                      "time on the 2-core machine",
+        "time on the 2-core machine",
         "wall_s": {s: _read(out / f"{s}.time.json").get("wall_s") for s in STAGES},
-        "cora": [{"variant": r["variant"], "seed": r["seed"],
-                  "metrics": {k: r["metrics"][k] for k in ("test_acc", "val_acc", "dist", "epochs", "sec_per_epoch")}}
-                 for r in cora["runs"]],
+        "cora": [
+            {
+                "variant": r["variant"],
+                "seed": r["seed"],
+                "metrics": {k: r["metrics"][k] for k in ("test_acc", "val_acc", "dist", "epochs", "sec_per_epoch")},
+            }
+            for r in cora["runs"]
+        ],
         "trec": [{k: r[k] for k in ("variant", "spec", "seed", "test_acc", "head_cos")} for r in trec["runs"]],
-        "agenda": {"variant": AGENDA_AUTHORS, "best_dev_loss": round(train["best_dev_loss"], 4),
-                   "best_epoch": best["epoch"], "test": {k: metrics[k] for k in keys}},
-        "agenda_plain": next(r for r in json.loads((docs / "agenda" / "results.json").read_text())["agenda"]
-                             if r["variant"] == "ma"),
+        "agenda": {
+            "variant": AGENDA_AUTHORS,
+            "best_dev_loss": round(train["best_dev_loss"], 4),
+            "best_epoch": best["epoch"],
+            "test": {k: metrics[k] for k in keys},
+        },
+        "agenda_plain": next(
+            r for r in json.loads((docs / "agenda" / "results.json").read_text())["agenda"] if r["variant"] == "ma"
+        ),
     }
 
 
@@ -77,19 +105,23 @@ def render_cora(results: Dict) -> str:
     rows = summarize(results["cora"], CORA)
     by = {r["variant"]: r for r in rows}
     paper, authors, authors8 = (by[v] for v in CORA[1:])
-    return (format_table(rows) + "\n\n"
-            f"**Result.** On Cora the authors' update does not change the outcome: against plain heads it is at "
-            f"{authors['paired_mean']:+.2f} ± {authors['paired_se']:.2f} (`eps=1`) and {authors8['paired_mean']:+.2f} "
-            f"± {authors8['paired_se']:.2f} (`eps=8`) points, the paper-text SVGD preset at "
-            f"{paper['paired_mean']:+.2f} ± {paper['paired_se']:.2f} (paired over the 10 seeds, ± standard error; "
-            f"{results['wall_s']['cora']:.0f} s wall for the 40 runs, {results['conditions']}).")
+    return (
+        format_table(rows) + "\n\n"
+        f"**Result.** On Cora the authors' update does not change the outcome: against plain heads it is at "
+        f"{authors['paired_mean']:+.2f} ± {authors['paired_se']:.2f} (`eps=1`) and {authors8['paired_mean']:+.2f} "
+        f"± {authors8['paired_se']:.2f} (`eps=8`) points, the paper-text SVGD preset at "
+        f"{paper['paired_mean']:+.2f} ± {paper['paired_se']:.2f} (paired over the 10 seeds, ± standard error; "
+        f"{results['wall_s']['cora']:.0f} s wall for the 40 runs, {results['conditions']})."
+    )
 
 
 def render_trec(results: Dict) -> str:
     runs = results["trec"]
     base = {r["seed"]: 100 * r["test_acc"] for r in runs if r["variant"] == "ma"}
-    lines = ["| variant | spec | test acc (%) | paired diff vs `ma` (W/T/L) | head cosine |",
-             "| --- | --- | ---: | ---: | ---: |"]
+    lines = [
+        "| variant | spec | test acc (%) | paired diff vs `ma` (W/T/L) | head cosine |",
+        "| --- | --- | ---: | ---: | ---: |",
+    ]
     cos = {}
     for v in TREC:
         rs = [r for r in runs if r["variant"] == v]
@@ -101,24 +133,34 @@ def render_trec(results: Dict) -> str:
             paired = f"{pc['mean']:+.2f} ± {pc['se']:.2f} ({pc['wins']}/{pc['ties']}/{pc['losses']})"
         lines.append(f"| `{v}` | `{rs[0]['spec']}` | {acc[0]:.1f} ± {acc[1]:.1f} | {paired} | {cos[v]:.3f} |")
     more = "more" if cos[TREC[2]] < cos[TREC[1]] else "less"
-    lines += ["", f"The authors' update makes the heads {more} different than the paper's update (head cosine "
-                  f"{cos[TREC[2]]:.3f} against {cos[TREC[1]]:.3f}, plain {cos['ma']:.3f}); the paired differences in "
-                  f"test accuracy are in the table ({results['wall_s']['trec']:.0f} s wall for the 30 runs)."]
+    lines += [
+        "",
+        f"The authors' update makes the heads {more} different than the paper's update (head cosine "
+        f"{cos[TREC[2]]:.3f} against {cos[TREC[1]]:.3f}, plain {cos['ma']:.3f}); the paired differences in "
+        f"test accuracy are in the table ({results['wall_s']['trec']:.0f} s wall for the 30 runs).",
+    ]
     return "\n".join(lines)
 
 
 def render_agenda(results: Dict) -> str:
     plain, authors = results["agenda_plain"], results["agenda"]
-    lines = ["| encoder | best dev NLL (epoch) | BLEU-1 | BLEU-4 | METEOR 1.5 | ROUGE-L | entity cov. | repetition |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        "| encoder | best dev NLL (epoch) | BLEU-1 | BLEU-4 | METEOR 1.5 | ROUGE-L | entity cov. | repetition |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for name, r in (("plain (`ma`, the [AGENDA page](agenda.md)'s run)", plain), ("authors' update", authors)):
         t = r["test"]
-        lines.append(f"| {name} | {r['best_dev_loss']:.3f} ({r['best_epoch']}) | {t['BLEU-1']:.2f} | {t['BLEU-4']:.2f} "
-                     f"| {t['METEOR']:.2f} | {t['ROUGE-L']:.2f} | {t['entity_coverage']:.2f} | {t['repetition']:.2f} |")
+        lines.append(
+            f"| {name} | {r['best_dev_loss']:.3f} ({r['best_epoch']}) | {t['BLEU-1']:.2f} | {t['BLEU-4']:.2f} "
+            f"| {t['METEOR']:.2f} | {t['ROUGE-L']:.2f} | {t['entity_coverage']:.2f} | {t['repetition']:.2f} |"
+        )
     d = {k: authors["test"][k] - plain["test"][k] for k in ("BLEU-4", "METEOR")}
-    lines += ["", f"With one seed this says little: the authors' update is at {d['BLEU-4']:+.2f} BLEU-4 and "
-                  f"{d['METEOR']:+.2f} METEOR against plain heads ({results['wall_s']['agenda'] / 60:.1f} min wall "
-                  "for its run, decoding and METEOR 1.5 included)."]
+    lines += [
+        "",
+        f"With one seed this says little: the authors' update is at {d['BLEU-4']:+.2f} BLEU-4 and "
+        f"{d['METEOR']:+.2f} METEOR against plain heads ({results['wall_s']['agenda'] / 60:.1f} min wall "
+        "for its run, decoding and METEOR 1.5 included).",
+    ]
     return "\n".join(lines)
 
 

@@ -10,6 +10,7 @@ Every step resumes (finished runs are kept under --out, default runs/baselines, 
 at any time and run the same command again. The rules (grid, selection, seeds) are in docs/baselines.md, written
 before the final runs. Rows of the reproduction table: ``DATASET:PROTOCOL`` (e.g. ``chameleon:ggcn``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,20 +42,30 @@ REPRODUCE: Dict[Tuple[str, str], Tuple[float, float, str]] = {
     ("chameleon_filtered", "platonov-small"): (39.21, 3.08, "Platonov et al., ICLR 2023, filtered-graphs table"),
     # Luo et al.'s tuned classic GAT (single head, residual map, BatchNorm): the 2024 state of the art for a plain GAT
     ("minesweeper", "luo"): (97.73, 0.73, "Luo et al., NeurIPS 2024, heterophilous-graphs table, GAT*"),
-    ("chameleon_filtered", "luo"): (44.13, 4.17, "Luo et al., NeurIPS 2024, heterophilous-graphs table, GAT* "
-                                                 "(their 'chameleon' is the filtered graph)"),
+    ("chameleon_filtered", "luo"): (
+        44.13,
+        4.17,
+        "Luo et al., NeurIPS 2024, heterophilous-graphs table, GAT* (their 'chameleon' is the filtered graph)",
+    ),
 }
 ORDER = list(REPRODUCE)
 # protocol fields a row sets beyond its preset: on tolokers' million edges the memory-lean attention path (equal to
 # float rounding) makes an epoch several times faster on CPU (the node table of benchmarks/README.md)
-ROW_OVERRIDES: Dict[Tuple[str, str], Dict] = {("tolokers", "platonov-small"): {"lean": True},
-                                              ("minesweeper", "luo"): {"lean": True}}
+ROW_OVERRIDES: Dict[Tuple[str, str], Dict] = {
+    ("tolokers", "platonov-small"): {"lean": True},
+    ("minesweeper", "luo"): {"lean": True},
+}
 
 # platonov-small: chosen on minesweeper's validation ROC AUC (seeds 100-101, splits 0-1): first the number of blocks
 # at width 64 and lr 3e-3 (1, 2, 3), then, because every run peaked early (best step 144-292 of 500), a lower
 # learning rate and a wider stream were added (the last two entries; added after the first three had run)
-SMALL_GRID: List[Dict] = [{"layers": 1}, {"layers": 2}, {"layers": 3}, {"layers": 3, "lr": 1e-3},
-                          {"layers": 2, "hidden": 128}]
+SMALL_GRID: List[Dict] = [
+    {"layers": 1},
+    {"layers": 2},
+    {"layers": 3},
+    {"layers": 3, "lr": 1e-3},
+    {"layers": 2, "hidden": 128},
+]
 
 # The evidence: (dataset, protocol) -> the arms' settings, each tried on SELECT_SEEDS; the highest mean validation
 # metric wins within each arm (ties: the earlier, weaker entry). Written before any final run (docs/baselines.md).
@@ -67,8 +78,11 @@ EVIDENCE: Dict[Tuple[str, str], Dict[str, List[Tuple[str, Dict]]]] = {
     # and no attention dropout, so the plain arm tries more feature dropout and some attention dropout
     ("chameleon_filtered", "platonov-small"): {
         "plain": [("ma", {}), ("ma", {"dropout": 0.4}), ("ma", {"attn_dropout": 0.2})],
-        "svgd": [("svgd:alpha=0.1,eps=8,layers=convs.0", {}), ("svgd:alpha=0.01,eps=8,layers=convs.0", {}),
-                 ("svgd:alpha=1,eps=8,layers=convs.0", {})],
+        "svgd": [
+            ("svgd:alpha=0.1,eps=8,layers=convs.0", {}),
+            ("svgd:alpha=0.01,eps=8,layers=convs.0", {}),
+            ("svgd:alpha=1,eps=8,layers=convs.0", {}),
+        ],
     },
 }
 
@@ -81,9 +95,17 @@ def reproduce(out: Path, rows: List[str], threads: int, seeds: List[int] = FINAL
     todo = ORDER if not rows else [_row(r) for r in rows]  # every row is checked before the first one runs
     for dataset, protocol in todo:
         print(f"== {dataset} ({protocol})", file=sys.stderr)
-        res = run_study(["ma"], seeds, _row_dir(out, dataset, protocol), dataset=dataset, protocol=protocol,
-                        resume=True, threads=threads, make_plot=False,
-                        **ROW_OVERRIDES.get((dataset, protocol), {}))
+        res = run_study(
+            ["ma"],
+            seeds,
+            _row_dir(out, dataset, protocol),
+            dataset=dataset,
+            protocol=protocol,
+            resume=True,
+            threads=threads,
+            make_plot=False,
+            **ROW_OVERRIDES.get((dataset, protocol), {}),
+        )
         print(res["table"])
         if res["interrupted"]:
             sys.exit(130)
@@ -110,7 +132,14 @@ def _arm_dir(out: Path, stage: str, dataset: str, protocol: str, spec: str, over
     return out / stage / f"{dataset}-{protocol}" / slug(_settings_name(spec, overrides))
 
 
-SMALL_BASE = {"hidden": 64, "heads": 8, "lr": 3e-3, "epochs": 500, "patience": 500, "layers": 3}  # what the grid varies from
+SMALL_BASE = {
+    "hidden": 64,
+    "heads": 8,
+    "lr": 3e-3,
+    "epochs": 500,
+    "patience": 500,
+    "layers": 3,
+}  # what the grid varies from
 
 
 def _small_dir(out: Path, overrides: Dict) -> Path:
@@ -119,21 +148,39 @@ def _small_dir(out: Path, overrides: Dict) -> Path:
 
 def select_small(out: Path, threads: int) -> None:
     for overrides in SMALL_GRID:
-        res = run_study(["ma"], SELECT_SEEDS[:2], _small_dir(out, overrides), dataset="minesweeper",
-                        protocol="platonov-small", resume=True, threads=threads, make_plot=False,
-                        **{**SMALL_BASE, **overrides})
+        res = run_study(
+            ["ma"],
+            SELECT_SEEDS[:2],
+            _small_dir(out, overrides),
+            dataset="minesweeper",
+            protocol="platonov-small",
+            resume=True,
+            threads=threads,
+            make_plot=False,
+            **{**SMALL_BASE, **overrides},
+        )
         row = res["summary"][0]
-        print(f"{overrides}: validation ROC AUC {row['val_acc_mean']:.2f} +- {row['val_acc_std']:.2f} "
-              f"({row['sec_per_epoch_mean']:.3f} s/epoch)")
+        print(
+            f"{overrides}: validation ROC AUC {row['val_acc_mean']:.2f} +- {row['val_acc_std']:.2f} "
+            f"({row['sec_per_epoch_mean']:.3f} s/epoch)"
+        )
 
 
 def select(out: Path, threads: int) -> None:
     for (dataset, protocol), arms in EVIDENCE.items():
         for arm, settings in arms.items():
             for spec, overrides in settings:
-                run_study([spec], SELECT_SEEDS, _arm_dir(out, "select", dataset, protocol, spec, overrides),
-                          dataset=dataset, protocol=protocol, resume=True, threads=threads, make_plot=False,
-                          **overrides)
+                run_study(
+                    [spec],
+                    SELECT_SEEDS,
+                    _arm_dir(out, "select", dataset, protocol, spec, overrides),
+                    dataset=dataset,
+                    protocol=protocol,
+                    resume=True,
+                    threads=threads,
+                    make_plot=False,
+                    **overrides,
+                )
 
 
 def _load(path: Path) -> Dict:
@@ -163,9 +210,17 @@ def final(out: Path, threads: int, arms: List[str]) -> None:
                 continue
             spec, overrides, _ = chosen(out, dataset, protocol, arm)
             print(f"{dataset} {arm}: {_settings_name(spec, overrides)}", file=sys.stderr)
-            run_study([spec], FINAL_SEEDS, _arm_dir(out, "final", dataset, protocol, spec, overrides),
-                      dataset=dataset, protocol=protocol, resume=True, threads=threads, make_plot=False,
-                      **overrides)
+            run_study(
+                [spec],
+                FINAL_SEEDS,
+                _arm_dir(out, "final", dataset, protocol, spec, overrides),
+                dataset=dataset,
+                protocol=protocol,
+                resume=True,
+                threads=threads,
+                make_plot=False,
+                **overrides,
+            )
 
 
 def _fmt(m: float, s: float) -> str:
@@ -173,10 +228,18 @@ def _fmt(m: float, s: float) -> str:
 
 
 def _run_rows(res: Dict) -> List[Dict]:
-    return [{"seed": r["seed"], "split": r["split"], "metric": r["metrics"].get("metric", "accuracy"),
-             "test": round(100 * r["metrics"]["test_acc"], 4), "val": round(100 * r["metrics"]["val_acc"], 4),
-             "epochs": r["metrics"]["epochs"], "sec_per_epoch": round(r["metrics"]["sec_per_epoch"], 4)}
-            for r in res.get("runs", [])]
+    return [
+        {
+            "seed": r["seed"],
+            "split": r["split"],
+            "metric": r["metrics"].get("metric", "accuracy"),
+            "test": round(100 * r["metrics"]["test_acc"], 4),
+            "val": round(100 * r["metrics"]["val_acc"], 4),
+            "epochs": r["metrics"]["epochs"],
+            "sec_per_epoch": round(r["metrics"]["sec_per_epoch"], 4),
+        }
+        for r in res.get("runs", [])
+    ]
 
 
 COMMITTED = Path(__file__).resolve().parents[1] / "docs" / "baselines" / "results.json"
@@ -192,8 +255,9 @@ def collect(out: Path) -> Dict:
         return _run_rows(_load(path)) if path.is_dir() else kept
 
     old_rows = {(r["dataset"], r["protocol"]): r["runs"] for r in committed.get("reproduction", [])}
-    rows = [{"dataset": d, "protocol": p, "runs": runs(_row_dir(out, d, p), old_rows.get((d, p), []))}
-            for d, p in ORDER]
+    rows = [
+        {"dataset": d, "protocol": p, "runs": runs(_row_dir(out, d, p), old_rows.get((d, p), []))} for d, p in ORDER
+    ]
     old_evidence = {(e["dataset"], e["protocol"], e["arm"], e["setting"]): e for e in committed.get("evidence", [])}
     evidence = []
     for (dataset, protocol), arms in EVIDENCE.items():
@@ -201,18 +265,32 @@ def collect(out: Path) -> Dict:
             for spec, overrides in settings:
                 name = _settings_name(spec, overrides)
                 kept = old_evidence.get((dataset, protocol, arm, name), {})
-                evidence.append({"dataset": dataset, "protocol": protocol, "arm": arm, "setting": name, **{
-                    stage: runs(_arm_dir(out, stage, dataset, protocol, spec, overrides), kept.get(stage, []))
-                    for stage in ("select", "final")}})
+                evidence.append(
+                    {
+                        "dataset": dataset,
+                        "protocol": protocol,
+                        "arm": arm,
+                        "setting": name,
+                        **{
+                            stage: runs(_arm_dir(out, stage, dataset, protocol, spec, overrides), kept.get(stage, []))
+                            for stage in ("select", "final")
+                        },
+                    }
+                )
     old_small = {json.dumps(r["overrides"], sort_keys=True): r["select"] for r in committed.get("small", [])}
-    small = [{"overrides": o, "select": runs(_small_dir(out, o), old_small.get(json.dumps(o, sort_keys=True), []))}
-             for o in SMALL_GRID]
+    small = [
+        {"overrides": o, "select": runs(_small_dir(out, o), old_small.get(json.dumps(o, sort_keys=True), []))}
+        for o in SMALL_GRID
+    ]
     return {"reproduction": rows, "evidence": evidence, "small": small}
 
 
 def render_small(results: Dict) -> str:
-    lines = ["| setting (width 64 unless named, 8 heads, 500 steps) | validation ROC AUC, seeds 100-101 (splits 0-1) | "
-             "s/epoch | chosen |", "| --- | ---: | ---: | --- |"]
+    lines = [
+        "| setting (width 64 unless named, 8 heads, 500 steps) | validation ROC AUC, seeds 100-101 (splits 0-1) | "
+        "s/epoch | chosen |",
+        "| --- | ---: | ---: | --- |",
+    ]
     rows = [r for r in results.get("small", []) if r["select"]]
     scores = [mean_std([x["val"] for x in r["select"]]) for r in rows]
     best = max(range(len(rows)), key=lambda i: (scores[i][0], -i)) if rows else -1
@@ -225,8 +303,10 @@ def render_small(results: Dict) -> str:
 
 
 def render_reproduction(results: Dict) -> str:
-    lines = ["| graph | protocol | splits | ours: plain GAT | published GAT | ours − published | source | s/epoch |",
-             "| --- | --- | ---: | ---: | ---: | ---: | --- | ---: |"]
+    lines = [
+        "| graph | protocol | splits | ours: plain GAT | published GAT | ours − published | source | s/epoch |",
+        "| --- | --- | ---: | ---: | ---: | ---: | --- | ---: |",
+    ]
     for row in results["reproduction"]:
         pub, pub_std, cite = REPRODUCE[(row["dataset"], row["protocol"])]
         published = f"{pub:.2f}" + (f" ± {pub_std:.2f}" if pub_std is not None else "")
@@ -237,8 +317,10 @@ def render_reproduction(results: Dict) -> str:
         m, s = mean_std([r["test"] for r in runs])
         metric = "ROC AUC" if runs[0]["metric"] == "roc_auc" else "accuracy"
         sec = mean_std([r["sec_per_epoch"] for r in runs])[0]
-        lines.append(f"| {row['dataset']} | `{row['protocol']}` | {len(runs)} | {_fmt(m, s)} ({metric}) | "
-                     f"{published} | {m - pub:+.2f} | {cite} | {sec:.3f} |")
+        lines.append(
+            f"| {row['dataset']} | `{row['protocol']}` | {len(runs)} | {_fmt(m, s)} ({metric}) | "
+            f"{published} | {m - pub:+.2f} | {cite} | {sec:.3f} |"
+        )
     return "\n".join(lines)
 
 
@@ -246,8 +328,10 @@ def render_evidence(results: Dict) -> str:
     out = []
     for dataset, protocol in EVIDENCE:
         entries = [e for e in results["evidence"] if (e["dataset"], e["protocol"]) == (dataset, protocol)]
-        sel = [f"| arm | setting | mean validation metric, seeds {', '.join(map(str, SELECT_SEEDS))} | chosen |",
-               "| --- | --- | ---: | --- |"]
+        sel = [
+            f"| arm | setting | mean validation metric, seeds {', '.join(map(str, SELECT_SEEDS))} | chosen |",
+            "| --- | --- | ---: | --- |",
+        ]
         finals = {}
         for arm in EVIDENCE[(dataset, protocol)]:
             mine = [e for e in entries if e["arm"] == arm]
@@ -262,9 +346,11 @@ def render_evidence(results: Dict) -> str:
                 finals[arm] = (mine[best]["setting"], {r["seed"]: r["test"] for r in mine[best]["final"]})
         pub, pub_std, cite = REPRODUCE[(dataset, protocol)]
         published = f"{pub:.2f}" + (f" ± {pub_std:.2f}" if pub_std is not None else "")
-        out.append(f"### {dataset}, `{protocol}` protocol\n\nPublished plain GAT on this graph and protocol: "
-                   f"{published} ({cite}); ours is the row \"plain, as published\" below and the reproduction "
-                   f"table above.\n\nSelection (validation only):\n\n" + "\n".join(sel))
+        out.append(
+            f"### {dataset}, `{protocol}` protocol\n\nPublished plain GAT on this graph and protocol: "
+            f'{published} ({cite}); ours is the row "plain, as published" below and the reproduction '
+            f"table above.\n\nSelection (validation only):\n\n" + "\n".join(sel)
+        )
         if "plain" not in finals or len(finals) < 2:
             out.append("Final runs: not run yet.")
             continue
@@ -273,8 +359,11 @@ def render_evidence(results: Dict) -> str:
         for row in results["reproduction"]:
             if (row["dataset"], row["protocol"]) == (dataset, protocol):
                 published = {r["seed"]: r["test"] for r in row["runs"]}
-        rows = ["| arm | setting | seeds | test (mean ± std) | vs the chosen plain: paired difference ± SE (W/T/L) | "
-                "vs plain as published: paired difference ± SE (W/T/L) |", "| --- | --- | ---: | ---: | ---: | ---: |"]
+        rows = [
+            "| arm | setting | seeds | test (mean ± std) | vs the chosen plain: paired difference ± SE (W/T/L) | "
+            "vs plain as published: paired difference ± SE (W/T/L) |",
+            "| --- | --- | ---: | ---: | ---: | ---: |",
+        ]
 
         def paired(a, b):
             pc = paired_comparison(a, b)
@@ -282,8 +371,9 @@ def render_evidence(results: Dict) -> str:
 
         if published and finals["plain"][0] != "ma":
             m, s_ = mean_std(list(published.values()))
-            rows.append(f"| plain, as published | `ma` | {len(published)} | {_fmt(m, s_)} | {paired(base, published)} "
-                        f"| — |")
+            rows.append(
+                f"| plain, as published | `ma` | {len(published)} | {_fmt(m, s_)} | {paired(base, published)} | — |"
+            )
         for arm, (name, vals) in finals.items():
             m, s_ = mean_std(list(vals.values()))
             vs_chosen = "—" if arm == "plain" else paired(base, vals)
@@ -309,15 +399,30 @@ def main() -> None:
     one_line_errors()  # a mistake (a bad value, missing data): one line, not a traceback
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("step", choices=["reproduce", "select-small", "select", "final", "report"])
-    p.add_argument("rows", nargs="*", help="reproduce: rows DATASET:PROTOCOL (default: all); final: the arms to "
-                   "run (default: all; two processes can share the work, e.g. `final plain` and `final svgd`)")
+    p.add_argument(
+        "rows",
+        nargs="*",
+        help="reproduce: rows DATASET:PROTOCOL (default: all); final: the arms to "
+        "run (default: all; two processes can share the work, e.g. `final plain` and `final svgd`)",
+    )
     p.add_argument("--out", type=out_dir, default=Path("runs/baselines"))
-    p.add_argument("--page", type=page_file, default=Path("docs/baselines.md"),
-                   help="the page whose generated blocks are rewritten; its results go beside it in baselines/")
+    p.add_argument(
+        "--page",
+        type=page_file,
+        default=Path("docs/baselines.md"),
+        help="the page whose generated blocks are rewritten; its results go beside it in baselines/",
+    )
     p.add_argument("--threads", type=positive_int, default=1)
-    p.add_argument("--seeds", nargs="+", type=seed_list, action=SeedsAction, default=FINAL_SEEDS, metavar="S",
-                   help="reproduce: the seeds (splits) to run, each a number or a range A-B (default: 0-9); two "
-                        "processes can share a row by taking disjoint seeds")
+    p.add_argument(
+        "--seeds",
+        nargs="+",
+        type=seed_list,
+        action=SeedsAction,
+        default=FINAL_SEEDS,
+        metavar="S",
+        help="reproduce: the seeds (splits) to run, each a number or a range A-B (default: 0-9); two "
+        "processes can share a row by taking disjoint seeds",
+    )
     a = p.parse_args()
     check_defaults(p, argparse.Namespace(step="report" if a.step == "report" else "run", out=a.out, page=a.page))
     arms = sorted({arm for settings in EVIDENCE.values() for arm in settings})

@@ -10,6 +10,7 @@ README's main job, with ``.venv`` built) and keeps what it printed; run it alone
 folder under --out keeps its committed results, so one stage can be rerun and reported on its own. The page's
 tables and its summary are rendered from the committed results file, never typed.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,16 +42,29 @@ SVGD, SPOS = NODE_FULL_VARIANTS[3], NODE_FULL_VARIANTS[4]
 # Every configuration tried on validation, (spec, output heads); the final study's choices are NODE_FULL_VARIANTS.
 # alpha=1 is written out: it was the samplers' default when the grid was first run (the default is 0.1 now)
 TUNING: List[Tuple[str, int]] = [
-    ("ma", 1), ("ma", 8),
-    ("reg:kind=disagreement,weight=0.1,target=outputs", 1), ("reg:kind=frobenius,weight=0.01", 1),
-    ("sgld:eps=8,beta=1e7", 1), ("sgld:eps=8,beta=1e9", 1),
-    ("svgd:alpha=0.001,eps=8,roles=att_src/att_dst", 1), ("svgd:alpha=0.01", 1), ("svgd:alpha=0.01,eps=8", 1),
-    ("svgd:alpha=0.01,eps=8,roles=att_src/att_dst", 1), ("svgd:alpha=0.1", 1), ("svgd:alpha=0.1,eps=8", 1),
-    ("svgd:alpha=0.1,eps=8,roles=lin", 1), ("svgd:alpha=1,eps=8", 1), ("svgd:alpha=1,eps=8,bandwidth=liu", 1),
-    ("svgd:alpha=1,eps=8,kernel_grad=false", 1), ("svgd:alpha=1,eps=8", 8),
-    ("spos:alpha=0.01,eps=8,beta=1e9,roles=att_src/att_dst", 1), ("spos:alpha=0.1,eps=8,beta=1e9", 1),
+    ("ma", 1),
+    ("ma", 8),
+    ("reg:kind=disagreement,weight=0.1,target=outputs", 1),
+    ("reg:kind=frobenius,weight=0.01", 1),
+    ("sgld:eps=8,beta=1e7", 1),
+    ("sgld:eps=8,beta=1e9", 1),
+    ("svgd:alpha=0.001,eps=8,roles=att_src/att_dst", 1),
+    ("svgd:alpha=0.01", 1),
+    ("svgd:alpha=0.01,eps=8", 1),
+    ("svgd:alpha=0.01,eps=8,roles=att_src/att_dst", 1),
+    ("svgd:alpha=0.1", 1),
+    ("svgd:alpha=0.1,eps=8", 1),
+    ("svgd:alpha=0.1,eps=8,roles=lin", 1),
+    ("svgd:alpha=1,eps=8", 1),
+    ("svgd:alpha=1,eps=8,bandwidth=liu", 1),
+    ("svgd:alpha=1,eps=8,kernel_grad=false", 1),
+    ("svgd:alpha=1,eps=8", 8),
+    ("spos:alpha=0.01,eps=8,beta=1e9,roles=att_src/att_dst", 1),
+    ("spos:alpha=0.1,eps=8,beta=1e9", 1),
     ("spos:alpha=1,eps=8,beta=1e7", 1),
-    ("dropattn:p=0.3,mode=element", 1), ("dropattn:p=0.6,mode=column", 1), ("dropattn:p=0.6,mode=element", 1),
+    ("dropattn:p=0.3,mode=element", 1),
+    ("dropattn:p=0.6,mode=column", 1),
+    ("dropattn:p=0.6,mode=element", 1),
 ]
 COMBO = [f"{SVGD}+{NODE_FULL_VARIANTS[5]}", f"{SPOS}+{NODE_FULL_VARIANTS[5]}"]
 GAT_RULE = ["ma", SVGD, SPOS]  # the chosen specs again, under the GAT code's early stopping
@@ -94,18 +108,35 @@ def time_default(folder: Path) -> None:
     start = time.perf_counter()
     subprocess.run(["make", "cora", f"ARGS=--out {folder}"], cwd=REPO, check=True)
     wall = time.perf_counter() - start
-    (folder / "timing.json").write_text(json.dumps({
-        "command": "make cora", "wall_s": round(wall, 1), "load_average_before": round(load, 2),
-        "date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()}, {os.cpu_count()} CPUs"}) + "\n")
+    (folder / "timing.json").write_text(
+        json.dumps(
+            {
+                "command": "make cora",
+                "wall_s": round(wall, 1),
+                "load_average_before": round(load, 2),
+                "date": time.strftime("%Y-%m-%d"),
+                "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
+            }
+        )
+        + "\n"
+    )
 
 
 def _runs(folder: Path) -> List[Dict]:
     """Every finished run in a study folder, compact: what the page's tables are made of."""
     records = [json.loads(p.read_text()) for p in sorted(folder.glob("runs/*/seed*.json"))]
-    return [{"variant": r["variant"], "seed": r["seed"], "test": round(100 * r["metrics"]["test_acc"], 4),
-             "val": round(100 * r["metrics"]["val_acc"], 4), "dist": round(r["metrics"]["dist"], 5),
-             "epochs": r["metrics"]["epochs"], "sec_per_epoch": round(r["metrics"]["sec_per_epoch"], 5)}
-            for r in sorted(records, key=lambda r: (r["variant"], r["seed"]))]
+    return [
+        {
+            "variant": r["variant"],
+            "seed": r["seed"],
+            "test": round(100 * r["metrics"]["test_acc"], 4),
+            "val": round(100 * r["metrics"]["val_acc"], 4),
+            "dist": round(r["metrics"]["dist"], 5),
+            "epochs": r["metrics"]["epochs"],
+            "sec_per_epoch": round(r["metrics"]["sec_per_epoch"], 5),
+        }
+        for r in sorted(records, key=lambda r: (r["variant"], r["seed"]))
+    ]
 
 
 def collect(out: Path) -> Dict:
@@ -121,12 +152,16 @@ def collect(out: Path) -> Dict:
         if (out / stage).is_dir() or stage not in committed:
             results[stage] = _runs(out / stage)
     if (out / "default" / "timing.json").is_file():
-        results["default"] = {**json.loads((out / "default" / "timing.json").read_text()),
-                              "runs": _runs(out / "default")}
+        results["default"] = {
+            **json.loads((out / "default" / "timing.json").read_text()),
+            "runs": _runs(out / "default"),
+        }
     if any((out / stage).is_dir() for stage in ("tuning", "full", "combo", "gat")) or not results["conditions"]:
-        results["conditions"] = (f"torch {torch.__version__}, PyG {torch_geometric.__version__}, "
-                                 f"{platform.machine()} CPU, one thread per run, two studies at a time on the 2-core "
-                                 "machine")
+        results["conditions"] = (
+            f"torch {torch.__version__}, PyG {torch_geometric.__version__}, "
+            f"{platform.machine()} CPU, one thread per run, two studies at a time on the 2-core "
+            "machine"
+        )
     return {**committed, **results}  # a stage not run under out keeps its committed results
 
 
@@ -167,8 +202,10 @@ def rule_choice(results: Dict) -> Dict[str, Tuple[str, int]]:
 
 def render_tuning(results: Dict) -> str:
     chosen = {_family(s): s for s in NODE_FULL_VARIANTS}
-    lines = ["| variant (spec) | output heads | val acc (%), seeds 100-102 | val acc, seeds 100-101 | Dist | epochs |",
-             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        "| variant (spec) | output heads | val acc (%), seeds 100-102 | val acc, seeds 100-101 | Dist | epochs |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for entry in results["tuning"]:
         runs = entry["runs"]
         if not runs:
@@ -176,15 +213,23 @@ def render_tuning(results: Dict) -> str:
         spec, heads = entry["variant"], entry["out_heads"]
         mark = " **(chosen)**" if heads == 1 and _same(spec, chosen[_family(spec)]) else ""
         rule = mean_std([r["val"] for r in runs if r["seed"] in RULE_SEEDS])[0]
-        lines.append(f"| `{spec}`{mark} | {heads} | {_ms([r['val'] for r in runs])} | {rule:.1f} | "
-                     f"{mean_std([r['dist'] for r in runs])[0]:.2f} | {mean_std([r['epochs'] for r in runs])[0]:.0f} |")
+        lines.append(
+            f"| `{spec}`{mark} | {heads} | {_ms([r['val'] for r in runs])} | {rule:.1f} | "
+            f"{mean_std([r['dist'] for r in runs])[0]:.2f} | {mean_std([r['epochs'] for r in runs])[0]:.0f} |"
+        )
     picks = rule_choice(results)
-    other = [f"{fam}: `{spec}`" + (f" with {heads} output heads" if heads != 1 else "")
-             for fam, (spec, heads) in picks.items() if heads != 1 or not _same(spec, chosen[fam])]
+    other = [
+        f"{fam}: `{spec}`" + (f" with {heads} output heads" if heads != 1 else "")
+        for fam, (spec, heads) in picks.items()
+        if heads != 1 or not _same(spec, chosen[fam])
+    ]
     lines.append("")
     if other:
-        lines.append("On these runs the rule picks another setting than the final study's for "
-                     + "; ".join(other) + " (the final study keeps the settings chosen when it started).")
+        lines.append(
+            "On these runs the rule picks another setting than the final study's for "
+            + "; ".join(other)
+            + " (the final study keeps the settings chosen when it started)."
+        )
     else:
         lines.append("On these runs the rule picks, in every family, the setting the final study uses.")
     return "\n".join(lines)
@@ -193,8 +238,11 @@ def render_tuning(results: Dict) -> str:
 def _study_table(runs: List[Dict], specs: List[str], base: List[Dict], names: Dict[str, str] = None) -> List[str]:
     """One row per spec: test and validation accuracy, Dist, epochs, s/epoch, and the paired difference against
     ``base`` (the plain runs of the same seeds)."""
-    lines = ["| variant | seeds | test acc (%) | val acc (%) | Dist | epochs | s/epoch | test − ma, paired (± SE) "
-             "| W / T / L |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        "| variant | seeds | test acc (%) | val acc (%) | Dist | epochs | s/epoch | test − ma, paired (± SE) "
+        "| W / T / L |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for spec in specs:
         rs = _by(runs, spec)
         if not rs:
@@ -205,9 +253,11 @@ def _study_table(runs: List[Dict], specs: List[str], base: List[Dict], names: Di
             paired = f"{pc['mean']:+.2f} ± {pc['se']:.2f}"
             wtl = f"{pc['wins']} / {pc['ties']} / {pc['losses']}"
         name = (names or {}).get(spec, f"`{spec}`")
-        lines.append(f"| {name} | {len(rs)} | {_ms([r['test'] for r in rs])} | {_ms([r['val'] for r in rs])} | "
-                     f"{_ms([r['dist'] for r in rs], 2)} | {mean_std([r['epochs'] for r in rs])[0]:.0f} | "
-                     f"{mean_std([r['sec_per_epoch'] for r in rs])[0]:.3f} | {paired} | {wtl} |")
+        lines.append(
+            f"| {name} | {len(rs)} | {_ms([r['test'] for r in rs])} | {_ms([r['val'] for r in rs])} | "
+            f"{_ms([r['dist'] for r in rs], 2)} | {mean_std([r['epochs'] for r in rs])[0]:.0f} | "
+            f"{mean_std([r['sec_per_epoch'] for r in rs])[0]:.3f} | {paired} | {wtl} |"
+        )
     return lines
 
 
@@ -243,9 +293,10 @@ def render_summary(results: Dict) -> str:
     plain = {name: mean_std([r["test"] for r in runs])[0] for name, runs in (("default", ma), ("gat", g_ma))}
     reproduced = [name for name, m in plain.items() if abs(m - pub_m) <= pub_s]
     if "gat" in reproduced:
-        plain_line = ("the plain number is reproduced (within its published standard deviation) with the GAT "
-                      "code's early stopping" + (" and with the default" if "default" in reproduced else
-                                                 ", not with the default"))
+        plain_line = (
+            "the plain number is reproduced (within its published standard deviation) with the GAT "
+            "code's early stopping" + (" and with the default" if "default" in reproduced else ", not with the default")
+        )
     else:
         plain_line = "the plain number is not reproduced within its published standard deviation"
     return (
@@ -266,35 +317,58 @@ def render_summary(results: Dict) -> str:
 def render_default(results: Dict) -> str:
     """What ``make cora`` prints: the full study's first three seeds of plain and SVGD heads."""
     ma, sv = ([r["test"] for r in _by(results["full"], s) if r["seed"] in (0, 1, 2)] for s in ("ma", SVGD))
-    text = (f"`make cora` (`graph-rma cora`: seeds 0-2 of `ma` and the chosen `svgd`) trains the full study's first "
-            f"three runs of each and prints their test accuracy, `ma` {_ms(ma)} and `svgd` {_ms(sv)} % (these "
-            f"numbers are those runs', from the committed results; on one CPU thread a run repeats exactly).")
+    text = (
+        f"`make cora` (`graph-rma cora`: seeds 0-2 of `ma` and the chosen `svgd`) trains the full study's first "
+        f"three runs of each and prints their test accuracy, `ma` {_ms(ma)} and `svgd` {_ms(sv)} % (these "
+        f"numbers are those runs', from the committed results; on one CPU thread a run repeats exactly)."
+    )
     d = results.get("default")
     if d:
+
         def runs(rs: List[Dict]) -> Dict[Tuple[str, int], float]:  # (variant as make cora names it, seed) -> test
             return {(v, r["seed"]): r["test"] for r in rs for v in ("ma", SVGD) if _same(r["variant"], v)}
 
         printed = runs(d["runs"])
         same = printed == runs([r for r in results["full"] if r["seed"] in (0, 1, 2)])
-        text += (f"\n\nTime: `{d['command']}` took {d['wall_s']:.0f} s wall in the repository with `.venv` already "
-                 f"built ({d['machine']}, load average {d['load_average_before']:g} before the run, nothing else "
-                 f"running; {d['date']}; `python studies/cora.py run default`). "
-                 + ("It printed exactly the numbers above." if same else
-                    "It printed other numbers than the full study's runs: " + ", ".join(
-                        f"{v} seed {s} {t:.2f}" for (v, s), t in sorted(printed.items())) + "."))
+        text += (
+            f"\n\nTime: `{d['command']}` took {d['wall_s']:.0f} s wall in the repository with `.venv` already "
+            f"built ({d['machine']}, load average {d['load_average_before']:g} before the run, nothing else "
+            f"running; {d['date']}; `python studies/cora.py run default`). "
+            + (
+                "It printed exactly the numbers above."
+                if same
+                else "It printed other numbers than the full study's runs: "
+                + ", ".join(f"{v} seed {s} {t:.2f}" for (v, s), t in sorted(printed.items()))
+                + "."
+            )
+        )
     return text
 
 
-BLOCKS = {"cora-summary": render_summary, "cora-default": render_default, "cora-tuning": render_tuning, "cora-full": render_full,
-          "cora-combo": render_combo, "cora-gat": render_gat}
+BLOCKS = {
+    "cora-summary": render_summary,
+    "cora-default": render_default,
+    "cora-tuning": render_tuning,
+    "cora-full": render_full,
+    "cora-combo": render_combo,
+    "cora-gat": render_gat,
+}
 
 
 render = renderer(BLOCKS)
 
 
 def main() -> None:
-    cli(__doc__, run=run, collect=collect, blocks=BLOCKS, out="runs/cora_study", page="docs/cora.md",
-        stages=STAGES, threads=True)
+    cli(
+        __doc__,
+        run=run,
+        collect=collect,
+        blocks=BLOCKS,
+        out="runs/cora_study",
+        page="docs/cora.md",
+        stages=STAGES,
+        threads=True,
+    )
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ A page's generated block sits between ``<!-- name:start -->`` and ``<!-- name:en
 markers is prose kept by hand. The drivers render the blocks from their committed results file, so a page is
 always what its results render to (the tests check it).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -72,14 +73,23 @@ def publish(page: Path, results: Dict, blocks: Dict[str, Callable[[Dict], str]])
     print(f"wrote {page} and {page.parent / page.stem / 'results.json'}")
 
 
-def cli(doc: str, *, run: Callable[..., None], out: str, page: str, stages: Sequence[str] = (),
-        threads: bool = False, report: Optional[Callable[[Path, Path], None]] = None,
-        collect: Optional[Callable[[Path], Dict]] = None, blocks: Optional[Dict[str, Callable[[Dict], str]]] = None
-        ) -> None:
+def cli(
+    doc: str,
+    *,
+    run: Callable[..., None],
+    out: str,
+    page: str,
+    stages: Sequence[str] = (),
+    threads: bool = False,
+    report: Optional[Callable[[Path, Path], None]] = None,
+    collect: Optional[Callable[[Path], Dict]] = None,
+    blocks: Optional[Dict[str, Callable[[Dict], str]]] = None,
+) -> None:
     """A study driver's command line: ``run [STAGE ...]`` measures (every stage by default), ``report`` writes
     the page; ``--out`` holds the runs, ``--page`` is the page (its results go in the folder of its name).
     ``report(out, page)`` defaults to :func:`publish` of ``collect(out)`` with the driver's ``blocks``."""
     if report is None:
+
         def report(out_dir: Path, page_path: Path) -> None:
             publish(page_path, collect(out_dir), blocks)
 

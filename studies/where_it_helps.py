@@ -22,6 +22,7 @@ The grid and the selection rule are written in docs/where-it-helps.md before the
 * the final rows compare each chosen configuration with plain heads (``ma``) on the same seeds: paired difference
   of test accuracy with its standard error, wins/ties/losses.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,12 +34,13 @@ from typing import Dict, List
 from graph_rma.engine import write_json
 from graph_rma.tasks.node_classification import format_table
 from graph_rma.tasks.node_classification import run_study as _run_study
+from graph_rma.variants import parse_variant
 
 
 def run_study(*args, **kwargs):
     """This study ran under the GAT paper's Cora protocol on every graph (before per-graph protocols existed)."""
     return _run_study(*args, protocol="gat", **kwargs)
-from graph_rma.variants import parse_variant
+
 
 SELECT_SEEDS = list(range(100, 110))
 SELECT_SEEDS_COSTLY = list(range(100, 105))  # chameleon: a run costs ~30 s on one busy core
@@ -47,8 +49,17 @@ FINAL_SEEDS = list(range(10))
 CONFIRM_SEEDS = list(range(10, 30))  # a final win is run again on these before any default changes
 # (dataset, GATv2?) pairs: the three small WebKB graphs with both attentions, chameleon with GATv2 only (a run
 # costs ~30 s there on one busy core). Cora is covered by its own 20-seed study (docs/cora.md) and the heads sweep.
-SETTINGS = [("texas", False), ("texas", True), ("wisconsin", False), ("wisconsin", True), ("cornell", False),
-            ("cornell", True), ("chameleon", True)]
+SETTINGS = [
+    ("texas", False),
+    ("texas", True),
+    ("wisconsin", False),
+    ("wisconsin", True),
+    ("cornell", False),
+    ("cornell", True),
+    ("chameleon", True),
+]
+
+
 def grid(v2: bool) -> Dict[str, List[str]]:
     """The configurations per family; ``att`` is the attention vector(s): ``att_src/att_dst`` in GAT, ``att`` in
     GATv2."""
@@ -58,13 +69,17 @@ def grid(v2: bool) -> Dict[str, List[str]]:
         "spos": [f"spos:alpha={a},eps=8,beta=1e9,roles={att}" for a in ("0.01", "0.1", "1")],
         "reg": [f"reg:kind=frobenius,weight={w}" for w in ("0.01", "0.1")],
     }
+
+
 HEADS = [(8, 8), (16, 4), (32, 2)]
 TEXT_HEADS = [2, 4, 16, 30]  # r = 1 has no second head to repel; 30 is the paper's self-attentive setting
 TRANSFORMER_HEADS = [2, 4, 8, 16]  # the small Transformer's width is 64: 32, 16, 8, 4 units per head
 # What the heads sweep ran: the text benchmark's named variants of the time (not selected on validation; the
 # validated text sweep below replaced them as the named variants).
-TEXT_HEADS_SPECS = {"selfattn": ["ma", "svgd:alpha=1,eps=1", "spos:alpha=1,eps=1,beta=100000"],
-                    "transformer": ["ma", "svgd:alpha=0.1,eps=1", "spos:alpha=0.1,eps=1,beta=100000"]}
+TEXT_HEADS_SPECS = {
+    "selfattn": ["ma", "svgd:alpha=1,eps=1", "spos:alpha=1,eps=1,beta=100000"],
+    "transformer": ["ma", "svgd:alpha=0.1,eps=1", "spos:alpha=0.1,eps=1,beta=100000"],
+}
 # Text selection (TREC dev accuracy, seeds 100-104): the paper's self-attentive model (r = 30), the small
 # Transformer with 4 heads (the paper's Figure 3 optimum for its Transformer) and with 16 (where the unselected
 # setting lost most). kernel_grad=false drops Eq. (3)'s kernel-weighted mixing of the heads' gradients (each head
@@ -103,12 +118,21 @@ def select(out: Path, threads: int, only: List[str]) -> Dict[str, Dict[str, str]
         families = grid(v2)
         specs = ["ma"] + [s for fam in families.values() for s in fam]
         seeds = SELECT_SEEDS_COSTLY if dataset in COSTLY else SELECT_SEEDS
-        res = run_study(specs, seeds, out / "select" / _name(dataset, v2), dataset=dataset, v2=v2,
-                        resume=True, make_plot=False, threads=threads)
+        res = run_study(
+            specs,
+            seeds,
+            out / "select" / _name(dataset, v2),
+            dataset=dataset,
+            v2=v2,
+            resume=True,
+            make_plot=False,
+            threads=threads,
+        )
         val = {r["variant"]: r["val_acc_mean"] for r in res["summary"]}
         chosen[_name(dataset, v2)] = {
             fam: max((parse_variant(s).spec for s in specs_), key=lambda s: (val[s], -_strength(s)))
-            for fam, specs_ in families.items()}
+            for fam, specs_ in families.items()
+        }
         if path.is_file():  # another process may have chosen other settings meanwhile
             chosen = {**json.loads(path.read_text()), _name(dataset, v2): chosen[_name(dataset, v2)]}
         write_json(path, chosen)
@@ -119,8 +143,16 @@ def final(out: Path, threads: int, only: List[str]) -> None:
     chosen = json.loads((out / "chosen.json").read_text())
     for dataset, v2 in _settings(only):
         specs = ["ma"] + list(chosen[_name(dataset, v2)].values())
-        run_study(specs, FINAL_SEEDS, out / "final" / _name(dataset, v2), dataset=dataset, v2=v2, resume=True,
-                  make_plot=False, threads=threads)
+        run_study(
+            specs,
+            FINAL_SEEDS,
+            out / "final" / _name(dataset, v2),
+            dataset=dataset,
+            v2=v2,
+            resume=True,
+            make_plot=False,
+            threads=threads,
+        )
 
 
 def confirm(out: Path, threads: int) -> None:
@@ -132,8 +164,16 @@ def confirm(out: Path, threads: int) -> None:
             continue
         wins = [r["variant"] for r in json.loads(path.read_text())["summary"][1:] if r.get("paired_z", 0) >= 3]
         if wins:
-            run_study(["ma"] + wins, CONFIRM_SEEDS, out / "confirm" / _name(dataset, v2), dataset=dataset, v2=v2,
-                      resume=True, make_plot=False, threads=threads)
+            run_study(
+                ["ma"] + wins,
+                CONFIRM_SEEDS,
+                out / "confirm" / _name(dataset, v2),
+                dataset=dataset,
+                v2=v2,
+                resume=True,
+                make_plot=False,
+                threads=threads,
+            )
 
 
 # Where chameleon-gatv2's chosen SVGD is carried, not re-selected: GAT's static attention on chameleon, and GATv2
@@ -147,8 +187,16 @@ def transfer(out: Path, threads: int, only: List[str] = ()) -> None:
     for dataset, v2 in TRANSFERS:
         if only and _name(dataset, v2) not in only:
             continue
-        run_study(["ma", spec], FINAL_SEEDS, out / "transfer" / _name(dataset, v2), dataset=dataset, v2=v2,
-                  resume=True, make_plot=False, threads=threads)
+        run_study(
+            ["ma", spec],
+            FINAL_SEEDS,
+            out / "transfer" / _name(dataset, v2),
+            dataset=dataset,
+            v2=v2,
+            resume=True,
+            make_plot=False,
+            threads=threads,
+        )
 
 
 WARMUPS = (50, 100)  # epochs of plain training before SVGD starts (full batch: one step per epoch)
@@ -160,22 +208,50 @@ def warmup(out: Path, threads: int) -> None:
     against plain heads."""
     spec = parse_variant(json.loads((out / "chosen.json").read_text())["chameleon-gatv2"]["svgd"]).spec
     specs = [spec] + [parse_variant(f"{spec},warmup={w}").spec for w in WARMUPS]  # as run_study names them
-    res = run_study(specs, SELECT_SEEDS_COSTLY, out / "warmup" / "chameleon-gatv2", dataset="chameleon", v2=True,
-                    resume=True, make_plot=False, threads=threads)
+    res = run_study(
+        specs,
+        SELECT_SEEDS_COSTLY,
+        out / "warmup" / "chameleon-gatv2",
+        dataset="chameleon",
+        v2=True,
+        resume=True,
+        make_plot=False,
+        threads=threads,
+    )
     val = {r["variant"]: r["val_acc_mean"] for r in res["summary"]}
     best = max(specs, key=lambda s: (val[s], -specs.index(s)))  # ties: the shorter warm-up (none first)
     write_json(out / "warmup_chosen.json", {"chameleon-gatv2": best, "val_acc": val})
     if best != spec:
-        run_study(["ma", best], FINAL_SEEDS, out / "warmup-final" / "chameleon-gatv2", dataset="chameleon", v2=True,
-                  resume=True, make_plot=False, threads=threads)
+        run_study(
+            ["ma", best],
+            FINAL_SEEDS,
+            out / "warmup-final" / "chameleon-gatv2",
+            dataset="chameleon",
+            v2=True,
+            resume=True,
+            make_plot=False,
+            threads=threads,
+        )
 
 
 def heads(out: Path, threads: int) -> None:
     for h, c in HEADS:
-        specs = ["ma", f"svgd:alpha=0.01,eps={h},roles=att_src/att_dst", f"spos:alpha=0.01,eps={h},beta=1e9,"
-                 "roles=att_src/att_dst"]
-        run_study(specs, FINAL_SEEDS, out / "heads" / f"cora-{h}x{c}", dataset="cora", heads=h, hidden=c,
-                  resume=True, make_plot=False, threads=threads)
+        specs = [
+            "ma",
+            f"svgd:alpha=0.01,eps={h},roles=att_src/att_dst",
+            f"spos:alpha=0.01,eps={h},beta=1e9,roles=att_src/att_dst",
+        ]
+        run_study(
+            specs,
+            FINAL_SEEDS,
+            out / "heads" / f"cora-{h}x{c}",
+            dataset="cora",
+            heads=h,
+            hidden=c,
+            resume=True,
+            make_plot=False,
+            threads=threads,
+        )
 
 
 def text_heads(out: Path, threads: int, only: List[str] = ()) -> None:
@@ -188,8 +264,9 @@ def text_heads(out: Path, threads: int, only: List[str] = ()) -> None:
     for model, heads, folder in jobs:
         if (folder / "results.json").is_file() or (only and folder.name not in only):
             continue
-        run_benchmark(["trec"], [model], TEXT_HEADS_SPECS[model], FINAL_SEEDS, folder,
-                      model_kwargs={model: {"heads": heads}})
+        run_benchmark(
+            ["trec"], [model], TEXT_HEADS_SPECS[model], FINAL_SEEDS, folder, model_kwargs={model: {"heads": heads}}
+        )
 
 
 def _text_name(model: str, heads: int) -> str:
@@ -221,8 +298,14 @@ def text_select(out: Path, only: List[str] = ()) -> Dict[str, Dict[str, str]]:
         if only and name not in only:
             continue
         fams = text_grid()
-        runs = _text_run(["ma"] + [s for f in fams.values() for s in f], TEXT_SELECT_SEEDS,
-                         out / "text-select" / name, "trec", model, heads)
+        runs = _text_run(
+            ["ma"] + [s for f in fams.values() for s in f],
+            TEXT_SELECT_SEEDS,
+            out / "text-select" / name,
+            "trec",
+            model,
+            heads,
+        )
         dev: Dict[str, List[float]] = {}
         for r in runs:
             dev.setdefault(r["variant"], []).append(r["dev_acc"])
@@ -240,8 +323,9 @@ def text_final(out: Path, only: List[str] = ()) -> None:
     MPQA and SST-2 (TREC's choice carried over, not re-selected) the chosen SVGD of two settings."""
     chosen = json.loads((out / "text_chosen.json").read_text())
     jobs = [("trec", m, h, ["ma"] + list(chosen[_text_name(m, h)].values())) for m, h in TEXT_SETTINGS]
-    jobs += [(d, m, h, ["ma", chosen[_text_name(m, h)]["svgd"]]) for d in TEXT_TRANSFER
-             for m, h in TEXT_TRANSFER_SETTINGS]
+    jobs += [
+        (d, m, h, ["ma", chosen[_text_name(m, h)]["svgd"]]) for d in TEXT_TRANSFER for m, h in TEXT_TRANSFER_SETTINGS
+    ]
     for dataset, model, heads, specs in jobs:
         name = f"{dataset}-{_text_name(model, heads)}"
         if not only or name in only:
@@ -250,8 +334,9 @@ def text_final(out: Path, only: List[str] = ()) -> None:
 
 def _text_folders(out: Path):
     """(model, heads, folder) of the text heads sweep."""
-    return ([("selfattn", r, out / "text-heads" / f"r{r}") for r in TEXT_HEADS]
-            + [("transformer", h, out / "text-heads" / f"transformer-h{h}") for h in TRANSFORMER_HEADS])
+    return [("selfattn", r, out / "text-heads" / f"r{r}") for r in TEXT_HEADS] + [
+        ("transformer", h, out / "text-heads" / f"transformer-h{h}") for h in TRANSFORMER_HEADS
+    ]
 
 
 def _text_sweep(out: Path):
@@ -267,8 +352,11 @@ def _text_sweep(out: Path):
         arms = {}
         for v in ("ma", "svgd", "spos"):
             rs = [x for x in runs if parse_variant(x["variant"]).sampler == v]
-            arms[v] = {"spec": rs[0]["spec"], "acc": {x["seed"]: 100 * x["test_acc"] for x in rs},
-                       "cos": {x["seed"]: x["head_cos"] for x in rs}}
+            arms[v] = {
+                "spec": rs[0]["spec"],
+                "acc": {x["seed"]: 100 * x["test_acc"] for x in rs},
+                "cos": {x["seed"]: x["head_cos"] for x in rs},
+            }
         for v in ("ma", "svgd", "spos"):
             arms[v]["paired"] = None if v == "ma" else paired_comparison(arms["ma"]["acc"], arms[v]["acc"])
         yield model, heads, arms
@@ -306,8 +394,11 @@ def _text_final_rows(out: Path) -> List[str]:
     """Plain vs each chosen configuration on the final seeds: test accuracy and the paired difference."""
     from graph_rma.engine import mean_std, paired_comparison
 
-    rows = ["| data / setting | variant | plain (%) | variant (%) | paired diff ± SE (z) | W/T/L | head cosine (plain / variant) |",
-            "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    rows = [
+        "| data / setting | variant | plain (%) | variant (%) | paired diff ± SE (z) | W/T/L "
+        "| head cosine (plain / variant) |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for folder in sorted((out / "text-final").glob("*")):
         runs = _folder_runs(folder)
         acc, cos = _by_variant(runs, "test_acc"), _by_variant(runs, "head_cos", 1.0)
@@ -319,32 +410,41 @@ def _text_final_rows(out: Path) -> List[str]:
                 continue
             mu, sd = mean_std(list(acc[v].values()))
             pc = paired_comparison(acc["ma"], acc[v])
-            rows.append(f"| {folder.name} | `{v}` | {m0:.2f} ± {s0:.2f} | {mu:.2f} ± {sd:.2f} | {pc['mean']:+.2f} ± "
-                        f"{pc['se']:.2f} ({pc['z']:+.1f}) | {pc['wins']}/{pc['ties']}/{pc['losses']} | "
-                        f"{mean_std(list(cos['ma'].values()))[0]:.3f} / {mean_std(list(cos[v].values()))[0]:.3f} |")
+            rows.append(
+                f"| {folder.name} | `{v}` | {m0:.2f} ± {s0:.2f} | {mu:.2f} ± {sd:.2f} | {pc['mean']:+.2f} ± "
+                f"{pc['se']:.2f} ({pc['z']:+.1f}) | {pc['wins']}/{pc['ties']}/{pc['losses']} | "
+                f"{mean_std(list(cos['ma'].values()))[0]:.3f} / {mean_std(list(cos[v].values()))[0]:.3f} |"
+            )
     return rows
 
 
 def _text_heads_rows(out: Path) -> List[str]:
     from graph_rma.engine import mean_std
 
-    rows = ["| model | heads | variant | plain (%) | variant (%) | paired diff ± SE (z) | W/T/L | head cosine (plain / variant) |",
-            "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
+    rows = [
+        "| model | heads | variant | plain (%) | variant (%) | paired diff ± SE (z) | W/T/L "
+        "| head cosine (plain / variant) |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
     mean = lambda d: mean_std(list(d.values()))[0]  # noqa: E731
     for model, heads, arms in _text_sweep(out):
         for v in ("svgd", "spos"):
             a, pc = arms[v], arms[v]["paired"]
-            rows.append(f"| {model} | {heads} | `{a['spec']}` | {mean(arms['ma']['acc']):.2f} | {mean(a['acc']):.2f} | "
-                        f"{pc['mean']:+.2f} ± {pc['se']:.2f} ({pc['z']:+.1f}) | {pc['wins']}/{pc['ties']}/"
-                        f"{pc['losses']} | {mean(arms['ma']['cos']):.3f} / {mean(a['cos']):.3f} |")
+            rows.append(
+                f"| {model} | {heads} | `{a['spec']}` | {mean(arms['ma']['acc']):.2f} | {mean(a['acc']):.2f} | "
+                f"{pc['mean']:+.2f} ± {pc['se']:.2f} ({pc['z']:+.1f}) | {pc['wins']}/{pc['ties']}/"
+                f"{pc['losses']} | {mean(arms['ma']['cos']):.3f} / {mean(a['cos']):.3f} |"
+            )
     return rows
 
 
 def report(out: Path, docs: Path) -> None:
     """``docs/summary.md``: one row per final (setting, family) and per heads configuration, the paired difference
     against plain with its standard error; ``tables.md``: every table of every stage; ``heads_cora.png``."""
-    summary = ["| setting | variant | plain (%) | variant (%) | paired diff ± SE (z) | W/T/L |",
-               "| --- | --- | ---: | ---: | ---: | ---: |"]
+    summary = [
+        "| setting | variant | plain (%) | variant (%) | paired diff ± SE (z) | W/T/L |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
     lines: List[str] = []
     for stage in ("final", "confirm", "transfer", "warmup-final", "heads", "select", "warmup"):
         for folder in sorted((out / stage).glob("*")):
@@ -353,19 +453,31 @@ def report(out: Path, docs: Path) -> None:
                 continue
             res = json.loads(path.read_text())
             rows = res["summary"]
-            lines += [f"### {stage}: {folder.name} (seeds {res['seeds'][0]}-{res['seeds'][-1]})", "",
-                      format_table(rows), ""]
+            lines += [
+                f"### {stage}: {folder.name} (seeds {res['seeds'][0]}-{res['seeds'][-1]})",
+                "",
+                format_table(rows),
+                "",
+            ]
             if stage in ("select", "warmup"):  # validation-only stages: tables, no summary rows
                 continue
             for r in rows[1:]:
                 summary.append(
-                    f"| {folder.name} | `{r['variant']}` | {rows[0]['test_acc_mean']:.1f} ± {rows[0]['test_acc_std']:.1f} "
+                    f"| {folder.name} | `{r['variant']}` | "
+                    f"{rows[0]['test_acc_mean']:.1f} ± {rows[0]['test_acc_std']:.1f} "
                     f"| {r['test_acc_mean']:.1f} ± {r['test_acc_std']:.1f} | {r['paired_mean']:+.2f} ± "
                     f"{r['paired_se']:.2f} ({r['paired_z']:+.1f}) | {r['paired_wins']}/{r['paired_ties']}/"
-                    f"{r['paired_losses']} |")
+                    f"{r['paired_losses']} |"
+                )
     docs.mkdir(parents=True, exist_ok=True)
-    (docs / "summary.md").write_text("\n".join(summary) + "\n\n" + "\n".join(_text_heads_rows(out)) + "\n\n"
-                                     + "\n".join(_text_final_rows(out)) + "\n")
+    (docs / "summary.md").write_text(
+        "\n".join(summary)
+        + "\n\n"
+        + "\n".join(_text_heads_rows(out))
+        + "\n\n"
+        + "\n".join(_text_final_rows(out))
+        + "\n"
+    )
     lines += ["### text-select: mean TREC dev accuracy, seeds 100-104", "", *_text_select_rows(out), ""]
     (docs / "tables.md").write_text("\n".join(lines))
     _heads_figure(out, docs / "heads_cora.png")
@@ -382,9 +494,11 @@ def _heads_figure(out: Path, path: Path) -> None:
             continue
         for r in json.loads(p.read_text())["summary"]:
             series.setdefault(parse_variant(r["variant"]).name, []).append(
-                (h, 100 - r["test_acc_mean"], r["test_acc_std"], r.get("paired_mean"), r.get("paired_se")))
-    _two_panels(series, [(h, f"{h} x {c}") for h, c in HEADS], "heads x units per head (total width 64)",
-                "GAT on Cora", path)
+                (h, 100 - r["test_acc_mean"], r["test_acc_std"], r.get("paired_mean"), r.get("paired_se"))
+            )
+    _two_panels(
+        series, [(h, f"{h} x {c}") for h, c in HEADS], "heads x units per head (total width 64)", "GAT on Cora", path
+    )
 
 
 def _text_heads_figure(out: Path, model: str, path: Path) -> None:
@@ -426,8 +540,9 @@ def _two_panels(series: Dict[str, List], ticks, xlabel: str, title: str, path: P
         color = {"ma": "tab:gray", "svgd": "tab:blue", "spos": "tab:orange"}.get(fam, "tab:green")
         ax.errorbar(xs, [p[1] for p in pts], yerr=[p[2] for p in pts], marker="o", capsize=3, label=fam, color=color)
         if fam != "ma":
-            bx.errorbar(xs, [p[3] for p in pts], yerr=[p[4] for p in pts], marker="o", capsize=3, label=fam,
-                        color=color)
+            bx.errorbar(
+                xs, [p[3] for p in pts], yerr=[p[4] for p in pts], marker="o", capsize=3, label=fam, color=color
+            )
     bx.axhline(0.0, color="gray", lw=1)
     for a in (ax, bx):
         a.set_xscale("log", base=2)
@@ -445,13 +560,31 @@ def _two_panels(series: Dict[str, List], ticks, xlabel: str, title: str, path: P
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("step", choices=["select", "final", "confirm", "transfer", "warmup", "heads", "text-heads",
-                                    "text-select", "text-final", "report"])
+    p.add_argument(
+        "step",
+        choices=[
+            "select",
+            "final",
+            "confirm",
+            "transfer",
+            "warmup",
+            "heads",
+            "text-heads",
+            "text-select",
+            "text-final",
+            "report",
+        ],
+    )
     p.add_argument("--out", type=Path, default=Path("runs/where_it_helps"))
     p.add_argument("--docs", type=Path, default=Path("docs/where-it-helps"))
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--only", nargs="+", default=[], metavar="SETTING",
-                   help="only these settings, e.g. chameleon-gatv2 (two processes can split the work)")
+    p.add_argument(
+        "--only",
+        nargs="+",
+        default=[],
+        metavar="SETTING",
+        help="only these settings, e.g. chameleon-gatv2 (two processes can split the work)",
+    )
     args = p.parse_args(argv)
     if args.step == "select":
         print(json.dumps(select(args.out, args.threads, args.only), indent=2))

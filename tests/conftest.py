@@ -3,6 +3,7 @@
 Real-data tests read ``$GRAPH_RMA_DATA`` (``make test`` and ``.ci/run`` point it at ``../shared/data``); each marker
 skips with its reason when the files are absent, so the suite also runs on a machine without the data.
 """
+
 import os
 import tempfile
 from pathlib import Path
@@ -27,17 +28,24 @@ def data_path(*parts: str) -> Path:
 
 PLANETOID = data_path("planetoid")
 PYG = data_path("pyg")  # the heterophilous graphs in PyG's raw layout
-needs_cora = pytest.mark.skipif(not (PLANETOID / "Cora" / "raw").is_dir(),
-                                reason="real Cora raw files not available (set GRAPH_RMA_DATA)")
-needs_text = pytest.mark.skipif(not data_path("text", "TREC", "TREC.train.all").is_file(),
-                                reason="real text data not found: set GRAPH_RMA_DATA (datasets/text.md)")
-needs_webnlg = pytest.mark.skipif(not data_path("webnlg").is_dir(),
-                                  reason="needs $GRAPH_RMA_DATA/webnlg (the real release)")
+needs_cora = pytest.mark.skipif(
+    not (PLANETOID / "Cora" / "raw").is_dir(), reason="real Cora raw files not available (set GRAPH_RMA_DATA)"
+)
+needs_text = pytest.mark.skipif(
+    not data_path("text", "TREC", "TREC.train.all").is_file(),
+    reason="real text data not found: set GRAPH_RMA_DATA (datasets/text.md)",
+)
+needs_webnlg = pytest.mark.skipif(
+    not data_path("webnlg").is_dir(), reason="needs $GRAPH_RMA_DATA/webnlg (the real release)"
+)
 needs_agenda = pytest.mark.skipif(not data_path("agenda").is_dir(), reason="needs $GRAPH_RMA_DATA/agenda")
-needs_wordnet = pytest.mark.skipif(not data_path("nltk_data", "corpora", "wordnet.zip").is_file(),
-                                   reason="needs $GRAPH_RMA_DATA/nltk_data (WordNet, punkt_tab)")
-needs_punkt = pytest.mark.skipif(not data_path("nltk_data", "tokenizers", "punkt_tab").is_dir(),
-                                 reason="needs $GRAPH_RMA_DATA/nltk_data (punkt_tab)")
+needs_wordnet = pytest.mark.skipif(
+    not data_path("nltk_data", "corpora", "wordnet.zip").is_file(),
+    reason="needs $GRAPH_RMA_DATA/nltk_data (WordNet, punkt_tab)",
+)
+needs_punkt = pytest.mark.skipif(
+    not data_path("nltk_data", "tokenizers", "punkt_tab").is_dir(), reason="needs $GRAPH_RMA_DATA/nltk_data (punkt_tab)"
+)
 needs_java = pytest.mark.skipif(not java_available(), reason="METEOR 1.5 needs java, which is not on PATH")
 
 

@@ -1,4 +1,5 @@
 """graph_rma.data.agenda: the readers, protocols, AGENDA's vocabulary and encoding on the tiny fixture."""
+
 import json
 import shutil
 from pathlib import Path
@@ -6,8 +7,17 @@ from pathlib import Path
 import pytest
 
 from graph_rma.data import DataNotFoundError
-from graph_rma.data.agenda import (AgendaEncoder, AgendaFormatError, build_vocab, collate, load_agenda, read_json,
-                                   read_relations, read_tsv, relexicalise)
+from graph_rma.data.agenda import (
+    AgendaEncoder,
+    AgendaFormatError,
+    build_vocab,
+    collate,
+    load_agenda,
+    read_json,
+    read_relations,
+    read_tsv,
+    relexicalise,
+)
 from graph_rma.data.graph_text import ENTITY, Vocab
 
 FIXTURE = Path(__file__).resolve().parents[1] / "datasets" / "fixtures" / "agenda_tiny"
@@ -23,8 +33,9 @@ def test_read_fixture():
     assert r.entities == ["graph network", "dependency parsing", "accuracy"]
     assert r.types == ["<method>", "<task>", "<metric>"]
     assert r.triples == [(0, 0, 1), (2, 5, 0)]
-    assert r.relexicalised() == ("we use a graph network for dependency parsing . "
-                                 "the graph network improves accuracy .")
+    assert r.relexicalised() == (
+        "we use a graph network for dependency parsing . the graph network improves accuracy ."
+    )
     assert str(FIXTURE / "preprocessed.train.tsv") + ":1" == r.source
 
 
@@ -70,10 +81,16 @@ def test_invalid_utf8_names_file_and_physical_line(tmp_path):
 
 
 def test_read_json_unprocessed_form(tmp_path):
-    data = [{"title": "Graph Networks for Parsing", "entities": ["Graph Network", "dependency parsing"],
-             "types": "<method> <task>", "relations": ["graph network -- USED-FOR -- dependency parsing"],
-             "abstract_og": "We use a graph network for dependency parsing."},
-            {"title": "T", "entities": ["x"], "types": "<method>", "relations": [], "abstract": "we use <method_0> ."}]
+    data = [
+        {
+            "title": "Graph Networks for Parsing",
+            "entities": ["Graph Network", "dependency parsing"],
+            "types": "<method> <task>",
+            "relations": ["graph network -- USED-FOR -- dependency parsing"],
+            "abstract_og": "We use a graph network for dependency parsing.",
+        },
+        {"title": "T", "entities": ["x"], "types": "<method>", "relations": [], "abstract": "we use <method_0> ."},
+    ]
     p = tmp_path / "unprocessed.val.json"
     p.write_text(json.dumps(data), encoding="utf-8")
     recs = read_json(p, RELATIONS)
@@ -124,10 +141,24 @@ def test_encoder_and_collate():
     rec = s.train[4]  # "<method_0> are used for <task_1> ."
     item = enc.encode(rec)
     V = len(vocab)
-    assert item.target_out == [V + 0, vocab.stoi["are"], vocab.stoi["used"], vocab.stoi["for"], V + 1,
-                               vocab.stoi["."], vocab.eos_id]
-    assert item.target_in == [vocab.bos_id, vocab.stoi["<method>"], vocab.stoi["are"], vocab.stoi["used"],
-                              vocab.stoi["for"], vocab.stoi["<task>"], vocab.stoi["."]]
+    assert item.target_out == [
+        V + 0,
+        vocab.stoi["are"],
+        vocab.stoi["used"],
+        vocab.stoi["for"],
+        V + 1,
+        vocab.stoi["."],
+        vocab.eos_id,
+    ]
+    assert item.target_in == [
+        vocab.bos_id,
+        vocab.stoi["<method>"],
+        vocab.stoi["are"],
+        vocab.stoi["used"],
+        vocab.stoi["for"],
+        vocab.stoi["<task>"],
+        vocab.stoi["."],
+    ]
     assert enc.decode(item.target_out, rec) == "deep networks are used for speech recognition ."
     assert enc.decode(item.target_out, rec, relex=False) == rec.abstract
     cut = AgendaEncoder(vocab, s.relation_names, max_target_len=3).encode(rec)
@@ -135,8 +166,11 @@ def test_encoder_and_collate():
     items = enc.encode_all(s.train[:3])
     b = collate(items)
     assert b["graph"].num_graphs == 3
-    assert b["entity_tokens"].size(0) == sum(len(r.entities) for r in s.train[:3]) == int(
-        (b["graph"].node_kind == ENTITY).sum())
+    assert (
+        b["entity_tokens"].size(0)
+        == sum(len(r.entities) for r in s.train[:3])
+        == int((b["graph"].node_kind == ENTITY).sum())
+    )
     assert b["num_entities"].tolist() == [3, 3, 3]
     assert b["target_in"].shape == b["target_out"].shape
     assert relexicalise(["<task_1>", "x", "<task_9>"], ["a", "b c"]) == "b c x <task_9>"

@@ -3,6 +3,7 @@
 ``lint-imports`` (import-linter, in the ``dev`` extra) analyses the package in the working directory, so each run
 below starts in the repository (or in a copy of it) rather than importing the installed ``graph_rma``.
 """
+
 import ast
 import re
 import shutil
@@ -11,7 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
 
 
@@ -34,8 +34,15 @@ def _run(cwd, *contracts):
     return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
-CONTRACTS = ["layers", "cli-protected", "support-below-nn", "engine-metrics-standalone", "data-independent",
-             "core-standalone", "acyclic"]
+CONTRACTS = [
+    "layers",
+    "cli-protected",
+    "support-below-nn",
+    "engine-metrics-standalone",
+    "data-independent",
+    "core-standalone",
+    "acyclic",
+]
 
 
 def test_contract_list_matches_pyproject():
@@ -72,8 +79,9 @@ def _imported_modules(path: Path):
             yield from (f"{node.module}.{a.name}" for a in node.names)
 
 
-SCRIPTS = sorted(str(p.relative_to(REPO)) for folder in ("examples", "benchmarks", "studies")
-                 for p in (REPO / folder).glob("*.py"))
+SCRIPTS = sorted(
+    str(p.relative_to(REPO)) for folder in ("examples", "benchmarks", "studies") for p in (REPO / folder).glob("*.py")
+)
 
 
 @pytest.mark.parametrize("name", SCRIPTS)

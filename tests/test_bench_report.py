@@ -1,5 +1,6 @@
 """benchmarks/report.py: the verdicts on the benchmarks page are computed from the recorded runs, on hand-checked
 records (what the page shows is checked against the committed records in test_studies.py)."""
+
 import importlib.util
 
 import pytest
@@ -14,8 +15,16 @@ def report():
     return module
 
 
-META = {"command": "python -m benchmarks.bench_x", "device": "CPU", "torch": "2.13.0", "machine": "x86_64", "cpus": 2,
-        "memory_gib": 23.4, "load_average_before": 0.5, "date": "2026-11-25"}
+META = {
+    "command": "python -m benchmarks.bench_x",
+    "device": "CPU",
+    "torch": "2.13.0",
+    "machine": "x86_64",
+    "cpus": 2,
+    "memory_gib": 23.4,
+    "load_average_before": 0.5,
+    "date": "2026-11-25",
+}
 
 
 def memory_run(rows, layer="GATConv", glibc=False):
@@ -23,24 +32,40 @@ def memory_run(rows, layer="GATConv", glibc=False):
         return {"error": "exit code -9"} if b is None else {"bytes_per_edge": b, "peak_above_inputs": b * e}
 
     out = [{"edges": e, **{n: cell(n, e, b) for n, b in cells.items()}} for e, cells in rows]
-    return {"meta": META, "comparisons": {"memory": {"layer": layer, "loss": "ce", "glibc_defaults": glibc, "rows": out},
-                                          "time": {"layer": layer, "threads": 2, "repeats": 3, "rows": []}}}
+    return {
+        "meta": META,
+        "comparisons": {
+            "memory": {"layer": layer, "loss": "ce", "glibc_defaults": glibc, "rows": out},
+            "time": {"layer": layer, "threads": 2, "repeats": 3, "rows": []},
+        },
+    }
 
 
 def test_memory_table_ratios_targets_and_the_largest_graph(report):
-    runs = [memory_run([(1_000_000, {"pyg": 1500, "lean": 150}), (2_000_000, {"pyg": None, "lean": 180}),
-                        (10_000_000, {"lean": 190})]),
-            memory_run([(1_000_000, {"pyg": 1600, "lean": 200})]),
-            memory_run([(1_000_000, {"pyg": 2000, "lean": 400})], layer="GATv2Conv")]  # another table
+    runs = [
+        memory_run(
+            [
+                (1_000_000, {"pyg": 1500, "lean": 150}),
+                (2_000_000, {"pyg": None, "lean": 180}),
+                (10_000_000, {"lean": 190}),
+            ]
+        ),
+        memory_run([(1_000_000, {"pyg": 1600, "lean": 200})]),
+        memory_run([(1_000_000, {"pyg": 2000, "lean": 400})], layer="GATv2Conv"),
+    ]  # another table
     text = report.render_memory(runs)
     assert "| 1,000,000 | 1,500 / 1,600 | 150 / 200 | 10.0x / 8.0x |" in text
     assert "| 2,000,000 | killed (out of memory) | 180 |  |" in text
     assert "| 10,000,000 | - | 190 |  |" in text
-    assert "`lean=True` keeps 150-200 B/edge, 8.0-10.0x less than stock (target: at most 200 B/edge and at least " \
-           "7x less: met)" in text
+    assert (
+        "`lean=True` keeps 150-200 B/edge, 8.0-10.0x less than stock (target: at most 200 B/edge and at least "
+        "7x less: met)" in text
+    )
     # stock trains 1e6 and is killed at 2e6; lean trains 1e7: 10x, target at least 5x
-    assert "on this machine: stock 1,000,000 edges (failed at 2,000,000), `lean=True` 10,000,000 (the largest " \
-           "tried): 10.0x the stock layer's (target: at least 5x: met)" in text
+    assert (
+        "on this machine: stock 1,000,000 edges (failed at 2,000,000), `lean=True` 10,000,000 (the largest "
+        "tried): 10.0x the stock layer's (target: at least 5x: met)" in text
+    )
     assert "2 runs of" in text and "23.4 GiB of memory" in text
     over = report.render_memory([memory_run([(1_000_000, {"pyg": 1500, "lean": 201})])])
     assert "(target: at most 200 B/edge and at least 7x less: not met)" in over and "Largest graph" not in over
@@ -50,8 +75,10 @@ def test_memory_table_ratios_targets_and_the_largest_graph(report):
 def test_a_cell_over_the_memory_cap_says_so(report):
     run = memory_run([(1_000_000, {"pyg": 1500, "lean": 150}), (2_000_000, {"pyg": 1500, "lean": 150})])
     run["comparisons"]["memory"]["memory_limit_gib"] = 22.0
-    run["comparisons"]["memory"]["rows"][1]["pyg"] = {"error": "exit code 1: RuntimeError: [enforce fail at "
-                                                               "alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory"}
+    run["comparisons"]["memory"]["rows"][1]["pyg"] = {
+        "error": "exit code 1: RuntimeError: [enforce fail at "
+        "alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory"
+    }
     text = report.render_memory([run])
     assert "| 2,000,000 | out of memory (over the 22 GiB cap) | 150 | |" in text.replace("|  |", "| |")
     assert "within a 22 GiB cap on each process's memory: stock 1,000,000 edges (failed at 2,000,000)" in text
@@ -60,10 +87,17 @@ def test_a_cell_over_the_memory_cap_says_so(report):
 def test_memory_time_verdict_is_the_worst_ratio(report):
     run = memory_run([])
     run["comparisons"]["time"]["rows"] = [
-        {"edges": 100_000, "pyg": {"ms": 50.0, "ratio": 1.0, "paired": 1.0},
-         "lean": {"ms": 40.0, "ratio": 0.8, "paired": 0.79}},
-        {"edges": 10_000_000, "pyg": {"ms": 20_000.0, "ratio": 1.0, "paired": 1.0},
-         "lean": {"ms": 21_000.0, "ratio": 1.05, "paired": 1.01}}]
+        {
+            "edges": 100_000,
+            "pyg": {"ms": 50.0, "ratio": 1.0, "paired": 1.0},
+            "lean": {"ms": 40.0, "ratio": 0.8, "paired": 0.79},
+        },
+        {
+            "edges": 10_000_000,
+            "pyg": {"ms": 20_000.0, "ratio": 1.0, "paired": 1.0},
+            "lean": {"ms": 21_000.0, "ratio": 1.05, "paired": 1.01},
+        },
+    ]
     text = report.render_memory_time([run, memory_run([])])  # a run without a time table is left out
     assert "| GATConv | 10,000,000 | 2 | 20.0 s |  | 21.0 s | 1.05, 1.01 |" in text
     assert "1 run of" in text and "GATConv 0.79-1.05 (target: at most 1.0x: not met)." in text
@@ -73,16 +107,37 @@ def test_memory_time_verdict_is_the_worst_ratio(report):
 
 def test_scaling_slopes_failures_and_bytes_per_edge(report):
     def run(lean, rows, failed=()):
-        return {"meta": META, "comparisons": {"scaling": {
-            "rows": [{"edges": e, "nodes": e // 10, "seconds_per_step": s, "peak_bytes": m * 2**20} for e, s, m in rows],
-            "failed": [{"edges": e, "error": "exit code -9"} for e in failed], "slope_time": 1.0, "slope_memory": 0.9,
-            "device": "cpu", "threads": 1, "steps": 2, "lean": lean, "sorted_edges": False,
-            "keep_freed_memory": lean}}}
+        return {
+            "meta": META,
+            "comparisons": {
+                "scaling": {
+                    "rows": [
+                        {"edges": e, "nodes": e // 10, "seconds_per_step": s, "peak_bytes": m * 2**20}
+                        for e, s, m in rows
+                    ],
+                    "failed": [{"edges": e, "error": "exit code -9"} for e in failed],
+                    "slope_time": 1.0,
+                    "slope_memory": 0.9,
+                    "device": "cpu",
+                    "threads": 1,
+                    "steps": 2,
+                    "lean": lean,
+                    "sorted_edges": False,
+                    "keep_freed_memory": lean,
+                }
+            },
+        }
 
-    text = report.render_scaling([run(False, [(10_000, 0.05, 400), (1_000_000, 5.0, 2380)], failed=[10_000_000]),
-                                  run(True, [(10_000, 0.04, 400), (10_000_000, 16.0, 3400)])])
-    assert "| edges: seconds per training step | default path, random order | lean=True, random order, freed " \
-           "memory kept |" in text
+    text = report.render_scaling(
+        [
+            run(False, [(10_000, 0.05, 400), (1_000_000, 5.0, 2380)], failed=[10_000_000]),
+            run(True, [(10_000, 0.04, 400), (10_000_000, 16.0, 3400)]),
+        ]
+    )
+    assert (
+        "| edges: seconds per training step | default path, random order | lean=True, random order, freed "
+        "memory kept |" in text
+    )
     assert "| 10,000,000 | killed (out of memory) | 16 |" in text and "| 1,000,000 | 5 | - |" in text
     # (2380 - 400) MiB over 990,000 edges = 2.10 KB per edge; (3400 - 400) MiB over 9,990,000 edges = 0.31 KB
     assert "| bytes per edge above the smallest graph | 2.10 KB (to 1,000,000) | 0.31 KB (to 10,000,000) |" in text
@@ -90,19 +145,38 @@ def test_scaling_slopes_failures_and_bytes_per_edge(report):
 
 def test_runs_table_counts_the_runs_within_the_aim(report):
     def run(paired):
-        return {"meta": META, "comparisons": {"step": {"plain": {"ms": 10, "ratio": 1.0, "paired": 1.0},
-                                                       "sampler": {"ms": 11, "ratio": paired, "paired": paired}},
-                                              "other table": [1, 2]}}  # a script's non-timing table is skipped
+        return {
+            "meta": META,
+            "comparisons": {
+                "step": {
+                    "plain": {"ms": 10, "ratio": 1.0, "paired": 1.0},
+                    "sampler": {"ms": 11, "ratio": paired, "paired": paired},
+                },
+                "other table": [1, 2],
+            },
+        }  # a script's non-timing table is skipped
 
     text = report.render_runs([run(1.04), run(1.06)], aim=1.05)
-    assert "| step: plain | 10.0 / 10.0 |  |  |" in text and "| step: sampler | 11.0 / 11.0 | 1.040 / 1.060 | 1.040 / 1.060 |" in text
+    assert (
+        "| step: plain | 10.0 / 10.0 |  |  |" in text
+        and "| step: sampler | 11.0 / 11.0 | 1.040 / 1.060 | 1.040 / 1.060 |" in text
+    )
     assert "paired ratios 1.040-1.060. The aim, at most 1.05x for every row, held in 1 of 2 runs." in text
 
 
 # --- the GPU tables (benchmarks/report_gpu.py) on hand-checked records --------------------------------------------
 
-GPU_META = {"command": "bash benchmarks/gpu_lease.sh", "device": "GPU X", "driver": "1.0", "torch": "2.11",
-            "cuda": "13.0", "pyg": "2.8", "memory_gib": 80, "machine": "lent", "date": "2026-11-26"}
+GPU_META = {
+    "command": "bash benchmarks/gpu_lease.sh",
+    "device": "GPU X",
+    "driver": "1.0",
+    "torch": "2.11",
+    "cuda": "13.0",
+    "pyg": "2.8",
+    "memory_gib": 80,
+    "machine": "lent",
+    "date": "2026-11-26",
+}
 
 
 def gpu_run(**suite):
@@ -110,15 +184,26 @@ def gpu_run(**suite):
 
 
 def mem_row(contender, b, ms, paired, edges=1000, layer="gat", dtype="float32"):
-    return {"layer": layer, "dtype": dtype, "edges": edges, "contender": contender, "bytes_per_edge": b, "ms": ms,
-            "paired_ratio_to_first": paired}
+    return {
+        "layer": layer,
+        "dtype": dtype,
+        "edges": edges,
+        "contender": contender,
+        "bytes_per_edge": b,
+        "ms": ms,
+        "paired_ratio_to_first": paired,
+    }
 
 
 def test_gpu_memory_verdicts_count_the_cells_that_meet_each_goal():
     from benchmarks import report_gpu
 
-    rows = [mem_row("stock", 1000, 10, 1.0), mem_row("lean", 100, 9, 0.9),  # 10x less, faster: both goals met
-            mem_row("stock", 600, 10, 1.0, edges=2000), mem_row("lean", 120, 20, 2.0, edges=2000)]  # 5x, 2x slower
+    rows = [
+        mem_row("stock", 1000, 10, 1.0),
+        mem_row("lean", 100, 9, 0.9),  # 10x less, faster: both goals met
+        mem_row("stock", 600, 10, 1.0, edges=2000),
+        mem_row("lean", 120, 20, 2.0, edges=2000),
+    ]  # 5x, 2x slower
     text = report_gpu.render_memory([gpu_run(memory=rows)])
     assert "| gat | float32 | 1,000 | 1,000 | 100 | 10.0x | 10.00 | 9.00 | 0.90 |" in text
     assert "needs 5.0-10.0x less peak memory than stock (goal: at least 6x; met in 1 of 2 cells)" in text
@@ -126,9 +211,19 @@ def test_gpu_memory_verdicts_count_the_cells_that_meet_each_goal():
 
 
 def largest_row(contender, largest, failing, bounded, layer="gat"):
-    return {"layer": layer, "contender": contender, "dtype": "float32", "shape": {"heads": 8, "channels": 8},
-            "largest_edges": largest, "first_failing_edges": failing, "failure": "out of memory",
-            "ms_at_largest": 1.0, "bytes_per_edge_at_largest": 100, "probes": [], "bounded": bounded}
+    return {
+        "layer": layer,
+        "contender": contender,
+        "dtype": "float32",
+        "shape": {"heads": 8, "channels": 8},
+        "largest_edges": largest,
+        "first_failing_edges": failing,
+        "failure": "out of memory",
+        "ms_at_largest": 1.0,
+        "bytes_per_edge_at_largest": 100,
+        "probes": [],
+        "bounded": bounded,
+    }
 
 
 def test_gpu_largest_merges_runs_and_says_when_a_search_stopped_before_its_answer():
@@ -137,8 +232,13 @@ def test_gpu_largest_merges_runs_and_says_when_a_search_stopped_before_its_answe
     first = gpu_run(largest=[largest_row("stock", 50, 54, False), largest_row("lean", 160, None, True)])
     second = gpu_run(largest=[largest_row("lean", 380, 452, True)])  # 452 / 380 > 1.1: still only a lower bound
     merged = report_gpu.largest_by_contender([first, second])
-    assert merged[("gat", "8x8", "float32", "lean")] == {"largest": 380, "failing": 452, "failure": "out of memory",
-                                                         "ms": 1.0, "exact": False}
+    assert merged[("gat", "8x8", "float32", "lean")] == {
+        "largest": 380,
+        "failing": 452,
+        "failure": "out of memory",
+        "ms": 1.0,
+        "exact": False,
+    }
     assert merged[("gat", "8x8", "float32", "stock")]["exact"] is True
     text = report_gpu.render_largest([first, second])
     assert "| at least 380 (fails at 452: out of memory) | at least 7.6x |" in text
@@ -149,12 +249,18 @@ def test_gpu_largest_merges_runs_and_says_when_a_search_stopped_before_its_answe
 
 def layers_record(sampler_paired):
     ratio = {"ms": 1.0, "ratio": 1.0, "paired": 1.0}
-    return {"graph": {"nodes": 20000, "edges": 200000}, "layer": {"GATConv": ratio, "RepulsiveGATConv": ratio},
-            "sampler": {"plain 2-layer GAT": ratio, "SVGD on every layer": {**ratio, "paired": sampler_paired}},
-            "dropattention": {"attention dropout": ratio, "DropAttention": ratio}, "compile_graph_breaks": 0,
-            "sampler_host_syncs_per_step": 3,
-            "sampler_host_sync_sites": {"graph_rma/particles/kernel.py:36": 2,
-                                        "/opt/venv/lib/python3.12/site-packages/torch_geometric/utils/loop.py:113": 1}}
+    return {
+        "graph": {"nodes": 20000, "edges": 200000},
+        "layer": {"GATConv": ratio, "RepulsiveGATConv": ratio},
+        "sampler": {"plain 2-layer GAT": ratio, "SVGD on every layer": {**ratio, "paired": sampler_paired}},
+        "dropattention": {"attention dropout": ratio, "DropAttention": ratio},
+        "compile_graph_breaks": 0,
+        "sampler_host_syncs_per_step": 3,
+        "sampler_host_sync_sites": {
+            "graph_rma/particles/kernel.py:36": 2,
+            "/opt/venv/lib/python3.12/site-packages/torch_geometric/utils/loop.py:113": 1,
+        },
+    }
 
 
 def test_gpu_layers_sampler_verdict_and_sync_sites():
@@ -169,7 +275,11 @@ def test_gpu_layers_sampler_verdict_and_sync_sites():
 def test_gpu_kernel_names_drop_return_type_namespaces_and_templates():
     from benchmarks import report_gpu
 
-    assert report_gpu.kernel_name("void at::native::vectorized_gather_kernel<16, long>(char*, long)") == \
-        "vectorized_gather_kernel"
-    assert report_gpu.kernel_name("void at::native::indexFuncLargeIndex<float, at::native::(anonymous namespace)::R>"
-                                  "(x)") == "indexFuncLargeIndex"
+    assert (
+        report_gpu.kernel_name("void at::native::vectorized_gather_kernel<16, long>(char*, long)")
+        == "vectorized_gather_kernel"
+    )
+    assert (
+        report_gpu.kernel_name("void at::native::indexFuncLargeIndex<float, at::native::(anonymous namespace)::R>(x)")
+        == "indexFuncLargeIndex"
+    )

@@ -1,5 +1,6 @@
 """ClassicGAT (Luo et al.'s tuned classic GAT): its equation on a small graph against stock PyG, and what each
 option changes."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -15,10 +16,9 @@ def _graph():
     return x, edge_index
 
 
-def _stock_conv(model, l):
-    conv = model.convs[l]
-    stock = GATConv(conv.in_channels, conv.out_channels, heads=conv.heads, bias=False,
-                    add_self_loops=model.self_loops)
+def _stock_conv(model, i):
+    conv = model.convs[i]
+    stock = GATConv(conv.in_channels, conv.out_channels, heads=conv.heads, bias=False, add_self_loops=model.self_loops)
     stock.load_state_dict(conv.state_dict())
     return stock.eval()
 
@@ -40,8 +40,8 @@ def test_two_layers_with_layer_norm_and_a_pre_linear_layer():
     model = ClassicGAT(5, 3, hidden=8, heads=2, layers=2, dropout=0.3, norm="layer", pre_linear=True).eval()
     assert model.convs[0].in_channels == 8 and model.convs[0].heads == 2 and model.convs[0].out_channels == 4
     h = model.input(x)  # eval: no dropout
-    for l in range(2):
-        h = F.relu(model.norms[l](_stock_conv(model, l)(h, ei) + model.residuals[l](h)))
+    for i in range(2):
+        h = F.relu(model.norms[i](_stock_conv(model, i)(h, ei) + model.residuals[i](h)))
     torch.testing.assert_close(model(x, ei), model.output(h))
 
 
@@ -68,9 +68,14 @@ def test_lean_path_gives_the_same_outputs_and_the_kwargs_rebuild_the_model():
     torch.testing.assert_close(plain.head_outputs(x, ei), first)
 
 
-@pytest.mark.parametrize("kwargs, match", [({"hidden": 10, "heads": 4}, "hidden: expected a multiple of heads"),
-                                           ({"norm": "group"}, "norm: expected one of"),
-                                           ({"layers": 0}, "layers: expected a positive integer")])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"hidden": 10, "heads": 4}, "hidden: expected a multiple of heads"),
+        ({"norm": "group"}, "norm: expected one of"),
+        ({"layers": 0}, "layers: expected a positive integer"),
+    ],
+)
 def test_bad_settings_are_one_line(kwargs, match):
     with pytest.raises(ValueError, match=match):
         ClassicGAT(5, 3, **kwargs)

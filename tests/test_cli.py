@@ -1,5 +1,6 @@
 """The command line as a user meets it: one grammar in every command, one-line errors before any data is read,
 help texts with defaults and without reST, ``--help`` without torch, and the default run folder per variant."""
+
 import argparse
 import importlib
 import json
@@ -8,17 +9,30 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from graph_rma import parse_variant
-from graph_rma.cli import commands, main as cli_main
+from graph_rma.cli import commands
+from graph_rma.cli import main as cli_main
 from graph_rma.cli._common import Parser, run_command, seed_list
 from graph_rma.tasks import defaults
 
-from conftest import REPO
-
 FIXTURE = REPO / "datasets" / "fixtures" / "agenda_tiny"
-TINY = ["--hidden", "16", "--layers", "1", "--heads", "2", "--epochs", "1", "--batch-size", "4", "--min-freq", "1",
-        "--quiet"]
+TINY = [
+    "--hidden",
+    "16",
+    "--layers",
+    "1",
+    "--heads",
+    "2",
+    "--epochs",
+    "1",
+    "--batch-size",
+    "4",
+    "--min-freq",
+    "1",
+    "--quiet",
+]
 
 
 def _parsers():
@@ -35,26 +49,33 @@ def _parsers():
 
 def test_building_every_parser_and_its_help_imports_no_torch():
     """--help answers fast because no command imports torch, PyG or a task before it runs."""
-    code = ("import sys, importlib, argparse\n"
-            "from graph_rma.cli import commands, usage\n"
-            "usage()\n"
-            "for name in commands():\n"
-            "    m = importlib.import_module('graph_rma.cli.' + name)\n"
-            "    p = (getattr(m, 'build_parser', None) or m._parser)()\n"
-            "    p.format_help()\n"
-            "    for a in p._actions:\n"
-            "        if isinstance(a, argparse._SubParsersAction):\n"
-            "            [s.format_help() for s in a.choices.values()]\n"
-            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'torch_geometric', 'numpy')\n"
-            "               or m.startswith('graph_rma.tasks.') and m not in ('graph_rma.tasks.defaults',\n"
-            "                                                           'graph_rma.tasks.protocols'))\n"
-            "print(heavy)\n")
+    code = (
+        "import sys, importlib, argparse\n"
+        "from graph_rma.cli import commands, usage\n"
+        "usage()\n"
+        "for name in commands():\n"
+        "    m = importlib.import_module('graph_rma.cli.' + name)\n"
+        "    p = (getattr(m, 'build_parser', None) or m._parser)()\n"
+        "    p.format_help()\n"
+        "    for a in p._actions:\n"
+        "        if isinstance(a, argparse._SubParsersAction):\n"
+        "            [s.format_help() for s in a.choices.values()]\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'torch_geometric', 'numpy')\n"
+        "               or m.startswith('graph_rma.tasks.') and m not in ('graph_rma.tasks.defaults',\n"
+        "                                                           'graph_rma.tasks.protocols'))\n"
+        "print(heavy)\n"
+    )
     r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
     # and the real entry point: `python -m graph_rma.cli cora --help` imports no torch
-    r = subprocess.run([sys.executable, "-X", "importtime", "-m", "graph_rma.cli", "cora", "--help"], cwd=REPO,
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "graph_rma.cli", "cora", "--help"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0 and "--variants SPEC [SPEC ...]" in r.stdout
     imported = {line.split("|")[-1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
     # (importlib.import_module, which loads the command's module, is not traced by -X importtime)
@@ -92,7 +113,9 @@ def test_every_option_has_help_and_shows_its_default_and_no_rest_markup():
     assert seen > 100
     train = dict(_parsers())["agenda train"].format_help()
     # the presets show their values
-    assert "cpu: hidden=128, layers=2" in " ".join(train.split()) and "full: hidden=500, layers=6" in " ".join(train.split())
+    assert "cpu: hidden=128, layers=2" in " ".join(train.split()) and "full: hidden=500, layers=6" in " ".join(
+        train.split()
+    )
 
 
 def test_task_defaults_match_their_sources():
@@ -152,12 +175,18 @@ MISTAKES = [
     (["agenda", "train", "--epochs", "0"], "--epochs: expected a positive integer"),
     (["agenda", "train", "--batch-size", "0"], "--batch-size: expected a positive integer"),
     (["agenda", "train", "--out", "{file}"], "is a file, not a folder"),
-    (["agenda", "evaluate", "--out", "{empty}"], "no trained run in {empty}: run `graph-rma agenda train --out {empty}` first"),
+    (
+        ["agenda", "evaluate", "--out", "{empty}"],
+        "no trained run in {empty}: run `graph-rma agenda train --out {empty}` first",
+    ),
     (["agenda", "generate", "--out", "{empty}"], "no trained run in {empty}"),
     (["agenda", "heads", "--out", "{empty}"], "no trained run in {empty}"),
     (["webnlg", "train", "--variant", "spos:beta=0"], "beta='0' in 'spos:beta=0' must be > 0"),
     (["webnlg", "train", "--dropout", "1.5"], "--dropout: expected a probability in [0, 1)"),
-    (["webnlg", "evaluate", "--out", "{empty}"], "no trained run in {empty}: run `graph-rma webnlg train --out {empty}`"),
+    (
+        ["webnlg", "evaluate", "--out", "{empty}"],
+        "no trained run in {empty}: run `graph-rma webnlg train --out {empty}`",
+    ),
     (["score", "--hyp", "{empty}/none.txt", "--ref", "{empty}/none.txt"], "--hyp {empty}/none.txt: No such file"),
     (["report", "--checkpoint", "{empty}/none.pt"], "--checkpoint: no such file"),
     (["report", "--checkpoint", "{file}", "--bins", "0"], "--bins: expected a positive integer"),
@@ -199,8 +228,17 @@ def test_score_without_the_text_metrics_extra_is_one_line(tmp_path, monkeypatch,
         (tmp_path / f"{name}.txt").write_text("a b c\n")
     for name in [m for m in sys.modules if m.split(".")[0] == "pycocoevalcap"] + ["pycocoevalcap"]:
         monkeypatch.setitem(sys.modules, name, None)
-    argv = ["score", "--hyp", str(tmp_path / "hyp.txt"), "--ref", str(tmp_path / "ref.txt"), "--meteor", "none",
-            "--tokenize", "split"]
+    argv = [
+        "score",
+        "--hyp",
+        str(tmp_path / "hyp.txt"),
+        "--ref",
+        str(tmp_path / "ref.txt"),
+        "--meteor",
+        "none",
+        "--tokenize",
+        "split",
+    ]
     assert cli_main(argv) == 1
     err = capsys.readouterr().err
     assert err == "graph-rma score: BLEU needs pycocoevalcap: pip install 'graph-rma[text-metrics]'\n"
@@ -215,10 +253,17 @@ def test_default_run_folder_holds_the_variant(tmp_path, monkeypatch, capsys):
         assert cli_main(["agenda", "train", "--root", str(FIXTURE), "--variant", spec, *TINY]) == 0
         printed = json.loads(capsys.readouterr().out.splitlines()[0])
         assert printed["variant"] == parse_variant(spec).spec and printed["out"] == str(run_folder("runs/agenda", spec))
-        assert json.loads((run_folder("runs/agenda", spec) / "config.json").read_text())["variant"] == parse_variant(spec).spec
+        assert (
+            json.loads((run_folder("runs/agenda", spec) / "config.json").read_text())["variant"]
+            == parse_variant(spec).spec
+        )
     assert len(list((tmp_path / "runs" / "agenda").iterdir())) == 2
-    assert cli_main(["agenda", "generate", "--root", str(FIXTURE), "--variant", "svgd:alpha=1", "--quiet",
-                     "--max-len", "5"]) == 0
+    assert (
+        cli_main(
+            ["agenda", "generate", "--root", str(FIXTURE), "--variant", "svgd:alpha=1", "--quiet", "--max-len", "5"]
+        )
+        == 0
+    )
     assert (run_folder("runs/agenda", "svgd:alpha=1") / "hyp.test.txt").is_file()
     assert not (run_folder("runs/agenda", "svgd:alpha=0.1") / "hyp.test.txt").exists()
 
@@ -259,22 +304,31 @@ def test_default_variants_follow_the_validated_settings(monkeypatch):
     assert seen["cora"] == seen["texas"] == ["ma", defaults.SVGD]
     assert seen["chameleon"] == ["ma", "svgd:alpha=0.1,eps=8"]
     assert defaults.node_default_variants("chameleon", full=True)[3] == "svgd:alpha=0.1,eps=8"
-    assert variant_spec("selfattn", "svgd") == variant_spec("transformer", "svgd") == \
-        "svgd:alpha=0.01,kernel_grad=false"
+    assert (
+        variant_spec("selfattn", "svgd") == variant_spec("transformer", "svgd") == "svgd:alpha=0.01,kernel_grad=false"
+    )
     assert variant_spec("transformer", "spos") == "spos:alpha=0.01,beta=100000"
     model = torch.nn.MultiheadAttention(8, 4)
     assert SVGD(model).alpha == parse_variant("svgd").alpha == 0.1
 
 
 # ---- issue 32: output folders that cannot be written, help texts, empty folders, printed scores ---------------
-@pytest.mark.parametrize("argv", [
-    ["cora", "--out", "{ro}/runs"], ["node", "--dataset", "chameleon", "--out", "{ro}/runs"],
-    ["text", "--out", "{ro}/runs"], ["agenda", "train", "--out", "{ro}/runs"],
-    ["webnlg", "evaluate", "--out", "{ro}"], ["report", "--checkpoint", "{file}", "--out", "{ro}/report"],
-    ["score", "--hyp", "{file}", "--ref", "{file}", "--json", "{ro}/scores.json"],
-], ids=lambda a: " ".join(a[:2]))
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["cora", "--out", "{ro}/runs"],
+        ["node", "--dataset", "chameleon", "--out", "{ro}/runs"],
+        ["text", "--out", "{ro}/runs"],
+        ["agenda", "train", "--out", "{ro}/runs"],
+        ["webnlg", "evaluate", "--out", "{ro}"],
+        ["report", "--checkpoint", "{file}", "--out", "{ro}/report"],
+        ["score", "--hyp", "{file}", "--ref", "{file}", "--json", "{ro}/scores.json"],
+    ],
+    ids=lambda a: " ".join(a[:2]),
+)
 def test_an_output_folder_that_cannot_be_written_is_refused_before_any_data_is_read(
-        argv, unwritable, a_file, monkeypatch, capsys):
+    argv, unwritable, a_file, monkeypatch, capsys
+):
     """It used to be found after training (cora, node, report, agenda) or after the scores were printed (score)."""
     monkeypatch.setenv("GRAPH_RMA_DATA", "/nonexistent")  # reading data would end in "missing ..." (exit 1)
     argv = [a.format(ro=unwritable, file=a_file) for a in argv]
@@ -284,8 +338,9 @@ def test_an_output_folder_that_cannot_be_written_is_refused_before_any_data_is_r
     assert "not writable" in printed.err and str(unwritable) in printed.err, printed.err
 
 
-@pytest.mark.parametrize("argv", [["cora"], ["agenda", "train"], ["report", "--checkpoint", "{checkpoint}"]],
-                         ids=lambda a: " ".join(a[:2]))
+@pytest.mark.parametrize(
+    "argv", [["cora"], ["agenda", "train"], ["report", "--checkpoint", "{checkpoint}"]], ids=lambda a: " ".join(a[:2])
+)
 def test_a_default_output_folder_that_cannot_be_written_is_refused_too(argv, unwritable, monkeypatch, capsys):
     """Without --out the command's own folder (runs/<dataset>, runs/agenda/<variant>, beside the checkpoint) is
     checked the same way: here the working folder (or the checkpoint's) cannot be written."""
@@ -335,8 +390,24 @@ def test_evaluate_prints_scores_rounded_and_keeps_every_digit_in_its_file(tmp_pa
     assert cli_main(["agenda", "train", "--root", str(FIXTURE), "--out", str(out), *TINY]) == 0
     train_line = json.loads(capsys.readouterr().out.splitlines()[0])
     assert train_line["best_dev_loss"] == round(train_line["best_dev_loss"], 4)
-    assert cli_main(["agenda", "evaluate", "--root", str(FIXTURE), "--out", str(out), "--meteor", "none", "--quiet",
-                     "--max-len", "5"]) == 0
+    assert (
+        cli_main(
+            [
+                "agenda",
+                "evaluate",
+                "--root",
+                str(FIXTURE),
+                "--out",
+                str(out),
+                "--meteor",
+                "none",
+                "--quiet",
+                "--max-len",
+                "5",
+            ]
+        )
+        == 0
+    )
     printed = json.loads(capsys.readouterr().out)
     saved = json.loads((out / "metrics.test.json").read_text())
 

@@ -1,5 +1,6 @@
 """graph_rma.convert on PyG models: GATConv/GATv2Conv swapped for the repulsive layers, nothing else changes; a
 sampler attached to Adam changes only head parameters."""
+
 import copy
 
 import pytest
@@ -101,15 +102,18 @@ def test_converted_model_has_one_particle_per_head():
         conv, H, C = g.module, g.num_heads, g.module.out_channels
         theta = g.theta()
         for h in range(H):
-            expected = torch.cat([conv.lin.weight[h * C:(h + 1) * C].flatten(), conv.att_src[0, h], conv.att_dst[0, h]])
+            expected = torch.cat(
+                [conv.lin.weight[h * C : (h + 1) * C].flatten(), conv.att_src[0, h], conv.att_dst[0, h]]
+            )
             assert torch.equal(theta[h], expected.detach())
 
 
 def _train(model, steps, sampler, x, edge_index, y, record=None):
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     if record is not None:  # registered first: sees the raw loss gradients before the sampler replaces them
-        opt.register_step_pre_hook(lambda o, a, k: record.append(
-            {n: p.grad.clone() for n, p in model.named_parameters()}))
+        opt.register_step_pre_hook(
+            lambda o, a, k: record.append({n: p.grad.clone() for n, p in model.named_parameters()})
+        )
     if sampler is not None:
         sampler = SVGD(model, alpha=1.0, eps=1.0)
         sampler.attach(opt)
@@ -313,8 +317,11 @@ def test_a_model_without_attention_is_an_error_unless_strict_is_off():
     from torch_geometric.nn.models import GCN
 
     for model in (torch.nn.Linear(4, 2), GCN(4, 8, num_layers=2, out_channels=2)):
-        with pytest.raises(ValueError, match=rf"^model: {type(model).__name__} holds no attention layer .*pass "
-                                             r"strict=False") as e:
+        with pytest.raises(
+            ValueError,
+            match=rf"^model: {type(model).__name__} holds no attention layer .*pass "
+            r"strict=False",
+        ) as e:
             graph_rma.convert(model)
         assert "\n" not in str(e.value)
         before = {k: v.clone() for k, v in model.state_dict().items()}

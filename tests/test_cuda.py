@@ -1,5 +1,6 @@
 """The device-dependent paths on CUDA: they run only where a GPU is present (the lent machines; never in CI), and
 compare each CUDA result with the same computation on the CPU."""
+
 import pytest
 import torch
 
@@ -68,10 +69,17 @@ def test_node_run_on_cuda_matches_its_metrics_on_the_cpu():
 
     x, ei = _graph()
     idx = torch.arange(50)
-    data = Data(x=x, edge_index=ei, y=idx % 3, train_mask=idx < 25, val_mask=(idx >= 25) & (idx < 38),
-                test_mask=idx >= 38)
-    kwargs = {"in_channels": 16, "out_channels": 3, "hidden_channels": 4, "heads": 4, "dropout": 0.0,
-              "attn_dropout": 0.0}
+    data = Data(
+        x=x, edge_index=ei, y=idx % 3, train_mask=idx < 25, val_mask=(idx >= 25) & (idx < 38), test_mask=idx >= 38
+    )
+    kwargs = {
+        "in_channels": 16,
+        "out_channels": 3,
+        "hidden_channels": 4,
+        "heads": 4,
+        "dropout": 0.0,
+        "attn_dropout": 0.0,
+    }
     cpu, _, _ = nc.train_run(data, "ma", 0, kwargs, epochs=5, device="cpu")
     gpu, _, _ = nc.train_run(data, "ma", 0, kwargs, epochs=5, device="cuda")
     assert gpu["device"] == "cuda"

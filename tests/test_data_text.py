@@ -1,11 +1,19 @@
 """Text loaders (graph_rma.data.text) on the real files: counts, labels, encodings, splits, tokens, vocabulary."""
+
 import pytest
+from conftest import needs_text as real
 
 from graph_rma.data.root import DataNotFoundError
-from graph_rma.data.text import (TREC_CLASSES, Vocabulary, load_mr, load_sst, load_text_dataset,
-                                 load_trec, read_lines, tokenize)
-
-from conftest import needs_text as real
+from graph_rma.data.text import (
+    TREC_CLASSES,
+    Vocabulary,
+    load_mr,
+    load_sst,
+    load_text_dataset,
+    load_trec,
+    read_lines,
+    tokenize,
+)
 
 
 @real

@@ -1,5 +1,6 @@
 """The dataset cards' statistics tables are what the shared files give (the card is what a user reads; this test is
 what keeps it true). Each cell is recomputed with the package's loader and compared number by number."""
+
 import re
 from typing import Dict, List
 
@@ -12,7 +13,6 @@ from graph_rma.data import DataNotFoundError
 from graph_rma.data.heterophilous import load_heterophilous
 from graph_rma.data.platonov import load_platonov_all_splits
 from graph_rma.data.transforms import direct_edges
-
 
 pytestmark = pytest.mark.slow  # subprocesses or real-data runs: left out of make test-fast
 
@@ -109,8 +109,12 @@ def test_webnlg_card_delexicalisation_figures_are_what_its_command_prints():
     from graph_rma.metrics import tokenize
 
     text = (REPO / "datasets" / "webnlg.md").read_text(encoding="utf-8")
-    m = re.search(r"\(([\d,]+) references, command\s+below\): ([\d.]+)% of entities .*? ([\d.]+)% of references\s+"
-                  r"contain .*? exactly in ([\d.]+)% of cases", text, re.S)
+    m = re.search(
+        r"\(([\d,]+) references, command\s+below\): ([\d.]+)% of entities .*? ([\d.]+)% of references\s+"
+        r"contain .*? exactly in ([\d.]+)% of cases",
+        text,
+        re.S,
+    )
     assert m, "the card's delexicalisation sentence changed: update this test with it"
     found = total = all_in = same = n = 0
     for e in load_webnlg("dev"):  # the card's command
@@ -127,8 +131,10 @@ def test_webnlg_card_delexicalisation_figures_are_what_its_command_prints():
     assert shown == [float(m.group(1).replace(",", "")), *map(float, m.group(2, 3, 4))]
 
 
-TEXT_FILES = {name: data_path("text", rel) for name, rel in
-              (("MPQA", "MPQA/mpqa.all"), ("CR", "CR/custrev.all"), ("SUBJ", "SUBJ/subj.all"))}
+TEXT_FILES = {
+    name: data_path("text", rel)
+    for name, rel in (("MPQA", "MPQA/mpqa.all"), ("CR", "CR/custrev.all"), ("SUBJ", "SUBJ/subj.all"))
+}
 
 
 def _repeats(path) -> int:
@@ -141,12 +147,17 @@ def _repeats(path) -> int:
 @pytest.mark.skipif(not all(p.is_file() for p in TEXT_FILES.values()), reason="SUBJ/CR/MPQA not under $GRAPH_RMA_DATA")
 def test_text_card_quirks_are_what_the_files_give():
     text = " ".join((REPO / "datasets" / "text.md").read_text(encoding="utf-8").split())
-    m = re.search(r"MPQA's examples are short phrases \(([\d.]+) tokens on average\) and ([\d,]+) of its lines repeat "
-                  r"an earlier line exactly, so folds share identical phrases; CR has (\d+) such repeats, SUBJ none",
-                  text)
+    m = re.search(
+        r"MPQA's examples are short phrases \(([\d.]+) tokens on average\) and ([\d,]+) of its lines repeat "
+        r"an earlier line exactly, so folds share identical phrases; CR has (\d+) such repeats, SUBJ none",
+        text,
+    )
     assert m, "the card's quirks sentence changed: update this test with it"
     lines = TEXT_FILES["MPQA"].read_text(encoding="utf-8").splitlines()
     words = [len(line.split(" ", 1)[1].split()) if " " in line else 0 for line in lines]  # "<label> <phrase>"
     assert round(sum(words) / len(words), 1) == float(m.group(1))
-    assert [_repeats(TEXT_FILES[n]) for n in ("MPQA", "CR", "SUBJ")] == [int(m.group(2).replace(",", "")),
-                                                                         int(m.group(3)), 0]
+    assert [_repeats(TEXT_FILES[n]) for n in ("MPQA", "CR", "SUBJ")] == [
+        int(m.group(2).replace(",", "")),
+        int(m.group(3)),
+        0,
+    ]

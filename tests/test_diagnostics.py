@@ -1,4 +1,5 @@
 """graph_rma.diagnostics: every measure against a direct computation (explicit loops / hand-worked numbers)."""
+
 import itertools
 import math
 
@@ -6,9 +7,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch_geometric.nn import GATConv, GATv2Conv, TransformerConv
-
-from graph_rma.dropattention import DropAttention
-from graph_rma.nn import RepulsiveGATConv, RepulsiveGATv2Conv
 
 from graph_rma.diagnostics import (
     HeadCapture,
@@ -31,6 +29,8 @@ from graph_rma.diagnostics import (
     predictive_entropy,
     reliability_diagram,
 )
+from graph_rma.dropattention import DropAttention
+from graph_rma.nn import RepulsiveGATConv, RepulsiveGATv2Conv
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -115,7 +115,7 @@ def test_dense_div_disagreement_entropy_hand_worked():
 def test_dense_measures_against_loops():
     g = torch.Generator().manual_seed(2)
     attn = torch.randn(2, 3, 4, 5, generator=g, dtype=torch.float64).softmax(-1)  # [B, L, H, S]
-    slices = [attn[b, l] for b in range(2) for l in range(3)]
+    slices = [attn[b, i] for b in range(2) for i in range(3)]
     rows = [[r.tolist() for r in s] for s in slices]
     assert attention_div(attn) == pytest.approx(sum(loop_div(r) for r in rows) / 6, rel=1e-12)
     assert attention_disagreement(attn) == pytest.approx(sum(loop_cos(r) for r in rows) / 6, rel=1e-12)
@@ -131,7 +131,8 @@ def test_sparse_measures_against_loops():
     assert len(g) == 5
     assert attention_div(alpha, index) == pytest.approx(sum(loop_div(r) for r in g.values()) / len(g), rel=1e-12)
     assert attention_disagreement(alpha, index) == pytest.approx(
-        sum(loop_cos(r) for r in g.values()) / len(g), rel=1e-12)
+        sum(loop_cos(r) for r in g.values()) / len(g), rel=1e-12
+    )
     ent = attention_entropy(alpha, index, num_nodes=6)
     for h in range(3):
         assert float(ent[h]) == pytest.approx(sum(loop_entropy(r[h]) for r in g.values()) / len(g), rel=1e-12)
@@ -179,7 +180,9 @@ CORRECT = torch.tensor([1, 0, 1, 1, 0, 0])
 
 def test_ece_oe_hand_worked_confidences():
     assert expected_calibration_error(CONF, num_bins=4, correct=CORRECT) == pytest.approx(0.2083333333, abs=1e-9)
-    assert overconfidence_error(CONF, num_bins=4, correct=CORRECT) == pytest.approx(0.5 * (53 / 60) * (13 / 60) + 0.0325 + 0.015, abs=1e-12)
+    assert overconfidence_error(CONF, num_bins=4, correct=CORRECT) == pytest.approx(
+        0.5 * (53 / 60) * (13 / 60) + 0.0325 + 0.015, abs=1e-12
+    )
     b = calibration_bins(CONF, num_bins=4, correct=CORRECT)
     assert b.count.tolist() == [0, 1, 2, 3]
     assert b.accuracy[1:].tolist() == pytest.approx([0.0, 0.5, 2 / 3])
@@ -425,10 +428,16 @@ def test_plots_write_valid_pngs(tmp_path):
     probs = torch.randn(100, 5, generator=g).softmax(-1)
     labels = torch.randint(0, 5, (100,), generator=g)
     assert_png(reliability_diagram(probs, labels, path=tmp_path / "rel.png", num_bins=10))
-    assert_png(plot_head_importance({"plain": [0.0, 0.01, -0.002, 0.0], "svgd": [0.02, 0.03, 0.01, 0.05]},
-                                    path=tmp_path / "drops.png"))
-    assert_png(plot_entropy_cdf({"plain": predictive_entropy(probs), "svgd": predictive_entropy(probs) * 1.2},
-                                path=tmp_path / "cdf.png"))
+    assert_png(
+        plot_head_importance(
+            {"plain": [0.0, 0.01, -0.002, 0.0], "svgd": [0.02, 0.03, 0.01, 0.05]}, path=tmp_path / "drops.png"
+        )
+    )
+    assert_png(
+        plot_entropy_cdf(
+            {"plain": predictive_entropy(probs), "svgd": predictive_entropy(probs) * 1.2}, path=tmp_path / "cdf.png"
+        )
+    )
     sweep = heads_sweep(lambda m, s: 1 / m + 0.01 * s, [1, 2, 4, 8], seeds=[0, 1])
     assert_png(plot_heads_sweep({"plain": sweep}, path=tmp_path / "sub" / "sweep.png"))
     assert_png(plot_head_entropy({"conv1": [1.0, 1.2, 0.8]}, path=tmp_path / "ent.png", uniform=1.5))

@@ -1,4 +1,5 @@
 """``graph-rma report`` end to end on real Cora: a short ``graph-rma cora`` run, then the report of its checkpoint."""
+
 import json
 
 import pytest
@@ -18,8 +19,25 @@ def test_report_on_a_short_cora_run(tmp_path):
     except DataNotFoundError as exc:  # pragma: no cover - only without the data and offline
         pytest.skip(f"Cora not available: {exc}")
     runs = tmp_path / "runs"
-    assert cli_main(["cora", "--variants", "ma", "--seeds", "0", "--epochs", "20", "--patience", "20",
-                     "--out", str(runs), "--no-plot"]) == 0
+    assert (
+        cli_main(
+            [
+                "cora",
+                "--variants",
+                "ma",
+                "--seeds",
+                "0",
+                "--epochs",
+                "20",
+                "--patience",
+                "20",
+                "--out",
+                str(runs),
+                "--no-plot",
+            ]
+        )
+        == 0
+    )
     (ckpt,) = sorted((runs / "checkpoints").glob("*.pt"))
     out = tmp_path / "report"
     assert cli_main(["report", "--checkpoint", str(ckpt), "--out", str(out)]) == 0

@@ -1,4 +1,5 @@
 """``graph-rma report`` end to end on a checkpoint with the pipeline's keys (a small stand-in task here)."""
+
 import json
 import math
 
@@ -7,11 +8,11 @@ import torch
 import torch.nn.functional as F
 from torch_geometric.nn import GATConv
 
-from graph_rma.cli import main as cli_main
-from graph_rma.tasks.report import ReportInputs, register_report_task, report_checkpoint, report_tasks
-from graph_rma.diagnostics import HeadCapture, expected_calibration_error, head_distance, overconfidence_error
 from graph_rma import SVGD
+from graph_rma.cli import main as cli_main
+from graph_rma.diagnostics import HeadCapture, expected_calibration_error, head_distance, overconfidence_error
 from graph_rma.engine import save_checkpoint
+from graph_rma.tasks.report import ReportInputs, register_report_task, report_checkpoint, report_tasks
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -63,8 +64,18 @@ def train_standin(path, variant="plain"):
         opt.zero_grad()
         F.cross_entropy(model(x, edge_index)[~test_mask], y[~test_mask]).backward()
         opt.step()
-    save_checkpoint(path, {"task": "standin", "dataset": "toy", "model_kwargs": kwargs, "variant": variant,
-                           "seed": 0, "model": model.state_dict(), "metrics": {"val_acc": 0.0}})
+    save_checkpoint(
+        path,
+        {
+            "task": "standin",
+            "dataset": "toy",
+            "model_kwargs": kwargs,
+            "variant": variant,
+            "seed": 0,
+            "model": model.state_dict(),
+            "metrics": {"val_acc": 0.0},
+        },
+    )
     return path, model.eval()
 
 
@@ -136,8 +147,10 @@ def test_report_checkpoint_from_python(checkpoint, tmp_path):
     path, _ = checkpoint
     assert {"cora", "standin"} <= set(report_tasks())
     summary = report_checkpoint(path, tmp_path / "py", bins=5, plots=False)
-    assert cli_main(["report", "--checkpoint", str(path), "--out", str(tmp_path / "cli"), "--bins", "5",
-                     "--no-plots"]) == 0
+    assert (
+        cli_main(["report", "--checkpoint", str(path), "--out", str(tmp_path / "cli"), "--bins", "5", "--no-plots"])
+        == 0
+    )
     cli, py = (json.loads((tmp_path / d / "report.json").read_text()) for d in ("cli", "py"))
     assert py["files"] == {"summary": str(tmp_path / "py" / "report.json")}
     del cli["files"], py["files"], summary["files"]
@@ -175,8 +188,9 @@ def test_a_binary_checkpoint_is_reported_with_roc_auc_and_sigmoid_calibration(tm
         F.binary_cross_entropy_with_logits(model(x, edge_index)[~mask, 0], y[~mask].float()).backward()
         opt.step()
     path = tmp_path / "binary.pt"
-    save_checkpoint(path, {"task": "standin_binary", "model_kwargs": kwargs, "variant": "ma",
-                           "model": model.state_dict()})
+    save_checkpoint(
+        path, {"task": "standin_binary", "model_kwargs": kwargs, "variant": "ma", "model": model.state_dict()}
+    )
     out = tmp_path / "report"
     assert cli_main(["report", "--checkpoint", str(path), "--out", str(out), "--no-plots"]) == 0
     printed = capsys.readouterr().out

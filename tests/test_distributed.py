@@ -1,4 +1,5 @@
 """Two CPU processes (gloo, file rendezvous: no network) train replicas under DDP with SPOS attached."""
+
 import json
 import os
 import subprocess
@@ -23,6 +24,7 @@ pytestmark = pytest.mark.slow  # subprocesses or real-data runs: left out of mak
 STEPS = 4
 ROOT = Path(__file__).resolve().parents[1]
 
+
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
@@ -36,9 +38,11 @@ class Net(nn.Module):
         h, _ = self.attn(h, h, h, need_weights=False)
         return self.out(h.mean(1))
 
+
 def data():
     g = torch.Generator().manual_seed(1)
     return torch.randn(STEPS, 8, 5, 6, generator=g), torch.randint(0, 3, (STEPS, 8), generator=g)
+
 
 def train(model, xs, ys, ddp=False):
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
@@ -48,6 +52,7 @@ def train(model, xs, ys, ddp=False):
         nn.functional.cross_entropy(model(x), y).backward()
         opt.step()
     return model.module if ddp else model
+
 
 def worker(rank, world, init_file, out_dir):
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank))
@@ -63,6 +68,7 @@ def worker(rank, world, init_file, out_dir):
     mean = all_reduce_mean(torch.tensor([float(rank)]))
     torch.save({"params": flat, "mean": mean}, os.path.join(out_dir, f"rank{rank}.pt"))
     dist.destroy_process_group()
+
 
 def test_ddp_replicas_bitwise_equal_and_match_single_process(tmp_path):
     mp.spawn(worker, args=(2, str(tmp_path / "rdzv"), str(tmp_path)), nprocs=2, join=True)
@@ -83,9 +89,25 @@ def test_ddp_replicas_bitwise_equal_and_match_single_process(tmp_path):
 # ---------------------------------------------------------------------------------------------------------------
 FIXTURE = Path(__file__).resolve().parents[1] / "datasets" / "fixtures" / "agenda_tiny"
 SPOS_VARIANT = "spos:alpha=0.1,eps=1,beta=1000"
-TINY = dict(hidden=32, layers=1, heads=2, dropout=0.2, attention_dropout=0.1, decoder_heads=2, epochs=2,
-            batch_size=4, optimizer="adam", lr=3e-3, momentum=0.9, clip=1.0, min_freq=1, max_target_len=None,
-            beam=2, max_len=20, length_penalty=1.0)
+TINY = dict(
+    hidden=32,
+    layers=1,
+    heads=2,
+    dropout=0.2,
+    attention_dropout=0.1,
+    decoder_heads=2,
+    epochs=2,
+    batch_size=4,
+    optimizer="adam",
+    lr=3e-3,
+    momentum=0.9,
+    clip=1.0,
+    min_freq=1,
+    max_target_len=None,
+    beam=2,
+    max_len=20,
+    length_penalty=1.0,
+)
 # SGD, not Adam: Adam turns the rounding noise of gradients that are exactly zero in theory (attention key biases)
 # into full-size steps, so one and two processes would differ by lr there
 NO_DROPOUT = dict(TINY, dropout=0.0, attention_dropout=0.0, optimizer="sgd", lr=0.1)
@@ -97,13 +119,14 @@ def agenda_worker(rank, world, init_file, out_dir):
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     torch.set_num_threads(1)
     out = Path(out_dir)
-    runs = {"exact": task.train(dict(NO_DROPOUT), out / "ddp_exact", FIXTURE, variant=SPOS_VARIANT, seed=1,
-                               progress=False),
-            "full": task.train(dict(TINY), out / "ddp_full", FIXTURE, variant=SPOS_VARIANT, seed=1, progress=False)}
-    runs["killed"] = task.train(dict(TINY), out / "ddp_resumed", FIXTURE, variant=SPOS_VARIANT, seed=1, stop_after=3,
-                               progress=False)
-    runs["resumed"] = task.train(dict(TINY), out / "ddp_resumed", FIXTURE, variant=SPOS_VARIANT, seed=1,
-                                progress=False)
+    runs = {
+        "exact": task.train(dict(NO_DROPOUT), out / "ddp_exact", FIXTURE, variant=SPOS_VARIANT, seed=1, progress=False),
+        "full": task.train(dict(TINY), out / "ddp_full", FIXTURE, variant=SPOS_VARIANT, seed=1, progress=False),
+    }
+    runs["killed"] = task.train(
+        dict(TINY), out / "ddp_resumed", FIXTURE, variant=SPOS_VARIANT, seed=1, stop_after=3, progress=False
+    )
+    runs["resumed"] = task.train(dict(TINY), out / "ddp_resumed", FIXTURE, variant=SPOS_VARIANT, seed=1, progress=False)
     task.train(dict(TINY), out / "ddp_killed", FIXTURE, variant=SPOS_VARIANT, seed=1, stop_after=3, progress=False)
     torch.save(runs, out / f"summaries{rank}.pt")
     dist.destroy_process_group()
@@ -131,14 +154,16 @@ def test_agenda_train_under_ddp(tmp_path):
     # killed after 3 steps and resumed by two processes == uninterrupted two-process run, bit for bit
     a, b = _weights(tmp_path / "ddp_full" / "checkpoint.pt"), _weights(tmp_path / "ddp_resumed" / "checkpoint.pt")
     assert all(torch.equal(a[k], b[k]) for k in a)
+
     def losses(summary):  # everything but the wall time: the resumed epoch's train loss includes the killed part
         return [{k: v for k, v in h.items() if k != "seconds"} for h in summary["history"]]
+
     assert losses(s0["full"]) == losses(s0["resumed"])
     # a two-process checkpoint resumed by one process: allowed, with a warning (dropout draws differ)
     with pytest.warns(UserWarning, match="2-process run with 1 processes"):
         one = task.train(dict(TINY), tmp_path / "ddp_killed", FIXTURE, variant=SPOS_VARIANT, seed=1, progress=False)
     assert one["steps"] == 4 and "world_size" not in one
-        # no dropout: the same global batch in one process gives the same weights up to summation order
+    # no dropout: the same global batch in one process gives the same weights up to summation order
     single = task.train(dict(NO_DROPOUT), tmp_path / "single", FIXTURE, variant=SPOS_VARIANT, seed=1, progress=False)
     a, b = _weights(tmp_path / "single" / "checkpoint.pt"), _weights(tmp_path / "ddp_exact" / "checkpoint.pt")
     assert single["steps"] == s0["exact"]["steps"] == 4
@@ -176,18 +201,53 @@ def test_shard_splits_like_tensor_split():
 def _torchrun(*args, timeout=300):
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
     # --standalone: a local rendezvous on a free port (no network needed)
-    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                           *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_agenda_cli_under_torchrun(tmp_path):
     """The command users type: torchrun -m graph_rma.cli agenda train (rank 0 prints once and writes)."""
-    r = _torchrun("-m", "graph_rma.cli", "agenda", "train", "--root", str(FIXTURE), "--out", str(tmp_path / "run"),
-                  "--hidden", "32", "--layers", "1", "--heads", "2", "--epochs", "2", "--batch-size", "4",
-                  "--min-freq", "1", "--quiet", "--variant", SPOS_VARIANT)
+    r = _torchrun(
+        "-m",
+        "graph_rma.cli",
+        "agenda",
+        "train",
+        "--root",
+        str(FIXTURE),
+        "--out",
+        str(tmp_path / "run"),
+        "--hidden",
+        "32",
+        "--layers",
+        "1",
+        "--heads",
+        "2",
+        "--epochs",
+        "2",
+        "--batch-size",
+        "4",
+        "--min-freq",
+        "1",
+        "--quiet",
+        "--variant",
+        SPOS_VARIANT,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     lines = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
-    assert lines == [{"out": str(tmp_path / "run"), "variant": "spos:alpha=0.1,beta=1000", "best_dev_loss": lines[0]["best_dev_loss"], "steps": 4}]
+    assert lines == [
+        {
+            "out": str(tmp_path / "run"),
+            "variant": "spos:alpha=0.1,beta=1000",
+            "best_dev_loss": lines[0]["best_dev_loss"],
+            "steps": 4,
+        }
+    ]
     summary = json.loads((tmp_path / "run" / "train.json").read_text())
     assert summary["world_size"] == 2 and len(summary["replica_sha1"]) == 40
 
@@ -195,8 +255,17 @@ def test_agenda_cli_under_torchrun(tmp_path):
 def test_text_example_under_torchrun(tmp_path):
     if not (resolve_root("text") / "TREC" / "TREC.train.all").is_file():
         pytest.skip("real text data not found: set GRAPH_RMA_DATA (datasets/text.md)")
-    r = _torchrun("examples/text_classification.py", "--max-train", "300", "--epochs", "1",
-                  "--variant", "spos:alpha=1,beta=1e5", "--out", str(tmp_path / "text"))
+    r = _torchrun(
+        "examples/text_classification.py",
+        "--max-train",
+        "300",
+        "--epochs",
+        "1",
+        "--variant",
+        "spos:alpha=1,beta=1e5",
+        "--out",
+        str(tmp_path / "text"),
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert "2 processes: replicas bitwise equal" in r.stdout
     assert r.stdout.count("test accuracy") == 1  # rank 0 alone reports

@@ -1,5 +1,7 @@
-import copy
 """DropAttention: window semantics against a direct loop, statistics, sparse == dense, gradients, edge cases."""
+
+import copy
+
 import pytest
 import torch
 from torch_geometric.utils import scatter
@@ -48,7 +50,7 @@ def test_window_mask_matches_loop(p, w):
     for a in range(shape[0]):
         for b in range(shape[1]):
             for k in range(shape[2]):
-                ref[a, b, k] = bool(starts[a, b, max(0, k - w + 1): k + 1].any())
+                ref[a, b, k] = bool(starts[a, b, max(0, k - w + 1) : k + 1].any())
     assert torch.equal(dropped, ref)
 
 
@@ -74,7 +76,7 @@ def _check_sparse_windows(edge_index, E, H, p, w):
             first = pos
             while first > 0 and int(edge_index[1, order[first - 1]]) == int(edge_index[1, e]):
                 first -= 1
-            expected[e, h] = bool(starts[h, max(first, pos - w + 1): pos + 1].any())
+            expected[e, h] = bool(starts[h, max(first, pos - w + 1) : pos + 1].any())
     # Rows whose edges were all dropped are returned unchanged; compare the others.
     all_dropped = scatter((~expected).int(), edge_index[1], dim=0, dim_size=9, reduce="sum") == 0
     restored = all_dropped[edge_index[1]]
@@ -91,7 +93,7 @@ def test_sparse_column_windows_follow_source_ids(H, w):
     alpha = torch.ones(edge_index.size(1), H)
     out = drop_attention(alpha, edge_index, p, w, "column", "inverse", num_nodes=n, generator=gen(8))
     starts = torch.rand(H, n, generator=gen(8)) < p / w
-    node = torch.tensor([[bool(starts[h, max(0, j - w + 1): j + 1].any()) for j in range(n)] for h in range(H)])
+    node = torch.tensor([[bool(starts[h, max(0, j - w + 1) : j + 1].any()) for j in range(n)] for h in range(H)])
     expected = node.t()[edge_index[0]]
     restored = (scatter((~expected).int(), edge_index[1], dim=0, dim_size=n, reduce="sum") == 0)[edge_index[1]]
     assert torch.equal((out == 0) & ~restored, expected & ~restored)
@@ -123,7 +125,9 @@ def test_same_seed_same_result_different_seed_differs():
         c = drop_attention(alpha, edge_index, 0.4, 2, mode, generator=gen(12))
         assert torch.equal(a, b) and not torch.equal(a, c)
     attn = torch.rand(3, 8, 9)
-    assert torch.equal(drop_attention_dense(attn, 0.3, generator=gen(1)), drop_attention_dense(attn, 0.3, generator=gen(1)))
+    assert torch.equal(
+        drop_attention_dense(attn, 0.3, generator=gen(1)), drop_attention_dense(attn, 0.3, generator=gen(1))
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -137,7 +141,7 @@ def test_dense_drop_fraction(p, w):
     fracs = []
     for _ in range(10):
         out = drop_attention_dense(attn, p, w, rescale="inverse", generator=g)
-        fracs.append((out[..., w - 1:] == 0).float().mean())  # interior positions (no boundary effect)
+        fracs.append((out[..., w - 1 :] == 0).float().mean())  # interior positions (no boundary effect)
     assert abs(float(torch.stack(fracs).mean()) - expected) < 0.01
     # column mode: a dropped column is dropped for every query
     out = drop_attention_dense(attn, p, w, mode="column", rescale="inverse", generator=g)
@@ -159,15 +163,19 @@ def test_sparse_drop_fraction(p, w):
     rank[order] = torch.arange(order.numel()) - first
     interior = rank >= w - 1
     g = gen(3)
-    fracs = [(drop_attention(alpha, edge_index, p, w, rescale="inverse", num_nodes=n, generator=g)[interior] == 0)
-             .float().mean() for _ in range(10)]
+    fracs = [
+        (drop_attention(alpha, edge_index, p, w, rescale="inverse", num_nodes=n, generator=g)[interior] == 0)
+        .float()
+        .mean()
+        for _ in range(10)
+    ]
     assert abs(float(torch.stack(fracs).mean()) - expected) < 0.01
     # column mode: per-node fraction over many draws
     node_fracs = []
     for _ in range(10):
         out = drop_attention(alpha, edge_index, p, w, mode="column", rescale="inverse", num_nodes=n, generator=g)
         dropped_src = scatter((out == 0).float(), edge_index[0], dim=0, dim_size=n, reduce="max")  # [n, H]
-        node_fracs.append(dropped_src[w - 1:].mean())
+        node_fracs.append(dropped_src[w - 1 :].mean())
     assert abs(float(torch.stack(node_fracs).mean()) - expected) < 0.02
 
 
@@ -201,7 +209,9 @@ def test_sparse_matches_dense_on_complete_graph_in_distribution():
         for _ in range(draws):
             out = drop_attention(alpha, edge_index[:, perm], p, w, rescale="inverse", generator=gs)
             fs[perm] += (out == 0).float().sum(1)
-            fd += (dense_to_sparse(drop_attention_dense(attn, p, w, rescale="inverse", generator=gd)) == 0).float().sum(1)
+            fd += (
+                (dense_to_sparse(drop_attention_dense(attn, p, w, rescale="inverse", generator=gd)) == 0).float().sum(1)
+            )
         fs, fd = (fs / (draws * H)).view(n, n), (fd / (draws * H)).view(n, n)
         # position s of a row is dropped with probability 1 - (1 - p/w)^min(s + 1, w) (boundary effect included)
         s = torch.arange(n).clamp(max=w - 1) + 1
@@ -223,8 +233,9 @@ def test_sparse_equals_dense_on_complete_graph_given_the_same_mask(mode, w):
         assert torch.allclose(s, d, rtol=1e-14, atol=1e-15)  # only summation order differs
         if w > 1 or mode == "column":  # shuffled edges: the mask follows (destination, source), not edge order
             perm = torch.randperm(n * n, generator=gen(5))
-            s2 = drop_attention(dense_to_sparse(attn)[perm], edge_index[:, perm], 0.5, w, mode, rescale,
-                                generator=gen(4))
+            s2 = drop_attention(
+                dense_to_sparse(attn)[perm], edge_index[:, perm], 0.5, w, mode, rescale, generator=gen(4)
+            )
             assert torch.allclose(s2, d[perm], rtol=1e-14, atol=1e-15)
 
 
@@ -331,18 +342,29 @@ def test_module_api():
     m.reset_parameters()
     assert list(m.parameters()) == [] and m.state_dict() == {}
     attn = torch.rand(2, 4, 9).softmax(-1)
-    assert torch.equal(m(attn, generator=gen(1)), drop_attention_dense(attn, 0.2, 3, "column", "inverse", generator=gen(1)))
+    assert torch.equal(
+        m(attn, generator=gen(1)), drop_attention_dense(attn, 0.2, 3, "column", "inverse", generator=gen(1))
+    )
     ei = random_graph(9, 30)
     alpha = edge_softmax(ei, 2)
-    assert torch.equal(m(alpha, ei, generator=gen(1)),
-                       drop_attention(alpha, ei, 0.2, 3, "column", "inverse", generator=gen(1)))
+    assert torch.equal(
+        m(alpha, ei, generator=gen(1)), drop_attention(alpha, ei, 0.2, 3, "column", "inverse", generator=gen(1))
+    )
     assert graph_rma.DropAttention is DropAttention
 
 
-@pytest.mark.parametrize("kwargs,name", [
-    (dict(p=1.0), "p"), (dict(p=-0.1), "p"), (dict(p=float("nan")), "p"), (dict(window=0), "window"),
-    (dict(window=1.5), "window"), (dict(mode="row"), "mode"), (dict(rescale="softmax"), "rescale"),
-])
+@pytest.mark.parametrize(
+    "kwargs,name",
+    [
+        (dict(p=1.0), "p"),
+        (dict(p=-0.1), "p"),
+        (dict(p=float("nan")), "p"),
+        (dict(window=0), "window"),
+        (dict(window=1.5), "window"),
+        (dict(mode="row"), "mode"),
+        (dict(rescale="softmax"), "rescale"),
+    ],
+)
 def test_bad_options_raise_value_error(kwargs, name):
     args = dict(p=0.1, window=1, mode="element", rescale="normalized")
     args.update(kwargs)

@@ -1,6 +1,7 @@
 """Memory-lean edge attention (graph_rma.nn.lean): equivalence with the default path and with stock PyG
 over the input forms, gradients (gradcheck of every autograd function), dropout / DropAttention masks, attention
 weights, state_dict, samplers, torch.compile, and that no [E, heads, channels] tensor is kept for backward."""
+
 import copy
 
 import pytest
@@ -203,16 +204,27 @@ def test_lean_bipartite_and_sparse_inputs(cls):
     x = torch.randn(N, FEAT, generator=g)
     adj = torch.sparse_coo_tensor(square.flip(0), torch.ones(E), (N, N)).coalesce()
     for a in (adj, adj.to_sparse_csr()):
-        assert_same(run(default_sl, x, a, return_attention_weights=True),
-                    run(lean_sl, x, a, return_attention_weights=True))
+        assert_same(
+            run(default_sl, x, a, return_attention_weights=True), run(lean_sl, x, a, return_attention_weights=True)
+        )
     if cls is RepulsiveGATConv:  # (x_src, None) and an explicit size
-        assert_same(run(default, (x_src, None), edge_index, size=(N, N // 2)),
-                    run(lean, (x_src, None), edge_index, size=(N, N // 2)))
+        assert_same(
+            run(default, (x_src, None), edge_index, size=(N, N // 2)),
+            run(lean, (x_src, None), edge_index, size=(N, N // 2)),
+        )
 
 
 @pytest.mark.parametrize("cls", [RepulsiveGATConv, RepulsiveGATv2Conv])
-@pytest.mark.parametrize("drop", [DropAttention(0.3), DropAttention(0.3, window=3), DropAttention(0.3, mode="column"),
-                                  DropAttention(0.3, rescale="inverse")], ids=["e", "w3", "column", "inverse"])
+@pytest.mark.parametrize(
+    "drop",
+    [
+        DropAttention(0.3),
+        DropAttention(0.3, window=3),
+        DropAttention(0.3, mode="column"),
+        DropAttention(0.3, rescale="inverse"),
+    ],
+    ids=["e", "w3", "column", "inverse"],
+)
 def test_lean_with_drop_attention(cls, drop):
     default, lean = pair(cls, drop_attention=copy.deepcopy(drop))
     lean.drop_attention = copy.deepcopy(drop)
@@ -253,8 +265,10 @@ def test_graph_transformer_lean_matches_default(drop):
     x = torch.randn(N, 16, generator=g)
     for mode in (True, False):
         default.train(mode), lean.train(mode)
-        assert_same(run(default, x, edge_index, return_attention_weights=True),
-                    run(lean, x, edge_index, return_attention_weights=True))
+        assert_same(
+            run(default, x, edge_index, return_attention_weights=True),
+            run(lean, x, edge_index, return_attention_weights=True),
+        )
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -277,21 +291,29 @@ def test_functions_gradcheck():
         assert gradcheck(lambda w, x: ea.edge_aggregate(w, x, src, dst, n_dst), (r(e, 2), r(n_src, 2, 3)))
         assert gradcheck(lambda s: ea.edge_softmax(s, dst, num_nodes=n_dst), (r(e, 2),))
         assert gradcheck(lambda a, b, c: ea.gat_scores(a, b, c, src, dst, 0.2), (r(n_src, 2), r(n_dst, 2), r(e, 2)))
-        assert gradcheck(lambda xs, xd, att, at, w: ea.gatv2_scores(xs, xd, att, at, w, src, dst, 0.2),
-                         (r(n_src, 2, 3), r(n_dst, 2, 3), r(1, 2, 3), r(e, 4), r(6, 4)))
+        assert gradcheck(
+            lambda xs, xd, att, at, w: ea.gatv2_scores(xs, xd, att, at, w, src, dst, 0.2),
+            (r(n_src, 2, 3), r(n_dst, 2, 3), r(1, 2, 3), r(e, 4), r(6, 4)),
+        )
         assert gradcheck(lambda q, k: ea.edge_dot(q, k, src, dst, 0.5), (r(n_dst, 2, 3), r(n_src, 2, 3)))
         assert gradcheck(lambda s, x: ea.softmax_aggregate(s, x, src, dst, n_dst), (r(e, 2), r(n_src, 2, 3)))
         # bipartite: source features, their attention vector, destination features and theirs, edge terms
-        assert gradcheck(lambda x, a, xd, b, c: ea.gat_attention(x, a, xd, b, c, src, dst, n_dst, 0.2),
-                         (r(n_src, 2, 3), r(1, 2, 3), r(n_dst, 2, 3), r(1, 2, 3), r(e, 2)))
+        assert gradcheck(
+            lambda x, a, xd, b, c: ea.gat_attention(x, a, xd, b, c, src, dst, n_dst, 0.2),
+            (r(n_src, 2, 3), r(1, 2, 3), r(n_dst, 2, 3), r(1, 2, 3), r(e, 2)),
+        )
         # one node set: both score terms read x (x_dst=None), whose gradient sums all three uses
         same_dst = torch.randint(0, n_src, (e,), generator=g)
-        assert gradcheck(lambda x, a, b: ea.gat_attention(x, a, None, b, None, src, same_dst, n_src, 0.2),
-                         (r(n_src, 2, 3), r(1, 2, 3), r(1, 2, 3)))
+        assert gradcheck(
+            lambda x, a, b: ea.gat_attention(x, a, None, b, None, src, same_dst, n_src, 0.2),
+            (r(n_src, 2, 3), r(1, 2, 3), r(1, 2, 3)),
+        )
+
         # With dropout: the same mask in every call from the same seed; no destination term.
         def dropped(x, a):
             torch.manual_seed(5)
             return ea.gat_attention(x, a, None, None, None, src, dst, n_dst, 0.2, p=0.5)
+
         assert gradcheck(dropped, (r(n_src, 2, 3), r(1, 2, 3)))
     finally:
         chunked.CHUNK_BYTES, chunked.MAX_CHUNKS = old
@@ -300,12 +322,16 @@ def test_functions_gradcheck():
 # ----------------------------------------------------------------------------------------------------------------
 # What backward keeps
 # ----------------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("make", [
-    lambda lean: RepulsiveGATConv(16, 8, heads=8, dropout=0.6, lean=lean),
-    lambda lean: RepulsiveGATConv(16, 8, heads=8, drop_attention=DropAttention(0.2), lean=lean),
-    lambda lean: RepulsiveGATv2Conv(16, 8, heads=8, dropout=0.6, lean=lean),
-    lambda lean: GraphTransformerLayer(64, heads=8, lean=lean),
-], ids=["gat", "gat+dropattention", "gatv2", "transformer"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda lean: RepulsiveGATConv(16, 8, heads=8, dropout=0.6, lean=lean),
+        lambda lean: RepulsiveGATConv(16, 8, heads=8, drop_attention=DropAttention(0.2), lean=lean),
+        lambda lean: RepulsiveGATv2Conv(16, 8, heads=8, dropout=0.6, lean=lean),
+        lambda lean: GraphTransformerLayer(64, heads=8, lean=lean),
+    ],
+    ids=["gat", "gat+dropattention", "gatv2", "transformer"],
+)
 def test_no_per_edge_feature_tensor_is_kept(make):
     n, e = 50, 2000  # E >> N: a kept [E, H, C] tensor stands out
     edge_index, g = graph(num_src=n, num_dst=n, edges=e)
@@ -338,8 +364,12 @@ def test_sampler_step_same_as_default():
     params = []
     for lean in (False, True):
         torch.manual_seed(0)
-        model = torch.nn.ModuleDict({"c1": RepulsiveGATConv(FEAT, 4, heads=4, dropout=0.5, lean=lean),
-                                     "c2": RepulsiveGATConv(16, 3, heads=2, concat=False, lean=lean)})
+        model = torch.nn.ModuleDict(
+            {
+                "c1": RepulsiveGATConv(FEAT, 4, heads=4, dropout=0.5, lean=lean),
+                "c2": RepulsiveGATConv(16, 3, heads=2, concat=False, lean=lean),
+            }
+        )
         opt = torch.optim.Adam(model.parameters(), lr=0.01)
         SVGD(model, alpha=0.1).attach(opt)
         torch.manual_seed(1)
@@ -352,11 +382,16 @@ def test_sampler_step_same_as_default():
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
 
 
-@pytest.mark.parametrize("make", [
-    lambda: RepulsiveGATConv(FEAT, C, heads=H, dropout=0.3, add_self_loops=False, lean=True),
-    lambda: RepulsiveGATv2Conv(FEAT, C, heads=H, add_self_loops=False, lean=True,
-                               drop_attention=DropAttention(0.2)),
-], ids=["gat", "gatv2+dropattention"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: RepulsiveGATConv(FEAT, C, heads=H, dropout=0.3, add_self_loops=False, lean=True),
+        lambda: RepulsiveGATv2Conv(
+            FEAT, C, heads=H, add_self_loops=False, lean=True, drop_attention=DropAttention(0.2)
+        ),
+    ],
+    ids=["gat", "gatv2+dropattention"],
+)
 def test_torch_compile_without_graph_breaks(make):
     torch._dynamo.reset()
     conv = make().train()

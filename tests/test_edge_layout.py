@@ -1,5 +1,6 @@
 """graph_rma.nn.lean.csr and .cache: the CSR layout of edges, its kernels against dense products on hand-made graphs,
 and the layout cache a layer owns."""
+
 import pytest
 import torch
 
@@ -162,9 +163,12 @@ def test_a_lean_layer_warns_nothing_in_a_fresh_process():
     import subprocess
     import sys
 
-    code = ("import torch\nfrom graph_rma.nn import RepulsiveGATConv\n"
-            "c = RepulsiveGATConv(8, 4, heads=2, lean=True)\nx, ei = torch.randn(20, 8), torch.randint(0, 20, (2, 60))\n"
-            "for _ in range(3):\n    c(x, ei).sum().backward()\nprint('ok')\n")
-    proc = subprocess.run([sys.executable, "-W", "error::UserWarning", "-c", code], capture_output=True, text=True,
-                          timeout=300)
+    code = (
+        "import torch\nfrom graph_rma.nn import RepulsiveGATConv\n"
+        "c = RepulsiveGATConv(8, 4, heads=2, lean=True)\nx, ei = torch.randn(20, 8), torch.randint(0, 20, (2, 60))\n"
+        "for _ in range(3):\n    c(x, ei).sum().backward()\nprint('ok')\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-W", "error::UserWarning", "-c", code], capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]

@@ -51,15 +51,18 @@ def test_paired_comparison_by_hand():
     assert abs(pc["se"] - (8.75 / 3) ** 0.5 / 2) < 1e-12 and abs(pc["z"] - 0.75 / pc["se"]) < 1e-12
     assert (pc["wins"], pc["ties"], pc["losses"]) == (2, 1, 1)
     assert training.paired_comparison({}, {1: 2.0})["n"] == 0
-    assert training.mean_std([1.0, 3.0]) == (2.0, 2 ** 0.5)
+    assert training.mean_std([1.0, 3.0]) == (2.0, 2**0.5)
 
 
 def test_output_files_follow_the_umask(tmp_path):
     old = os.umask(0o022)
     try:
-        paths = [training.write_json(tmp_path / "r.json", {"a": 1}), training.write_csv(tmp_path / "r.csv", [{"a": 1}]),
-                 training.atomic_write_text(tmp_path / "t.txt", "x"),
-                 training.save_checkpoint(tmp_path / "c.pt", {"w": torch.zeros(2)})]
+        paths = [
+            training.write_json(tmp_path / "r.json", {"a": 1}),
+            training.write_csv(tmp_path / "r.csv", [{"a": 1}]),
+            training.atomic_write_text(tmp_path / "t.txt", "x"),
+            training.save_checkpoint(tmp_path / "c.pt", {"w": torch.zeros(2)}),
+        ]
         os.umask(0o077)
         private = training.atomic_write_text(tmp_path / "p.txt", "x")
     finally:
@@ -93,8 +96,11 @@ def test_truncated_checkpoint_is_refused(tmp_path):
     blob = path.read_bytes()
     for cut in (len(blob) - 1, len(blob) // 2, 30):
         path.write_bytes(blob[:cut])
-        with pytest.raises(training.CheckpointError, match=rf"^{path}: (truncated or corrupt checkpoint|corrupt "
-                                                           r"checkpoint header)"):
+        with pytest.raises(
+            training.CheckpointError,
+            match=rf"^{path}: (truncated or corrupt checkpoint|corrupt "
+            r"checkpoint header)",
+        ):
             training.load_checkpoint(path)
 
 
@@ -109,12 +115,16 @@ def test_check_resume_refuses_other_settings_and_reports_allowed_changes():
     saved = {"hidden": 32, "lr": 0.003, "epochs": 8, "beam": 2}
     assert training.check_resume(saved, dict(saved)) == []
     assert training.check_resume(saved, dict(saved, epochs=12, beam=4), may_change=("epochs", "beam")) == [
-        "beam: 2 -> 4", "epochs: 8 -> 12"]
+        "beam: 2 -> 4",
+        "epochs: 8 -> 12",
+    ]
     with pytest.raises(training.ResumeMismatchError) as err:
         training.check_resume(saved, {"hidden": 64, "lr": 0.003, "epochs": 12, "new": 1}, where="runs/x/checkpoint.pt")
     assert [d[0] for d in err.value.differences] == ["beam", "hidden", "new"]  # epochs may change: not refused
     assert err.value.differences[1] == ("hidden", 32, 64)
-    assert str(err.value) == ("runs/x/checkpoint.pt was trained with other settings (beam 2 -> (unset), hidden 32 -> "
-                              "64, new (unset) -> 1); use the same settings to resume it, or another output folder "
-                              "for a new run")
+    assert str(err.value) == (
+        "runs/x/checkpoint.pt was trained with other settings (beam 2 -> (unset), hidden 32 -> "
+        "64, new (unset) -> 1); use the same settings to resume it, or another output folder "
+        "for a new run"
+    )
     assert isinstance(err.value, ValueError)

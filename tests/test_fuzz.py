@@ -1,9 +1,9 @@
 """A table of bad values for the public constructors, parse_variant, load_state_dict and every CLI command: each
 is refused with a one-line error naming the argument, a non-zero exit, no traceback, and no file changed."""
-import math
 
 import pytest
 import torch
+from conftest import snapshot
 
 import graph_rma
 from graph_rma.cli import main
@@ -12,8 +12,6 @@ from graph_rma.models import GAT, ResidualGAT
 from graph_rma.nn import RepulsiveGATConv
 from graph_rma.tasks.protocols import resolve_protocol
 from graph_rma.variants import parse_variant
-
-from conftest import snapshot
 
 BAD_NUMBERS = [float("nan"), float("inf"), -float("inf"), "0.1", None, True, [0.1]]
 
@@ -47,20 +45,41 @@ def test_constructors_refuse_bad_numbers_naming_the_argument(name, build, value)
     assert "\n" not in str(e.value)
 
 
-@pytest.mark.parametrize("spec,word", [
-    ("svgd:alpha=nan", "alpha"), ("svgd:alpha=inf", "alpha"), ("svgd:alpha=", "alpha"), ("svgd:eps=-1", "eps"),
-    ("spos:beta=0", "beta"), ("svgd:kernel_grad=maybe", "kernel_grad"), ("", "spec"), ("\ufeffma", "ma"),
-    ("svgd:alpha=1e999", "alpha"), ("dropattn:p=1", "p"), ("svgd:alpha=0.1,alpha=0.2", "alpha"),
-])
+@pytest.mark.parametrize(
+    "spec,word",
+    [
+        ("svgd:alpha=nan", "alpha"),
+        ("svgd:alpha=inf", "alpha"),
+        ("svgd:alpha=", "alpha"),
+        ("svgd:eps=-1", "eps"),
+        ("spos:beta=0", "beta"),
+        ("svgd:kernel_grad=maybe", "kernel_grad"),
+        ("", "spec"),
+        ("\ufeffma", "ma"),
+        ("svgd:alpha=1e999", "alpha"),
+        ("dropattn:p=1", "p"),
+        ("svgd:alpha=0.1,alpha=0.2", "alpha"),
+    ],
+)
 def test_parse_variant_refuses_bad_specs(spec, word):
     with pytest.raises(ValueError, match=word) as e:
         parse_variant(spec)
     assert "\n" not in str(e.value)
 
 
-@pytest.mark.parametrize("state", [None, 3, "x", {}, {"generator": None}, {"generator": torch.zeros(3)},
-                                   {"generator": torch.Generator().get_state(), "steps": float("nan")},
-                                   {"generator": torch.Generator().get_state(), "steps": -1}])
+@pytest.mark.parametrize(
+    "state",
+    [
+        None,
+        3,
+        "x",
+        {},
+        {"generator": None},
+        {"generator": torch.zeros(3)},
+        {"generator": torch.Generator().get_state(), "steps": float("nan")},
+        {"generator": torch.Generator().get_state(), "steps": -1},
+    ],
+)
 def test_load_state_dict_refuses_bad_states(state):
     sampler = graph_rma.SVGD(_mha())
     with pytest.raises(ValueError, match="state") as e:
@@ -75,29 +94,43 @@ def test_gat_layer_refuses_bad_heads():
 
 
 CLI_CASES = [
-    (["cora", "--epochs", "nan"], "--epochs"), (["cora", "--lr", "inf"], "--lr"), (["cora", "--lr", "1e999"], "--lr"),
-    (["cora", "--weight-decay", "-inf"], "--weight-decay"), (["cora", "--out", ""], "--out"),
-    (["cora", "--seeds", "x"], "--seeds"), (["cora", "--dropout", "1"], "--dropout"),
-    (["cora", "--variants", "svgd:alpha=nan"], "alpha"), (["cora", "--out", "{file}"], "not a folder"),
-    (["node"], "--dataset"), (["node", "--dataset", ""], "--dataset"), (["node", "--dataset", "cora", "--protocol", "x"],
-                                                                       "--protocol"),
-    (["node", "--dataset", "cora", "--edges", "both"], "--edges"), (["node", "--dataset", "cora", "--heads", "0"],
-                                                                   "--heads"),
-    (["text", "--epochs", "0"], "--epochs"), (["text", "--datasets", "nope"], "--datasets"),
+    (["cora", "--epochs", "nan"], "--epochs"),
+    (["cora", "--lr", "inf"], "--lr"),
+    (["cora", "--lr", "1e999"], "--lr"),
+    (["cora", "--weight-decay", "-inf"], "--weight-decay"),
+    (["cora", "--out", ""], "--out"),
+    (["cora", "--seeds", "x"], "--seeds"),
+    (["cora", "--dropout", "1"], "--dropout"),
+    (["cora", "--variants", "svgd:alpha=nan"], "alpha"),
+    (["cora", "--out", "{file}"], "not a folder"),
+    (["node"], "--dataset"),
+    (["node", "--dataset", ""], "--dataset"),
+    (["node", "--dataset", "cora", "--protocol", "x"], "--protocol"),
+    (["node", "--dataset", "cora", "--edges", "both"], "--edges"),
+    (["node", "--dataset", "cora", "--heads", "0"], "--heads"),
+    (["text", "--epochs", "0"], "--epochs"),
+    (["text", "--datasets", "nope"], "--datasets"),
     (["text", "--out", ""], "--out"),
-    (["agenda", "train", "--lr", "nan"], "--lr"), (["agenda", "train", "--out", "{file}"], "not a folder"),
-    (["webnlg", "train", "--epochs", "-1"], "--epochs"), (["webnlg", "evaluate", "--out", "{dir}"], "no trained run"),
-    (["score", "--hyp", "{missing}", "--ref", "{missing}"], "missing"), (["score", "--hyp", "{dir}", "--ref", "{dir}"],
-                                                                        "{dir}"),
+    (["agenda", "train", "--lr", "nan"], "--lr"),
+    (["agenda", "train", "--out", "{file}"], "not a folder"),
+    (["webnlg", "train", "--epochs", "-1"], "--epochs"),
+    (["webnlg", "evaluate", "--out", "{dir}"], "no trained run"),
+    (["score", "--hyp", "{missing}", "--ref", "{missing}"], "missing"),
+    (["score", "--hyp", "{dir}", "--ref", "{dir}"], "{dir}"),
     (["score", "--hyp", "{file}", "--ref", "{file}", "--json", "{dir}"], "--json"),
-    (["report", "--checkpoint", "{missing}"], "missing"), (["report", "--checkpoint", "{file}"], "{file}"),
+    (["report", "--checkpoint", "{missing}"], "missing"),
+    (["report", "--checkpoint", "{file}"], "{file}"),
     (["report", "--checkpoint", "{file}", "--bins", "0"], "--bins"),
     # issue 32: sizes that cannot be allocated, seeds torch refuses, devices the tasks do not run on, a file as root
-    (["cora", "--seeds", "0-10000000000"], "--seeds: expected at most"), (["cora", "--seeds", str(2**70)], "--seeds"),
+    (["cora", "--seeds", "0-10000000000"], "--seeds: expected at most"),
+    (["cora", "--seeds", str(2**70)], "--seeds"),
     (["cora", "--seeds", "0-99999", "100000"], "--seeds: expected at most 100000 seeds, got 100001"),
-    (["cora", "--device", "mps"], "--device"), (["cora", "--device", "meta"], "--device"),
-    (["node", "--dataset", "cora", "--device", "xpu"], "--device"), (["text", "--device", "cuda:x"], "--device"),
-    (["agenda", "train", "--seed", str(2**70)], "--seed"), (["agenda", "train", "--device", "meta"], "--device"),
+    (["cora", "--device", "mps"], "--device"),
+    (["cora", "--device", "meta"], "--device"),
+    (["node", "--dataset", "cora", "--device", "xpu"], "--device"),
+    (["text", "--device", "cuda:x"], "--device"),
+    (["agenda", "train", "--seed", str(2**70)], "--seed"),
+    (["agenda", "train", "--device", "meta"], "--device"),
     (["webnlg", "generate", "--device", "mps"], "--device"),
     (["cora", "--root", "{file}"], "is a file, not a data folder"),
     (["node", "--dataset", "chameleon", "--root", "{file}"], "is a file, not a data folder"),
@@ -140,8 +173,11 @@ def test_a_seed_outside_torchs_range_is_one_line():
     from graph_rma.engine import seed_everything
     from graph_rma.tasks.node_classification import run_study
 
-    with pytest.raises(ValueError, match=r"^seed: expected an integer in \[0, 2\*\*64 - 1\], got "
-                                         r"1180591620717411303424$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^seed: expected an integer in \[0, 2\*\*64 - 1\], got "
+        r"1180591620717411303424$",
+    ):
         seed_everything(2**70)
     with pytest.raises(ValueError, match="seed: expected an integer"):
         seed_everything("1")
@@ -162,13 +198,16 @@ def test_the_tasks_refuse_devices_they_do_not_run_on_naming_the_argument(device,
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("query,key,value,word", [
-    ((3, 1, 6), (3, 1, 6), (3, 1, 6), "query: expected 8 features in the last dimension (the layer's embed_dim)"),
-    ((3, 1, 8), (3, 1, 5), (3, 1, 8), "key: expected 8 features"),
-    ((3, 1, 8), (3, 1, 8), (3, 1, 7), "value: expected 8 features"),
-    ((3, 1, 8), (3, 8), (3, 8), "key: expected a 2-D [L, E] or a batched 3-D tensor like query's [3, 1, 8]"),
-    ((3, 1, 8), (4, 1, 8), (3, 1, 8), "value: expected the shape of key [4, 1]"),
-])
+@pytest.mark.parametrize(
+    "query,key,value,word",
+    [
+        ((3, 1, 6), (3, 1, 6), (3, 1, 6), "query: expected 8 features in the last dimension (the layer's embed_dim)"),
+        ((3, 1, 8), (3, 1, 5), (3, 1, 8), "key: expected 8 features"),
+        ((3, 1, 8), (3, 1, 8), (3, 1, 7), "value: expected 8 features"),
+        ((3, 1, 8), (3, 8), (3, 8), "key: expected a 2-D [L, E] or a batched 3-D tensor like query's [3, 1, 8]"),
+        ((3, 1, 8), (4, 1, 8), (3, 1, 8), "value: expected the shape of key [4, 1]"),
+    ],
+)
 @pytest.mark.parametrize("explicit", [False, True])
 def test_multihead_attention_names_the_input_of_the_wrong_width(query, key, value, word, explicit):
     """torch's own errors were a bare AssertionError ("was expecting embedding dimension of 8, but got 6") or a
@@ -186,7 +225,10 @@ def test_multihead_attention_names_an_input_of_another_dtype():
 
     layer = RepulsiveMultiheadAttention(8, 2)
     x = torch.randn(3, 1, 8, dtype=torch.float64)
-    with pytest.raises(ValueError, match=r"^query: expected dtype torch.float32 \(the layer's parameters\), got "
-                                         r"torch.float64"):
+    with pytest.raises(
+        ValueError,
+        match=r"^query: expected dtype torch.float32 \(the layer's parameters\), got "
+        r"torch.float64",
+    ):
         layer(x, x, x)
     assert layer.to(torch.float64)(x, x, x)[0].dtype == torch.float64  # a layer of the input's dtype runs

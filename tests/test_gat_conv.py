@@ -1,5 +1,6 @@
 """RepulsiveGATConv / RepulsiveGATv2Conv: bit-identical to PyG's layers with extras off, DropAttention, heads as
 particles, AttentionExplainer, torch.compile, bad input."""
+
 import itertools
 
 import pytest
@@ -59,8 +60,14 @@ def grid():
     in which every pair of values of any two arguments occurs (an orthogonal array of strength 2)."""
     for a, b, c, d in itertools.product([0, 1], repeat=4):
         e, f = a ^ b ^ c, b ^ c ^ d
-        yield dict(heads=[1, 3][a], concat=bool(b), edge_dim=[None, 2][c], add_self_loops=bool(d), residual=bool(e),
-                   bias=bool(f))
+        yield dict(
+            heads=[1, 3][a],
+            concat=bool(b),
+            edge_dim=[None, 2][c],
+            add_self_loops=bool(d),
+            residual=bool(e),
+            bias=bool(f),
+        )
 
 
 @pytest.mark.parametrize("bipartite", [False, True])
@@ -76,12 +83,21 @@ def test_equivalence_with_stock_over_argument_grid(bipartite, v2):
             stock, ours = pair(stock_cls, ours_cls, in_ch, 4, fill_value=fill_value, dropout=0.3, **args, **kw)
             # the layer really has the setting (no argument silently dropped), so the equivalence below covers it
             assert (ours.heads, ours.concat, ours.add_self_loops, ours.fill_value) == (
-                args["heads"], args["concat"], args["add_self_loops"], fill_value)
+                args["heads"],
+                args["concat"],
+                args["add_self_loops"],
+                fill_value,
+            )
             assert (ours.lin_edge is not None, ours.res is not None, ours.bias is not None) == (
-                bool(args["edge_dim"]), args["residual"], args["bias"])
+                bool(args["edge_dim"]),
+                args["residual"],
+                args["bias"],
+            )
             x, edge_index, edge_attr = graph(args["heads"], bipartite, args["edge_dim"])
-            assert ours(x, edge_index, edge_attr).shape == (N_DST if bipartite else N_SRC,
-                                                             4 * args["heads"] if args["concat"] else 4)
+            assert ours(x, edge_index, edge_attr).shape == (
+                N_DST if bipartite else N_SRC,
+                4 * args["heads"] if args["concat"] else 4,
+            )
             assert_same(stock, ours, x, edge_index, edge_attr)  # train mode, attention dropout 0.3
             stock.eval(), ours.eval()
             assert_same(stock, ours, x, edge_index, edge_attr)
@@ -120,8 +136,10 @@ def test_equivalence_with_torch_sparse_adjacency(v2):
 
 
 def test_state_dict_interchange():
-    for stock_cls, ours_cls, kw in [(GATConv, RepulsiveGATConv, dict(edge_dim=2, residual=True)),
-                                    (GATv2Conv, RepulsiveGATv2Conv, dict(edge_dim=2, share_weights=True))]:
+    for stock_cls, ours_cls, kw in [
+        (GATConv, RepulsiveGATConv, dict(edge_dim=2, residual=True)),
+        (GATv2Conv, RepulsiveGATv2Conv, dict(edge_dim=2, share_weights=True)),
+    ]:
         stock = stock_cls(5, 4, heads=3, **kw)
         ours = ours_cls(5, 4, heads=3, drop_attention=DropAttention(0.2), **kw)
         assert ours.state_dict().keys() == stock.state_dict().keys()
@@ -147,8 +165,15 @@ def test_lazy_in_channels():
 @pytest.mark.parametrize("mode", ["element", "column"])
 def test_drop_attention_replaces_dropout_and_returned_weights_are_after_it(cls, mode):
     x, edge_index, _ = graph(2)
-    conv = cls(5, 4, heads=3, dropout=0.9, add_self_loops=False, bias=False,
-               drop_attention=DropAttention(0.3, window=2, mode=mode))
+    conv = cls(
+        5,
+        4,
+        heads=3,
+        dropout=0.9,
+        add_self_loops=False,
+        bias=False,
+        drop_attention=DropAttention(0.3, window=2, mode=mode),
+    )
     torch.manual_seed(0)
     out, (ei, alpha) = conv(x, edge_index, return_attention_weights=True)
     # plain dropout (p = 0.9) is not applied: each destination's weights still sum to 1, some are dropped
@@ -225,10 +250,15 @@ def test_each_particle_is_exactly_one_head():
     (group,) = find_particle_groups(conv)
     theta = group.theta()
     for h in range(H):
-        expected = torch.cat([
-            conv.lin.weight[h * C:(h + 1) * C].flatten(), conv.att_src[0, h], conv.att_dst[0, h],
-            conv.lin_edge.weight[h * C:(h + 1) * C].flatten(), conv.att_edge[0, h],
-        ])
+        expected = torch.cat(
+            [
+                conv.lin.weight[h * C : (h + 1) * C].flatten(),
+                conv.att_src[0, h],
+                conv.att_dst[0, h],
+                conv.lin_edge.weight[h * C : (h + 1) * C].flatten(),
+                conv.att_edge[0, h],
+            ]
+        )
         assert torch.equal(theta[h], expected.detach())
     # writing one particle's gradient touches only that head's slices
     for p in conv.parameters():
@@ -236,23 +266,36 @@ def test_each_particle_is_exactly_one_head():
     value = torch.zeros_like(theta)
     value[1] = 1.0
     group.set_grad(value)
-    assert (conv.lin.weight.grad[C:2 * C] == 1).all() and conv.lin.weight.grad.sum() == C * 5
+    assert (conv.lin.weight.grad[C : 2 * C] == 1).all() and conv.lin.weight.grad.sum() == C * 5
     assert (conv.att_src.grad[0, 1] == 1).all() and conv.att_src.grad.sum() == C
     assert conv.bias.grad.abs().sum() == 0
 
     bip = RepulsiveGATConv((5, 7), C, heads=H)
     (group,) = find_particle_groups(bip)
     for h in range(H):
-        expected = torch.cat([bip.lin_src.weight[h * C:(h + 1) * C].flatten(),
-                              bip.lin_dst.weight[h * C:(h + 1) * C].flatten(), bip.att_src[0, h], bip.att_dst[0, h]])
+        expected = torch.cat(
+            [
+                bip.lin_src.weight[h * C : (h + 1) * C].flatten(),
+                bip.lin_dst.weight[h * C : (h + 1) * C].flatten(),
+                bip.att_src[0, h],
+                bip.att_dst[0, h],
+            ]
+        )
         assert torch.equal(group.theta()[h], expected.detach())
 
     v2 = RepulsiveGATv2Conv(5, C, heads=H)
     (group,) = find_particle_groups(v2)
     for h in range(H):
         rows = slice(h * C, (h + 1) * C)
-        expected = torch.cat([v2.lin_l.weight[rows].flatten(), v2.lin_l.bias[rows], v2.lin_r.weight[rows].flatten(),
-                              v2.lin_r.bias[rows], v2.att[0, h]])
+        expected = torch.cat(
+            [
+                v2.lin_l.weight[rows].flatten(),
+                v2.lin_l.bias[rows],
+                v2.lin_r.weight[rows].flatten(),
+                v2.lin_r.bias[rows],
+                v2.att[0, h],
+            ]
+        )
         assert torch.equal(group.theta()[h], expected.detach())
 
 
@@ -272,9 +315,13 @@ def test_attention_explainer_sees_the_same_attention():
     x, edge_index, _ = graph(1)
     masks = []
     for model in (stock, ours):
-        explainer = Explainer(model=model, algorithm=AttentionExplainer(), explanation_type="model",
-                              edge_mask_type="object",
-                              model_config=dict(mode="multiclass_classification", task_level="node", return_type="raw"))
+        explainer = Explainer(
+            model=model,
+            algorithm=AttentionExplainer(),
+            explanation_type="model",
+            edge_mask_type="object",
+            model_config=dict(mode="multiclass_classification", task_level="node", return_type="raw"),
+        )
         masks.append(explainer(x, edge_index).edge_mask)
     assert masks[0].shape == (E,) and masks[0].abs().sum() > 0
     assert torch.equal(masks[0], masks[1])
@@ -341,7 +388,8 @@ def test_repr():
     assert repr(RepulsiveGATConv(5, 4, heads=2)) == "RepulsiveGATConv(5, 4, heads=2)"
     assert repr(RepulsiveGATv2Conv(5, 4, heads=2, drop_attention=DropAttention(0.1))) == (
         "RepulsiveGATv2Conv(5, 4, heads=2, drop_attention=DropAttention(p=0.1, window=1, mode='element', "
-        "rescale='normalized'))")
+        "rescale='normalized'))"
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -399,10 +447,29 @@ def _inputs(form):
     return forms[form] if form in forms else None
 
 
-_FORMS = ["edge_index", "size", "coo", "csr", "csc", "csc_no_self_loops", "bipartite", "bipartite_in_channels", "bipartite_no_x_dst_size",
-          "bipartite_no_x_dst", "more_destinations_no_x_dst", "bipartite_no_x_dst_sparse", "bipartite_no_x_dst_csr", "bipartite_sparse",
-          "edge_attr", "edge_attr_1d", "residual", "residual_bipartite", "attention_weights",
-          "attention_weights_sparse", "sparse_tensor"]
+_FORMS = [
+    "edge_index",
+    "size",
+    "coo",
+    "csr",
+    "csc",
+    "csc_no_self_loops",
+    "bipartite",
+    "bipartite_in_channels",
+    "bipartite_no_x_dst_size",
+    "bipartite_no_x_dst",
+    "more_destinations_no_x_dst",
+    "bipartite_no_x_dst_sparse",
+    "bipartite_no_x_dst_csr",
+    "bipartite_sparse",
+    "edge_attr",
+    "edge_attr_1d",
+    "residual",
+    "residual_bipartite",
+    "attention_weights",
+    "attention_weights_sparse",
+    "sparse_tensor",
+]
 
 
 def _flat(out):
@@ -432,7 +499,7 @@ def test_every_stock_input_form_gives_the_stock_result(form, stock_cls, ours_cls
     ours.load_state_dict(stock.state_dict())
     try:
         expected = stock(*args, **fwd)
-    except Exception as exc:  # the stock layer cannot take it: ours raises too (a clear error is allowed)
+    except Exception:  # the stock layer cannot take it: ours raises too (a clear error is allowed)
         with pytest.raises(Exception):
             ours(*args, **fwd)
         return
@@ -469,8 +536,20 @@ def test_drop_in_accepts_every_argument_of_the_installed_stock_signature(stock_c
         if stock_sig[name].default is not inspect.Parameter.empty:
             assert ours_sig[name].default == stock_sig[name].default, name
     # Non-default values of every argument survive convert (from_stock reads each one back).
-    values = dict(in_channels=(5, 7), out_channels=3, heads=2, concat=False, negative_slope=0.3, dropout=0.25,
-                  add_self_loops=False, edge_dim=4, fill_value=0.5, bias=False, residual=True, share_weights=True)
+    values = dict(
+        in_channels=(5, 7),
+        out_channels=3,
+        heads=2,
+        concat=False,
+        negative_slope=0.3,
+        dropout=0.25,
+        add_self_loops=False,
+        edge_dim=4,
+        fill_value=0.5,
+        bias=False,
+        residual=True,
+        share_weights=True,
+    )
     unknown = [n for n in named if n not in values]
     assert not unknown, f"new stock argument(s) {unknown}: add a value here and check from_stock carries it"
     stock = stock_cls(**{n: values[n] for n in named})
@@ -488,7 +567,9 @@ def test_drop_in_accepts_every_argument_of_the_installed_stock_signature(stock_c
 def test_features_of_another_dtype_than_the_layer_are_named_in_one_line(cls):
     conv = cls(4, 2, heads=2)
     x, ei = torch.randn(5, 4, dtype=torch.float64), torch.tensor([[0, 1, 2], [1, 2, 3]])
-    with pytest.raises(ValueError, match=r"^x: expected dtype torch.float32 \(the layer's parameters\), got torch.float64"):
+    with pytest.raises(
+        ValueError, match=r"^x: expected dtype torch.float32 \(the layer's parameters\), got torch.float64"
+    ):
         conv(x, ei)
     with pytest.raises(ValueError, match=r"^x\[0\]: expected dtype torch.float32"):
         conv((x, x.float()), ei)

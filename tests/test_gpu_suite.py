@@ -1,27 +1,47 @@
 """The GPU suite's smoke mode runs every step on tiny sizes on the CPU, so that the suite cannot rot between the
 sessions that are lent a GPU."""
+
 import json
 import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO
 
 
 @pytest.mark.slow
 def test_gpu_suite_smoke_runs_every_step_and_writes_its_tables(tmp_path):
     out = tmp_path / "suite"
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu_suite", "--smoke", "--device", "cpu", "--out",
-                           str(out)], cwd=REPO, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.gpu_suite", "--smoke", "--device", "cpu", "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads((out / "suite.json").read_text())
     assert "errors" not in result, result.get("errors")
-    assert result["smoke"] is True and set(result) >= {"memory", "layers", "profile", "chunks", "peer", "largest",
-                                                      "node", "webnlg", "device", "torch"}
+    assert result["smoke"] is True and set(result) >= {
+        "memory",
+        "layers",
+        "profile",
+        "chunks",
+        "peer",
+        "largest",
+        "node",
+        "webnlg",
+        "device",
+        "torch",
+    }
     assert {r["contender"] for r in result["peer"]["rows"]} == {"stock", "lean"}  # no turbo-gnn on the CPU
-    assert {r["contender"] for r in result["chunks"]} == {"stock", "lean 1 MiB", "lean 16 MiB", "lean 64 MiB",
-                                                         "lean 256 MiB"}
+    assert {r["contender"] for r in result["chunks"]} == {
+        "stock",
+        "lean 1 MiB",
+        "lean 16 MiB",
+        "lean 64 MiB",
+        "lean 256 MiB",
+    }
     assert all(r["error"] == "the largest graph is searched on CUDA only" for r in result["largest"])
     assert set(result["profile"]) == {"stock gat", "lean gat", "stock gatv2", "lean gatv2"}
     assert {r["contender"] for r in result["memory"]} == {"stock", "lean"}
@@ -104,7 +124,12 @@ def test_suite_refuses_an_unwritable_out_before_any_work(tmp_path):
     """Issue 32, item 7: --out naming a file used to fail on mkdir after every measurement was taken."""
     target = tmp_path / "a-file"
     target.write_text("")
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu_suite", "--smoke", "--device", "cpu", "--out",
-                           str(target)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.gpu_suite", "--smoke", "--device", "cpu", "--out", str(target)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "--out:" in proc.stderr and "is a file" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "suite.json").exists()

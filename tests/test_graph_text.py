@@ -1,10 +1,22 @@
 """graph_rma.data.graph_text: GraphWriter's graph by hand, the generic record, vocabulary, encoder and batching."""
+
 import pytest
 import torch
 
-from graph_rma.data.graph_text import (ENTITY, GLOBAL, INVERSE, RELATION, GraphTextEncoder, GraphTextRecord,
-                                       GraphTextSplits, Vocab, build_graphwriter_graph, build_vocab, collate,
-                                       relexicalise)
+from graph_rma.data.graph_text import (
+    ENTITY,
+    GLOBAL,
+    INVERSE,
+    RELATION,
+    GraphTextEncoder,
+    GraphTextRecord,
+    GraphTextSplits,
+    Vocab,
+    build_graphwriter_graph,
+    build_vocab,
+    collate,
+    relexicalise,
+)
 
 RELATIONS = ["USED-FOR", "CONJUNCTION", "FEATURE-OF", "PART-OF", "COMPARE", "EVALUATE-FOR", "HYPONYM-OF"]
 
@@ -46,8 +58,14 @@ def test_same_graph_as_the_webnlg_builder():
 
 def test_generic_record_vocab_encoder_and_collate_by_hand():
     # two entities of type <x>; relation texts enter the vocabulary; placeholders do not
-    rec = GraphTextRecord(title="", entities=["red fox", "dog"], types=["<x>", "<x>"], triples=[(0, 0, 1)],
-                          text="the <x_0> jumps over the <x_1> .", relations=["jumps over"])
+    rec = GraphTextRecord(
+        title="",
+        entities=["red fox", "dog"],
+        types=["<x>", "<x>"],
+        triples=[(0, 0, 1)],
+        text="the <x_0> jumps over the <x_1> .",
+        relations=["jumps over"],
+    )
     vocab = build_vocab([rec], min_freq=1, extra=("<x>",))
     assert vocab.itos[:5] == list(Vocab.SPECIALS) + ["<x>"]
     # counts: the 2, jumps 2, over 2 (relation text and target), . 1, dog 1, fox 1, red 1; ties alphabetical

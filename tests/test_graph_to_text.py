@@ -1,5 +1,6 @@
 """graph_rma.tasks.graph_to_text: the shared GraphWriter trainer (exact resume, best checkpoint, variants applied by
 apply_variant only), decoding settings and run folders, on the tiny AGENDA fixture."""
+
 import math
 from pathlib import Path
 
@@ -15,9 +16,25 @@ from graph_rma.tasks import agenda
 from graph_rma.tasks import graph_to_text as g2t
 
 FIXTURE = Path(__file__).resolve().parents[1] / "datasets" / "fixtures" / "agenda_tiny"
-SMALL = dict(hidden=32, layers=1, heads=2, dropout=0.2, attention_dropout=0.1, decoder_heads=2, epochs=2,
-             batch_size=2, optimizer="adam", lr=3e-3, momentum=0.9, clip=1.0, min_freq=1, max_target_len=None,
-             beam=2, max_len=20, length_penalty=1.0)
+SMALL = dict(
+    hidden=32,
+    layers=1,
+    heads=2,
+    dropout=0.2,
+    attention_dropout=0.1,
+    decoder_heads=2,
+    epochs=2,
+    batch_size=2,
+    optimizer="adam",
+    lr=3e-3,
+    momentum=0.9,
+    clip=1.0,
+    min_freq=1,
+    max_target_len=None,
+    beam=2,
+    max_len=20,
+    length_penalty=1.0,
+)
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +50,9 @@ def data():
 @pytest.mark.parametrize("variant", ["spos:alpha=0.1,eps=1,beta=1000", "svgd:alpha=0.1+dropattn:p=0.3,w=2"])
 def test_resume_after_kill_is_identical(tmp_path, variant):
     full = agenda.train(dict(SMALL), tmp_path / "full", FIXTURE, variant=variant, seed=1, progress=False)
-    killed = agenda.train(dict(SMALL), tmp_path / "resumed", FIXTURE, variant=variant, seed=1, stop_after=4,
-                          progress=False)
+    killed = agenda.train(
+        dict(SMALL), tmp_path / "resumed", FIXTURE, variant=variant, seed=1, stop_after=4, progress=False
+    )
     assert killed == {"stopped": True, "step": 4}  # mid-way through epoch 2 (3 batches per epoch)
     resumed = agenda.train(dict(SMALL), tmp_path / "resumed", FIXTURE, variant=variant, seed=1, progress=False)
     assert resumed["steps"] == full["steps"] == 6
@@ -53,11 +71,10 @@ def test_regularised_variant_uses_encoder_attention(tmp_path, data):
     model = GraphWriter(len(vocab), 7, hidden=32, num_layers=2, heads=2)
     loss, attention = model.loss(collate(enc.encode_all(splits.train[:2])), return_attention=True)
     assert len(attention) == 2 and attention[0][0].shape[1] == 2
-    summary = agenda.train(dict(SMALL, epochs=1), tmp_path / "reg", FIXTURE, variant="reg:kind=frobenius,weight=0.01",
-                           progress=False)
+    summary = agenda.train(
+        dict(SMALL, epochs=1), tmp_path / "reg", FIXTURE, variant="reg:kind=frobenius,weight=0.01", progress=False
+    )
     assert summary["steps"] == 3 and math.isfinite(summary["best_dev_loss"])
-
-
 
 
 def test_reg_on_head_outputs_is_refused_before_any_data_is_read(tmp_path, data):
@@ -83,8 +100,14 @@ def test_variant_is_applied_by_apply_variant_alone(tmp_path, monkeypatch):
         return setup
 
     monkeypatch.setattr(g2t, "apply_variant", spy)
-    summary = agenda.train(dict(SMALL, epochs=1, layers=2), tmp_path / "run", FIXTURE, seed=3, progress=False,
-                           variant="svgd:alpha=0.1+dropattn:p=0.3,w=2")
+    summary = agenda.train(
+        dict(SMALL, epochs=1, layers=2),
+        tmp_path / "run",
+        FIXTURE,
+        seed=3,
+        progress=False,
+        variant="svgd:alpha=0.1+dropattn:p=0.3,w=2",
+    )
     assert summary["steps"] == 3 and len(calls) == 1
     model, setup = calls[0]
     drops = [layer.drop_attention for layer in model.encoder.layers]
@@ -131,8 +154,7 @@ def test_resume_with_other_settings_is_refused_and_more_epochs_are_applied(tmp_p
     assert f"resume {out}: beam: 2 -> 1 (applied)" in err and f"resume {out}: epochs: 1 -> 2 (applied)" in err
     assert more["steps"] == 6 and len(more["history"]) == 2
     assert load_checkpoint(out / "checkpoint.pt")["config"] == dict(SMALL, epochs=2, beam=1)
-    straight = agenda.train(dict(SMALL, epochs=2), tmp_path / "straight", FIXTURE, variant="ma", seed=0,
-                            progress=False)
+    straight = agenda.train(dict(SMALL, epochs=2), tmp_path / "straight", FIXTURE, variant="ma", seed=0, progress=False)
     assert [h["dev_loss"] for h in more["history"]] == [h["dev_loss"] for h in straight["history"]]
     a, b = (load_checkpoint(p / "checkpoint.pt")["model"] for p in (out, tmp_path / "straight"))
     assert all(torch.equal(a[k], b[k]) for k in a)
@@ -155,8 +177,7 @@ def test_settings_that_cannot_train_are_refused(tmp_path):
 def test_plateau_schedule_halves_the_rate_on_dev_loss_and_resumes_exactly(tmp_path):
     """lr_schedule=plateau: the rate is halved after an epoch whose dev loss is not the best so far; a run stopped
     mid-way and resumed decays at the same epochs and ends with the same weights."""
-    cfg = dict(SMALL, epochs=5, lr=0.05, lr_schedule={"kind": "plateau", "factor": 0.5, "patience": 0,
-                                                      "min_lr": 0.01})
+    cfg = dict(SMALL, epochs=5, lr=0.05, lr_schedule={"kind": "plateau", "factor": 0.5, "patience": 0, "min_lr": 0.01})
     full = agenda.train(dict(cfg), tmp_path / "full", FIXTURE, seed=1, progress=False)
     lrs, losses = [h["lr"] for h in full["history"]], [h["dev_loss"] for h in full["history"]]
     expected, lr, best = [], 0.05, math.inf
@@ -175,7 +196,9 @@ def test_plateau_schedule_halves_the_rate_on_dev_loss_and_resumes_exactly(tmp_pa
     assert a["lr_scheduler"] == b["lr_scheduler"]
     # without the key nothing is scheduled and nothing new is recorded
     plain = agenda.train(dict(SMALL, epochs=1), tmp_path / "plain", FIXTURE, seed=1, progress=False)
-    assert "lr" not in plain["history"][0] and "lr_scheduler" not in load_checkpoint(tmp_path / "plain" / "checkpoint.pt")
+    assert "lr" not in plain["history"][0] and "lr_scheduler" not in load_checkpoint(
+        tmp_path / "plain" / "checkpoint.pt"
+    )
     with pytest.raises(ResumeMismatchError, match="lr_schedule"):  # a schedule cannot be switched on when resuming
         agenda.train(dict(cfg, epochs=2), tmp_path / "plain", FIXTURE, seed=1, progress=False)
 
@@ -184,11 +207,13 @@ def test_a_bad_lr_schedule_or_an_unknown_setting_is_one_clear_error():
     good = {"kind": "plateau", "factor": 0.5, "patience": 0, "min_lr": 0.0}
     g2t.check_config(dict(SMALL, lr_schedule=good))
     g2t.check_config(dict(SMALL, lr_schedule=None))
-    for bad, message in (({"kind": "cosine"}, "^lr_schedule: expected None or a dict with kind in"),
-                         ({**good, "factor": 1.0}, r"^lr_schedule: factor expected in \(0, 1\)"),
-                         ({**good, "patience": -1}, "^lr_schedule: patience expected a non-negative integer"),
-                         ({**good, "min_lr": -1}, "^lr_schedule: min_lr expected a non-negative number"),
-                         ({"kind": "plateau", "factor": 0.5}, "^lr_schedule: kind plateau takes exactly")):
+    for bad, message in (
+        ({"kind": "cosine"}, "^lr_schedule: expected None or a dict with kind in"),
+        ({**good, "factor": 1.0}, r"^lr_schedule: factor expected in \(0, 1\)"),
+        ({**good, "patience": -1}, "^lr_schedule: patience expected a non-negative integer"),
+        ({**good, "min_lr": -1}, "^lr_schedule: min_lr expected a non-negative number"),
+        ({"kind": "plateau", "factor": 0.5}, "^lr_schedule: kind plateau takes exactly"),
+    ):
         with pytest.raises(ValueError, match=message):
             g2t.check_config(dict(SMALL, lr_schedule=bad))
     with pytest.raises(ValueError, match="^config: unknown setting lr_shedule"):

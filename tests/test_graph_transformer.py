@@ -263,7 +263,7 @@ def test_edge_order_for_windows_is_computed_once(monkeypatch):
     own(x, edge_index.flip(1))  # other edges (the same set in another order): computed again
     assert len(calls) == 1 + 6
     listed = [DropAttention(0.1), DropAttention(0.2)]
-    assert [l.drop_attention for l in GraphTransformerEncoder(16, 2, 4, drop_attention=listed).layers] == listed
+    assert [layer.drop_attention for layer in GraphTransformerEncoder(16, 2, 4, drop_attention=listed).layers] == listed
     with pytest.raises(ValueError, match="drop_attention"):
         GraphTransformerEncoder(16, 2, 4, drop_attention=listed[:1])
     with pytest.raises(ValueError, match="drop_attention"):
@@ -280,7 +280,8 @@ def test_drop_attention_without_p_takes_the_layers_attention_dropout():
         outs.append(layer(x, edge_index))
     assert torch.equal(outs[0], outs[1])
     torch.manual_seed(0)
-    other = GraphTransformerLayer(x.size(1), heads=2, dropout=0.0, attention_dropout=0.3,
-                                  drop_attention=DropAttention(0.6))
+    other = GraphTransformerLayer(
+        x.size(1), heads=2, dropout=0.0, attention_dropout=0.3, drop_attention=DropAttention(0.6)
+    )
     torch.manual_seed(1)
     assert not torch.equal(other(x, edge_index), outs[0])

@@ -1,4 +1,5 @@
 """graph_rma.models.graphwriter: memorising, greedy and beam search, copying, open-vocabulary relation text."""
+
 from pathlib import Path
 
 import pytest
@@ -25,8 +26,9 @@ def data():
 def memorised(data):
     splits, vocab, enc = data
     torch.manual_seed(0)
-    model = GraphWriter(len(vocab), len(splits.relation_names), hidden=48, num_layers=2, heads=4, dropout=0.0,
-                        attention_dropout=0.0)
+    model = GraphWriter(
+        len(vocab), len(splits.relation_names), hidden=48, num_layers=2, heads=4, dropout=0.0, attention_dropout=0.0
+    )
     batch = collate(enc.encode_all(splits.train))
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     for _ in range(60):
@@ -108,8 +110,9 @@ def test_relation_text_changes_the_relation_node_start_vector():
     vocab = build_webnlg_vocab(splits.train, min_freq=1)
     enc = WebNLGEncoder(vocab, splits.relation_names)
     torch.manual_seed(0)
-    model = GraphWriter(len(vocab), 1, hidden=16, num_layers=1, heads=2, decoder_heads=2, dropout=0.0,
-                        attention_dropout=0.0).eval()
+    model = GraphWriter(
+        len(vocab), 1, hidden=16, num_layers=1, heads=2, decoder_heads=2, dropout=0.0, attention_dropout=0.0
+    ).eval()
     batch = collate(enc.encode_all(splits.test))
     g = batch["graph"]
     rel = (g.node_kind == RELATION) | (g.node_kind == INVERSE)

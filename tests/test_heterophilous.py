@@ -1,5 +1,6 @@
 """Geom-GCN heterophilous graphs: a hand-made fixture (exact tensors, checksum refusal, cache safety, downloads) and
 the real files (statistics of Pei et al. 2020 / shared/data/README.md section 7, all 10 splits, data root untouched)."""
+
 import hashlib
 import os
 import shutil
@@ -8,13 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import offline_downloads, snapshot
 from torch_geometric.utils import homophily
 
 from graph_rma.data import heterophilous as H
 from graph_rma.data.heterophilous import HETEROPHILOUS_DATASETS, load_heterophilous, raw_file_names
 from graph_rma.data.nodes import NODE_DATASETS, load_node_dataset, num_splits
-from conftest import offline_downloads, snapshot
-
 from graph_rma.data.root import DataNotFoundError
 
 SHARED = Path(os.environ.get("GRAPH_RMA_DATA", "/nonexistent")) / "pyg"
@@ -27,7 +27,8 @@ def _have(name):
 
 needs_data = pytest.mark.skipif(
     not all(_have(n) for n in HETEROPHILOUS_DATASETS),
-    reason="Geom-GCN raw files not found under $GRAPH_RMA_DATA/pyg (datasets/heterophilous.md)")
+    reason="Geom-GCN raw files not found under $GRAPH_RMA_DATA/pyg (datasets/heterophilous.md)",
+)
 
 
 @pytest.fixture
@@ -124,8 +125,12 @@ def test_planted_processed_file_is_never_unpickled(tmp_path, data_cache, monkeyp
     assert not sentinel.exists() and data.y.tolist() == [2, 0, 4, 2]
     # a split file holding a pickle is refused, not loaded (numpy.load(allow_pickle=False))
     raw = root / "webkb" / "texas" / "raw"
-    np.savez(raw / "texas_split_0.6_0.2_4.npz", train_mask=np.array([Evil()], dtype=object), val_mask=np.zeros(4),
-             test_mask=np.zeros(4))
+    np.savez(
+        raw / "texas_split_0.6_0.2_4.npz",
+        train_mask=np.array([Evil()], dtype=object),
+        val_mask=np.zeros(4),
+        test_mask=np.zeros(4),
+    )
     digests = tuple(hashlib.sha256((raw / f).read_bytes()).hexdigest() for f in raw_file_names("Texas"))
     monkeypatch.setitem(H.HETEROPHILOUS_SHA256, "texas", digests)
     with pytest.raises(ValueError, match="texas_split_0.6_0.2_4.npz: not a Geom-GCN split file"):

@@ -1,5 +1,6 @@
 """graph_rma.hf: DropAttention, heads as particles, diagnostics and pruning in HuggingFace models (tiny random models
 built from configs; nothing is downloaded)."""
+
 import ast
 import copy
 import subprocess
@@ -9,33 +10,62 @@ import pytest
 import torch
 
 pytest.importorskip("transformers", minversion="5", reason="transformers>=5 (extra 'hf') is not installed")
-from transformers import (AlbertConfig, AlbertModel, BartConfig, BartModel, BertConfig, BertForSequenceClassification,
-                          DebertaV2Config, DebertaV2Model, DistilBertConfig, DistilBertModel, GPT2Config, GPT2Model,
-                          LlamaConfig, LlamaForCausalLM)
+from conftest import REPO
+from transformers import (
+    AlbertConfig,
+    AlbertModel,
+    BartConfig,
+    BartModel,
+    BertConfig,
+    BertForSequenceClassification,
+    DebertaV2Config,
+    DebertaV2Model,
+    DistilBertConfig,
+    DistilBertModel,
+    GPT2Config,
+    GPT2Model,
+    LlamaConfig,
+    LlamaForCausalLM,
+)
 
 import graph_rma
 import graph_rma.hf as hf
 from graph_rma.diagnostics import HeadCapture, head_diversity, head_importance, mask_heads
 from graph_rma.dropattention import drop_attention_dense
 from graph_rma.particles import svgd_direction
-from conftest import REPO
 
 D = 4  # head dimension of every tiny model
 
 
 def bert(layers=2, attention_dropout=0.0, seed=0):
     torch.manual_seed(seed)
-    cfg = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=layers, num_attention_heads=4,
-                     intermediate_size=32, max_position_embeddings=32, hidden_dropout_prob=0.0,
-                     attention_probs_dropout_prob=attention_dropout, num_labels=3, attn_implementation="eager")
+    cfg = BertConfig(
+        vocab_size=40,
+        hidden_size=16,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        intermediate_size=32,
+        max_position_embeddings=32,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=attention_dropout,
+        num_labels=3,
+        attn_implementation="eager",
+    )
     return BertForSequenceClassification(cfg)
 
 
 def llama(layers=2, kv_heads=2, seed=0):
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=40, hidden_size=16, num_hidden_layers=layers, num_attention_heads=4,
-                      num_key_value_heads=kv_heads, intermediate_size=32, max_position_embeddings=32,
-                      attn_implementation="eager")
+    cfg = LlamaConfig(
+        vocab_size=40,
+        hidden_size=16,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=kv_heads,
+        intermediate_size=32,
+        max_position_embeddings=32,
+        attn_implementation="eager",
+    )
     return LlamaForCausalLM(cfg)
 
 
@@ -91,7 +121,7 @@ def test_the_padding_mask_is_kept(family):
     padded, _ = run(model, ids, mask)
     for row in (1, 2):
         n = int(mask[row].sum())
-        alone, _ = run(model, ids[row:row + 1, :n])
+        alone, _ = run(model, ids[row : row + 1, :n])
         if family == "llama":  # logits per token: the real tokens
             assert torch.allclose(padded[row, :n], alone[0], atol=1e-5)
         else:  # one prediction per sequence
@@ -105,8 +135,13 @@ def test_the_padding_mask_is_kept(family):
         assert torch.allclose(a.sum(-1), torch.ones(()), atol=1e-5) and not torch.equal(a, b)
 
 
-OPTIONS = [dict(p=0.3), dict(p=0.3, window=2, mode="column"), dict(p=0.3, window=3, rescale="inverse"),
-           dict(p=0.4, mode="column", rescale="inverse"), dict()]
+OPTIONS = [
+    dict(p=0.3),
+    dict(p=0.3, window=2, mode="column"),
+    dict(p=0.3, window=3, rescale="inverse"),
+    dict(p=0.4, mode="column", rescale="inverse"),
+    dict(),
+]
 
 
 @pytest.mark.parametrize("options", OPTIONS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "layer-rate")
@@ -131,8 +166,9 @@ def test_train_weights_are_the_dense_dropattention_of_the_eager_weights(family, 
 
 
 def test_a_family_without_the_interface_gets_one_error_naming_it():
-    cfg = DebertaV2Config(vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=4,
-                          intermediate_size=32)
+    cfg = DebertaV2Config(
+        vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=4, intermediate_size=32
+    )
     model = DebertaV2Model(cfg)
     message = r"^model: DebertaV2Model \(model_type 'deberta-v2'\) computes attention in its own code"
     with pytest.raises(ValueError, match=message):
@@ -158,7 +194,7 @@ def test_removing_restores_the_implementation_and_a_rate_change_is_named():
 # 2. Heads as particles
 # ---------------------------------------------------------------------------------------------------------------
 def rows(t, h):
-    return t[h * D:(h + 1) * D]
+    return t[h * D : (h + 1) * D]
 
 
 def test_bert_particles_are_one_heads_rows_and_output_columns():
@@ -168,14 +204,22 @@ def test_bert_particles_are_one_heads_rows_and_output_columns():
     att = model.bert.encoder.layer[1].attention
     s = att.self
     h = 2
-    by_hand = torch.cat([rows(s.query.weight, h).flatten(), rows(s.query.bias, h), rows(s.key.weight, h).flatten(),
-                         rows(s.key.bias, h), rows(s.value.weight, h).flatten(), rows(s.value.bias, h),
-                         att.output.dense.weight[:, h * D:(h + 1) * D].t().flatten()]).detach()
+    by_hand = torch.cat(
+        [
+            rows(s.query.weight, h).flatten(),
+            rows(s.query.bias, h),
+            rows(s.key.weight, h).flatten(),
+            rows(s.key.bias, h),
+            rows(s.value.weight, h).flatten(),
+            rows(s.value.bias, h),
+            att.output.dense.weight[:, h * D : (h + 1) * D].t().flatten(),
+        ]
+    ).detach()
     assert groups[1].num_heads == 4 and groups[1].roles == ["key", "out", "query", "value"]
     assert torch.equal(groups[1].theta()[h], by_hand)
     only = graph_rma.find_particle_groups(model, layers=["bert.encoder.layer.1.attention"], roles=["query", "key"])
     assert len(only) == 1 and only[0].dim == 2 * (16 * D + D)
-    assert torch.equal(only[0].theta()[h], by_hand[:2 * (16 * D + D)])
+    assert torch.equal(only[0].theta()[h], by_hand[: 2 * (16 * D + D)])
 
 
 def test_grouped_query_attention_gives_query_and_key_value_particles():
@@ -185,25 +229,61 @@ def test_grouped_query_attention_gives_query_and_key_value_particles():
     assert (q.name, q.num_heads, q.roles) == ("model.layers.0.self_attn", 4, ["out", "query"])
     assert (kv.name, kv.num_heads, kv.roles) == ("model.layers.0.self_attn:key/value", 2, ["key", "value"])
     h, g = 3, 1
-    assert torch.equal(q.theta()[h], torch.cat([rows(attn.q_proj.weight, h).flatten(),
-                                                attn.o_proj.weight[:, h * D:(h + 1) * D].t().flatten()]).detach())
-    assert torch.equal(kv.theta()[g], torch.cat([rows(attn.k_proj.weight, g).flatten(),
-                                                 rows(attn.v_proj.weight, g).flatten()]).detach())
+    assert torch.equal(
+        q.theta()[h],
+        torch.cat(
+            [rows(attn.q_proj.weight, h).flatten(), attn.o_proj.weight[:, h * D : (h + 1) * D].t().flatten()]
+        ).detach(),
+    )
+    assert torch.equal(
+        kv.theta()[g],
+        torch.cat([rows(attn.k_proj.weight, g).flatten(), rows(attn.v_proj.weight, g).flatten()]).detach(),
+    )
     mqa = graph_rma.find_particle_groups(llama(layers=1, kv_heads=1))  # one key/value head: nothing to repel
     assert [g.name for g in mqa] == ["model.layers.0.self_attn"]
 
 
 FAMILIES = {  # model, the attention module of layer 0, its query projection and its heads/kv heads
-    "albert": (lambda: AlbertModel(AlbertConfig(vocab_size=40, embedding_size=8, hidden_size=16, num_attention_heads=4,
-                                                intermediate_size=32, num_hidden_layers=1)),
-               "encoder.albert_layer_groups.0.albert_layers.0.attention", "query"),
-    "distilbert": (lambda: DistilBertModel(DistilBertConfig(vocab_size=40, dim=16, n_heads=4, n_layers=1,
-                                                            hidden_dim=32)), "transformer.layer.0.attention", "q_lin"),
-    "bart": (lambda: BartModel(BartConfig(vocab_size=40, d_model=16, encoder_layers=1, decoder_layers=1,
-                                          encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=32,
-                                          decoder_ffn_dim=32)), "encoder.layers.0.self_attn", "q_proj"),
-    "gpt2": (lambda: GPT2Model(GPT2Config(vocab_size=40, n_embd=16, n_layer=1, n_head=4, n_positions=32)),
-             "h.0.attn", "c_attn"),
+    "albert": (
+        lambda: AlbertModel(
+            AlbertConfig(
+                vocab_size=40,
+                embedding_size=8,
+                hidden_size=16,
+                num_attention_heads=4,
+                intermediate_size=32,
+                num_hidden_layers=1,
+            )
+        ),
+        "encoder.albert_layer_groups.0.albert_layers.0.attention",
+        "query",
+    ),
+    "distilbert": (
+        lambda: DistilBertModel(DistilBertConfig(vocab_size=40, dim=16, n_heads=4, n_layers=1, hidden_dim=32)),
+        "transformer.layer.0.attention",
+        "q_lin",
+    ),
+    "bart": (
+        lambda: BartModel(
+            BartConfig(
+                vocab_size=40,
+                d_model=16,
+                encoder_layers=1,
+                decoder_layers=1,
+                encoder_attention_heads=4,
+                decoder_attention_heads=4,
+                encoder_ffn_dim=32,
+                decoder_ffn_dim=32,
+            )
+        ),
+        "encoder.layers.0.self_attn",
+        "q_proj",
+    ),
+    "gpt2": (
+        lambda: GPT2Model(GPT2Config(vocab_size=40, n_embd=16, n_layer=1, n_head=4, n_positions=32)),
+        "h.0.attn",
+        "c_attn",
+    ),
 }
 
 
@@ -216,8 +296,8 @@ def test_other_families_are_found_from_their_config(family):
     group = groups[name]
     assert group.num_heads == 4 and group.roles == ["key", "out", "query", "value"]
     w = model.get_submodule(name).get_submodule(query).weight
-    head1 = w[:, D:2 * D].t() if family == "gpt2" else rows(w, 1)  # GPT-2's Conv1D weight is [in, out]
-    assert torch.equal(group.theta()[1][:head1.numel()], head1.flatten().detach())
+    head1 = w[:, D : 2 * D].t() if family == "gpt2" else rows(w, 1)  # GPT-2's Conv1D weight is [in, out]
+    assert torch.equal(group.theta()[1][: head1.numel()], head1.flatten().detach())
 
 
 def test_svgd_changes_only_attention_gradients_and_matches_the_sampler_on_the_slices():
@@ -230,8 +310,7 @@ def test_svgd_changes_only_attention_gradients_and_matches_the_sampler_on_the_sl
     before = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
     sampler = graph_rma.SVGD(model, alpha=0.5, eps=0.1, max_repulsive_step=None)
     groups = sampler.groups
-    expected = [-0.1 * svgd_direction(g.theta(), g.grad(), alpha=0.5) for g in
-                [sampler._trainable(g) for g in groups]]
+    expected = [-0.1 * svgd_direction(g.theta(), g.grad(), alpha=0.5) for g in [sampler._trainable(g) for g in groups]]
     sampler.step()
     assert frozen.grad is None
     attention = {id(p.param) for g in groups for p in g.params}
@@ -247,8 +326,12 @@ def test_svgd_changes_only_attention_gradients_and_matches_the_sampler_on_the_sl
 def test_apply_variant_reads_layers_roles_and_dropattn():
     model = bert()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    setup = graph_rma.apply_variant("svgd:alpha=0.1,roles=query/key,layers=bert.encoder.layer.0.attention"
-                                    "+dropattn:p=0.2,w=2,mode=column", model, opt, seed=0)
+    setup = graph_rma.apply_variant(
+        "svgd:alpha=0.1,roles=query/key,layers=bert.encoder.layer.0.attention+dropattn:p=0.2,w=2,mode=column",
+        model,
+        opt,
+        seed=0,
+    )
     assert [g.name for g in setup.sampler.groups] == ["bert.encoder.layer.0.attention"]
     assert setup.sampler.groups[0].roles == ["key", "query"]
     assert [(d.p, d.window, d.mode) for d in setup.drop_attention] == [(0.2, 2, "column")] * 2
@@ -273,8 +356,10 @@ def test_head_capture_diversity_and_importance():
     assert len(res.drops["bert.encoder.layer.0.attention"]) == 4 and res.baseline == logits.sum().item()
 
 
-@pytest.mark.parametrize("family,layer,heads", [("bert", "bert.encoder.layer.0.attention", [1, 3]),
-                                                ("llama", "model.layers.1.self_attn", [2, 3])])
+@pytest.mark.parametrize(
+    "family,layer,heads",
+    [("bert", "bert.encoder.layer.0.attention", [1, 3]), ("llama", "model.layers.1.self_attn", [2, 3])],
+)
 def test_pruning_equals_masking(family, layer, heads):
     model = MODELS[family]().eval()
     ids, mask = batch()
@@ -311,15 +396,22 @@ def test_only_graph_rma_hf_imports_transformers():
         if "hf" in path.relative_to(REPO / "graph_rma").parts[:1]:
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             offenders += [f"{path.name}: {n}" for n in names if n.split(".")[0] in ("transformers", "accelerate")]
     assert offenders == []
 
 
 @pytest.mark.slow
 def test_models_without_transformers_modules_do_not_load_it():
-    code = ("import sys, torch, graph_rma; graph_rma.find_particle_groups(torch.nn.MultiheadAttention(8, 2)); "
-            "print('graph_rma.hf' in sys.modules)")
+    code = (
+        "import sys, torch, graph_rma; graph_rma.find_particle_groups(torch.nn.MultiheadAttention(8, 2)); "
+        "print('graph_rma.hf' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert out.stdout.split() == ["False"], out.stderr[-2000:]

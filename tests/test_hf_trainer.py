@@ -1,5 +1,6 @@
 """graph_rma.hf.SamplerCallback with transformers' Trainer: one process, two CPU processes under DDP, and the example
 script (tiny random models; nothing is downloaded)."""
+
 import os
 import subprocess
 import sys
@@ -10,9 +11,11 @@ import torch
 pytest.importorskip("transformers", minversion="5", reason="transformers>=5 (extra 'hf') is not installed")
 pytest.importorskip("accelerate", reason="accelerate (extra 'hf') is not installed: transformers' Trainer needs it")
 
-import graph_rma.hf as hf
 from conftest import REPO, needs_text
 from test_hf import bert
+
+import graph_rma.hf as hf
+
 
 class Tokens(torch.utils.data.Dataset):
     def __init__(self, n=4):
@@ -39,13 +42,24 @@ def train(tmp_path, callbacks, steps=1, batch=4, ddp=False):
     from transformers import Trainer, TrainingArguments
 
     model = bert()
-    args = TrainingArguments(output_dir=str(tmp_path), max_steps=steps, per_device_train_batch_size=batch,
-                             learning_rate=0.05, optim="sgd", use_cpu=True, report_to=[], save_strategy="no", seed=0,
-                             disable_tqdm=True, logging_strategy="no", dataloader_num_workers=0,
-                             ddp_backend="gloo" if ddp else None,
-                             # transformers 5.24 multiplies the loss by the number of processes whenever forward takes
-                             # **kwargs, also when the loss (here a mean over the rank's batch) ignores the item count
-                             average_tokens_across_devices=False)
+    args = TrainingArguments(
+        output_dir=str(tmp_path),
+        max_steps=steps,
+        per_device_train_batch_size=batch,
+        learning_rate=0.05,
+        optim="sgd",
+        use_cpu=True,
+        report_to=[],
+        save_strategy="no",
+        seed=0,
+        disable_tqdm=True,
+        logging_strategy="no",
+        dataloader_num_workers=0,
+        ddp_backend="gloo" if ddp else None,
+        # transformers 5.24 multiplies the loss by the number of processes whenever forward takes
+        # **kwargs, also when the loss (here a mean over the rank's batch) ignores the item count
+        average_tokens_across_devices=False,
+    )
     Trainer(model=model, args=args, train_dataset=Tokens(), callbacks=callbacks).train()
     return model
 
@@ -69,8 +83,9 @@ def _ddp_worker(rank, world, init_file, out_dir):
     import torch.distributed as dist
     import transformers.trainer
 
-    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world),
-                      OMP_NUM_THREADS="1")
+    os.environ.update(
+        RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world), OMP_NUM_THREADS="1"
+    )
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     transformers.trainer.is_datasets_available = lambda: False  # see no_datasets
@@ -90,19 +105,37 @@ def test_sampler_callback_under_ddp_keeps_replicas_equal_and_matches_one_process
     assert torch.equal(r0, r1)
     single = train(tmp_path, [hf.SamplerCallback("spos:alpha=0.5,eps=0.5,beta=100")], steps=2, batch=4)
     flat = torch.cat([p.detach().flatten() for p in single.parameters()])
-    assert torch.allclose(flat, r0, atol=1e-5) and not torch.equal(flat, torch.cat(
-        [p.detach().flatten() for p in bert().parameters()]))
+    assert torch.allclose(flat, r0, atol=1e-5) and not torch.equal(
+        flat, torch.cat([p.detach().flatten() for p in bert().parameters()])
+    )
 
 
 @pytest.mark.slow
 @needs_text
 def test_the_example_prints_one_table_and_writes_the_plot(tmp_path):
     pytest.importorskip("matplotlib", reason="matplotlib (extra 'plots') is not installed")
-    cmd = [sys.executable, str(REPO / "examples" / "hf_text_classification.py"), "--seeds", "0", "1", "--epochs", "1",
-           "--max-train", "200", "--out", str(tmp_path)]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path,
-                         env={**os.environ, "OMP_NUM_THREADS": "1"})
+    cmd = [
+        sys.executable,
+        str(REPO / "examples" / "hf_text_classification.py"),
+        "--seeds",
+        "0",
+        "1",
+        "--epochs",
+        "1",
+        "--max-train",
+        "200",
+        "--out",
+        str(tmp_path),
+    ]
+    out = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path, env={**os.environ, "OMP_NUM_THREADS": "1"}
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     rows = [line for line in out.stdout.splitlines() if line.startswith("| ")]
-    assert [r.split("|")[1].strip() for r in rows] == ["arm", "ma", "dropattn:p=0.1,mode=column", "svgd:alpha=0.1,eps=1"]
+    assert [r.split("|")[1].strip() for r in rows] == [
+        "arm",
+        "ma",
+        "dropattn:p=0.1,mode=column",
+        "svgd:alpha=0.1,eps=1",
+    ]
     assert (tmp_path / "head_importance.png").stat().st_size > 0

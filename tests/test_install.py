@@ -4,15 +4,14 @@
 Marked ``install``: left out of ``make test`` (it builds a venv, about two minutes here), run by ``make test-install``
 and once by ``.ci/run``. torch is installed first, exactly as the Makefile does, so that pip never pulls a CUDA build.
 """
+
 import os
 import re
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
 from conftest import PLANETOID, PYG, REPO, needs_cora
 
 pytestmark = [pytest.mark.install, needs_cora]
@@ -28,7 +27,7 @@ def _run(cmd, cwd, timeout=900):
 
 def _quick_start() -> str:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## Quick start"):]
+    section = readme[readme.index("## Quick start") :]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
@@ -39,28 +38,49 @@ def venv(tmp_path_factory):
     py = root / "venv" / "bin" / "python"
     _run([str(py), "-m", "pip", "install", "-q", "torch==2.13.0"], cwd=root)  # as the Makefile does
     src = root / "src"  # a copy, so that the build never writes into the work tree
-    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".git", ".venv", "runs", "__pycache__", "*.egg-info",
-                                                           "build", ".pytest_cache"))
+    shutil.copytree(
+        REPO,
+        src,
+        ignore=shutil.ignore_patterns(".git", ".venv", "runs", "__pycache__", "*.egg-info", "build", ".pytest_cache"),
+    )
     _run([str(py), "-m", "pip", "install", "-q", str(src)], cwd=root)  # no extras
     return root
 
 
 def test_plain_install_has_no_extras(venv):
     py = venv / "venv" / "bin" / "python"
-    code = ("import importlib.util as u; print([m for m in ('matplotlib', 'pycocoevalcap', 'rouge_score', 'pytest')"
-            " if u.find_spec(m)]); import graph_rma, scipy, networkx; print(graph_rma.__file__)")
+    code = (
+        "import importlib.util as u; print([m for m in ('matplotlib', 'pycocoevalcap', 'rouge_score', 'pytest')"
+        " if u.find_spec(m)]); import graph_rma, scipy, networkx; print(graph_rma.__file__)"
+    )
     out = _run([str(py), "-c", code], cwd=venv).stdout.splitlines()
     assert out[0] == "[]" and str(venv / "venv") in out[1]  # the installed copy, not the work tree
 
 
 def test_version_and_cora_run_without_extras(venv):
     bin_ = venv / "venv" / "bin"
-    version = _run([str(bin_ / "python"), "-c", "import importlib.metadata as m; print(m.version('graph-rma'))"],
-                   cwd=venv).stdout.strip()
+    version = _run(
+        [str(bin_ / "python"), "-c", "import importlib.metadata as m; print(m.version('graph-rma'))"], cwd=venv
+    ).stdout.strip()
     assert _run([str(bin_ / "graph-rma"), "--version"], cwd=venv).stdout == f"graph-rma {version}\n"
     out = venv / "cora"
-    proc = _run([str(bin_ / "graph-rma"), "cora", "--seeds", "0", "--epochs", "2", "--variants", "ma",
-                 "--out", str(out), "--root", str(PLANETOID)], cwd=venv)
+    proc = _run(
+        [
+            str(bin_ / "graph-rma"),
+            "cora",
+            "--seeds",
+            "0",
+            "--epochs",
+            "2",
+            "--variants",
+            "ma",
+            "--out",
+            str(out),
+            "--root",
+            str(PLANETOID),
+        ],
+        cwd=venv,
+    )
     assert "| `ma` | 1 |" in proc.stdout
     assert "plot skipped (matplotlib not installed): pip install 'graph-rma[plots]'" in proc.stderr
     assert "Traceback" not in proc.stderr

@@ -1,4 +1,5 @@
 """graph_rma.metrics: hand-computed values, equality with the reference libraries called directly, METEOR 1.5."""
+
 import json
 import math
 
@@ -8,6 +9,8 @@ pytest.importorskip("pycocoevalcap", reason="pycocoevalcap (extra 'text-metrics'
 pytest.importorskip("rouge_score", reason="rouge-score (extra 'text-metrics') is not installed")
 
 import nltk  # noqa: E402
+from conftest import data_path, needs_java  # noqa: E402
+from conftest import needs_wordnet as needs_nltk_data
 from pycocoevalcap.bleu.bleu import Bleu  # noqa: E402
 from pycocoevalcap.rouge.rouge import Rouge  # noqa: E402
 from rouge_score.rouge_scorer import RougeScorer  # noqa: E402
@@ -22,8 +25,6 @@ from graph_rma.metrics import (  # noqa: E402
     tokenize,
 )
 
-from conftest import data_path, needs_java, needs_wordnet as needs_nltk_data  # noqa: E402
-
 HYPS = [
     "Alan Bean was selected by NASA in 1963. Alan Bean was selected by NASA in 1963.",
     "The cat sat on the mat.",
@@ -32,8 +33,11 @@ HYPS = [
 REFS = [
     ["Alan Bean was chosen by NASA in 1963.", "NASA selected Alan Bean in 1963."],
     ["A cat sat on the mat."],
-    ["The city of Aarhus, Denmark is served by Aarhus Airport.", "Aarhus airport serves Aarhus in Denmark.",
-     "Aarhus, Denmark, has an airport called Aarhus Airport."],
+    [
+        "The city of Aarhus, Denmark is served by Aarhus Airport.",
+        "Aarhus airport serves Aarhus in Denmark.",
+        "Aarhus, Denmark, has an airport called Aarhus Airport.",
+    ],
 ]
 
 
@@ -70,15 +74,21 @@ def test_multi_reference_by_hand():
 
 def test_entity_coverage_by_hand():
     hyps = [tokenize(h, "split") for h in ["alan bean flew to the moon .", "nasa picked him , nasa did"]]
-    ents = [[tokenize(e, "split") for e in es] for es in [["Alan Bean", "Moon", "Apollo 12", "Bean Alan"],
-                                                          ["NASA", "nasa", ""]]]
+    ents = [
+        [tokenize(e, "split") for e in es]
+        for es in [["Alan Bean", "Moon", "Apollo 12", "Bean Alan"], ["NASA", "nasa", ""]]
+    ]
     # example 1: "alan bean" yes, "moon" yes, "apollo 12" no, "bean alan" no (order matters) -> 2 of 4;
     # example 2: NASA counted once (duplicate), empty ignored -> 1 of 1; micro average 3 / 5.
     assert entity_coverage(hyps, ents) == pytest.approx(60.0)
     assert math.isnan(entity_coverage(hyps, [[], []]))
-    r = evaluate_generation(["Alan Bean flew to the Moon.", "NASA picked him"], ["x", "y"], meteor="none",
-                            entities=[["Alan Bean", "Moon", "Apollo 12", "Bean Alan"], ["NASA", "nasa"]],
-                            tokenize="split")
+    r = evaluate_generation(
+        ["Alan Bean flew to the Moon.", "NASA picked him"],
+        ["x", "y"],
+        meteor="none",
+        entities=[["Alan Bean", "Moon", "Apollo 12", "Bean Alan"], ["NASA", "nasa"]],
+        tokenize="split",
+    )
     # with whitespace tokens "moon." is not "moon": 1 of 4 plus 1 of 1
     assert r["entity_coverage"] == pytest.approx(40.0)
 
@@ -130,7 +140,19 @@ def test_nltk_meteor_known_values_and_tokenizer():
     r = evaluate_generation(["the kitty sat on the rug"], ["the cat sat on the mat"], meteor="nltk", tokenize="split")
     assert r["METEOR"] == pytest.approx(62.5)  # WordNet synonyms (kitty ~ cat, rug ~ mat) are matched
     assert tokenize('He said "no." U.S. Army\'s 1963. Done') == [
-        "he", "said", "``", "no", ".", "''", "u.s.", "army", "'s", "1963", ".", "done"]
+        "he",
+        "said",
+        "``",
+        "no",
+        ".",
+        "''",
+        "u.s.",
+        "army",
+        "'s",
+        "1963",
+        ".",
+        "done",
+    ]
 
 
 def test_meteor_nltk_missing_wordnet_is_a_clear_error(monkeypatch, tmp_path):
@@ -167,8 +189,10 @@ def test_meteor15_matches_pycocoevalcap_and_shuts_down():
         corpus, per = m._scorer.compute_score(gts, res)
         assert r["METEOR"] == pytest.approx(100 * corpus, rel=1e-12)
         # exact match scores higher than a paraphrase, which scores higher than unrelated text
-        _, seg = m.score(["the cat sat on the mat", "a kitty sits on a rug", "stock prices fell sharply"],
-                         [["the cat sat on the mat"]] * 3)
+        _, seg = m.score(
+            ["the cat sat on the mat", "a kitty sits on a rug", "stock prices fell sharply"],
+            [["the cat sat on the mat"]] * 3,
+        )
         assert seg[0] > seg[1] > seg[2] >= 0.0 and seg[0] > 0.9
         # the nltk implementation gives a different number on the same text (the reason METEOR_impl exists)
         r_nltk = evaluate_generation(HYPS, REFS, meteor="nltk")
@@ -216,17 +240,39 @@ def test_score_cli_multi_reference(tmp_path, capsys):
     (tmp_path / "ref2.txt").write_text("z w c d\n\n", encoding="utf-8")  # example 2 has one reference only
     (tmp_path / "ent.txt").write_text("a b ; q\nx y z\n", encoding="utf-8")
     out = tmp_path / "scores.json"
-    rc = score_cli.main(["--hyp", str(tmp_path / "hyp.txt"), "--ref", str(tmp_path / "ref1.txt"),
-                         "--ref", str(tmp_path / "ref2.txt"), "--entities", str(tmp_path / "ent.txt"),
-                         "--meteor", "none", "--tokenize", "split", "--json", str(out)])
+    rc = score_cli.main(
+        [
+            "--hyp",
+            str(tmp_path / "hyp.txt"),
+            "--ref",
+            str(tmp_path / "ref1.txt"),
+            "--ref",
+            str(tmp_path / "ref2.txt"),
+            "--entities",
+            str(tmp_path / "ent.txt"),
+            "--meteor",
+            "none",
+            "--tokenize",
+            "split",
+            "--json",
+            str(out),
+        ]
+    )
     assert rc == 0
     got = json.loads(out.read_text())
-    want = evaluate_generation(["a b c d", "x y z"], [["a b x y", "z w c d"], ["p q r"]],
-                               entities=[["a b", "q"], ["x y z"]], meteor="none", tokenize="split")
+    want = evaluate_generation(
+        ["a b c d", "x y z"],
+        [["a b x y", "z w c d"], ["p q r"]],
+        entities=[["a b", "q"], ["x y z"]],
+        meteor="none",
+        tokenize="split",
+    )
     for k, v in want.items():
         assert got[k] == v
     assert got["num_references"] == 3 and got["entity_coverage"] == pytest.approx(200 / 3)
     assert "METEOR (None)" in capsys.readouterr().out
     (tmp_path / "short.txt").write_text("a\n", encoding="utf-8")
-    assert score_cli.main(["--hyp", str(tmp_path / "hyp.txt"), "--ref", str(tmp_path / "short.txt"),
-                           "--meteor", "none"]) == 2
+    assert (
+        score_cli.main(["--hyp", str(tmp_path / "hyp.txt"), "--ref", str(tmp_path / "short.txt"), "--meteor", "none"])
+        == 2
+    )

@@ -1,5 +1,6 @@
 """graph_rma.metrics.webnlg2017: the WebNLG 2017 challenge's BLEU / METEOR / TER on hand-checked cases, and the
 ``--scorer webnlg2017`` option of ``graph-rma score``."""
+
 import json
 import math
 
@@ -8,16 +9,18 @@ import pytest
 pytest.importorskip("sacrebleu")
 pytest.importorskip("unidecode")
 
+from conftest import needs_java  # noqa: E402
+
 from graph_rma.cli import score as score_cli  # noqa: E402
 from graph_rma.metrics import Meteor15, score_webnlg2017, tokenize_webnlg2017  # noqa: E402
-
-from conftest import needs_java  # noqa: E402
 
 
 def test_tokenisation_is_the_organisers():
     # split at every non-word character, spaces collapsed, lower-cased, transliterated to ASCII
-    assert tokenize_webnlg2017("Alan Bean's  (born 1932) lives in São Paulo.") == \
-        "alan bean ' s ( born 1932 ) lives in sao paulo ."
+    assert (
+        tokenize_webnlg2017("Alan Bean's  (born 1932) lives in São Paulo.")
+        == "alan bean ' s ( born 1932 ) lives in sao paulo ."
+    )
     assert tokenize_webnlg2017("U.S. 1,000 e-mail", reference=True) == "u . s . 1 , 000 e - mail"
     # the organisers split a reference before transliterating it and a submission after: '½' is a word character,
     # its transliteration '1/2' is not
@@ -28,10 +31,13 @@ def test_tokenisation_is_the_organisers():
 
 
 def test_a_hypothesis_equal_to_a_reference_scores_bleu_100_and_ter_0():
-    refs = [["The cat sat on the mat.", "A cat was sitting on the mat."],
-            ["Abilene, Texas is served by Abilene Regional Airport."]]
-    r = score_webnlg2017(["A cat was sitting on the mat.", "Abilene, Texas is served by Abilene Regional Airport."],
-                         refs, meteor="none")
+    refs = [
+        ["The cat sat on the mat.", "A cat was sitting on the mat."],
+        ["Abilene, Texas is served by Abilene Regional Airport."],
+    ]
+    r = score_webnlg2017(
+        ["A cat was sitting on the mat.", "Abilene, Texas is served by Abilene Regional Airport."], refs, meteor="none"
+    )
     assert r["BLEU"] == pytest.approx(100.0) and r["TER"] == 0.0
     assert r["BLEU_precisions"] == [100.0] * 4 and r["BLEU_bp"] == 1.0 and r["n"] == 2
     assert r["METEOR"] is None and r["scorer"] == "webnlg2017" and r["max_references"] == 3
@@ -106,21 +112,34 @@ def test_score_cli_with_the_challenge_scorer(tmp_path, capsys):
     (tmp_path / "ref1.txt").write_text("a cat sat on the mat .\ny y y y\n", encoding="utf-8")
     (tmp_path / "ref2.txt").write_text("the cat sat on the mat.\n\n", encoding="utf-8")  # example 2: one reference
     out = tmp_path / "scores.json"
-    argv = ["--hyp", str(tmp_path / "hyp.txt"), "--ref", str(tmp_path / "ref1.txt"), "--ref",
-            str(tmp_path / "ref2.txt"), "--meteor", "none"]
+    argv = [
+        "--hyp",
+        str(tmp_path / "hyp.txt"),
+        "--ref",
+        str(tmp_path / "ref1.txt"),
+        "--ref",
+        str(tmp_path / "ref2.txt"),
+        "--meteor",
+        "none",
+    ]
     assert score_cli.main(argv + ["--scorer", "webnlg2017", "--json", str(out)]) == 0
     printed = capsys.readouterr().out
     got = json.loads(out.read_text())
-    want = score_webnlg2017(["The cat sat on the mat.", "z"], [["a cat sat on the mat .", "the cat sat on the mat."],
-                                                               ["y y y y"]], meteor="none")
+    want = score_webnlg2017(
+        ["The cat sat on the mat.", "z"],
+        [["a cat sat on the mat .", "the cat sat on the mat."], ["y y y y"]],
+        meteor="none",
+    )
     assert {k: got[k] for k in want} == json.loads(json.dumps(want))
     assert got["num_references"] == 3 and (got["hyp_len"], got["ref_len"]) == (8, 7)
     assert "BLEU " in printed and "TER " in printed and "ROUGE" not in printed
     # the default is still coco-caption's scorer
     assert score_cli.main(argv + ["--json", str(out)]) == 0
     assert json.loads(out.read_text())["scorer"] == "coco" and "BLEU-4" in capsys.readouterr().out
-    for extra, message in ((["--tokenize", "split"], "--tokenize: not used by --scorer webnlg2017"),
-                           (["--meteor", "nltk"], "--meteor nltk: --scorer webnlg2017 uses METEOR 1.5 only")):
+    for extra, message in (
+        (["--tokenize", "split"], "--tokenize: not used by --scorer webnlg2017"),
+        (["--meteor", "nltk"], "--meteor nltk: --scorer webnlg2017 uses METEOR 1.5 only"),
+    ):
         args = [a for a in argv if a not in ("--meteor", "none")] + ["--scorer", "webnlg2017"] + extra
         assert score_cli.main(args) == 2
         err = capsys.readouterr().err

@@ -1,4 +1,5 @@
 """RepulsiveMultiheadAttention against torch.nn.MultiheadAttention, convert() on Transformer stacks, head layout."""
+
 import itertools
 
 import pytest
@@ -40,8 +41,17 @@ def _masks(kind_kpm, kind_mask, dtype, g):
     return kpm, mask
 
 
-GRID = list(itertools.product([False, True], [False, True], [True, False], [False, True], [False, True],
-                              ["none", "bool", "float"], ["none", "bool2d", "float3d"]))
+GRID = list(
+    itertools.product(
+        [False, True],
+        [False, True],
+        [True, False],
+        [False, True],
+        [False, True],
+        ["none", "bool", "float"],
+        ["none", "bool2d", "float3d"],
+    )
+)
 
 
 @pytest.mark.slow
@@ -64,8 +74,7 @@ def test_equivalence_over_argument_grid(dtype):
             q, k, v = (x.transpose(0, 1) for x in (q, k, v))
         kpm, mask = _masks(kind_kpm, kind_mask, dtype, g)
         for need_weights, average in ((True, True), (True, False), (False, True)):
-            args = dict(key_padding_mask=kpm, attn_mask=mask, need_weights=need_weights,
-                        average_attn_weights=average)
+            args = dict(key_padding_mask=kpm, attn_mask=mask, need_weights=need_weights, average_attn_weights=average)
             out_ref, w_ref = ref(q, k, v, **args)
             for explicit in (False, True):  # default path (stock forward) and the explicit probability path
                 ours.store_attention = explicit
@@ -174,17 +183,26 @@ def test_particles_are_per_head_slices():
     W, b = m.in_proj_weight.detach(), m.in_proj_bias.detach()
     for h in range(H):
         rows = slice(h * d, (h + 1) * d)
-        expect = torch.cat([W[:E][rows].flatten(), W[E:2 * E][rows].flatten(), W[2 * E:][rows].flatten(),
-                            b[:E][rows], b[E:2 * E][rows], b[2 * E:][rows],
-                            m.bias_k.detach()[0, 0, rows], m.bias_v.detach()[0, 0, rows],
-                            m.out_proj.weight.detach()[:, rows].t().flatten()])
+        expect = torch.cat(
+            [
+                W[:E][rows].flatten(),
+                W[E : 2 * E][rows].flatten(),
+                W[2 * E :][rows].flatten(),
+                b[:E][rows],
+                b[E : 2 * E][rows],
+                b[2 * E :][rows],
+                m.bias_k.detach()[0, 0, rows],
+                m.bias_v.detach()[0, 0, rows],
+                m.out_proj.weight.detach()[:, rows].t().flatten(),
+            ]
+        )
         torch.testing.assert_close(theta[h], expect)
     # the head's slice really is what head h uses: zero head 1's query rows -> only head 1's attention changes
     x = torch.randn(L, 1, E)
     _, before = m(x, x, x, average_attn_weights=False)
     with torch.no_grad():
-        m.in_proj_weight[d:2 * d].zero_()
-        m.in_proj_bias[d:2 * d].zero_()
+        m.in_proj_weight[d : 2 * d].zero_()
+        m.in_proj_bias[d : 2 * d].zero_()
     _, after = m(x, x, x, average_attn_weights=False)
     torch.testing.assert_close(after[:, 0], before[:, 0])
     assert not torch.allclose(after[:, 1], before[:, 1])

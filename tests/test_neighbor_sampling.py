@@ -1,4 +1,5 @@
 """NeighborLoader mini-batch training with a sampler attached; runs where pyg-lib or torch-sparse is installed."""
+
 import importlib.util
 import pathlib
 
@@ -7,7 +8,8 @@ import torch
 from torch_geometric.data import Data
 
 spec = importlib.util.spec_from_file_location(
-    "neighbor_sampling", pathlib.Path(__file__).resolve().parents[1] / "examples" / "neighbor_sampling.py")
+    "neighbor_sampling", pathlib.Path(__file__).resolve().parents[1] / "examples" / "neighbor_sampling.py"
+)
 example = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(example)
 
@@ -37,12 +39,15 @@ def test_user_sees_the_install_hint_when_the_extensions_are_missing(monkeypatch,
     monkeypatch.setattr(pyg_typing, "WITH_PYG_LIB", False)
     monkeypatch.setattr(pyg_typing, "WITH_TORCH_SPARSE", False)
     assert example.neighbor_loader_available() == (
-        False, "PyG's NeighborLoader needs pyg-lib or torch-sparse, and neither is installed")
+        False,
+        "PyG's NeighborLoader needs pyg-lib or torch-sparse, and neither is installed",
+    )
     assert example.main(["--epochs", "1", "--root", "/nonexistent"]) == 1
     printed = capsys.readouterr()
     assert printed.out == "" and printed.err == (
         "neighbor_sampling.py: PyG's NeighborLoader needs pyg-lib or torch-sparse, and neither is installed (see this "
-        "file's docstring for the install)\n")
+        "file's docstring for the install)\n"
+    )
     monkeypatch.setattr(pyg_typing, "WITH_TORCH_SPARSE", True)
     assert example.neighbor_loader_available() == (True, "")
 

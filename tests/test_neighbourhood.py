@@ -1,10 +1,14 @@
 """Per-head attention of a node's neighbourhood: networkx graph (exact weights) and the PNG drawn from it."""
+
 import pytest
 import torch
 from torch_geometric.nn import GATConv
 
-from graph_rma.diagnostics import (neighbourhood_attention_figure, neighbourhood_attention_graph,
-                                   plot_neighbourhood_attention)
+from graph_rma.diagnostics import (
+    neighbourhood_attention_figure,
+    neighbourhood_attention_graph,
+    plot_neighbourhood_attention,
+)
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -48,8 +52,7 @@ def test_png_edge_widths_are_the_attention_weights(tmp_path):
         widths = [p.get_linewidth() for p in ax.patches]  # one arrow per edge, in the graph's edge order
         assert len(widths) == g.number_of_edges() == 5  # 2<-2, 2<-4, 2<-5, 4<-4, 5<-5
         assert widths == pytest.approx([5.0 * a[h] for _, _, a in g.edges(data="attention")], rel=1e-6)
-    path = plot_neighbourhood_attention(ei, alpha, node=2, path=tmp_path / "n2.png", hops=2, heads=[1],
-                                        layout="spring")
+    path = plot_neighbourhood_attention(ei, alpha, node=2, path=tmp_path / "n2.png", hops=2, heads=[1], layout="spring")
     data = path.read_bytes()
     assert data[:8] == PNG and len(data) > 1000
     with pytest.raises(ValueError, match="heads: expected indices"):

@@ -1,12 +1,12 @@
 """The newcomer's first hour, run as a user runs it: every command's and example's --help, the main job on its
 smallest setting with and without the data, each in a fresh folder with HOME and the cache redirected."""
+
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import DATA, REPO, snapshot
 
 pytestmark = pytest.mark.slow  # subprocesses or real-data runs: left out of make test-fast
@@ -27,8 +27,7 @@ def _run(args, tmp_path, data=True, timeout=300):
         env["GRAPH_RMA_DATA"] = str(tmp_path / "empty")  # a data folder without the data: loaders never download
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
-    proc = subprocess.run([sys.executable, *args], cwd=work, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    proc = subprocess.run([sys.executable, *args], cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
     return proc, home
 
 
@@ -46,22 +45,29 @@ def test_every_example_answers_help(example, tmp_path):
     assert "Traceback" not in proc.stderr
 
 
-@pytest.mark.skipif(DATA is None or not (Path(DATA) / "planetoid" / "Cora" / "raw").is_dir(),
-                    reason="needs $GRAPH_RMA_DATA (the shared data)")
+@pytest.mark.skipif(
+    DATA is None or not (Path(DATA) / "planetoid" / "Cora" / "raw").is_dir(),
+    reason="needs $GRAPH_RMA_DATA (the shared data)",
+)
 def test_the_main_job_runs_and_without_data_says_where_in_one_line(tmp_path):
-    proc, home = _run(["-m", "graph_rma.cli", "cora", "--seeds", "0", "--epochs", "2", "--variants", "ma",
-                       "--no-plot"], tmp_path)
+    proc, home = _run(
+        ["-m", "graph_rma.cli", "cora", "--seeds", "0", "--epochs", "2", "--variants", "ma", "--no-plot"], tmp_path
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "Cora, protocol gat" in proc.stdout and "| `ma` | 1 |" in proc.stdout
     assert snapshot(home) == []  # nothing written into the user's home (no cache needed for Cora)
-    proc, home = _run(["-m", "graph_rma.cli", "cora", "--seeds", "0", "--epochs", "2", "--out", "o"], tmp_path,
-                      data=False)
+    proc, home = _run(
+        ["-m", "graph_rma.cli", "cora", "--seeds", "0", "--epochs", "2", "--out", "o"], tmp_path, data=False
+    )
     err = proc.stderr.strip()
     assert proc.returncode == 1 and len(err.splitlines()) == 1 and "Traceback" not in err
     assert "GRAPH_RMA_DATA" in err and str(tmp_path / "empty") in err
     for dataset in ("chameleon", "minesweeper"):
-        proc, _ = _run(["-m", "graph_rma.cli", "node", "--dataset", dataset, "--seeds", "0", "--epochs", "1",
-                        "--out", "o"], tmp_path, data=False)
+        proc, _ = _run(
+            ["-m", "graph_rma.cli", "node", "--dataset", dataset, "--seeds", "0", "--epochs", "1", "--out", "o"],
+            tmp_path,
+            data=False,
+        )
         err = proc.stderr.strip()
         assert proc.returncode == 1 and len(err.splitlines()) == 1 and "GRAPH_RMA_DATA" in err, err
 
@@ -72,29 +78,32 @@ def test_agenda_help_lists_every_subcommand(tmp_path):
         assert f"\n    {sub} " in proc.stdout, sub
 
 
-@pytest.mark.parametrize("example,args,word", [
-    ("cora.py", ["--variant", "bogus", "--epochs", "1"], "unknown part 'bogus'"),
-    # the CLI's argument types (graph_rma.argtypes): --epochs -1 used to print "best val -inf%, test 0.0%", exit 0
-    ("cora.py", ["--epochs", "-1"], "argument --epochs: expected a positive integer, got '-1'"),
-    ("cora.py", ["--seed", "-2"], "argument --seed: expected an integer >= 0, got '-2'"),
-    ("neighbor_sampling.py", ["--batch-size", "0"], "argument --batch-size: expected a positive integer, got '0'"),
-    ("quickstart_vs_stock.py", ["--seeds", "x"], "--seeds"),
-    ("quickstart_vs_stock.py", ["--dataset", "nope"], "name: expected one of"),
-    # issue 32: --seeds is a list (ranges A-B) in every script; it used to be a count here ("--seeds 0": "expected
-    # at least one seed >= 0, got '0'")
-    ("quickstart_vs_stock.py", ["--seeds", "3", "3"], "argument --seeds: a seed is given twice in 3 3"),
-    ("quickstart_vs_stock.py", ["--seeds", "0", "--epochs", "0"], "argument --epochs: expected a positive integer"),
-    ("text_classification.py", ["--max-train", "0"], "argument --max-train: expected a positive integer, got '0'"),
-    ("text_classification.py", ["--epochs", "0"], "argument --epochs: expected a positive integer, got '0'"),
-    ("text_classification.py", ["--out", "{file}"], "is a file, not a folder"),
-    ("text_classification.py", ["--out", "{ro}/out"], "not writable"),
-    ("text_classification.py", ["--variant", "svdg"], "unknown part 'svdg'"),
-    ("text_classification.py", ["--seed", str(2**70)], "argument --seed: expected a seed in [0, 2**64 - 1]"),
-    ("agenda.py", ["--out", "{file}"], "is a file, not a folder"),
-    ("agenda.py", ["--out", "{ro}/out"], "not writable"),
-    ("agenda.py", ["--variants", "ma", "svdg"], "unknown part 'svdg'"),
-    ("cora.py", ["--seed", str(2**70)], "argument --seed: expected a seed in [0, 2**64 - 1]"),
-])
+@pytest.mark.parametrize(
+    "example,args,word",
+    [
+        ("cora.py", ["--variant", "bogus", "--epochs", "1"], "unknown part 'bogus'"),
+        # the CLI's argument types (graph_rma.argtypes): --epochs -1 used to print "best val -inf%, test 0.0%", exit 0
+        ("cora.py", ["--epochs", "-1"], "argument --epochs: expected a positive integer, got '-1'"),
+        ("cora.py", ["--seed", "-2"], "argument --seed: expected an integer >= 0, got '-2'"),
+        ("neighbor_sampling.py", ["--batch-size", "0"], "argument --batch-size: expected a positive integer, got '0'"),
+        ("quickstart_vs_stock.py", ["--seeds", "x"], "--seeds"),
+        ("quickstart_vs_stock.py", ["--dataset", "nope"], "name: expected one of"),
+        # issue 32: --seeds is a list (ranges A-B) in every script; it used to be a count here ("--seeds 0": "expected
+        # at least one seed >= 0, got '0'")
+        ("quickstart_vs_stock.py", ["--seeds", "3", "3"], "argument --seeds: a seed is given twice in 3 3"),
+        ("quickstart_vs_stock.py", ["--seeds", "0", "--epochs", "0"], "argument --epochs: expected a positive integer"),
+        ("text_classification.py", ["--max-train", "0"], "argument --max-train: expected a positive integer, got '0'"),
+        ("text_classification.py", ["--epochs", "0"], "argument --epochs: expected a positive integer, got '0'"),
+        ("text_classification.py", ["--out", "{file}"], "is a file, not a folder"),
+        ("text_classification.py", ["--out", "{ro}/out"], "not writable"),
+        ("text_classification.py", ["--variant", "svdg"], "unknown part 'svdg'"),
+        ("text_classification.py", ["--seed", str(2**70)], "argument --seed: expected a seed in [0, 2**64 - 1]"),
+        ("agenda.py", ["--out", "{file}"], "is a file, not a folder"),
+        ("agenda.py", ["--out", "{ro}/out"], "not writable"),
+        ("agenda.py", ["--variants", "ma", "svdg"], "unknown part 'svdg'"),
+        ("cora.py", ["--seed", str(2**70)], "argument --seed: expected a seed in [0, 2**64 - 1]"),
+    ],
+)
 def test_example_mistakes_are_one_line(example, args, word, tmp_path, request):
     if any("{ro}" in a for a in args):
         args = [a.replace("{ro}", str(request.getfixturevalue("unwritable"))) for a in args]

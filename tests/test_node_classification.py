@@ -1,4 +1,5 @@
 """The Cora pipeline: GAT model, the Dist metric, and end-to-end CLI runs (outputs, checkpoints, resume)."""
+
 import copy
 
 import pytest
@@ -16,8 +17,7 @@ from graph_rma.tasks import node_classification as nc
 
 def test_head_distance_hand_checked():
     # Node 0: heads at (0,0), (3,4), (0,4): pairwise distances 5, 4, 3 -> mean 4. Node 1: identical heads -> 0.
-    out = torch.tensor([[[0.0, 0.0], [3.0, 4.0], [0.0, 4.0]],
-                        [[1.0, 1.0], [1.0, 1.0], [1.0, 1.0]]])
+    out = torch.tensor([[[0.0, 0.0], [3.0, 4.0], [0.0, 4.0]], [[1.0, 1.0], [1.0, 1.0], [1.0, 1.0]]])
     assert head_distance(out) == pytest.approx(2.0)
     assert head_distance(out[:1]) == pytest.approx(4.0)
     with pytest.raises(ValueError, match="heads"):
@@ -80,7 +80,11 @@ def test_cli_end_to_end_writes_results_and_checkpoints(tmp_path, planetoid_cache
     for run in res["runs"]:
         ckpt = load_checkpoint(out / run["checkpoint"])
         assert {k: ckpt[k] for k in ("task", "dataset", "variant", "seed")} == {
-            "task": "node", "dataset": "Cora", "variant": run["variant"], "seed": run["seed"]}
+            "task": "node",
+            "dataset": "Cora",
+            "variant": run["variant"],
+            "seed": run["seed"],
+        }
         assert ckpt["protocol"] == "gat" and ckpt["model_name"] == "gat" and ckpt["split"] == 0
         model = GAT(**ckpt["model_kwargs"])
         model.load_state_dict(ckpt["model"])
@@ -126,7 +130,11 @@ def test_interrupted_study_resumes_without_redoing_finished_runs(tmp_path, plane
     assert calls == [("ma", 1), ("svgd:alpha=0.1", 1)]
     res = read_json(out / "results.json")
     assert [(r["variant"], r["seed"]) for r in res["runs"]] == [
-        ("ma", 0), ("ma", 1), ("svgd:alpha=0.1", 0), ("svgd:alpha=0.1", 1)]
+        ("ma", 0),
+        ("ma", 1),
+        ("svgd:alpha=0.1", 0),
+        ("svgd:alpha=0.1", 1),
+    ]
     assert read_json(out / "runs" / nc.slug("ma") / "seed0.json") == first
 
     # A changed setting does not reuse runs made under another configuration, and says which setting differs.
@@ -134,8 +142,10 @@ def test_interrupted_study_resumes_without_redoing_finished_runs(tmp_path, plane
     capsys.readouterr()
     assert cora.main(argv[:-1] + ["--patience", "2", "--no-plot", "--resume"]) == 0
     assert len(calls) == 4
-    assert f"resume: runs in {out} made with other settings or incomplete (patience 100 -> 2) are trained again" \
+    assert (
+        f"resume: runs in {out} made with other settings or incomplete (patience 100 -> 2) are trained again"
         in capsys.readouterr().err
+    )
 
     # A finished run whose checkpoint was deleted is not finished: it is trained again (and says why).
     calls.clear()
@@ -153,9 +163,10 @@ def test_bad_variant_is_reported(tmp_path, capsys):
 
 def test_every_full_study_variant_builds_on_the_gat():
     from graph_rma.nn import RepulsiveGATConv
+    from graph_rma.tasks.defaults import NODE_FULL_VARIANTS
     from graph_rma.variants import make_sampler, parse_variant
 
-    for spec in nc.FULL_VARIANTS:
+    for spec in NODE_FULL_VARIANTS:
         v = parse_variant(spec)
         model = GAT(30, 3, drop_attention=v.drop_attention_kwargs)
         if v.drop_attention:
@@ -194,32 +205,58 @@ def test_early_stopping_rules_by_hand():
     acc = EarlyStopping("val_acc", patience=3)
     # keep: strict acc gain, or equal acc with lower loss (epoch 3); counter: epochs since the last strict acc
     # gain (epoch 2), so epochs 3, 4, 5 count 1, 2, 3 and epoch 5 stops
-    assert [acc.update(*e) for e in seq] == [(True, False), (True, False), (True, False), (False, False),
-                                             (False, True), (False, True), (False, True)]
+    assert [acc.update(*e) for e in seq] == [
+        (True, False),
+        (True, False),
+        (True, False),
+        (False, False),
+        (False, True),
+        (False, True),
+        (False, True),
+    ]
     gat = EarlyStopping("gat", patience=3)
     # epoch 4: loss 0.7 is a new minimum (reset, not kept: acc fell); epoch 5: acc 0.6 >= max 0.6 resets, but
     # loss 0.95 > 0.7 so not kept; epochs 6, 7: neither -> counter 1, 2
-    assert [gat.update(*e) for e in seq] == [(True, False), (True, False), (True, False), (False, False),
-                                             (False, False), (False, False), (False, False)]
+    assert [gat.update(*e) for e in seq] == [
+        (True, False),
+        (True, False),
+        (True, False),
+        (False, False),
+        (False, False),
+        (False, False),
+        (False, False),
+    ]
     assert gat.update(0.4, 2.0) == (False, True)  # third epoch without either
     assert (gat.best_acc, gat.best_loss) == (0.6, 0.8)
     with pytest.raises(ValueError, match="rule"):
         EarlyStopping("loss")
 
 
-@pytest.mark.skipif(not data_path("pyg", "webkb").is_dir(),
-                    reason="needs $GRAPH_RMA_DATA/pyg (heterophilous graphs)")
+@pytest.mark.skipif(not data_path("pyg", "webkb").is_dir(), reason="needs $GRAPH_RMA_DATA/pyg (heterophilous graphs)")
 @pytest.mark.slow
 def test_heterophilous_study_maps_seeds_to_splits_and_pairs_variants(tmp_path, planetoid_cache):
-    result = nc.run_study(["ma", "svgd:alpha=0.5"], seeds=[3, 13], out=tmp_path, dataset="texas", epochs=3,
-                          make_plot=False, progress=False)
+    result = nc.run_study(
+        ["ma", "svgd:alpha=0.5"],
+        seeds=[3, 13],
+        out=tmp_path,
+        dataset="texas",
+        epochs=3,
+        make_plot=False,
+        progress=False,
+    )
     assert result["config"]["dataset"] == "Texas" and result["config"]["model_kwargs"]["in_channels"] == 1703
     assert [(r["variant"], r["seed"], r["split"]) for r in result["runs"]] == [
-        ("ma", 3, 3), ("ma", 13, 3), ("svgd:alpha=0.5", 3, 3), ("svgd:alpha=0.5", 13, 3)]
+        ("ma", 3, 3),
+        ("ma", 13, 3),
+        ("svgd:alpha=0.5", 3, 3),
+        ("svgd:alpha=0.5", 13, 3),
+    ]
     ma, svgd = result["summary"]
     assert "paired_mean" not in ma and svgd["paired_n"] == 2
-    diffs = [100 * (s["metrics"]["test_acc"] - m["metrics"]["test_acc"])
-             for m, s in zip(result["runs"][:2], result["runs"][2:])]
+    diffs = [
+        100 * (s["metrics"]["test_acc"] - m["metrics"]["test_acc"])
+        for m, s in zip(result["runs"][:2], result["runs"][2:])
+    ]
     assert abs(svgd["paired_mean"] - sum(diffs) / 2) < 1e-9
     assert "paired diff vs first" in result["table"]
 
@@ -274,24 +311,40 @@ def test_features_that_are_not_finite_are_refused_when_the_graph_is_prepared():
         x = torch.rand(4, 3)
         x[2, 1] = bad
         data = Data(x=x, edge_index=torch.tensor([[0, 1], [1, 2]]), y=torch.arange(4) % 2)
-        with pytest.raises(ValueError, match=r"^x: the feature matrix holds 1 NaN or infinite entries, the first in "
-                                             r"row 2 \(node\)"):
+        with pytest.raises(
+            ValueError,
+            match=r"^x: the feature matrix holds 1 NaN or infinite entries, the first in "
+            r"row 2 \(node\)",
+        ):
             nc.prepare_graph(data, protocol)
         data.x = x.to_sparse()
         with pytest.raises(ValueError, match=r"^x: the feature matrix holds 1 NaN or infinite entries;"):
             nc.prepare_graph(data, protocol)
 
 
-@pytest.mark.parametrize("what,arrays,match", [
-    # labels up to 1e9 used to make a 1e9-class output layer: an allocator traceback or a MemoryError
-    ("labels", {"node_labels": __import__("numpy").array([0, 1, 999_999_999, 0, 1])},
-     r"model: residual with .*out_channels=1000000000 has .* parameters, .* GiB .*: more than the .* GiB of memory "
-     r"of cpu; .* \(the labels go up to 999999999, so the output layer has 1000000000 classes for 5 nodes\)"),
-    # NaN features used to end in "training diverged ... lower the learning rate"
-    ("features", {"node_features": __import__("numpy").array([[0.0, 1, 2], [3, float("nan"), 5], [6, 7, 8],
-                                                               [9, 10, 11], [12, 13, 14]], dtype="float32")},
-     r"x: the feature matrix holds 1 NaN or infinite entries, the first in row 1 \(node\)"),
-])
+@pytest.mark.parametrize(
+    "what,arrays,match",
+    [
+        # labels up to 1e9 used to make a 1e9-class output layer: an allocator traceback or a MemoryError
+        (
+            "labels",
+            {"node_labels": __import__("numpy").array([0, 1, 999_999_999, 0, 1])},
+            r"model: residual with .*out_channels=1000000000 has .* parameters, .* GiB .*: "
+            r"more than the .* GiB of memory of cpu; .* \(the labels go up to 999999999, "
+            r"so the output layer has 1000000000 classes for 5 nodes\)",
+        ),
+        # NaN features used to end in "training diverged ... lower the learning rate"
+        (
+            "features",
+            {
+                "node_features": __import__("numpy").array(
+                    [[0.0, 1, 2], [3, float("nan"), 5], [6, 7, 8], [9, 10, 11], [12, 13, 14]], dtype="float32"
+                )
+            },
+            r"x: the feature matrix holds 1 NaN or infinite entries, the first in row 1 \(node\)",
+        ),
+    ],
+)
 def test_node_command_refuses_a_graph_it_cannot_train_on_in_one_line(what, arrays, match, tmp_path, capsys):
     from test_platonov import _write
 
@@ -299,8 +352,27 @@ def test_node_command_refuses_a_graph_it_cannot_train_on_in_one_line(what, array
 
     _write(tmp_path, "odd", **arrays)
     out = tmp_path / "o"
-    assert main(["node", "--dataset", "odd", "--root", str(tmp_path), "--seeds", "0", "--epochs", "1",
-                 "--variants", "ma", "--no-plot", "--out", str(out)]) == 2
+    assert (
+        main(
+            [
+                "node",
+                "--dataset",
+                "odd",
+                "--root",
+                str(tmp_path),
+                "--seeds",
+                "0",
+                "--epochs",
+                "1",
+                "--variants",
+                "ma",
+                "--no-plot",
+                "--out",
+                str(out),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert "Traceback" not in err and len(err.splitlines()) == 1
     assert __import__("re").search(match, err), err

@@ -1,11 +1,11 @@
 """Optional extras: one helper says which extra enables a part; optional parts are skipped with one line."""
+
 import sys
 
 import pytest
+from conftest import needs_cora
 
 from graph_rma.engine.optional import MissingExtraError, require
-
-from conftest import needs_cora
 
 
 def _hide(monkeypatch, *packages):
@@ -21,8 +21,7 @@ def test_require_imports_or_names_the_extra(monkeypatch):
     assert require("json.decoder", "nope").JSONDecoder is __import__("json").decoder.JSONDecoder
     with pytest.raises(MissingExtraError) as err:
         require("graph_rma_no_such_module.sub", "plots", "the accuracy plot")
-    assert str(err.value) == ("the accuracy plot needs graph_rma_no_such_module: "
-                              "pip install 'graph-rma[plots]'")
+    assert str(err.value) == ("the accuracy plot needs graph_rma_no_such_module: pip install 'graph-rma[plots]'")
     assert (err.value.module, err.value.extra) == ("graph_rma_no_such_module", "plots")
     assert isinstance(err.value, ImportError)
     _hide(monkeypatch, "matplotlib")

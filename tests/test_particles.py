@@ -9,7 +9,16 @@ from torch import nn
 from torch_geometric.nn import GATConv, GATv2Conv, TransformerConv
 
 import graph_rma
-from graph_rma import SGLD, SPOS, SVGD, find_particle_groups, median_bandwidth, rbf_kernel, spos_direction, svgd_direction
+from graph_rma import (
+    SGLD,
+    SPOS,
+    SVGD,
+    find_particle_groups,
+    median_bandwidth,
+    rbf_kernel,
+    spos_direction,
+    svgd_direction,
+)
 from graph_rma.particles import sgld_direction
 
 
@@ -196,10 +205,15 @@ def test_gatconv_particle_is_one_head():
     (group,) = find_particle_groups(conv)
     theta = group.theta()
     for h in range(H):
-        expected = torch.cat([
-            conv.lin.weight[h * C:(h + 1) * C].flatten(), conv.att_src[0, h], conv.att_dst[0, h],
-            conv.lin_edge.weight[h * C:(h + 1) * C].flatten(), conv.att_edge[0, h],
-        ])
+        expected = torch.cat(
+            [
+                conv.lin.weight[h * C : (h + 1) * C].flatten(),
+                conv.att_src[0, h],
+                conv.att_dst[0, h],
+                conv.lin_edge.weight[h * C : (h + 1) * C].flatten(),
+                conv.att_edge[0, h],
+            ]
+        )
         assert torch.equal(theta[h], expected.detach())
     # Not the authors' reshape [hidden, H*d] -> [hidden*d, H], which mixes heads.
     mixed = conv.lin.weight.detach().t().reshape(-1, H).t()
@@ -215,8 +229,8 @@ def test_gatconv_set_grad_touches_only_that_head():
     value = torch.zeros(H, group.dim)
     value[1] = 1.0
     group.set_grad(value)
-    assert torch.equal(conv.lin.weight.grad[C:2 * C], torch.ones(C, F))
-    assert conv.lin.weight.grad[:C].abs().sum() == 0 and conv.lin.weight.grad[2 * C:].abs().sum() == 0
+    assert torch.equal(conv.lin.weight.grad[C : 2 * C], torch.ones(C, F))
+    assert conv.lin.weight.grad[:C].abs().sum() == 0 and conv.lin.weight.grad[2 * C :].abs().sum() == 0
     assert torch.equal(conv.att_src.grad[0, 1], torch.ones(C)) and conv.att_src.grad[0, [0, 2]].abs().sum() == 0
     assert conv.bias.grad.abs().sum() == 0  # not a head parameter
 
@@ -227,12 +241,14 @@ def test_mha_particle_is_one_head_and_roles_select():
     mha = nn.MultiheadAttention(E, H)
     (q,) = find_particle_groups(mha, roles={"query"})
     for h in range(H):
-        expected = torch.cat([mha.in_proj_weight[h * hd:(h + 1) * hd].flatten(), mha.in_proj_bias[h * hd:(h + 1) * hd]])
+        expected = torch.cat(
+            [mha.in_proj_weight[h * hd : (h + 1) * hd].flatten(), mha.in_proj_bias[h * hd : (h + 1) * hd]]
+        )
         assert torch.equal(q.theta()[h], expected.detach())
     (o,) = find_particle_groups(mha, roles=["out"])
     assert torch.equal(o.theta()[1], mha.out_proj.weight[:, hd:].t().flatten().detach())
     (v,) = find_particle_groups(mha, roles=["value"])
-    assert torch.equal(v.theta()[0, : hd * E], mha.in_proj_weight[2 * E: 2 * E + hd].flatten().detach())
+    assert torch.equal(v.theta()[0, : hd * E], mha.in_proj_weight[2 * E : 2 * E + hd].flatten().detach())
     with pytest.raises(ValueError, match="roles"):
         find_particle_groups(mha, roles=["keys"])
 
@@ -419,17 +435,29 @@ def test_public_names():
     from graph_rma.particles import kernel, layouts, samplers
 
     home = {
-        "SVGD": samplers.SVGD, "SPOS": samplers.SPOS, "SGLD": samplers.SGLD,
-        "median_bandwidth": kernel.median_bandwidth, "rbf_kernel": kernel.rbf_kernel,
-        "svgd_direction": kernel.svgd_direction, "spos_direction": kernel.spos_direction,
-        "HeadParam": layouts.HeadParam, "ParticleGroup": layouts.ParticleGroup,
-        "find_particle_groups": layouts.find_particle_groups, "register_head_layout": layouts.register_head_layout,
-        "convert": conversion.convert, "register_conversion": conversion.register_conversion,
-        "DropAttention": dropattention.DropAttention, "drop_attention": dropattention.drop_attention,
+        "SVGD": samplers.SVGD,
+        "SPOS": samplers.SPOS,
+        "SGLD": samplers.SGLD,
+        "median_bandwidth": kernel.median_bandwidth,
+        "rbf_kernel": kernel.rbf_kernel,
+        "svgd_direction": kernel.svgd_direction,
+        "spos_direction": kernel.spos_direction,
+        "HeadParam": layouts.HeadParam,
+        "ParticleGroup": layouts.ParticleGroup,
+        "find_particle_groups": layouts.find_particle_groups,
+        "register_head_layout": layouts.register_head_layout,
+        "convert": conversion.convert,
+        "register_conversion": conversion.register_conversion,
+        "DropAttention": dropattention.DropAttention,
+        "drop_attention": dropattention.drop_attention,
         "drop_attention_dense": dropattention.drop_attention_dense,
-        "Variant": variants.Variant, "parse_variant": variants.parse_variant, "make_sampler": variants.make_sampler,
-        "VariantSetup": variants.VariantSetup, "apply_variant": variants.apply_variant,
-        "make_drop_attention": variants.make_drop_attention, "regularization_loss": variants.regularization_loss,
+        "Variant": variants.Variant,
+        "parse_variant": variants.parse_variant,
+        "make_sampler": variants.make_sampler,
+        "VariantSetup": variants.VariantSetup,
+        "apply_variant": variants.apply_variant,
+        "make_drop_attention": variants.make_drop_attention,
+        "regularization_loss": variants.regularization_loss,
     }
     assert sorted(graph_rma.__all__) == sorted(home)
     for name, obj in home.items():
@@ -585,17 +613,25 @@ def test_repulsion_stays_bounded_for_nearly_identical_or_tiny_heads(case):
     assert unguarded > 1.0
 
 
-DESIGN_CASES = {"equal up to 1e-7 noise": dict(noise=1e-7), "all head parameters scaled 1e-7": dict(scale=1e-7),
-                "all head parameters scaled 1e-20": dict(scale=1e-20)}
+DESIGN_CASES = {
+    "equal up to 1e-7 noise": dict(noise=1e-7),
+    "all head parameters scaled 1e-7": dict(scale=1e-7),
+    "all head parameters scaled 1e-20": dict(scale=1e-20),
+}
 
 
 def test_the_design_page_table_is_what_the_papers_equation_gives():
     """docs/design.md's table of steps without and with the guard, to the digits it shows (its one source is this
     computation)."""
     text = (REPO / "docs" / "design.md").read_text(encoding="utf-8")
-    rows = {label: (a, b) for label, a, b in re.findall(
-        r"^\| ((?:equal up to|all head parameters scaled) 1e-\d+(?: noise)?)\s*\| ([\d.e-]+)\s*\| ([\d.e-]+)\s*\|",
-        text, re.M)}
+    rows = {
+        label: (a, b)
+        for label, a, b in re.findall(
+            r"^\| ((?:equal up to|all head parameters scaled) 1e-\d+(?: noise)?)\s*\| ([\d.e-]+)\s*\| ([\d.e-]+)\s*\|",
+            text,
+            re.M,
+        )
+    }
     assert set(rows) == set(DESIGN_CASES)
 
     def shown(value: float, cell: str) -> float:  # the value to the significant digits of the cell: 212, 3.6e-4

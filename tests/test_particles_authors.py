@@ -1,5 +1,6 @@
 """The authors' published update (graph_rma.particles.authors): hand-checked kernel, bandwidth and direction, the
 mixing particle view, SPOS noise, and that nothing else changes."""
+
 import math
 
 import pytest
@@ -8,8 +9,15 @@ from torch import nn
 from torch_geometric.nn import GATConv
 
 from graph_rma.particles import SPOS, SVGD, HeadParam, svgd_direction
-from graph_rma.particles.authors import (AuthorsSPOS, AuthorsSVGD, MixingHeadParam, authors_bandwidth, authors_kernel,
-                                         authors_spos_grad, authors_svgd_grad)
+from graph_rma.particles.authors import (
+    AuthorsSPOS,
+    AuthorsSVGD,
+    MixingHeadParam,
+    authors_bandwidth,
+    authors_kernel,
+    authors_spos_grad,
+    authors_svgd_grad,
+)
 from graph_rma.variants import make_sampler, parse_variant
 
 # Three particles in the plane: theta_0 = (0, 0), theta_1 = (1, 0), theta_2 = (0, 2).
@@ -22,15 +30,17 @@ from graph_rma.variants import make_sampler, parse_variant
 THETA = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 2.0]], dtype=torch.float64)
 C = 2.0 * math.sqrt(math.log(2.0))
 K_HAND = torch.tensor([[1, 1 / 4, 1 / 256], [1 / 4, 1, 1 / 1024], [1 / 256, 1 / 1024, 1]], dtype=torch.float64)
-R_HAND = C * torch.tensor([[-1 / 4, -1 / 128], [1 / 4 + 1 / 1024, -1 / 512], [-1 / 1024, 1 / 128 + 1 / 512]],
-                          dtype=torch.float64)
+R_HAND = C * torch.tensor(
+    [[-1 / 4, -1 / 128], [1 / 4 + 1 / 1024, -1 / 512], [-1 / 1024, 1 / 128 + 1 / 512]], dtype=torch.float64
+)
 # Gradients g_0 = (1, 0), g_1 = (0, 1), g_2 = (1, 1):
 # (K g)_0 = (1, 0) + 1/4 (0, 1) + 1/256 (1, 1)      = (1 + 1/256, 1/4 + 1/256)
 # (K g)_1 = 1/4 (1, 0) + (0, 1) + 1/1024 (1, 1)     = (1/4 + 1/1024, 1 + 1/1024)
 # (K g)_2 = 1/256 (1, 0) + 1/1024 (0, 1) + (1, 1)   = (1 + 1/256, 1 + 1/1024)
 GRAD = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], dtype=torch.float64)
-KG_HAND = torch.tensor([[1 + 1 / 256, 1 / 4 + 1 / 256], [1 / 4 + 1 / 1024, 1 + 1 / 1024], [1 + 1 / 256, 1 + 1 / 1024]],
-                       dtype=torch.float64)
+KG_HAND = torch.tensor(
+    [[1 + 1 / 256, 1 / 4 + 1 / 256], [1 / 4 + 1 / 1024, 1 + 1 / 1024], [1 + 1 / 256, 1 + 1 / 1024]], dtype=torch.float64
+)
 
 
 def test_bandwidth_kernel_and_repulsion_by_hand():
@@ -72,8 +82,7 @@ def test_spos_noise_is_the_grad_median_scaled_gaussian():
     torch.manual_seed(0)
     theta, grad = torch.randn(4, 20000, dtype=torch.float64), 1e-3 * torch.randn(4, 20000, dtype=torch.float64)
     beta, stepsize, w = 2.0, 0.5, 0.1
-    out = authors_spos_grad(theta, grad, w=w, beta=beta, stepsize=stepsize,
-                            generator=torch.Generator().manual_seed(0))
+    out = authors_spos_grad(theta, grad, w=w, beta=beta, stepsize=stepsize, generator=torch.Generator().manual_seed(0))
     residual = authors_svgd_grad(theta, grad, w=w) + beta * grad - out  # = sqrt(2 beta / s) med(|g|) xi
     med = grad.abs().flatten().sort().values[(grad.numel() - 1) // 2]  # lower median, about 0.6745e-3
     assert med.item() == pytest.approx(0.6745e-3, rel=0.02)
@@ -83,8 +92,15 @@ def test_spos_noise_is_the_grad_median_scaled_gaussian():
     xi = torch.randn(4, 20000, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     torch.testing.assert_close(z, xi)
     # GraphWriter's noise is not scaled by med(|g|).
-    out = authors_spos_grad(theta, grad, w=w, beta=beta, stepsize=stepsize, grad_scaled_noise=False,
-                            generator=torch.Generator().manual_seed(0))
+    out = authors_spos_grad(
+        theta,
+        grad,
+        w=w,
+        beta=beta,
+        stepsize=stepsize,
+        grad_scaled_noise=False,
+        generator=torch.Generator().manual_seed(0),
+    )
     torch.testing.assert_close(authors_svgd_grad(theta, grad, w=w) + beta * grad - out, math.sqrt(8.0) * xi)
 
 
@@ -180,8 +196,14 @@ def test_spos_sampler_uses_its_seeded_generator():
     before = _backward(model)
     sampler.step()
     a, g = model.conv.att_dst.detach()[0], before["conv.att_dst"][0]
-    want = 0.5 * authors_spos_grad(a.t().reshape(4, -1), g.t().reshape(4, -1), w=0.1, beta=3.0, stepsize=0.5,
-                                   generator=torch.Generator().manual_seed(5))
+    want = 0.5 * authors_spos_grad(
+        a.t().reshape(4, -1),
+        g.t().reshape(4, -1),
+        w=0.1,
+        beta=3.0,
+        stepsize=0.5,
+        generator=torch.Generator().manual_seed(5),
+    )
     torch.testing.assert_close(model.conv.att_dst.grad[0], want.reshape(3, 4).t())
 
 
@@ -201,11 +223,18 @@ def test_default_samplers_are_unchanged():
     assert torch.equal(model.out.weight.grad, before["out.weight"])
 
 
-@pytest.mark.parametrize("bad, word", [
-    ("svgd:update=theirs", "update"), ("svgd:update=authors,bandwidth=liu", "bandwidth"),
-    ("spos:kernel_grad=0,update=authors", "kernel_grad"), ("sgld:update=authors", "update"),
-    ("svgd:update=authors,w=0.01", "'w'"), ("svgd:view=heads", "view"), ("svgd:update=authors,view=rows", "view"),
-])
+@pytest.mark.parametrize(
+    "bad, word",
+    [
+        ("svgd:update=theirs", "update"),
+        ("svgd:update=authors,bandwidth=liu", "bandwidth"),
+        ("spos:kernel_grad=0,update=authors", "kernel_grad"),
+        ("sgld:update=authors", "update"),
+        ("svgd:update=authors,w=0.01", "'w'"),
+        ("svgd:view=heads", "view"),
+        ("svgd:update=authors,view=rows", "view"),
+    ],
+)
 def test_strict_spec(bad, word):
     with pytest.raises(ValueError, match=word):
         parse_variant(bad)

@@ -1,16 +1,18 @@
 """Planetoid loader on the real Cora raw files: statistics, read-only roots, missing/truncated files, downloads."""
+
 import pickle
 import shutil
 import stat
 from pathlib import Path
 
 import pytest
+from conftest import PLANETOID as SHARED
+from conftest import needs_cora as needs_data
+from conftest import offline_downloads, snapshot
 
 from graph_rma.data import planetoid
 from graph_rma.data.planetoid import load_planetoid, raw_file_names
 from graph_rma.data.root import DataNotFoundError
-
-from conftest import PLANETOID as SHARED, needs_cora as needs_data, offline_downloads, snapshot
 
 
 @pytest.fixture
@@ -110,7 +112,8 @@ def test_download_is_checksum_verified(tmp_path, data_cache, monkeypatch, http_f
     data = load_planetoid("Cora")[0]
     assert data.num_nodes == 2708
     assert sorted(p.name for p in (data_cache / "data" / "planetoid" / "Cora" / "raw").iterdir()) == sorted(
-        raw_file_names("Cora"))
+        raw_file_names("Cora")
+    )
 
     # A corrupted remote file is rejected and not kept.
     (remote / "ind.cora.y").write_bytes(b"not the real file")

@@ -1,19 +1,21 @@
 """Platonov et al.'s ``.npz`` graphs: a tiny hand-made fixture, real files, and agreement with PyG's class."""
+
 import shutil
 
 import numpy as np
 import pytest
 import torch
+from conftest import PYG, offline_downloads, snapshot
 
 from graph_rma.data import platonov
 from graph_rma.data.nodes import canonical_name, dataset_family, load_node_graph
 from graph_rma.data.platonov import available_platonov, load_platonov_all_splits, platonov_name
 from graph_rma.data.root import DataNotFoundError
 
-from conftest import PYG, offline_downloads, snapshot
-
-needs_platonov = pytest.mark.skipif(not (PYG / "heterophilous_graph" / "minesweeper" / "raw").is_dir(),
-                                    reason="Platonov et al.'s graphs not available (set GRAPH_RMA_DATA)")
+needs_platonov = pytest.mark.skipif(
+    not (PYG / "heterophilous_graph" / "minesweeper" / "raw").is_dir(),
+    reason="Platonov et al.'s graphs not available (set GRAPH_RMA_DATA)",
+)
 
 
 def _write(root, name, n=5, splits=10, **replace):
@@ -85,9 +87,15 @@ def test_names_and_bad_files_are_one_line_errors(tmp_path, monkeypatch, data_cac
 
 
 @needs_platonov
-@pytest.mark.parametrize("name,nodes,edges,features,classes", [
-    ("minesweeper", 10000, 39402, 7, 2), ("tolokers", 11758, 519000, 10, 2),
-    ("chameleon_filtered", 890, 8854, 2325, 5), ("chameleon_filtered_directed", 890, 13584, 2325, 5)])
+@pytest.mark.parametrize(
+    "name,nodes,edges,features,classes",
+    [
+        ("minesweeper", 10000, 39402, 7, 2),
+        ("tolokers", 11758, 519000, 10, 2),
+        ("chameleon_filtered", 890, 8854, 2325, 5),
+        ("chameleon_filtered_directed", 890, 13584, 2325, 5),
+    ],
+)
 def test_the_shared_graphs_have_their_published_sizes(name, nodes, edges, features, classes):
     d = load_platonov_all_splits(name, root=PYG)
     assert d.x.shape == (nodes, features) and d.edge_index.shape == (2, edges)
@@ -138,9 +146,12 @@ def test_malformed_files_are_one_line_errors_naming_the_file(tmp_path):
     with pytest.raises(ValueError, match=r"single\.npz: a \.npy file \(one array\), not a \.npz archive"):
         load_platonov_all_splits("single", root=tmp_path)
 
-    _forge_header(_write(tmp_path, "huge"), "node_features", (10 ** 12, 3))
-    with pytest.raises(ValueError, match=r"huge\.npz: node_features claims shape \(1000000000000, 3\) of float32 "
-                                         r"\(12000000000000 bytes\), but the file holds \d+ bytes"):
+    _forge_header(_write(tmp_path, "huge"), "node_features", (10**12, 3))
+    with pytest.raises(
+        ValueError,
+        match=r"huge\.npz: node_features claims shape \(1000000000000, 3\) of float32 "
+        r"\(12000000000000 bytes\), but the file holds \d+ bytes",
+    ):
         load_platonov_all_splits("huge", root=tmp_path)
 
     _write(tmp_path, "nosplits", splits=0)

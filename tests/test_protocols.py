@@ -1,10 +1,12 @@
 """Node-classification protocols: each option changes what it says on a hand-checkable graph; the presets are the
 cited configurations; the residual GAT is Platonov et al.'s block around PyG's GATConv; ROC AUC; early stopping."""
+
 import itertools
 import math
 
 import pytest
 import torch
+from conftest import PYG
 from torch_geometric.data import Data
 from torch_geometric.nn import GATConv
 
@@ -14,8 +16,6 @@ from graph_rma.metrics.classification import roc_auc, score
 from graph_rma.models import GAT, ResidualGAT
 from graph_rma.tasks import node_classification as nc
 from graph_rma.tasks.protocols import PROTOCOLS, Protocol, default_protocol, resolve_protocol
-
-from conftest import PYG
 
 
 # ---- graph transforms ----------------------------------------------------------------------------------------
@@ -76,34 +76,61 @@ def test_self_loops_option_reaches_both_gat_layers():
 # ---- presets -------------------------------------------------------------------------------------------------
 def test_presets_are_the_cited_configurations():
     g, y, p, s = (PROTOCOLS[k] for k in ("gat", "ggcn", "platonov", "platonov-small"))
-    assert (g.features, g.edges, g.weight_decay, g.epochs, g.early_stopping) == ("row", "as-stored", 5e-4, 1000,
-                                                                                 "val_metric")
+    assert (g.features, g.edges, g.weight_decay, g.epochs, g.early_stopping) == (
+        "row",
+        "as-stored",
+        5e-4,
+        1000,
+        "val_metric",
+    )
     # Yan et al.'s table_1_GAT.sh and full-supervised.py for the heterophilous graphs
     assert (y.hidden, y.heads, y.dropout, y.attn_dropout, y.lr, y.weight_decay) == (8, 8, 0.6, 0.6, 0.005, 5e-5)
     assert (y.features, y.edges, y.self_loops, y.epochs, y.patience, y.early_stopping) == (
-        "row", "reversed", True, 1500, 100, "val_loss")
+        "row",
+        "reversed",
+        True,
+        1500,
+        100,
+        "val_loss",
+    )
     assert "Table 1" in y.reproduces and "60.26" in y.reproduces
     # Platonov et al.'s train.py defaults
     assert (p.model, p.hidden, p.heads, p.layers, p.dropout, p.attn_dropout, p.lr, p.weight_decay, p.epochs) == (
-        "residual", 512, 8, 5, 0.2, 0.0, 3e-5, 0.0, 1000)
+        "residual",
+        512,
+        8,
+        5,
+        0.2,
+        0.0,
+        3e-5,
+        0.0,
+        1000,
+    )
     assert (p.features, p.edges, p.self_loops, p.patience) == ("none", "undirected", True, 1000)
     assert "92.01" in p.reproduces and s.model == "residual" and s.hidden < p.hidden and s.epochs < p.epochs
     assert [default_protocol(d) for d in ("Cora", "chameleon", "actor", "minesweeper", "roman_empire")] == [
-        "gat", "ggcn", "ggcn", "platonov-small", "platonov-small"]
+        "gat",
+        "ggcn",
+        "ggcn",
+        "platonov-small",
+        "platonov-small",
+    ]
 
 
 def test_overrides_and_bad_values_are_one_line_errors():
     p = resolve_protocol("ggcn", "chameleon", {"lr": 0.01, "v2": True, "heads": None})
     assert (p.name, p.lr, p.v2, p.heads, p.weight_decay) == ("ggcn", 0.01, True, 8, 5e-5)
     assert resolve_protocol(None, "minesweeper").name == "platonov-small"
-    for overrides, match in (({"lr": float("inf")}, "lr: expected a finite number"),
-                             ({"lr": 0}, "lr: expected a finite number > 0"),
-                             ({"weight_decay": float("nan")}, "weight_decay"),
-                             ({"dropout": 1.0}, "dropout: expected a probability"),
-                             ({"edges": "both"}, "edges: expected one of"),
-                             ({"layers": 3}, "layers: the GAT model has 2 layers"),
-                             ({"self_loops": "no"}, "self_loops: expected True or False"),
-                             ({"colour": 1}, "unknown field")):
+    for overrides, match in (
+        ({"lr": float("inf")}, "lr: expected a finite number"),
+        ({"lr": 0}, "lr: expected a finite number > 0"),
+        ({"weight_decay": float("nan")}, "weight_decay"),
+        ({"dropout": 1.0}, "dropout: expected a probability"),
+        ({"edges": "both"}, "edges: expected one of"),
+        ({"layers": 3}, "layers: the GAT model has 2 layers"),
+        ({"self_loops": "no"}, "self_loops: expected True or False"),
+        ({"colour": 1}, "unknown field"),
+    ):
         with pytest.raises(ValueError, match=match):
             resolve_protocol("ggcn", "chameleon", overrides)
     with pytest.raises(ValueError, match="hidden: the residual GAT splits hidden over the heads"):
@@ -173,8 +200,11 @@ def test_roc_auc_by_hand_and_by_its_definition():
         y = torch.randint(0, 2, (40,), generator=g)
         assert math.isclose(roc_auc(s, y), _auc_by_pairs(s.tolist(), y.tolist()), rel_tol=1e-12)
     assert score(torch.tensor([[0.0, 1.0], [2.0, 0.0]]), torch.tensor([1, 0]), "roc_auc") == 1.0
-    for s, y, match in (([0.1, 0.2], [1, 1], "needs both classes"), ([0.1], [0, 1], "differ in length"),
-                        ([0.1, 0.2], [0, 2], "labels must be 0 or 1")):
+    for s, y, match in (
+        ([0.1, 0.2], [1, 1], "needs both classes"),
+        ([0.1], [0, 1], "differ in length"),
+        ([0.1, 0.2], [0, 2], "labels must be 0 or 1"),
+    ):
         with pytest.raises(ValueError, match=match):
             roc_auc(torch.tensor(s), torch.tensor(y))
 
@@ -183,8 +213,12 @@ def test_roc_auc_refuses_scores_that_are_not_finite():
     """scikit-learn's roc_auc_score refuses NaN and infinite scores; so does this one, where it used to rank them
     (1.0 with one NaN below, 0.75 when all are NaN)."""
     y = torch.tensor([0, 0, 1, 1])
-    for s in ([0.1, 0.4, float("nan"), 0.8], [float("nan")] * 4, [0.1, float("inf"), 0.35, 0.8],
-              [float("-inf"), 0.4, 0.35, 0.8]):
+    for s in (
+        [0.1, 0.4, float("nan"), 0.8],
+        [float("nan")] * 4,
+        [0.1, float("inf"), 0.35, 0.8],
+        [float("-inf"), 0.4, 0.35, 0.8],
+    ):
         with pytest.raises(ValueError, match=r"roc_auc: scores must be finite, got \d NaN or infinite score"):
             roc_auc(torch.tensor(s), y)
     with pytest.raises(ValueError, match="scores must be finite, got 1 NaN"):
@@ -202,8 +236,14 @@ def test_val_loss_rule_keeps_the_lowest_loss_and_stops_after_patience():
     stop = EarlyStopping("val_loss", patience=2)
     # (metric, loss) per epoch: the metric is ignored; a loss equal to the best is no improvement (strict <)
     steps = [(0.1, 1.0), (0.9, 0.8), (0.95, 0.8), (0.2, 0.7), (0.99, 0.75), (0.99, 0.9)]
-    assert [stop.update(a, l) for a, l in steps] == [(True, False), (True, False), (False, False), (True, False),
-                                                      (False, False), (False, True)]
+    assert [stop.update(a, loss) for a, loss in steps] == [
+        (True, False),
+        (True, False),
+        (False, False),
+        (True, False),
+        (False, False),
+        (False, True),
+    ]
     with pytest.raises(ValueError, match="rule: expected one of"):
         EarlyStopping("val_los")
 
@@ -212,7 +252,7 @@ def test_val_loss_rule_keeps_the_lowest_loss_and_stops_after_patience():
 def test_a_binary_run_trains_one_logit_and_reports_roc_auc():
     torch.manual_seed(0)
     n = 40
-    y = (torch.arange(n) % 2)
+    y = torch.arange(n) % 2
     x = torch.randn(n, 4) + y[:, None].float()  # separable enough
     ei = torch.stack([torch.arange(n), (torch.arange(n) + 2) % n])
     part = torch.arange(n) // 2 % 4  # both classes in every part
@@ -220,8 +260,19 @@ def test_a_binary_run_trains_one_logit_and_reports_roc_auc():
     data = Data(x=x, edge_index=ei, y=y, train_mask=masks[0], val_mask=masks[1], test_mask=masks[2])
     _, kwargs = nc.model_settings(PROTOCOLS["platonov-small"], 4, 2, "roc_auc")
     kwargs.update(hidden=16, layers=1)
-    metrics, state, model = nc.train_run(data, "ma", 0, kwargs, epochs=30, patience=30, lr=3e-3, weight_decay=0.0,
-                                         early_stopping="val_auc", model="residual", metric="roc_auc")
+    metrics, state, model = nc.train_run(
+        data,
+        "ma",
+        0,
+        kwargs,
+        epochs=30,
+        patience=30,
+        lr=3e-3,
+        weight_decay=0.0,
+        early_stopping="val_auc",
+        model="residual",
+        metric="roc_auc",
+    )
     assert metrics["metric"] == "roc_auc" and model.output.out_features == 1
     model.eval()
     with torch.no_grad():
@@ -231,17 +282,23 @@ def test_a_binary_run_trains_one_logit_and_reports_roc_auc():
 
 
 def test_a_diverging_run_stops_with_a_clear_error():
-    data = Data(x=torch.randn(10, 3), edge_index=torch.tensor([[0, 1], [1, 2]]), y=torch.arange(10) % 2,
-                train_mask=torch.ones(10, dtype=torch.bool), val_mask=torch.ones(10, dtype=torch.bool),
-                test_mask=torch.ones(10, dtype=torch.bool))
+    data = Data(
+        x=torch.randn(10, 3),
+        edge_index=torch.tensor([[0, 1], [1, 2]]),
+        y=torch.arange(10) % 2,
+        train_mask=torch.ones(10, dtype=torch.bool),
+        val_mask=torch.ones(10, dtype=torch.bool),
+        test_mask=torch.ones(10, dtype=torch.bool),
+    )
     data.x[0, 0] = float("nan")
     with pytest.raises(nc.TrainingDiverged, match="training diverged at epoch 1 .*the loss is nan"):
-        nc.train_run(data, "ma", 0, {"in_channels": 3, "out_channels": 2, "hidden_channels": 2, "heads": 2},
-                     epochs=3)
+        nc.train_run(data, "ma", 0, {"in_channels": 3, "out_channels": 2, "hidden_channels": 2, "heads": 2}, epochs=3)
 
 
-needs_minesweeper = pytest.mark.skipif(not (PYG / "heterophilous_graph" / "minesweeper" / "raw").is_dir(),
-                                       reason="Platonov et al.'s graphs not available (set GRAPH_RMA_DATA)")
+needs_minesweeper = pytest.mark.skipif(
+    not (PYG / "heterophilous_graph" / "minesweeper" / "raw").is_dir(),
+    reason="Platonov et al.'s graphs not available (set GRAPH_RMA_DATA)",
+)
 
 
 @pytest.mark.slow
@@ -250,8 +307,29 @@ def test_node_command_on_minesweeper_scores_roc_auc(tmp_path, capsys):
     from graph_rma.cli import main
 
     out = tmp_path / "out"
-    assert main(["node", "--dataset", "minesweeper", "--variants", "ma", "--seeds", "3", "--epochs", "2",
-                 "--hidden", "16", "--layers", "1", "--out", str(out), "--no-plot"]) == 0
+    assert (
+        main(
+            [
+                "node",
+                "--dataset",
+                "minesweeper",
+                "--variants",
+                "ma",
+                "--seeds",
+                "3",
+                "--epochs",
+                "2",
+                "--hidden",
+                "16",
+                "--layers",
+                "1",
+                "--out",
+                str(out),
+                "--no-plot",
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "minesweeper, protocol platonov-small (residual, metric roc_auc, early stopping val_auc)" in text
     assert "test ROC AUC (%)" in text
@@ -273,8 +351,11 @@ def test_a_run_refuses_a_split_without_validation_or_test_nodes():
     the untrained model)."""
     kwargs = {"in_channels": 3, "out_channels": 2, "hidden_channels": 2, "heads": 2}
     for empty in ("train_mask", "val_mask", "test_mask"):
-        masks = {"train_mask": torch.arange(6) < 2, "val_mask": (torch.arange(6) >= 2) & (torch.arange(6) < 4),
-                 "test_mask": torch.arange(6) >= 4}
+        masks = {
+            "train_mask": torch.arange(6) < 2,
+            "val_mask": (torch.arange(6) >= 2) & (torch.arange(6) < 4),
+            "test_mask": torch.arange(6) >= 4,
+        }
         masks[empty] = torch.zeros(6, dtype=torch.bool)
         data = Data(x=torch.randn(6, 3), edge_index=torch.tensor([[0, 1], [1, 2]]), y=torch.arange(6) % 2, **masks)
         for rule in ("val_acc", "val_loss"):
@@ -283,27 +364,53 @@ def test_a_run_refuses_a_split_without_validation_or_test_nodes():
 
 
 def test_node_command_refuses_a_dropped_in_graph_with_an_empty_split_in_one_line(tmp_path, capsys):
-    from graph_rma.cli import main
     from test_platonov import _write
+
+    from graph_rma.cli import main
 
     val = torch.tensor([0, 0, 1, 0, 0], dtype=torch.bool).repeat(10, 1).numpy()
     val[7] = False
     _write(tmp_path, "holes", val_masks=val)
-    assert main(["node", "--dataset", "holes", "--root", str(tmp_path), "--seeds", "0", "--epochs", "1",
-                 "--variants", "ma", "--no-plot", "--out", str(tmp_path / "o")]) == 2
+    assert (
+        main(
+            [
+                "node",
+                "--dataset",
+                "holes",
+                "--root",
+                str(tmp_path),
+                "--seeds",
+                "0",
+                "--epochs",
+                "1",
+                "--variants",
+                "ma",
+                "--no-plot",
+                "--out",
+                str(tmp_path / "o"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert "holes.npz: split 7 has no validation node (val_masks[7] is all False)" in err
     assert "Traceback" not in err and len(err.splitlines()) == 1
 
 
 @needs_minesweeper
-@pytest.mark.parametrize("argv,match", [
-    (["--dataset", "minesweeper", "--metric", "accuracy", "--early-stopping", "val_auc"], "does not match the metric"),
-    (["--dataset", "chameleon_filtered", "--metric", "roc_auc"], "roc_auc needs a binary task"),
-    (["--dataset", "minesweeper", "--lr", "inf"], "--lr: expected a finite number"),
-    (["--dataset", "minesweeper", "--out", ""], "--out: expected a folder, got an empty path"),
-    (["--dataset", "nonexistent_graph"], "name: expected one of"),
-])
+@pytest.mark.parametrize(
+    "argv,match",
+    [
+        (
+            ["--dataset", "minesweeper", "--metric", "accuracy", "--early-stopping", "val_auc"],
+            "does not match the metric",
+        ),
+        (["--dataset", "chameleon_filtered", "--metric", "roc_auc"], "roc_auc needs a binary task"),
+        (["--dataset", "minesweeper", "--lr", "inf"], "--lr: expected a finite number"),
+        (["--dataset", "minesweeper", "--out", ""], "--out: expected a folder, got an empty path"),
+        (["--dataset", "nonexistent_graph"], "name: expected one of"),
+    ],
+)
 def test_node_command_mistakes_are_one_line(tmp_path, capsys, argv, match):
     from graph_rma.cli import main
 
@@ -313,24 +420,41 @@ def test_node_command_mistakes_are_one_line(tmp_path, capsys, argv, match):
     assert match in err and "Traceback" not in err and len(err.splitlines()) == 1
 
 
-@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
-    not torch.cuda.is_available(), reason="needs a CUDA device"))])
+@pytest.mark.parametrize(
+    "device",
+    [
+        "cpu",
+        pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")),
+    ],
+)
 def test_a_run_trains_on_the_device_asked_for_and_returns_a_cpu_state(device):
     torch.manual_seed(0)
-    data = Data(x=torch.randn(12, 3), edge_index=torch.tensor([[0, 1, 2, 3], [1, 2, 3, 0]]), y=torch.arange(12) % 3,
-                train_mask=torch.arange(12) < 6, val_mask=(torch.arange(12) >= 6) & (torch.arange(12) < 9),
-                test_mask=torch.arange(12) >= 9)
-    metrics, state, model = nc.train_run(data, "svgd:alpha=0.1", 0, {"in_channels": 3, "out_channels": 3,
-                                                                       "hidden_channels": 2, "heads": 2},
-                                         epochs=3, device=device)
+    data = Data(
+        x=torch.randn(12, 3),
+        edge_index=torch.tensor([[0, 1, 2, 3], [1, 2, 3, 0]]),
+        y=torch.arange(12) % 3,
+        train_mask=torch.arange(12) < 6,
+        val_mask=(torch.arange(12) >= 6) & (torch.arange(12) < 9),
+        test_mask=torch.arange(12) >= 9,
+    )
+    metrics, state, model = nc.train_run(
+        data,
+        "svgd:alpha=0.1",
+        0,
+        {"in_channels": 3, "out_channels": 3, "hidden_channels": 2, "heads": 2},
+        epochs=3,
+        device=device,
+    )
     assert metrics["device"] == device and next(model.parameters()).device.type == device
     assert all(v.device.type == "cpu" for v in state.values())
 
 
 def test_the_lean_option_reaches_every_attention_layer_and_keeps_the_outputs():
     x, ei = torch.randn(8, 5), torch.tensor([[0, 1, 2, 3, 4, 5], [1, 2, 3, 4, 5, 6]])
-    for cls, kwargs in ((GAT, {"hidden_channels": 4, "heads": 2}), (ResidualGAT, {"hidden": 8, "heads": 2,
-                                                                                  "layers": 2})):
+    for cls, kwargs in (
+        (GAT, {"hidden_channels": 4, "heads": 2}),
+        (ResidualGAT, {"hidden": 8, "heads": 2, "layers": 2}),
+    ):
         torch.manual_seed(0)
         plain = cls(5, 3, **kwargs).eval()
         lean = cls(5, 3, lean=True, **kwargs).eval()
@@ -368,8 +492,16 @@ def test_luo_protocol_applies_each_graphs_settings_then_the_overrides():
     from graph_rma.tasks.protocols import DATASET_SETTINGS
 
     mine = resolve_protocol("luo", "minesweeper")
-    assert (mine.model, mine.layers, mine.hidden, mine.heads, mine.lr, mine.dropout, mine.norm, mine.epochs) == \
-        ("classic", 15, 64, 1, 0.01, 0.2, "batch", 2000)
+    assert (mine.model, mine.layers, mine.hidden, mine.heads, mine.lr, mine.dropout, mine.norm, mine.epochs) == (
+        "classic",
+        15,
+        64,
+        1,
+        0.01,
+        0.2,
+        "batch",
+        2000,
+    )
     cham = resolve_protocol("luo", "chameleon_filtered", {"layers": 3, "heads": 8})
     assert (cham.layers, cham.hidden, cham.heads, cham.weight_decay, cham.dropout) == (3, 256, 8, 1e-3, 0.7)
     assert resolve_protocol("luo", "tolokers") == PROTOCOLS["luo"]  # no per-graph settings: the preset as it is
@@ -395,9 +527,14 @@ def test_a_study_takes_a_protocol_and_records_no_head_distance_for_one_head(tmp_
 
     torch.manual_seed(0)
     n = 40
-    data = Data(x=torch.randn(n, 6), edge_index=torch.randint(0, n, (2, 160)), y=torch.arange(n) % 3,
-                train_mask=torch.arange(n) < 20, val_mask=(torch.arange(n) >= 20) & (torch.arange(n) < 30),
-                test_mask=torch.arange(n) >= 30)
+    data = Data(
+        x=torch.randn(n, 6),
+        edge_index=torch.randint(0, n, (2, 160)),
+        y=torch.arange(n) % 3,
+        train_mask=torch.arange(n) < 20,
+        val_mask=(torch.arange(n) >= 20) & (torch.arange(n) < 30),
+        test_mask=torch.arange(n) >= 30,
+    )
     proto = dataclasses.replace(PROTOCOLS["luo"], layers=2, hidden=8, epochs=3, patience=3)
     name, kwargs = proto.model_settings(6, 3, "accuracy")
     metrics, _, model = nc.train_run(data, "ma", 0, kwargs, epochs=3, patience=3, model=name)

@@ -1,4 +1,5 @@
 """Silent-wrong results turned into exact values or one-line errors (issue: 'Wrong without a word')."""
+
 import pytest
 import torch
 
@@ -32,12 +33,14 @@ def test_flags_are_booleans_never_truthy_strings():
 def test_sampler_state_is_validated_whole_with_the_key_named():
     sampler = graph_rma.SVGD(torch.nn.MultiheadAttention(8, 4))
     good = sampler.state_dict()
-    for bad, match in (({**good, "steps": torch.tensor(-5)}, "'steps' must be an integer >= 0, got -5"),
-                       ({**good, "steps": 2.7}, "'steps' must be an integer >= 0, got 2.7"),
-                       ({**good, "steps": "x"}, "'steps' must be an integer >= 0"),
-                       ({**good, "generator": good["generator"][:10]}, "'generator' must be a CPU torch.Generator"),
-                       ({**good, "generator": good["generator"].float()}, "'generator' must be"),
-                       ({**good, "extra": 1}, r"unknown key\(s\) \['extra'\]")):
+    for bad, match in (
+        ({**good, "steps": torch.tensor(-5)}, "'steps' must be an integer >= 0, got -5"),
+        ({**good, "steps": 2.7}, "'steps' must be an integer >= 0, got 2.7"),
+        ({**good, "steps": "x"}, "'steps' must be an integer >= 0"),
+        ({**good, "generator": good["generator"][:10]}, "'generator' must be a CPU torch.Generator"),
+        ({**good, "generator": good["generator"].float()}, "'generator' must be"),
+        ({**good, "extra": 1}, r"unknown key\(s\) \['extra'\]"),
+    ):
         with pytest.raises(ValueError, match=match):
             sampler.load_state_dict(bad)
     assert sampler.steps == 0  # nothing half-applied
@@ -49,7 +52,7 @@ def test_a_byte_order_mark_is_not_text(tmp_path):
     path = tmp_path / "hyp.txt"
     path.write_bytes("\ufeffthe cat sat\nline two\n".encode("utf-8"))
     assert read_lines(path) == ["the cat sat", "line two"]
-    (tmp_path / "a.json").write_bytes("\ufeff{\"a\": 1}".encode("utf-8"))
+    (tmp_path / "a.json").write_bytes('\ufeff{"a": 1}'.encode("utf-8"))
     assert read_json(tmp_path / "a.json") == {"a": 1}
 
 
@@ -64,8 +67,24 @@ def test_score_is_the_same_with_and_without_a_bom(tmp_path, capsys):
     scores = []
     for hyp in ("plain.txt", "bom.txt"):
         out = tmp_path / f"{hyp}.json"
-        assert main(["score", "--hyp", str(tmp_path / hyp), "--ref", str(tmp_path / "ref.txt"), "--meteor", "none", "--tokenize", "split", "--json",
-                     str(out)]) == 0
+        assert (
+            main(
+                [
+                    "score",
+                    "--hyp",
+                    str(tmp_path / hyp),
+                    "--ref",
+                    str(tmp_path / "ref.txt"),
+                    "--meteor",
+                    "none",
+                    "--tokenize",
+                    "split",
+                    "--json",
+                    str(out),
+                ]
+            )
+            == 0
+        )
         scores.append(read_json(out))
     capsys.readouterr()
     assert scores[0] == scores[1]
@@ -167,21 +186,26 @@ def test_zero_width_particles_and_meta_models_are_one_line_errors():
 
 
 def test_report_on_a_checkpoint_whose_weights_do_not_match_is_one_line(tmp_path, capsys):
+    from conftest import PLANETOID
+
     from graph_rma.cli import main
     from graph_rma.engine import save_checkpoint
     from graph_rma.models import GAT
-
-    from conftest import PLANETOID
 
     if not (PLANETOID / "Cora" / "raw").is_dir():
         pytest.skip("needs the Cora raw files")
     model = GAT(1433, 7)
     state = model.state_dict()
     state["conv1.lin.weight"] = torch.zeros(3, 3)
-    save_checkpoint(tmp_path / "bad.pt", {"task": "cora", "dataset": "Cora", "model_kwargs": model.model_kwargs,
-                                          "model": state})
-    assert main(["report", "--checkpoint", str(tmp_path / "bad.pt"), "--out", str(tmp_path / "r"),
-                 "--root", str(PLANETOID)]) == 2
+    save_checkpoint(
+        tmp_path / "bad.pt", {"task": "cora", "dataset": "Cora", "model_kwargs": model.model_kwargs, "model": state}
+    )
+    assert (
+        main(
+            ["report", "--checkpoint", str(tmp_path / "bad.pt"), "--out", str(tmp_path / "r"), "--root", str(PLANETOID)]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert "do not match" in err and "Traceback" not in err and len(err.splitlines()) == 1
 
@@ -194,14 +218,48 @@ def test_entity_separator_accepts_the_documented_forms_and_warns_when_nothing_sp
     for i, line in enumerate(("cat ; mat", "cat; mat", "cat;mat")):
         (tmp_path / f"e{i}.txt").write_text(line + "\n")
         out = tmp_path / f"s{i}.json"
-        assert main(["score", "--hyp", str(tmp_path / "h.txt"), "--ref", str(tmp_path / "h.txt"), "--entities",
-                     str(tmp_path / f"e{i}.txt"), "--meteor", "none", "--tokenize", "split", "--json", str(out)]) == 0
+        assert (
+            main(
+                [
+                    "score",
+                    "--hyp",
+                    str(tmp_path / "h.txt"),
+                    "--ref",
+                    str(tmp_path / "h.txt"),
+                    "--entities",
+                    str(tmp_path / f"e{i}.txt"),
+                    "--meteor",
+                    "none",
+                    "--tokenize",
+                    "split",
+                    "--json",
+                    str(out),
+                ]
+            )
+            == 0
+        )
         values.append(read_json(out)["entity_coverage"])
     assert values == [100.0] * 3
     (tmp_path / "comma.txt").write_text("cat , mat\n")
     capsys.readouterr()
-    assert main(["score", "--hyp", str(tmp_path / "h.txt"), "--ref", str(tmp_path / "h.txt"), "--entities",
-                 str(tmp_path / "comma.txt"), "--meteor", "none", "--tokenize", "split"]) == 0
+    assert (
+        main(
+            [
+                "score",
+                "--hyp",
+                str(tmp_path / "h.txt"),
+                "--ref",
+                str(tmp_path / "h.txt"),
+                "--entities",
+                str(tmp_path / "comma.txt"),
+                "--meteor",
+                "none",
+                "--tokenize",
+                "split",
+            ]
+        )
+        == 0
+    )
     assert "no line of --entities" in capsys.readouterr().err
 
 
@@ -242,8 +300,25 @@ def test_filesystem_failures_are_one_line_naming_the_users_path(tmp_path, capsys
         pytest.skip("needs the Cora raw files")
     out = tmp_path / "out"
     (out / "checkpoints" / f"{slug('ma')}_seed0.pt").mkdir(parents=True)  # a folder where the checkpoint goes
-    assert main(["cora", "--seeds", "0", "--epochs", "1", "--variants", "ma", "--out", str(out), "--no-plot",
-                 "--root", str(PLANETOID)]) == 1
+    assert (
+        main(
+            [
+                "cora",
+                "--seeds",
+                "0",
+                "--epochs",
+                "1",
+                "--variants",
+                "ma",
+                "--out",
+                str(out),
+                "--no-plot",
+                "--root",
+                str(PLANETOID),
+            ]
+        )
+        == 1
+    )
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.endswith(f"is a folder, not a file: {out / 'checkpoints' / (slug('ma') + '_seed0.pt')}")
 
@@ -267,8 +342,22 @@ def test_an_output_folder_on_a_virtual_file_system_is_one_line(capsys):
 
     if not (PLANETOID / "Cora" / "raw").is_dir() or not __import__("os").path.isdir("/proc/self"):
         pytest.skip("needs the Cora raw files and /proc")
-    code = main(["cora", "--seeds", "0", "--epochs", "1", "--variants", "ma", "--out", "/proc/self/graph_rma_out",
-                 "--no-plot", "--root", str(PLANETOID)])
+    code = main(
+        [
+            "cora",
+            "--seeds",
+            "0",
+            "--epochs",
+            "1",
+            "--variants",
+            "ma",
+            "--out",
+            "/proc/self/graph_rma_out",
+            "--no-plot",
+            "--root",
+            str(PLANETOID),
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()[-1]
     # 2: refused as not writable when the command line is read (os.access says so: not for root, who may write
     # there as far as permissions go); 1: the write itself failed
@@ -285,8 +374,9 @@ def test_report_reads_a_graph_to_text_checkpoint(tmp_path, capsys):
 
     config = {**webnlg.PRESETS["cpu"], "epochs": 1, "hidden": 16, "layers": 1, "batch_size": 4}
     run = tmp_path / "run"
-    webnlg.train(config, run, REPO / "datasets" / "fixtures" / "webnlg_tiny", "svgd", seed=0, progress=False,
-                 device="cpu")
+    webnlg.train(
+        config, run, REPO / "datasets" / "fixtures" / "webnlg_tiny", "svgd", seed=0, progress=False, device="cpu"
+    )
     capsys.readouterr()
     assert main(["report", "--checkpoint", str(run / "best.pt"), "--out", str(tmp_path / "r")]) == 0
     out = capsys.readouterr().out

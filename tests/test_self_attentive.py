@@ -1,4 +1,5 @@
 """SelfAttentiveEncoder (Lin et al. 2017): attention, padding, Frobenius penalty, heads as particles."""
+
 import pytest
 import torch
 from torch import nn
@@ -75,7 +76,9 @@ def test_per_head_ws1_blocks():
     assert g.roles == ["ws1", "ws2"] and g.dim == 7 + 7 * 12
     theta = g.theta()
     for h in range(3):
-        torch.testing.assert_close(theta[h], torch.cat([own.ws2.weight[h], own.ws1.weight[7 * h:7 * (h + 1)].flatten()]).detach())
+        torch.testing.assert_close(
+            theta[h], torch.cat([own.ws2.weight[h], own.ws1.weight[7 * h : 7 * (h + 1)].flatten()]).detach()
+        )
 
 
 def test_svgd_replaces_only_head_gradients():

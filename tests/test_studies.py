@@ -1,4 +1,5 @@
 """The study drivers' grids are valid on the models they run (a spec that fails only after hours of runs is a bug)."""
+
 import importlib.util
 import json
 import sys
@@ -9,7 +10,6 @@ from conftest import REPO
 
 from graph_rma.models import GAT
 from graph_rma.variants import apply_variant, parse_variant
-
 
 pytestmark = pytest.mark.slow  # subprocesses or real-data runs: left out of make test-fast
 
@@ -140,9 +140,20 @@ def test_benchmark_tables_are_what_their_committed_results_render_to():
 def test_graph_to_text_study_runs_the_documented_commands(tmp_path):
     study = _load("graph_to_text")
     agenda = [c[2:] for c in study.commands("agenda", "svgd", tmp_path)]
-    assert agenda == [["graph_rma.cli", "agenda", "train", "--out", str(tmp_path / "agenda" / "svgd"), "--variant",
-                       "svgd:alpha=0.1", "--evaluate", "--quiet"],
-                      ["graph_rma.cli", "agenda", "heads", "--out", str(tmp_path / "agenda" / "svgd")]]
+    assert agenda == [
+        [
+            "graph_rma.cli",
+            "agenda",
+            "train",
+            "--out",
+            str(tmp_path / "agenda" / "svgd"),
+            "--variant",
+            "svgd:alpha=0.1",
+            "--evaluate",
+            "--quiet",
+        ],
+        ["graph_rma.cli", "agenda", "heads", "--out", str(tmp_path / "agenda" / "svgd")],
+    ]
     assert [c[4] for c in study.commands("webnlg", "ma", tmp_path)] == ["train"]
 
 
@@ -153,13 +164,19 @@ def test_cora_study_grid_parses_and_the_rule_picks_by_validation_on_seeds_100_10
         assert heads in (1, 8)
 
     def runs(vals):
-        return [{"seed": s, "val": v, "test": 0.0, "dist": 0.1, "epochs": 100, "sec_per_epoch": 0.1}
-                for s, v in zip(study.TUNING_SEEDS, vals)]
+        return [
+            {"seed": s, "val": v, "test": 0.0, "dist": 0.1, "epochs": 100, "sec_per_epoch": 0.1}
+            for s, v in zip(study.TUNING_SEEDS, vals)
+        ]
 
-    results = {"tuning": [{"variant": "ma", "out_heads": 1, "runs": runs([80.0, 81.0, 99.0])},
-                          {"variant": "ma", "out_heads": 8, "runs": runs([81.0, 81.0, 0.0])},
-                          {"variant": "svgd:alpha=0.1", "out_heads": 1, "runs": runs([80.0, 80.0, 80.0])},
-                          {"variant": "svgd:eps=8", "out_heads": 1, "runs": runs([80.0, 80.0, 90.0])}]}
+    results = {
+        "tuning": [
+            {"variant": "ma", "out_heads": 1, "runs": runs([80.0, 81.0, 99.0])},
+            {"variant": "ma", "out_heads": 8, "runs": runs([81.0, 81.0, 0.0])},
+            {"variant": "svgd:alpha=0.1", "out_heads": 1, "runs": runs([80.0, 80.0, 80.0])},
+            {"variant": "svgd:eps=8", "out_heads": 1, "runs": runs([80.0, 80.0, 90.0])},
+        ]
+    }
     # seed 102 never decides; ties go to the earlier entry
     assert study.rule_choice(results) == {"ma": ("ma", 8), "svgd": ("svgd:alpha=0.1", 1)}
 
@@ -180,12 +197,13 @@ def test_readme_and_home_quote_the_generated_baseline_numbers():
     import re
 
     page = (REPO / "docs" / "baselines.md").read_text()
-    generated = "".join(page.split(f"<!-- {n}:start -->")[1].split(f"<!-- {n}:end -->")[0]
-                        for n in ("reproduction", "evidence"))
+    generated = "".join(
+        page.split(f"<!-- {n}:start -->")[1].split(f"<!-- {n}:end -->")[0] for n in ("reproduction", "evidence")
+    )
     readme = (REPO / "README.md").read_text()
-    claim = readme[readme.index("**Does it help?"):readme.index("The package also has")]
+    claim = readme[readme.index("**Does it help?") : readme.index("The package also has")]
     home = (REPO / "docs" / "index.md").read_text()
-    home_claim = home[home.index('!!! note "Does it help?"'):home.index("## Where to read more")]
+    home_claim = home[home.index('!!! note "Does it help?"') : home.index("## Where to read more")]
     published = {"60.26 ± 2.50"}
     earlier = (REPO / "docs" / "where-it-helps.md").read_text()  # the superseded study the claim contrasts
     for text in (claim, home_claim):
@@ -201,11 +219,14 @@ def test_the_docs_hook_turns_rest_into_markdown():
     spec = importlib.util.spec_from_file_location("griffe_rest", REPO / "docs" / "hooks" / "griffe_rest.py")
     hook = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(hook)
-    text = ("See :class:`~graph_rma.nn.RepulsiveGATConv` and :func:`graph_rma.convert`, ``x`` and :math:`a_i`.\n\n"
-            ".. math::\n    y = \\sum_i x_i\n\nFrom Python::\n\n    run()\n")
+    text = (
+        "See :class:`~graph_rma.nn.RepulsiveGATConv` and :func:`graph_rma.convert`, ``x`` and :math:`a_i`.\n\n"
+        ".. math::\n    y = \\sum_i x_i\n\nFrom Python::\n\n    run()\n"
+    )
     assert hook.rest_to_markdown(text) == (
         "See `RepulsiveGATConv` and `graph_rma.convert`, `x` and $a_i$.\n\n$$\ny = \\sum_i x_i\n$$\n\n"
-        "From Python:\n\n    run()\n")
+        "From Python:\n\n    run()\n"
+    )
 
 
 def test_cora_default_timing_says_whether_make_cora_printed_the_studys_numbers(tmp_path):
@@ -224,15 +245,18 @@ def test_baselines_report_from_a_folder_without_runs_keeps_the_committed_results
     assert study.collect(tmp_path) == json.loads((REPO / "docs" / "baselines" / "results.json").read_text())
 
 
-@pytest.mark.parametrize("script,args,word", [
-    ("baselines.py", ["report", "--page", "{tmp}/missing.md"], "argument --page: no such page"),
-    ("baselines.py", ["reproduce", "--seeds", "x"], "argument --seeds: expected a seed"),
-    ("baselines.py", ["reproduce", "--threads", "0"], "argument --threads: expected a positive integer"),
-    ("baselines.py", ["reproduce", "chameleon"], "rows: unknown row 'chameleon'; choose from chameleon:ggcn"),
-    ("baselines.py", ["final", "plane"], "rows: unknown arm 'plane'"),
-    ("baselines.py", ["reproduce", "--out", "{tmp}/file.md"], "is a file, not a folder"),
-    ("metrics.py", ["report", "--page", "{tmp}/missing.md"], "argument --page: no such page"),
-])
+@pytest.mark.parametrize(
+    "script,args,word",
+    [
+        ("baselines.py", ["report", "--page", "{tmp}/missing.md"], "argument --page: no such page"),
+        ("baselines.py", ["reproduce", "--seeds", "x"], "argument --seeds: expected a seed"),
+        ("baselines.py", ["reproduce", "--threads", "0"], "argument --threads: expected a positive integer"),
+        ("baselines.py", ["reproduce", "chameleon"], "rows: unknown row 'chameleon'; choose from chameleon:ggcn"),
+        ("baselines.py", ["final", "plane"], "rows: unknown arm 'plane'"),
+        ("baselines.py", ["reproduce", "--out", "{tmp}/file.md"], "is a file, not a folder"),
+        ("metrics.py", ["report", "--page", "{tmp}/missing.md"], "argument --page: no such page"),
+    ],
+)
 def test_study_drivers_refuse_bad_arguments_in_one_line_and_write_nothing(script, args, word, tmp_path):
     """Bad arguments used to end in tracebacks; `baselines.py report --page <missing>` wrote results.json before
     failing."""
@@ -241,8 +265,13 @@ def test_study_drivers_refuse_bad_arguments_in_one_line_and_write_nothing(script
     (tmp_path / "file.md").write_text("a file\n")
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     before = sorted(p.name for p in tmp_path.rglob("*"))
-    proc = subprocess.run([sys.executable, str(REPO / "studies" / script), *args], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "studies" / script), *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     err = [line for line in proc.stderr.strip().splitlines() if not line.startswith(("usage:", "  "))]
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and len(err) == 1, proc.stderr[-2000:]
     assert word in err[0], err

@@ -1,5 +1,6 @@
 """graph_rma.tasks.webnlg and the ``graph-rma webnlg`` command: multi-reference scoring by subset, exact resume,
 train / generate / evaluate on the tiny fixture."""
+
 import json
 from pathlib import Path
 
@@ -13,8 +14,9 @@ from graph_rma.engine import load_checkpoint
 from graph_rma.tasks import webnlg as task
 
 FIXTURE = Path(__file__).resolve().parents[1] / "datasets" / "fixtures" / "webnlg_tiny"
-SMALL = dict(task.PRESETS["cpu"], hidden=16, layers=1, heads=2, decoder_heads=2, epochs=2, batch_size=3, min_freq=1,
-             max_len=12)
+SMALL = dict(
+    task.PRESETS["cpu"], hidden=16, layers=1, heads=2, decoder_heads=2, epochs=2, batch_size=3, min_freq=1, max_len=12
+)
 
 
 @pytest.fixture(scope="module")
@@ -23,16 +25,19 @@ def splits():
 
 
 def test_multi_reference_scores_by_hand():
-    refs = [{"references": ["the dog sat", "a cat ran"], "entities": ["cat"], "seen": True},
-            {"references": ["x y z w", "p q r s"], "entities": ["p"], "seen": False}]
+    refs = [
+        {"references": ["the dog sat", "a cat ran"], "entities": ["cat"], "seen": True},
+        {"references": ["x y z w", "p q r s"], "entities": ["p"], "seen": False},
+    ]
     res = task.score(["the cat sat", "p q r s"], refs, meteor="none")
     # entry 1: every hypothesis unigram occurs in one of the references -> clipped unigram precision 3/3; entry 2
     # equals its second reference (4/4); both hypotheses as long as their closest reference: BLEU-1 = 100
     assert res["all"]["BLEU-1"] == pytest.approx(100.0, abs=1e-6)
     assert res["all"]["n"] == 2 and res["seen"]["n"] == 1 and res["unseen"]["n"] == 1
     # only the first references: unigram precision (2 + 0) / 7
-    first = task.score(["the cat sat", "p q r s"], [dict(r, references=r["references"][:1]) for r in refs],
-                      meteor="none")
+    first = task.score(
+        ["the cat sat", "p q r s"], [dict(r, references=r["references"][:1]) for r in refs], meteor="none"
+    )
     assert first["all"]["BLEU-1"] == pytest.approx(100.0 * 2 / 7, abs=1e-4)
     # seen: "the cat sat" vs best reference "the dog sat": ROUGE-1 F = 2/3; unseen matches exactly
     assert res["seen"]["ROUGE-1"] == pytest.approx(200.0 / 3)
@@ -49,8 +54,9 @@ def test_multi_reference_scores_by_hand():
 def test_resume_after_kill_is_identical(tmp_path, splits):
     variant = "svgd:alpha=0.1"
     full = task.train(dict(SMALL), tmp_path / "full", variant=variant, seed=1, progress=False, splits=splits)
-    killed = task.train(dict(SMALL), tmp_path / "resumed", variant=variant, seed=1, stop_after=3, progress=False,
-                       splits=splits)
+    killed = task.train(
+        dict(SMALL), tmp_path / "resumed", variant=variant, seed=1, stop_after=3, progress=False, splits=splits
+    )
     assert killed == {"stopped": True, "step": 3}  # mid-way through epoch 2 (2 batches per epoch)
     resumed = task.train(dict(SMALL), tmp_path / "resumed", variant=variant, seed=1, progress=False, splits=splits)
     assert resumed["steps"] == full["steps"] == 4
@@ -66,8 +72,29 @@ def test_resume_after_kill_is_identical(tmp_path, splits):
 def test_cli_train_generate_evaluate(tmp_path, capsys):
     out = tmp_path / "run"
     args = ["--root", str(FIXTURE), "--out", str(out), "--quiet"]
-    assert cli.main(["train", *args, "--hidden", "16", "--layers", "1", "--heads", "2", "--epochs", "1",
-                     "--batch-size", "3", "--min-freq", "1", "--variant", "ma"]) == 0
+    assert (
+        cli.main(
+            [
+                "train",
+                *args,
+                "--hidden",
+                "16",
+                "--layers",
+                "1",
+                "--heads",
+                "2",
+                "--epochs",
+                "1",
+                "--batch-size",
+                "3",
+                "--min-freq",
+                "1",
+                "--variant",
+                "ma",
+            ]
+        )
+        == 0
+    )
     assert (out / "best.pt").exists() and (out / "checkpoint.pt").exists()
     assert json.loads((out / "config.json").read_text())["train_records"] == 6
     assert cli.main(["generate", *args, "--split", "test", "--beam", "2", "--max-len", "12"]) == 0
@@ -96,8 +123,14 @@ def test_resume_with_other_settings_is_refused(tmp_path, splits):
     task.train(dict(SMALL, epochs=1), tmp_path / "run", variant="ma", seed=0, progress=False, splits=splits)
     with pytest.raises(ValueError, match=r"other settings \(heads 2 -> 4, min_freq 1 -> 2\); use the same"):
         # max_len, a decoding option, could change; heads and min_freq cannot
-        task.train(dict(SMALL, epochs=1, heads=4, max_len=20, min_freq=2), tmp_path / "run", variant="ma", seed=0,
-                   progress=False, splits=splits)
+        task.train(
+            dict(SMALL, epochs=1, heads=4, max_len=20, min_freq=2),
+            tmp_path / "run",
+            variant="ma",
+            seed=0,
+            progress=False,
+            splits=splits,
+        )
 
 
 @pytest.mark.slow
@@ -108,11 +141,32 @@ def test_cli_evaluate_with_the_challenge_scorer(tmp_path, capsys):
 
     out = tmp_path / "run"
     args = ["--root", str(FIXTURE), "--out", str(out), "--quiet"]
-    assert cli.main(["train", *args, "--hidden", "16", "--layers", "1", "--heads", "2", "--epochs", "1",
-                     "--batch-size", "3", "--min-freq", "1"]) == 0
+    assert (
+        cli.main(
+            [
+                "train",
+                *args,
+                "--hidden",
+                "16",
+                "--layers",
+                "1",
+                "--heads",
+                "2",
+                "--epochs",
+                "1",
+                "--batch-size",
+                "3",
+                "--min-freq",
+                "1",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
-    assert cli.main(["evaluate", *args, "--split", "test", "--meteor", "none", "--beam", "1",
-                     "--scorer", "webnlg2017"]) == 0
+    assert (
+        cli.main(["evaluate", *args, "--split", "test", "--meteor", "none", "--beam", "1", "--scorer", "webnlg2017"])
+        == 0
+    )
     printed = json.loads(capsys.readouterr().out)
     result = json.loads((out / "metrics.test.webnlg2017.json").read_text())
     assert printed["scorer"] == result["scorer"] == "webnlg2017" and printed.keys() == result.keys()

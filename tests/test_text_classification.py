@@ -1,4 +1,5 @@
 """Text classification (graph_rma.tasks.text_classification) and `graph-rma text` on a separable toy task."""
+
 import json
 import random
 import sys
@@ -32,12 +33,18 @@ def _toy_ds(n, seed, split):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("model,variant", [("transformer", "svgd:alpha=1"), ("selfattn", "reg:kind=frobenius,weight=0.1+dropattn:p=0.1,mode=column")])
+@pytest.mark.parametrize(
+    "model,variant",
+    [("transformer", "svgd:alpha=1"), ("selfattn", "reg:kind=frobenius,weight=0.1+dropattn:p=0.1,mode=column")],
+)
 def test_end_to_end_learns_separable_toy_task(model, variant):
     torch.set_num_threads(1)
     tr, te = _toy_ds(400, 0, "train"), _toy_ds(200, 1, "test")
-    kw = dict(d_model=32, heads=4, num_layers=1, dim_feedforward=64) if model == "transformer" else \
-        dict(embed_dim=16, hidden_channels=16, attention_channels=16, heads=4, mlp_channels=32)
+    kw = (
+        dict(d_model=32, heads=4, num_layers=1, dim_feedforward=64)
+        if model == "transformer"
+        else dict(embed_dim=16, hidden_channels=16, attention_channels=16, heads=4, mlp_channels=32)
+    )
     metrics, m, vocab = tc.train_one(model, variant, tr, te, seed=0, cfg=tc.Config(epochs=6, lr=3e-3), model_kwargs=kw)
     assert metrics["test_acc"] >= 0.95, metrics
     # the keyword gets the most attention from at least one head
@@ -51,11 +58,33 @@ def test_cli_writes_results_and_heatmaps(tmp_path):
     (root / "TREC").mkdir(parents=True)
     for split, n, seed in (("train", 200, 0), ("test", 60, 1)):
         s, y = _toy(n, seed)
-        (root / "TREC" / f"TREC.{split}.all").write_text("".join(f"{a} {b}\n" for a, b in zip(y, s)), encoding="latin-1")
+        (root / "TREC" / f"TREC.{split}.all").write_text(
+            "".join(f"{a} {b}\n" for a, b in zip(y, s)), encoding="latin-1"
+        )
     out = tmp_path / "out"
-    rc = cli.main(["--root", str(root), "--datasets", "trec", "--models", "transformer", "selfattn",
-                   "--variants", "ma", "svgd", "--seeds", "0", "1", "--epochs", "1", "--out", str(out),
-                   "--sentence", "w1 excellent w2"])
+    rc = cli.main(
+        [
+            "--root",
+            str(root),
+            "--datasets",
+            "trec",
+            "--models",
+            "transformer",
+            "selfattn",
+            "--variants",
+            "ma",
+            "svgd",
+            "--seeds",
+            "0",
+            "1",
+            "--epochs",
+            "1",
+            "--out",
+            str(out),
+            "--sentence",
+            "w1 excellent w2",
+        ]
+    )
     assert rc == 0
     res = json.loads((out / "results.json").read_text())
     assert len(res["runs"]) == 8 and len(res["summary"]) == 4
@@ -104,14 +133,26 @@ def test_run_benchmark_from_python(tmp_path):
     (root / "TREC").mkdir(parents=True)
     for split, n, seed in (("train", 120, 0), ("test", 40, 1)):
         s, y = _toy(n, seed)
-        (root / "TREC" / f"TREC.{split}.all").write_text("".join(f"{a} {b}\n" for a, b in zip(y, s)), encoding="latin-1")
+        (root / "TREC" / f"TREC.{split}.all").write_text(
+            "".join(f"{a} {b}\n" for a, b in zip(y, s)), encoding="latin-1"
+        )
     lines = []
-    result = tc.run_benchmark(["trec"], ["selfattn"], ["ma", "reg"], seeds=[3], out=tmp_path / "out", epochs=1,
-                              root=str(root), sentence="w1 awful", log=lines.append,
-                              model_kwargs={"selfattn": dict(embed_dim=8, hidden_channels=8, attention_channels=8,
-                                                             heads=2, mlp_channels=8)})
+    result = tc.run_benchmark(
+        ["trec"],
+        ["selfattn"],
+        ["ma", "reg"],
+        seeds=[3],
+        out=tmp_path / "out",
+        epochs=1,
+        root=str(root),
+        sentence="w1 awful",
+        log=lines.append,
+        model_kwargs={"selfattn": dict(embed_dim=8, hidden_channels=8, attention_channels=8, heads=2, mlp_channels=8)},
+    )
     assert [(r["variant"], r["seed"], r["spec"]) for r in result["runs"]] == [
-        ("ma", 3, "ma"), ("reg", 3, "reg:kind=frobenius,weight=0.1")]
+        ("ma", 3, "ma"),
+        ("reg", 3, "reg:kind=frobenius,weight=0.1"),
+    ]
     assert len(lines) == 2 and [r["seeds"] for r in result["summary"]] == [1, 1]
     saved = json.loads((tmp_path / "out" / "results.json").read_text())
     assert saved["runs"] == result["runs"] and "command" not in saved
@@ -127,12 +168,31 @@ def test_cli_without_matplotlib_finishes_and_says_so_in_one_line(tmp_path, monke
     (root / "TREC").mkdir(parents=True)
     for split, n, seed in (("train", 100, 0), ("test", 30, 1)):
         s, y = _toy(n, seed)
-        (root / "TREC" / f"TREC.{split}.all").write_text("".join(f"{a} {b}\n" for a, b in zip(y, s)), encoding="latin-1")
+        (root / "TREC" / f"TREC.{split}.all").write_text(
+            "".join(f"{a} {b}\n" for a, b in zip(y, s)), encoding="latin-1"
+        )
     for name in [m for m in sys.modules if m.split(".")[0] == "matplotlib"] + ["matplotlib"]:
         monkeypatch.setitem(sys.modules, name, None)  # as if the plots extra were not installed
     out = tmp_path / "out"
-    assert cli.main(["--root", str(root), "--models", "selfattn", "--variants", "ma", "--seeds", "0", "--epochs", "1",
-                     "--out", str(out)]) == 0
+    assert (
+        cli.main(
+            [
+                "--root",
+                str(root),
+                "--models",
+                "selfattn",
+                "--variants",
+                "ma",
+                "--seeds",
+                "0",
+                "--epochs",
+                "1",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     lines = capsys.readouterr().out.splitlines()
     skipped = [line for line in lines if "skipped" in line]
     assert skipped == ["pictures skipped (matplotlib not installed): pip install 'graph-rma[plots]'"]
@@ -147,7 +207,9 @@ def test_cli_heads_sets_every_models_number_of_heads(tmp_path, monkeypatch):
     (root / "TREC").mkdir(parents=True)
     for split, n, seed in (("train", 40, 0), ("test", 20, 1)):
         s, y = _toy(n, seed)
-        (root / "TREC" / f"TREC.{split}.all").write_text("".join(f"{a} {b}\n" for a, b in zip(y, s)), encoding="latin-1")
+        (root / "TREC" / f"TREC.{split}.all").write_text(
+            "".join(f"{a} {b}\n" for a, b in zip(y, s)), encoding="latin-1"
+        )
     seen = {}
     real = tc.train_one
 
@@ -158,7 +220,26 @@ def test_cli_heads_sets_every_models_number_of_heads(tmp_path, monkeypatch):
         return metrics, model, vocab
 
     monkeypatch.setattr(tc, "train_one", spy)
-    rc = cli.main(["--root", str(root), "--datasets", "trec", "--models", "transformer", "selfattn", "--variants",
-                   "ma", "--seeds", "0", "--epochs", "1", "--heads", "8", "--out", str(tmp_path / "out")])
+    rc = cli.main(
+        [
+            "--root",
+            str(root),
+            "--datasets",
+            "trec",
+            "--models",
+            "transformer",
+            "selfattn",
+            "--variants",
+            "ma",
+            "--seeds",
+            "0",
+            "--epochs",
+            "1",
+            "--heads",
+            "8",
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
     assert rc == 0
     assert seen == {"transformer": [8, 8], "selfattn": [8]}

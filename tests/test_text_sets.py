@@ -1,12 +1,21 @@
 """SUBJ, CR, MPQA on the real files (sizes of Kim 2014 Table 1 / shared/data/README.md section 8, the 10 folds, label
 order, cp1252) and strict per-file encodings on hand-made files (a bad byte is an error naming file:line)."""
+
 from pathlib import Path
 
 import pytest
 
 from graph_rma.data.root import DataNotFoundError, resolve_root
-from graph_rma.data.text import (DATASETS, ENCODINGS, load_cr, load_mpqa, load_subj, load_text_dataset,
-                                 numbered_lines, read_lines)
+from graph_rma.data.text import (
+    DATASETS,
+    ENCODINGS,
+    load_cr,
+    load_mpqa,
+    load_subj,
+    load_text_dataset,
+    numbered_lines,
+    read_lines,
+)
 
 TEXT = resolve_root("text")
 HAVE = all((TEXT / rel).is_file() for rel in ("SUBJ/subj.all", "CR/custrev.all", "MPQA/mpqa.all"))

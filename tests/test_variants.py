@@ -6,14 +6,26 @@ from graph_rma import SGLD, SPOS, SVGD
 from graph_rma.variants import make_sampler, parse_variant, regularization_loss
 
 
-@pytest.mark.parametrize("spec", [
-    "ma", "svgd", "svgd:alpha=0.1,eps=0.5", "spos:alpha=1,beta=1000,bandwidth=liu", "sgld:beta=100",
-    "svgd:roles=att_src/att_dst,layers=conv1", "reg:kind=disagreement,weight=0.1,target=parameters",
-    "reg:kind=frobenius,weight=0.01", "dropattn:p=0.2,w=3,mode=column,rescale=inverse",
-    "svgd:alpha=0.5+dropattn:p=0.1", "svgd:kernel_grad=0", "svgd:alpha=0.01,update=authors",
-    "spos:alpha=0.1,eps=0.5,beta=2,update=authors,roles=lin", "svgd:update=paper",
-    "svgd:update=authors,view=heads,roles=ws2",
-])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "ma",
+        "svgd",
+        "svgd:alpha=0.1,eps=0.5",
+        "spos:alpha=1,beta=1000,bandwidth=liu",
+        "sgld:beta=100",
+        "svgd:roles=att_src/att_dst,layers=conv1",
+        "reg:kind=disagreement,weight=0.1,target=parameters",
+        "reg:kind=frobenius,weight=0.01",
+        "dropattn:p=0.2,w=3,mode=column,rescale=inverse",
+        "svgd:alpha=0.5+dropattn:p=0.1",
+        "svgd:kernel_grad=0",
+        "svgd:alpha=0.01,update=authors",
+        "spos:alpha=0.1,eps=0.5,beta=2,update=authors,roles=lin",
+        "svgd:update=paper",
+        "svgd:update=authors,view=heads,roles=ws2",
+    ],
+)
 def test_spec_round_trip(spec):
     v = parse_variant(spec)
     assert parse_variant(v.spec) == v
@@ -27,10 +39,19 @@ def test_parsed_values():
     assert parse_variant("dropattn").name == "dropattn" and parse_variant("reg").name == "reg"
 
 
-@pytest.mark.parametrize("bad, word", [
-    ("", "variant"), ("svgd+spos", "two samplers"), ("svgd:alpha=x", "alpha"), ("foo", "unknown part"),
-    ("svgd:gamma=1", "gamma"), ("reg:kind=l2", "kind"), ("dropattn:mode=q", "mode"), ("svgd:alpha", "key=value"),
-])
+@pytest.mark.parametrize(
+    "bad, word",
+    [
+        ("", "variant"),
+        ("svgd+spos", "two samplers"),
+        ("svgd:alpha=x", "alpha"),
+        ("foo", "unknown part"),
+        ("svgd:gamma=1", "gamma"),
+        ("reg:kind=l2", "kind"),
+        ("dropattn:mode=q", "mode"),
+        ("svgd:alpha", "key=value"),
+    ],
+)
 def test_bad_specs(bad, word):
     with pytest.raises(ValueError, match=word):
         parse_variant(bad)
@@ -55,17 +76,33 @@ def test_regularization_loss_weights_terms():
     with pytest.raises(ValueError, match="attention"):
         regularization_loss("reg")
     outs = torch.tensor([[[1.0, 0.0], [1.0, 0.0]]])
-    assert regularization_loss("reg:kind=disagreement,weight=2,target=outputs", head_outputs=[outs]).item() == pytest.approx(2.0)
+    assert regularization_loss(
+        "reg:kind=disagreement,weight=2,target=outputs", head_outputs=[outs]
+    ).item() == pytest.approx(2.0)
 
 
-@pytest.mark.parametrize("bad, word", [
-    ("svgd:kernel_grad=maybe", "kernel_grad"), ("dropattn:window=2.7", "window"), ("dropattn:w=0", "window"),
-    ("svgd:alpha=1,alpha=2", "duplicate key 'alpha'"), ("dropattn:w=2,window=3", "duplicate key 'window'"),
-    ("svgd:alpha=-1", "alpha"), ("svgd:alpha=nan", "alpha"), ("svgd:eps=0", "eps"), ("spos:beta=-1", "beta"),
-    ("svgd:bandwidth=silverman", "bandwidth"), ("svgd:bandwidth=-2", "bandwidth"), ("dropattn:p=1.5", "p"),
-    ("dropattn:rescale=sum", "rescale"), ("reg:weight=-0.1", "weight"), ("svgd:roles=/", "roles"),
-    ("dropattn:p=0.1+dropattn:p=0.2", "twice"), ("reg+reg:weight=1", "twice"),
-])
+@pytest.mark.parametrize(
+    "bad, word",
+    [
+        ("svgd:kernel_grad=maybe", "kernel_grad"),
+        ("dropattn:window=2.7", "window"),
+        ("dropattn:w=0", "window"),
+        ("svgd:alpha=1,alpha=2", "duplicate key 'alpha'"),
+        ("dropattn:w=2,window=3", "duplicate key 'window'"),
+        ("svgd:alpha=-1", "alpha"),
+        ("svgd:alpha=nan", "alpha"),
+        ("svgd:eps=0", "eps"),
+        ("spos:beta=-1", "beta"),
+        ("svgd:bandwidth=silverman", "bandwidth"),
+        ("svgd:bandwidth=-2", "bandwidth"),
+        ("dropattn:p=1.5", "p"),
+        ("dropattn:rescale=sum", "rescale"),
+        ("reg:weight=-0.1", "weight"),
+        ("svgd:roles=/", "roles"),
+        ("dropattn:p=0.1+dropattn:p=0.2", "twice"),
+        ("reg+reg:weight=1", "twice"),
+    ],
+)
 def test_strict_parsing_names_the_key(bad, word):
     with pytest.raises(ValueError, match=word):
         parse_variant(bad)

@@ -1,26 +1,28 @@
 """graph_rma.data.webnlg: parsing (fixture and real release), graph construction, copy placeholders, scoring, and the
 graph-to-text records and encoder (one record per reference, relation words on relation nodes)."""
+
 import math
 import os
 from pathlib import Path
 
 import pytest
+from conftest import needs_punkt as needs_nltk_data
 
 from graph_rma.data.root import DataNotFoundError
 from graph_rma.data.webnlg import (
     ENTITY,
-    MAX_RELATION_TOKENS,
-    WebNLGEncoder,
-    build_webnlg_vocab,
-    load_webnlg_splits,
     GLOBAL,
     INVERSE,
+    MAX_RELATION_TOKENS,
     RELATION,
+    WebNLGEncoder,
     WebNLGFormatError,
     build_graph,
+    build_webnlg_vocab,
     delexicalise,
     entity_text,
     load_webnlg,
+    load_webnlg_splits,
     read_xml,
     relation_text,
     relexicalise,
@@ -29,7 +31,6 @@ from graph_rma.data.webnlg import (
 FIXTURE = Path(__file__).resolve().parents[1] / "datasets" / "fixtures" / "webnlg_tiny"
 DATA = os.environ.get("GRAPH_RMA_DATA", "")
 REAL = Path(DATA, "webnlg") if DATA else None
-from conftest import needs_punkt as needs_nltk_data
 
 
 def test_text_normalisation():
@@ -44,14 +45,19 @@ def test_text_normalisation():
 
 def test_parse_fixture_by_hand():
     train = load_webnlg("train", root=FIXTURE)
-    assert [(e.category, e.eid, e.size) for e in train] == [("Astronaut", "Id1", 1), ("Astronaut", "Id2", 1),
-                                                             ("Airport", "Id1", 2)]
+    assert [(e.category, e.eid, e.size) for e in train] == [
+        ("Astronaut", "Id1", 1),
+        ("Astronaut", "Id2", 1),
+        ("Airport", "Id1", 2),
+    ]
     assert sum(len(e.references) for e in train) == 6
     assert train[0].references == ["Ada Quill was selected by NASA in 1971.", "In 1971, NASA selected Ada Quill."]
     assert train[1].entities == ["Ada Quill", "5000.0 (minutes)"]
     air = train[2]
-    assert air.triples == [("Lindholm_Airport", "cityServed", '"Lindholm, Norway"'),
-                           ("Lindholm_Airport", "runwayLength", "2000.0")]
+    assert air.triples == [
+        ("Lindholm_Airport", "cityServed", '"Lindholm, Norway"'),
+        ("Lindholm_Airport", "runwayLength", "2000.0"),
+    ]
     assert air.entities == ["Lindholm Airport", "Lindholm, Norway", "2000.0"]
     assert air.relations == ["city served", "runway length"]
     assert air.triple_index == [(0, 0, 1), (0, 1, 2)]
@@ -91,9 +97,19 @@ def test_graph_construction_by_hand():
     g = t0.graph()
     # 4 entities (0-3), global node 4, triple k -> relation node 5+2k and inverse node 6+2k
     assert g.num_nodes == 11 and g.num_entities == 4
-    assert g.node_text == ["Lindholm Airport", "Lindholm", "Norway", "12", "<global>", "city served", "city served",
-                           "country", "country", "elevation above the sea level (in metres)",
-                           "elevation above the sea level (in metres)"]
+    assert g.node_text == [
+        "Lindholm Airport",
+        "Lindholm",
+        "Norway",
+        "12",
+        "<global>",
+        "city served",
+        "city served",
+        "country",
+        "country",
+        "elevation above the sea level (in metres)",
+        "elevation above the sea level (in metres)",
+    ]
     assert g.node_kind.tolist() == [ENTITY] * 4 + [GLOBAL] + [RELATION, INVERSE] * 3
     want = (
         [(0, 4), (4, 0), (1, 4), (4, 1), (2, 4), (4, 2), (3, 4), (4, 3)]  # global <-> entities
@@ -119,16 +135,23 @@ def test_build_graph_rejects_bad_indices():
 
 def test_malformed_xml_names_the_file(tmp_path):
     bad = tmp_path / "broken.xml"
-    bad.write_text("<benchmark><entries><entry category='A' eid='Id1' size='1'>\n<mtriple>a | b | c</entries>",
-                   encoding="utf-8")
+    bad.write_text(
+        "<benchmark><entries><entry category='A' eid='Id1' size='1'>\n<mtriple>a | b | c</entries>", encoding="utf-8"
+    )
     with pytest.raises(WebNLGFormatError, match=r"broken\.xml: malformed XML at line 2"):
         read_xml(bad)
-    bad.write_text("<benchmark><entries><entry category='A' eid='Id7' size='1'><modifiedtripleset>"
-                   "<mtriple>a | b</mtriple></modifiedtripleset></entry></entries></benchmark>", encoding="utf-8")
+    bad.write_text(
+        "<benchmark><entries><entry category='A' eid='Id7' size='1'><modifiedtripleset>"
+        "<mtriple>a | b</mtriple></modifiedtripleset></entry></entries></benchmark>",
+        encoding="utf-8",
+    )
     with pytest.raises(WebNLGFormatError, match=r"broken\.xml: entry eid='Id7'.*subject \| property \| object"):
         read_xml(bad)
-    bad.write_text("<benchmark><entries><entry category='A' eid='Id8' size='2'><modifiedtripleset>"
-                   "<mtriple>a | b | c</mtriple></modifiedtripleset></entry></entries></benchmark>", encoding="utf-8")
+    bad.write_text(
+        "<benchmark><entries><entry category='A' eid='Id8' size='2'><modifiedtripleset>"
+        "<mtriple>a | b | c</mtriple></modifiedtripleset></entry></entries></benchmark>",
+        encoding="utf-8",
+    )
     with pytest.raises(WebNLGFormatError, match="size=2 but 1 triples"):
         read_xml(bad)
 
@@ -146,12 +169,44 @@ def test_delexicalise_relexicalise_by_hand():
     toks, found = delexicalise(t0.references[1], t0.entities)
     # "Lindholm, Norway is served by Lindholm Airport, which lies 12 metres above sea level."
     # the longer "lindholm airport" wins where it matches; a lone "lindholm" is entity 1
-    assert toks == ["<ent_1>", ",", "<ent_2>", "is", "served", "by", "<ent_0>", ",", "which", "lies", "<ent_3>",
-                    "metres", "above", "sea", "level", "."]
+    assert toks == [
+        "<ent_1>",
+        ",",
+        "<ent_2>",
+        "is",
+        "served",
+        "by",
+        "<ent_0>",
+        ",",
+        "which",
+        "lies",
+        "<ent_3>",
+        "metres",
+        "above",
+        "sea",
+        "level",
+        ".",
+    ]
     assert found == [True, True, True, True]
-    assert relexicalise(toks, t0.entities) == ["lindholm", ",", "norway", "is", "served", "by", "lindholm",
-                                               "airport", ",", "which", "lies", "12", "metres", "above", "sea",
-                                               "level", "."]
+    assert relexicalise(toks, t0.entities) == [
+        "lindholm",
+        ",",
+        "norway",
+        "is",
+        "served",
+        "by",
+        "lindholm",
+        "airport",
+        ",",
+        "which",
+        "lies",
+        "12",
+        "metres",
+        "above",
+        "sea",
+        "level",
+        ".",
+    ]
     # an entity worded differently in the text is not found and stays as words
     toks, found = delexicalise("Ada spent 5000.0 minutes in space.", ["Ada Quill", "5000.0 (minutes)"])
     assert found == [False, False] and "<ent_0>" not in toks

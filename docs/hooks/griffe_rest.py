@@ -2,6 +2,7 @@
 inside Google-style sections; the site renders Markdown. Each docstring is rewritten before rendering: roles become
 code spans, ``.. math::`` blocks and ``:math:`` roles become MathJax (pymdownx.arithmatex), double backquotes become
 code, and a paragraph ending in ``::`` introduces its indented code block as Markdown expects."""
+
 from __future__ import annotations
 
 import re
@@ -21,7 +22,7 @@ def _math_blocks(text: str) -> str:
         stripped = line.strip()
         if stripped.startswith(".. math::"):
             indent = line[: len(line) - len(line.lstrip())]
-            body, i = [stripped[len(".. math::"):].strip()], i + 1
+            body, i = [stripped[len(".. math::") :].strip()], i + 1
             while i < len(lines) and (not lines[i].strip() or lines[i].startswith(indent + " ")):
                 body.append(lines[i])
                 i += 1

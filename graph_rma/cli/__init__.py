@@ -3,6 +3,7 @@
 The command modules import only argparse and :mod:`graph_rma.tasks.defaults` at the top, and the task (torch, PyG)
 when the command runs: ``graph-rma`` and every ``--help`` answer without loading torch.
 """
+
 from __future__ import annotations
 
 import importlib

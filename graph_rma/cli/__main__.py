@@ -1,3 +1,5 @@
-from graph_rma.cli import main
 import sys
+
+from graph_rma.cli import main
+
 sys.exit(main())

@@ -16,6 +16,7 @@ A user's mistake (a misspelt variant, a count below 1, missing data, an output f
 does not exist) prints one line and exits with 2 (1 for missing data or a missing optional extra) before any data is
 loaded; any other exception is a bug and shows its traceback. Nothing here imports torch: ``--help`` stays fast.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,16 +24,47 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
-from ..argtypes import (SeedsAction, device, nonnegative_float, nonnegative_int, out_dir, out_file, positive_float,
-                        positive_int, probability, require_out_dir, seed, seed_list)
+from ..argtypes import (
+    SeedsAction,
+    device,
+    nonnegative_float,
+    nonnegative_int,
+    out_dir,
+    out_file,
+    positive_float,
+    positive_int,
+    probability,
+    require_out_dir,
+    seed,
+    seed_list,
+)
 
-__all__ = ["HelpFormatter", "Parser", "SeedsAction", "UsageError", "device", "format_preset", "nonnegative_float",
-           "nonnegative_int", "out_dir", "out_file", "positive_float", "positive_int", "probability", "require_out_dir",
-           "run_command", "seed", "seed_list", "strip_markup", "variant_spec"]
+__all__ = [
+    "HelpFormatter",
+    "Parser",
+    "SeedsAction",
+    "UsageError",
+    "device",
+    "format_preset",
+    "nonnegative_float",
+    "nonnegative_int",
+    "out_dir",
+    "out_file",
+    "positive_float",
+    "positive_int",
+    "probability",
+    "require_out_dir",
+    "run_command",
+    "seed",
+    "seed_list",
+    "strip_markup",
+    "variant_spec",
+]
 
 
 class UsageError(Exception):
-    """A mistake on the command line found by the command itself (e.g. no trained run in ``--out``): one line, exit 2."""
+    """A mistake on the command line found by the command itself (e.g. no trained run in ``--out``): one line,
+    exit 2."""
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -76,9 +108,15 @@ def variant_spec(text: str) -> str:
 
 def add_seeds(parser: argparse.ArgumentParser, default_help: str) -> None:
     """``--seeds S [S ...]`` (a list; ranges ``A-B``)."""
-    parser.add_argument("--seeds", nargs="+", type=seed_list, action=SeedsAction, default=None, metavar="S",
-                        help=f"the seeds, each a number or a range A-B, e.g. --seeds 0 1 2 or --seeds 0-9 "
-                             f"(default: {default_help})")
+    parser.add_argument(
+        "--seeds",
+        nargs="+",
+        type=seed_list,
+        action=SeedsAction,
+        default=None,
+        metavar="S",
+        help=f"the seeds, each a number or a range A-B, e.g. --seeds 0 1 2 or --seeds 0-9 (default: {default_help})",
+    )
 
 
 def format_preset(name: str, values: Mapping[str, Any]) -> str:
@@ -101,17 +139,21 @@ def run_command(prog: str, fn: Callable[[], Optional[int]]) -> int:
     except Exception as exc:
         # DataNotFoundError / MissingExtraError can only come from their modules once imported: looking them up
         # in sys.modules keeps a plain usage error from importing torch (engine's package) just to classify it
-        if _raised(exc, "graph_rma.data.root", "DataNotFoundError") or \
-                _raised(exc, "graph_rma.engine.optional", "MissingExtraError") or \
-                _raised(exc, "graph_rma.engine.optional", "MissingToolError"):
+        if (
+            _raised(exc, "graph_rma.data.root", "DataNotFoundError")
+            or _raised(exc, "graph_rma.engine.optional", "MissingExtraError")
+            or _raised(exc, "graph_rma.engine.optional", "MissingToolError")
+        ):
             print(f"{prog}: {exc}", file=sys.stderr)
             return 1
         if isinstance(exc, (UsageError, ValueError)):
             print(f"{prog}: {exc}", file=sys.stderr)
             return 2
         if isinstance(exc, LookupError) and _raised_by_package(exc):  # a missing resource (NLTK data): one line
-            print(f"{prog}: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}",
-                  file=sys.stderr)
+            print(
+                f"{prog}: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}",
+                file=sys.stderr,
+            )
             return 1
         if isinstance(exc, OSError) and exc.filename is not None:  # a file-system failure on a user's path
             print(f"{prog}: {exc.strerror or exc}: {exc.filename}", file=sys.stderr)
@@ -162,4 +204,3 @@ def strip_markup(text: str) -> str:
 def description(doc: Optional[str]) -> str:
     """A command module's docstring as its ``--help`` description (plain text)."""
     return strip_markup((doc or "").strip())
-

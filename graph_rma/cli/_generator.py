@@ -2,6 +2,7 @@
 
 Nothing here imports torch or the tasks at the top: the parsers are built from :mod:`graph_rma.tasks.defaults`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -10,29 +11,55 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Sequence
 
 from ..tasks.defaults import METEOR_CHOICES, SCORER_HELP, SCORERS
-from ._common import (Parser, check_trained_run, description, device, format_preset, nonnegative_float,
-                      nonnegative_int, out_dir, positive_float, positive_int, probability, require_out_dir, seed,
-                      variant_spec)
+from ._common import (
+    Parser,
+    check_trained_run,
+    description,
+    device,
+    format_preset,
+    nonnegative_float,
+    nonnegative_int,
+    out_dir,
+    positive_float,
+    positive_int,
+    probability,
+    require_out_dir,
+    seed,
+    variant_spec,
+)
 
 #: (option, type, help) of the training settings a preset sets and the command line may override
 _CONFIG_OPTIONS = (
-    ("hidden", positive_int, "model width"), ("layers", positive_int, "graph-transformer blocks"),
+    ("hidden", positive_int, "model width"),
+    ("layers", positive_int, "graph-transformer blocks"),
     ("heads", positive_int, "encoder heads (the particles of the repulsive variants)"),
     ("epochs", positive_int, "epochs (more epochs on an existing run continue it)"),
     ("batch_size", positive_int, "global batch size (records per optimizer step)"),
     ("min_freq", positive_int, "vocabulary: words seen at least this often"),
     ("max_target_len", positive_int, "truncate training texts to this many tokens"),
-    ("beam", positive_int, "beam size for decoding (1 = greedy)"), ("max_len", positive_int, "longest decoded text"),
-    ("lr", positive_float, "learning rate"), ("dropout", probability, "dropout"),
+    ("beam", positive_int, "beam size for decoding (1 = greedy)"),
+    ("max_len", positive_int, "longest decoded text"),
+    ("lr", positive_float, "learning rate"),
+    ("dropout", probability, "dropout"),
     ("attention_dropout", probability, "dropout on attention weights"),
-    ("clip", nonnegative_float, "gradient norm clipping (0: none)"), ("momentum", nonnegative_float, "SGD momentum"),
+    ("clip", nonnegative_float, "gradient norm clipping (0: none)"),
+    ("momentum", nonnegative_float, "SGD momentum"),
     ("length_penalty", float, "beam search length penalty"),
 )
 
 
-def generator_parser(name: str, label: str, doc: str, presets: Dict[str, Dict[str, Any]], unit: str,
-                     splits: Sequence[str], save_every: int, common_options: Optional[Callable] = None,
-                     preset_help: Optional[Dict[str, str]] = None, scorers: bool = False):
+def generator_parser(
+    name: str,
+    label: str,
+    doc: str,
+    presets: Dict[str, Dict[str, Any]],
+    unit: str,
+    splits: Sequence[str],
+    save_every: int,
+    common_options: Optional[Callable] = None,
+    preset_help: Optional[Dict[str, str]] = None,
+    scorers: bool = False,
+):
     """``graph-rma <name>``'s parser with ``train``, ``generate`` and ``evaluate``; returns ``(parser, subparsers,
     common)`` (``common``: the options every subcommand shares, for a further subcommand such as ``heads``).
     ``unit``: what one example is called in the help texts; ``common_options(common)`` adds dataset options;
@@ -41,16 +68,26 @@ def generator_parser(name: str, label: str, doc: str, presets: Dict[str, Dict[st
     p = Parser(prog=f"graph-rma {name}", description=description(doc))
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--variant", type=variant_spec, default="ma", metavar="SPEC",
-                        help="the variant, e.g. ma, svgd:alpha=0.1, spos:..., dropattn:p=0.1, reg:... (see "
-                             "graph_rma.variants); without --out it also names the run folder")
-    common.add_argument("--out", type=out_dir, default=None,
-                        help=f"run folder (default: runs/{name}/<variant>, the spec made a folder name by graph_rma.engine.slug, "
-                             f"e.g. runs/{name}/ma-138224)")
+    common.add_argument(
+        "--variant",
+        type=variant_spec,
+        default="ma",
+        metavar="SPEC",
+        help="the variant, e.g. ma, svgd:alpha=0.1, spos:..., dropattn:p=0.1, reg:... (see "
+        "graph_rma.variants); without --out it also names the run folder",
+    )
+    common.add_argument(
+        "--out",
+        type=out_dir,
+        default=None,
+        help=f"run folder (default: runs/{name}/<variant>, the spec made a folder name by graph_rma.engine.slug, "
+        f"e.g. runs/{name}/ma-138224)",
+    )
     common.add_argument("--root", default=None, help=f"{label} folder (default: $GRAPH_RMA_DATA/{name})")
     common.add_argument("--quiet", action="store_true", help="no progress bars")
-    common.add_argument("--device", type=device, default=None,
-                        help="cpu, cuda or cuda:N (default: cuda when available)")
+    common.add_argument(
+        "--device", type=device, default=None, help="cpu, cuda or cuda:N (default: cuda when available)"
+    )
     if common_options is not None:
         common_options(common)
 
@@ -60,23 +97,39 @@ def generator_parser(name: str, label: str, doc: str, presets: Dict[str, Dict[st
     what = "train one variant into its run folder (resumes OUT/checkpoint.pt if present)"
     t = sub.add_parser("train", parents=[common], description=brief("train", what), help=what)
     notes = preset_help or {}
-    t.add_argument("--preset", default="cpu", choices=sorted(presets),
-                   help="the training settings: " + "; ".join(
-                       format_preset(k, v) + (f" ({notes[k]})" if k in notes else "") for k, v in presets.items()))
+    t.add_argument(
+        "--preset",
+        default="cpu",
+        choices=sorted(presets),
+        help="the training settings: "
+        + "; ".join(format_preset(k, v) + (f" ({notes[k]})" if k in notes else "") for k, v in presets.items()),
+    )
     t.add_argument("--seed", type=seed, default=0, help="seed of the weights, batch order and noise")
-    t.add_argument("--max-train", type=positive_int, default=None,
-                   help=f"use only the first N training {unit} (default: all)")
-    t.add_argument("--max-dev", type=positive_int, default=None,
-                   help=f"use only the first N dev {unit} for the dev loss (default: all)")
-    t.add_argument("--save-every", type=nonnegative_int, default=save_every,
-                   help="checkpoint every N optimizer steps (0: at the end of each epoch only)")
+    t.add_argument(
+        "--max-train", type=positive_int, default=None, help=f"use only the first N training {unit} (default: all)"
+    )
+    t.add_argument(
+        "--max-dev",
+        type=positive_int,
+        default=None,
+        help=f"use only the first N dev {unit} for the dev loss (default: all)",
+    )
+    t.add_argument(
+        "--save-every",
+        type=nonnegative_int,
+        default=save_every,
+        help="checkpoint every N optimizer steps (0: at the end of each epoch only)",
+    )
     for key, kind, text in _CONFIG_OPTIONS:
         t.add_argument("--" + key.replace("_", "-"), type=kind, default=None, help=f"{text} (default: the preset's)")
     t.add_argument("--optimizer", choices=["adam", "sgd"], default=None, help="optimizer (default: the preset's)")
     t.add_argument("--evaluate", action="store_true", help="after training, decode and score the test split")
     for cmd in ("generate", "evaluate"):
-        what = ("decode a split with OUT/best.pt" if cmd == "generate"
-                else "score a split (decoding it first if OUT has no hypotheses for it)")
+        what = (
+            "decode a split with OUT/best.pt"
+            if cmd == "generate"
+            else "score a split (decoding it first if OUT has no hypotheses for it)"
+        )
         g = sub.add_parser(cmd, parents=[common], description=brief(cmd, what), help=what)
         g.add_argument("--split", default="test", choices=list(splits), help="the split")
         g.add_argument("--checkpoint", type=Path, default=None, help="the model (default: OUT/best.pt)")
@@ -86,8 +139,12 @@ def generator_parser(name: str, label: str, doc: str, presets: Dict[str, Dict[st
         g.add_argument("--batch-size", type=positive_int, default=32, help=f"{unit} decoded at once")
         g.add_argument("--limit", type=positive_int, default=None, help=f"only the first N {unit} (default: all)")
         if cmd == "evaluate":
-            g.add_argument("--meteor", default="auto", choices=METEOR_CHOICES,
-                           help="METEOR implementation: auto (1.5 if java is found, else nltk), meteor-1.5, nltk, none")
+            g.add_argument(
+                "--meteor",
+                default="auto",
+                choices=METEOR_CHOICES,
+                help="METEOR implementation: auto (1.5 if java is found, else nltk), meteor-1.5, nltk, none",
+            )
             g.add_argument("--regenerate", action="store_true", help="decode again even if OUT/hyp.SPLIT.txt exists")
             if scorers:
                 g.add_argument("--scorer", default="coco", choices=SCORERS, help=SCORER_HELP)
@@ -118,8 +175,11 @@ def rounded(obj: Any, digits: int = 2) -> Any:
 def trained_checkpoint(args: argparse.Namespace, name: str) -> Path:
     """The checkpoint ``generate``/``evaluate``/``heads`` read; a one-line error naming ``train`` when it is missing."""
     out = resolve_out(args, name)
-    train = f"graph-rma {name} train --out {out}" if args.variant == "ma" else \
-        f"graph-rma {name} train --variant {args.variant} --out {out}"
+    train = (
+        f"graph-rma {name} train --out {out}"
+        if args.variant == "ma"
+        else f"graph-rma {name} train --variant {args.variant} --out {out}"
+    )
     return check_trained_run(out, args.checkpoint, f"graph-rma {name}", train)
 
 
@@ -135,12 +195,21 @@ def preset_config(args: argparse.Namespace, presets: Dict[str, Dict[str, Any]]) 
 
 def generation_kwargs(args: argparse.Namespace, progress: bool) -> Dict[str, Any]:
     """The decoding options of ``generate`` / ``evaluate`` as keyword arguments of the tasks' ``generate``."""
-    return dict(checkpoint=args.checkpoint, beam=args.beam, max_len=args.max_len, length_penalty=args.length_penalty,
-                batch_size=args.batch_size, limit=args.limit, progress=progress, device=args.device)
+    return dict(
+        checkpoint=args.checkpoint,
+        beam=args.beam,
+        max_len=args.max_len,
+        length_penalty=args.length_penalty,
+        batch_size=args.batch_size,
+        limit=args.limit,
+        progress=progress,
+        device=args.device,
+    )
 
 
-def train_command(args: argparse.Namespace, run: Callable[[Any], Dict[str, Any]],
-                  evaluate_run: Callable[[Any], Dict[str, Any]]) -> int:
+def train_command(
+    args: argparse.Namespace, run: Callable[[Any], Dict[str, Any]], evaluate_run: Callable[[Any], Dict[str, Any]]
+) -> int:
     """``train`` (and ``--evaluate``) in one process, or under ``torchrun`` in each of its processes: the process
     group is set up from torchrun's variables, each rank gets its own device, rank 0 prints and evaluates."""
     from ..engine.distributed import cleanup, init_from_env
@@ -154,8 +223,11 @@ def train_command(args: argparse.Namespace, run: Callable[[Any], Dict[str, Any]]
     try:
         summary = run(device)
         if info.rank == 0:
-            print(json.dumps(rounded({"out": str(args.out),
-                                      **{k: summary[k] for k in ("variant", "best_dev_loss", "steps")}}, 4)))
+            print(
+                json.dumps(
+                    rounded({"out": str(args.out), **{k: summary[k] for k in ("variant", "best_dev_loss", "steps")}}, 4)
+                )
+            )
             if args.evaluate:
                 print(json.dumps(rounded(evaluate_run(device))))
     finally:
@@ -163,5 +235,12 @@ def train_command(args: argparse.Namespace, run: Callable[[Any], Dict[str, Any]]
     return 0
 
 
-__all__ = ["generation_kwargs", "generator_parser", "preset_config", "resolve_out", "rounded", "train_command",
-           "trained_checkpoint"]
+__all__ = [
+    "generation_kwargs",
+    "generator_parser",
+    "preset_config",
+    "resolve_out",
+    "rounded",
+    "train_command",
+    "trained_checkpoint",
+]

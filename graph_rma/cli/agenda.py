@@ -25,6 +25,7 @@ single-process gradient; the sampler then runs on identical gradients with ident
 alone writes files and shows progress; the checkpoint keeps every rank's RNG state, so resuming with the same ``N``
 is exact. Training ends by checking that the replicas are bitwise equal (``replica_sha1`` in ``train.json``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,22 +36,34 @@ from typing import Optional, Sequence
 
 from ..tasks.defaults import AGENDA_PRESETS, AGENDA_SPLITS
 from ._common import positive_int, run_command
-from ._generator import (generation_kwargs, generator_parser, preset_config, resolve_out, rounded, train_command,
-                         trained_checkpoint)
+from ._generator import (
+    generation_kwargs,
+    generator_parser,
+    preset_config,
+    resolve_out,
+    rounded,
+    train_command,
+    trained_checkpoint,
+)
 
 NAME = "agenda"
 
 
 def _protocol(common: argparse.ArgumentParser) -> None:
-    common.add_argument("--protocol", default="auto", choices=["auto", "official", "offline"],
-                        help="official: the published train/val/test files; offline (without the train file): train on "
-                             "fake.train.tsv plus 800 val records, select on the other 200, test on test (not "
-                             "comparable to published scores); auto: official when the train file exists")
+    common.add_argument(
+        "--protocol",
+        default="auto",
+        choices=["auto", "official", "offline"],
+        help="official: the published train/val/test files; offline (without the train file): train on "
+        "fake.train.tsv plus 800 val records, select on the other 200, test on test (not "
+        "comparable to published scores); auto: official when the train file exists",
+    )
 
 
 def _parser():
-    p, sub, common = generator_parser(NAME, "AGENDA", __doc__, AGENDA_PRESETS, "records", AGENDA_SPLITS,
-                                      save_every=50, common_options=_protocol)
+    p, sub, common = generator_parser(
+        NAME, "AGENDA", __doc__, AGENDA_PRESETS, "records", AGENDA_SPLITS, save_every=50, common_options=_protocol
+    )
     h = sub.add_parser("heads", parents=[common], help="head diversity of OUT/best.pt (parameters and attention)")
     h.add_argument("--split", default="test", choices=list(AGENDA_SPLITS), help="the split")
     h.add_argument("--limit", type=positive_int, default=200, help="graphs used for the attention similarity")
@@ -67,16 +80,34 @@ def _run(args: argparse.Namespace) -> int:
 
         return train_command(
             args,
-            lambda device: task.train(config, out, args.root, args.protocol, args.variant, args.seed,
-                                      args.max_train, args.max_dev, args.save_every, progress=progress, device=device),
-            lambda device: task.evaluate(out, "test", args.root, args.protocol, regenerate=True,
-                                         progress=progress, device=device))
+            lambda device: task.train(
+                config,
+                out,
+                args.root,
+                args.protocol,
+                args.variant,
+                args.seed,
+                args.max_train,
+                args.max_dev,
+                args.save_every,
+                progress=progress,
+                device=device,
+            ),
+            lambda device: task.evaluate(
+                out, "test", args.root, args.protocol, regenerate=True, progress=progress, device=device
+            ),
+        )
     trained_checkpoint(args, NAME)  # before any data is read
     from ..tasks import agenda as task
 
     if args.cmd == "heads":
-        print(json.dumps(task.head_diversity(args.out, args.split, args.root, args.protocol, args.limit,
-                                             args.checkpoint, device=args.device)))
+        print(
+            json.dumps(
+                task.head_diversity(
+                    args.out, args.split, args.root, args.protocol, args.limit, args.checkpoint, device=args.device
+                )
+            )
+        )
         return 0
     kwargs = generation_kwargs(args, progress)
     if args.cmd == "generate":
@@ -84,8 +115,9 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps({k: str(v) for k, v in paths.items()}))
         return 0
     regenerate = args.regenerate  # --limit reuses outputs decoded from the same checkpoint with the same settings
-    result = task.evaluate(args.out, args.split, args.root, args.protocol, regenerate=regenerate, meteor=args.meteor,
-                           **kwargs)
+    result = task.evaluate(
+        args.out, args.split, args.root, args.protocol, regenerate=regenerate, meteor=args.meteor, **kwargs
+    )
     print(json.dumps(rounded(result), indent=2))  # OUT/metrics.SPLIT.json keeps every digit
     return 0
 

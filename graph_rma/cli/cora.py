@@ -9,6 +9,7 @@ Examples::
     graph-rma cora --full                   # seeds 0-19 of every variant
     graph-rma cora --variants ma "svgd:alpha=0.1" --seeds 0-4 --out runs/cora_try --resume
 """
+
 from __future__ import annotations
 
 import sys

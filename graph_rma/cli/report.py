@@ -11,6 +11,7 @@ prediction and the calibration of its sigmoid confidence; head masking drops the
 checkpoints (``graph-rma agenda|webnlg train``) get their encoder heads' parameter similarity. Other tasks plug in
 with :func:`graph_rma.tasks.report.register_report_task`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,15 +26,27 @@ __all__ = ["build_parser", "main"]
 
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="graph-rma report", description=description(__doc__))
-    p.add_argument("--checkpoint", required=True, nargs="+",
-                   help="checkpoint(s) written by a graph-rma pipeline; with several (e.g. a plain and a repulsive "
-                        "model), each gets a subfolder and their head-masking drops are plotted side by side")
-    p.add_argument("--out", type=out_dir, default=None,
-                   help="output folder (default: <first checkpoint dir>/report_<checkpoint stem>)")
+    p.add_argument(
+        "--checkpoint",
+        required=True,
+        nargs="+",
+        help="checkpoint(s) written by a graph-rma pipeline; with several (e.g. a plain and a repulsive "
+        "model), each gets a subfolder and their head-masking drops are plotted side by side",
+    )
+    p.add_argument(
+        "--out",
+        type=out_dir,
+        default=None,
+        help="output folder (default: <first checkpoint dir>/report_<checkpoint stem>)",
+    )
     p.add_argument("--root", default=None, help="dataset folder (default: $GRAPH_RMA_DATA/<dataset>)")
     p.add_argument("--bins", type=positive_int, default=10, help="number M of equal-width confidence bins")
-    p.add_argument("--layers", nargs="+", default=None,
-                   help="attention layers to diagnose, by submodule name (default: the task's, e.g. conv1)")
+    p.add_argument(
+        "--layers",
+        nargs="+",
+        default=None,
+        help="attention layers to diagnose, by submodule name (default: the task's, e.g. conv1)",
+    )
     p.add_argument("--no-plots", action="store_true", help="write the JSON summary only")
     return p
 
@@ -41,23 +54,29 @@ def build_parser() -> argparse.ArgumentParser:
 def _print_summary(summary: Dict[str, Any], out: Path) -> None:
     if summary.get("kind") == "graph_to_text":
         dev = summary["dev_loss"]
-        print(f"[{summary['variant']}] GraphWriter, epoch {summary['epoch']}, dev loss "
-              f"{'n/a' if dev is None else f'{dev:.4f}'}: encoder head parameter cosine "
-              f"{summary['head_parameter_cosine']:.4f} ({summary['encoder_heads']} heads x "
-              f"{summary['encoder_layers']} layers; attention diversity: graph-rma agenda|webnlg heads)")
+        print(
+            f"[{summary['variant']}] GraphWriter, epoch {summary['epoch']}, dev loss "
+            f"{'n/a' if dev is None else f'{dev:.4f}'}: encoder head parameter cosine "
+            f"{summary['head_parameter_cosine']:.4f} ({summary['encoder_heads']} heads x "
+            f"{summary['encoder_layers']} layers; attention diversity: graph-rma agenda|webnlg heads)"
+        )
         print(f"wrote {out}")
         return
     cal = summary["calibration"]
     label = f"[{summary['variant']}] " if summary.get("variant") else ""
     auc = f"ROC AUC {summary['score']:.4f}  " if summary.get("metric") == "roc_auc" else ""
-    print(f"{label}{auc}accuracy {summary['accuracy']:.4f}  ECE {cal['ece']:.4f}  OE {cal['oe']:.4f}  "
-          f"(test nodes: {summary['num_nodes']}, M={cal['num_bins']})")
+    print(
+        f"{label}{auc}accuracy {summary['accuracy']:.4f}  ECE {cal['ece']:.4f}  OE {cal['oe']:.4f}  "
+        f"(test nodes: {summary['num_nodes']}, M={cal['num_bins']})"
+    )
     drop = "ROC AUC drop" if auc else "drop"
     for name, d in summary["diversity"].items():
         drops = summary["redundancy"]["drops"][name]
-        print(f"{label}{name}: Dist {d['dist']:.4f}  Div {d['div']:.4f}  Disagreement {d['disagreement']:.4f}  "
-              f"entropy {d['entropy_mean']:.4f} (uniform {d['uniform_entropy']:.4f})  "
-              f"mean {drop} {sum(drops) / len(drops):.4f}  max {drop} {max(drops):.4f}")
+        print(
+            f"{label}{name}: Dist {d['dist']:.4f}  Div {d['div']:.4f}  Disagreement {d['disagreement']:.4f}  "
+            f"entropy {d['entropy_mean']:.4f} (uniform {d['uniform_entropy']:.4f})  "
+            f"mean {drop} {sum(drops) / len(drops):.4f}  max {drop} {max(drops):.4f}"
+        )
     print(f"wrote {out}")
 
 
@@ -75,8 +94,9 @@ def _run(args: argparse.Namespace) -> int:
     summaries = {}
     for path in paths:
         where = out if len(paths) == 1 else out / path.stem
-        summaries[path.stem] = report_checkpoint(path, where, root=args.root, layers=args.layers, bins=args.bins,
-                                                 plots=not args.no_plots)
+        summaries[path.stem] = report_checkpoint(
+            path, where, root=args.root, layers=args.layers, bins=args.bins, plots=not args.no_plots
+        )
         _print_summary(summaries[path.stem], where)
     if len(paths) > 1 and all(s.get("kind") != "graph_to_text" for s in summaries.values()):
         print(f"wrote {compare_reports(summaries, out, plots=not args.no_plots)}")

@@ -18,6 +18,7 @@ entity coverage, repetition; GraphWriter's scorer, used for AGENDA's published n
 ``-norm`` and TER on the organisers' tokenisation, against the first three references of each example (it
 tokenises the text itself, so ``--tokenize`` and ``--entities`` do not apply).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,16 +33,34 @@ def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="graph-rma score", description=description(__doc__))
     p.add_argument("--hyp", required=True, help="generated texts, one per line")
     p.add_argument("--ref", required=True, action="append", help="references, one per line (repeat for more)")
-    p.add_argument("--entities", default=None, help="entities per line, separated by --entity-sep, for entity_coverage (default: none)")
-    p.add_argument("--entity-sep", default=";", help="separator of entities in --entities; the spaces around each "
-                   "entity are stripped, so 'cat ; mat' and 'cat;mat' are the same (AGENDA's ' ; ' works as is)")
-    p.add_argument("--meteor", default="auto", choices=METEOR_CHOICES,
-                   help="METEOR implementation: auto (1.5 if java is found, else nltk), meteor-1.5, nltk, none")
-    p.add_argument("--tokenize", default=None, choices=("nltk", "split"),
-                   help="coco scorer: nltk: word_tokenize raw text; split: the text is already tokenised (e.g. AGENDA) "
-                        "(default: nltk)")
+    p.add_argument(
+        "--entities",
+        default=None,
+        help="entities per line, separated by --entity-sep, for entity_coverage (default: none)",
+    )
+    p.add_argument(
+        "--entity-sep",
+        default=";",
+        help="separator of entities in --entities; the spaces around each "
+        "entity are stripped, so 'cat ; mat' and 'cat;mat' are the same (AGENDA's ' ; ' works as is)",
+    )
+    p.add_argument(
+        "--meteor",
+        default="auto",
+        choices=METEOR_CHOICES,
+        help="METEOR implementation: auto (1.5 if java is found, else nltk), meteor-1.5, nltk, none",
+    )
+    p.add_argument(
+        "--tokenize",
+        default=None,
+        choices=("nltk", "split"),
+        help="coco scorer: nltk: word_tokenize raw text; split: the text is already tokenised (e.g. AGENDA) "
+        "(default: nltk)",
+    )
     p.add_argument("--scorer", default="coco", choices=SCORERS, help=SCORER_HELP)
-    p.add_argument("--json", type=out_file, default=None, help="write the metrics as JSON to this file (default: print only)")
+    p.add_argument(
+        "--json", type=out_file, default=None, help="write the metrics as JSON to this file (default: print only)"
+    )
     return p
 
 
@@ -60,8 +79,10 @@ def _run(args: argparse.Namespace) -> int:
     if args.scorer == "webnlg2017":
         for option, value in (("--tokenize", args.tokenize), ("--entities", args.entities)):
             if value is not None:
-                raise UsageError(f"{option}: not used by --scorer webnlg2017 (it tokenises as the challenge did and "
-                                 "has no entity coverage)")
+                raise UsageError(
+                    f"{option}: not used by --scorer webnlg2017 (it tokenises as the challenge did and "
+                    "has no entity coverage)"
+                )
         if args.meteor == "nltk":
             raise UsageError("--meteor nltk: --scorer webnlg2017 uses METEOR 1.5 only (auto, meteor-1.5 or none)")
     tokenize = args.tokenize or "nltk"
@@ -86,8 +107,11 @@ def _run(args: argparse.Namespace) -> int:
             raise UsageError("--entity-sep: expected a separator, got an empty string")
         entities = [[e.strip() for e in line.split(sep) if e.strip()] for line in ent_lines]
         if any(line.strip() for line in ent_lines) and all(sep not in line for line in ent_lines):
-            print(f"warning: no line of --entities {args.entities} contains the separator {sep!r}: each line is "
-                  f"one entity (give --entity-sep if they are separated otherwise)", file=sys.stderr)
+            print(
+                f"warning: no line of --entities {args.entities} contains the separator {sep!r}: each line is "
+                f"one entity (give --entity-sep if they are separated otherwise)",
+                file=sys.stderr,
+            )
     if args.scorer == "webnlg2017":
         from ..metrics.webnlg2017 import score_webnlg2017
 

@@ -12,6 +12,7 @@ Examples::
     graph-rma text
     graph-rma text --datasets trec mr --models transformer --variants ma svgd "svgd:alpha=0.5,eps=1" --seeds 0-4
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,39 +21,72 @@ import warnings
 from typing import List, Optional
 
 from ..tasks.defaults import TEXT_DATASETS, TEXT_DEFAULT, TEXT_FULL, TEXT_MODEL_VARIANTS, TEXT_MODELS, TEXT_VARIANTS
-from ._common import (Parser, add_seeds, description, device, nonnegative_int, out_dir, positive_int, run_command,
-                      variant_spec)
+from ._common import (
+    Parser,
+    add_seeds,
+    description,
+    device,
+    nonnegative_int,
+    out_dir,
+    positive_int,
+    run_command,
+    variant_spec,
+)
 
 PROG = "graph-rma text"
 
 
 def build_parser() -> Parser:
     p = Parser(prog=PROG, description=description(__doc__))
-    p.add_argument("--datasets", nargs="+", default=None, metavar="NAME",
-                   help=f"datasets among {', '.join(TEXT_DATASETS)} (default: {' '.join(TEXT_DEFAULT['datasets'])}; "
-                        f"--full: {' '.join(TEXT_FULL['datasets'])})")
-    p.add_argument("--models", nargs="+", default=list(TEXT_MODELS), metavar="NAME",
-                   help=f"models among {', '.join(TEXT_MODELS)}")
-    p.add_argument("--variants", nargs="+", default=list(TEXT_VARIANTS), metavar="NAME|SPEC",
-                   help="named variants (" + ", ".join(f"{k}={s}" for k, s in TEXT_VARIANTS.items())
-                        + "; on the Transformer " + ", ".join(f"{k[1]}={s}" for k, s in TEXT_MODEL_VARIANTS.items())
-                        + ") or variant specs (see graph_rma.variants)")
+    p.add_argument(
+        "--datasets",
+        nargs="+",
+        default=None,
+        metavar="NAME",
+        help=f"datasets among {', '.join(TEXT_DATASETS)} (default: {' '.join(TEXT_DEFAULT['datasets'])}; "
+        f"--full: {' '.join(TEXT_FULL['datasets'])})",
+    )
+    p.add_argument(
+        "--models", nargs="+", default=list(TEXT_MODELS), metavar="NAME", help=f"models among {', '.join(TEXT_MODELS)}"
+    )
+    p.add_argument(
+        "--variants",
+        nargs="+",
+        default=list(TEXT_VARIANTS),
+        metavar="NAME|SPEC",
+        help="named variants ("
+        + ", ".join(f"{k}={s}" for k, s in TEXT_VARIANTS.items())
+        + "; on the Transformer "
+        + ", ".join(f"{k[1]}={s}" for k, s in TEXT_MODEL_VARIANTS.items())
+        + ") or variant specs (see graph_rma.variants)",
+    )
     add_seeds(p, f"0-{TEXT_DEFAULT['seeds'] - 1}; --full: 0-{TEXT_FULL['seeds'] - 1}")
-    p.add_argument("--epochs", type=positive_int, default=None,
-                   help=f"epochs per run (default: {TEXT_DEFAULT['epochs']}; --full: {TEXT_FULL['epochs']})")
+    p.add_argument(
+        "--epochs",
+        type=positive_int,
+        default=None,
+        help=f"epochs per run (default: {TEXT_DEFAULT['epochs']}; --full: {TEXT_FULL['epochs']})",
+    )
     p.add_argument("--full", action="store_true", help="the full benchmark (see --datasets, --seeds, --epochs)")
     p.add_argument("--root", default=None, help="folder holding TREC/, MR/, SST-2/ (default: $GRAPH_RMA_DATA/text)")
     p.add_argument("--mr-fold", type=nonnegative_int, default=0, help="MR's test fold: sentences i %% 10 == fold")
-    p.add_argument("--sentence", default=None,
-                   help="sentence of the attention heatmaps (default: a TREC question on TREC, else the first test "
-                        "sentence)")
-    p.add_argument("--heads", type=positive_int, default=None,
-                   help="attention heads of every model (the self-attentive model's r; the Transformer's heads must "
-                        "divide its width 64); default: each model's own (4)")
+    p.add_argument(
+        "--sentence",
+        default=None,
+        help="sentence of the attention heatmaps (default: a TREC question on TREC, else the first test sentence)",
+    )
+    p.add_argument(
+        "--heads",
+        type=positive_int,
+        default=None,
+        help="attention heads of every model (the self-attentive model's r; the Transformer's heads must "
+        "divide its width 64); default: each model's own (4)",
+    )
     p.add_argument("--out", type=out_dir, default="runs/text", help="output folder")
     p.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads")
-    p.add_argument("--device", type=device, default=None,
-                   help="cpu, cuda or cuda:N (default: cuda when available, else cpu)")
+    p.add_argument(
+        "--device", type=device, default=None, help="cpu, cuda or cuda:N (default: cuda when available, else cpu)"
+    )
     return p
 
 
@@ -87,12 +121,21 @@ def _run(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.threads)
     preset = TEXT_FULL if args.full else TEXT_DEFAULT
     command = "graph-rma text " + " ".join(args.argv)
-    result = run_benchmark(args.datasets or preset["datasets"], args.models, args.variants,
-                           args.seeds if args.seeds is not None else preset["seeds"], args.out,
-                           epochs=args.epochs or preset["epochs"], root=args.root, mr_fold=args.mr_fold,
-                           sentence=args.sentence, command=command.strip(), log=lambda line: print(line, flush=True),
-                           model_kwargs={m: {"heads": args.heads} for m in args.models} if args.heads else None,
-                           device=args.device)
+    result = run_benchmark(
+        args.datasets or preset["datasets"],
+        args.models,
+        args.variants,
+        args.seeds if args.seeds is not None else preset["seeds"],
+        args.out,
+        epochs=args.epochs or preset["epochs"],
+        root=args.root,
+        mr_fold=args.mr_fold,
+        sentence=args.sentence,
+        command=command.strip(),
+        log=lambda line: print(line, flush=True),
+        model_kwargs={m: {"heads": args.heads} for m in args.models} if args.heads else None,
+        device=args.device,
+    )
     print("\n" + format_table(result["summary"]))
     print(f"\nwrote {', '.join(str(f) for f in result['files'])} ({result['total_s']:.0f}s)")
     return 0

@@ -19,6 +19,7 @@ every test entry against **all** its references (BLEU, METEOR, ROUGE of :func:`g
 ``tokenize="nltk"``) into ``OUT/metrics.SPLIT.json``, ``--scorer webnlg2017`` as the challenge did
 (:func:`graph_rma.metrics.score_webnlg2017`) into ``OUT/metrics.SPLIT.webnlg2017.json``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,15 +29,31 @@ from typing import Optional, Sequence
 
 from ..tasks.defaults import WEBNLG_PRESET_HELP, WEBNLG_PRESETS, WEBNLG_SPLITS
 from ._common import run_command
-from ._generator import (generation_kwargs, generator_parser, preset_config, resolve_out, rounded, train_command,
-                         trained_checkpoint)
+from ._generator import (
+    generation_kwargs,
+    generator_parser,
+    preset_config,
+    resolve_out,
+    rounded,
+    train_command,
+    trained_checkpoint,
+)
 
 NAME = "webnlg"
 
 
 def _parser():
-    p, _, _ = generator_parser(NAME, "WebNLG", __doc__, WEBNLG_PRESETS, "entries", WEBNLG_SPLITS, save_every=100,
-                               preset_help=WEBNLG_PRESET_HELP, scorers=True)
+    p, _, _ = generator_parser(
+        NAME,
+        "WebNLG",
+        __doc__,
+        WEBNLG_PRESETS,
+        "entries",
+        WEBNLG_SPLITS,
+        save_every=100,
+        preset_help=WEBNLG_PRESET_HELP,
+        scorers=True,
+    )
     return p
 
 
@@ -49,10 +66,20 @@ def _run(args: argparse.Namespace) -> int:
 
         return train_command(
             args,
-            lambda device: task.train(config, out, args.root, args.variant, args.seed, args.max_train,
-                                      args.max_dev, args.save_every, progress=progress, device=device),
-            lambda device: task.evaluate(out, "test", args.root, regenerate=True, progress=progress,
-                                         device=device))
+            lambda device: task.train(
+                config,
+                out,
+                args.root,
+                args.variant,
+                args.seed,
+                args.max_train,
+                args.max_dev,
+                args.save_every,
+                progress=progress,
+                device=device,
+            ),
+            lambda device: task.evaluate(out, "test", args.root, regenerate=True, progress=progress, device=device),
+        )
     trained_checkpoint(args, NAME)  # before any data is read
     from ..tasks import webnlg as task
 
@@ -62,8 +89,9 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps({k: str(v) for k, v in paths.items()}))
         return 0
     regenerate = args.regenerate or args.limit is not None
-    result = task.evaluate(args.out, args.split, args.root, regenerate=regenerate, meteor=args.meteor,
-                           scorer=args.scorer, **kwargs)
+    result = task.evaluate(
+        args.out, args.split, args.root, regenerate=regenerate, meteor=args.meteor, scorer=args.scorer, **kwargs
+    )
     print(json.dumps(rounded(result), indent=2))  # the metrics file in OUT keeps every digit
     return 0
 

@@ -22,6 +22,7 @@ Protocols (:func:`load_agenda`):
 
 Malformed records raise :class:`AgendaFormatError` naming the file and line number.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,8 +33,16 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 
-from .graph_text import (PLACEHOLDER, GraphTextEncoder, GraphTextRecord, GraphTextSplits, Vocab, collate,
-                         relexicalise, replace_mentions)
+from .graph_text import (
+    PLACEHOLDER,
+    GraphTextEncoder,
+    GraphTextRecord,
+    GraphTextSplits,
+    Vocab,
+    collate,
+    relexicalise,
+    replace_mentions,
+)
 from .graph_text import build_vocab as _build_vocab
 from .root import DataNotFoundError, missing_data_message, resolve_root
 
@@ -120,15 +129,19 @@ def read_tsv(path: Union[str, Path], num_relations: Optional[int] = None) -> Lis
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise AgendaFormatError(f"{where}: invalid UTF-8 (byte 0x{raw[exc.start]:02x} at byte "
-                                        f"{exc.start + 1} of the line); AGENDA files are UTF-8") from None
+                raise AgendaFormatError(
+                    f"{where}: invalid UTF-8 (byte 0x{raw[exc.start]:02x} at byte "
+                    f"{exc.start + 1} of the line); AGENDA files are UTF-8"
+                ) from None
             line = line.rstrip("\r\n")
             if not line.strip():
                 continue
             fields = line.split("\t")
             if len(fields) != 6:
-                raise AgendaFormatError(f"{where}: expected 6 tab-separated fields "
-                                        f"(title, entities, types, relations, abstract, sorder), got {len(fields)}")
+                raise AgendaFormatError(
+                    f"{where}: expected 6 tab-separated fields "
+                    f"(title, entities, types, relations, abstract, sorder), got {len(fields)}"
+                )
             title, ents, types, rels, abstract, _sorder = fields
             triples: List[Tuple[int, int, int]] = []
             for item in filter(None, (s.strip() for s in rels.split(";"))):
@@ -158,8 +171,7 @@ def _tokenise(text: str) -> List[str]:
 
 def _delexicalise(text: str, entities: Sequence[str], types: Sequence[str]) -> str:
     """Replace entity mentions (longest first, whole tokens) in ``text`` by ``<type_i>`` placeholders."""
-    out, _ = replace_mentions(_tokenise(text), [_tokenise(e) for e in entities],
-                              lambda i: f"<{types[i][1:-1]}_{i}>")
+    out, _ = replace_mentions(_tokenise(text), [_tokenise(e) for e in entities], lambda i: f"<{types[i][1:-1]}_{i}>")
     return " ".join(out)
 
 
@@ -228,23 +240,40 @@ def load_agenda(root=None, protocol: str = "auto", dev_size: int = OFFLINE_DEV_S
     root = resolve_root("agenda", root)
     rel_path = root / "relations.vocab"
     if not rel_path.exists():
-        raise DataNotFoundError(missing_data_message("agenda", root, ["relations.vocab", "preprocessed.val.tsv",
-                                                                      "preprocessed.test.tsv"], family="agenda"))
+        raise DataNotFoundError(
+            missing_data_message(
+                "agenda", root, ["relations.vocab", "preprocessed.val.tsv", "preprocessed.test.tsv"], family="agenda"
+            )
+        )
     relation_names = read_relations(rel_path)
     val = _read_split(root, "val", relation_names)
     test = _read_split(root, "test", relation_names)
     if val is None or test is None:
-        raise DataNotFoundError(missing_data_message("agenda", root, ["preprocessed.val.tsv", "preprocessed.test.tsv"],
-                                                     family="agenda"))
+        raise DataNotFoundError(
+            missing_data_message("agenda", root, ["preprocessed.val.tsv", "preprocessed.test.tsv"], family="agenda")
+        )
     train = _read_split(root, "train", relation_names)
     if protocol == "auto":
         protocol = "official" if train is not None else "offline"
     if protocol == "official":
         if train is None:
-            raise DataNotFoundError(missing_data_message("agenda", root, ["preprocessed.train.tsv"],
-                                                         hint="Use protocol='offline' without it.", family="agenda"))
-        return AgendaSplits(train, val, test, relation_names, "official",
-                            f"official: train {len(train)}, val {len(val)}, test {len(test)}")
+            raise DataNotFoundError(
+                missing_data_message(
+                    "agenda",
+                    root,
+                    ["preprocessed.train.tsv"],
+                    hint="Use protocol='offline' without it.",
+                    family="agenda",
+                )
+            )
+        return AgendaSplits(
+            train,
+            val,
+            test,
+            relation_names,
+            "official",
+            f"official: train {len(train)}, val {len(val)}, test {len(test)}",
+        )
     fake = root / "fake.train.tsv"
     sample = read_tsv(fake, len(relation_names)) if fake.exists() else []
     if not 0 < dev_size < len(val):
@@ -253,8 +282,10 @@ def load_agenda(root=None, protocol: str = "auto", dev_size: int = OFFLINE_DEV_S
     dev_idx = set(order[len(val) - dev_size :])
     train_val = [r for i, r in enumerate(val) if i not in dev_idx]
     dev = [r for i, r in enumerate(val) if i in dev_idx]
-    desc = (f"offline: train = fake.train ({len(sample)}) + {len(train_val)} val records, dev = {len(dev)} val "
-            f"records (seed {seed}), test = official test ({len(test)}); not comparable to published scores")
+    desc = (
+        f"offline: train = fake.train ({len(sample)}) + {len(train_val)} val records, dev = {len(dev)} val "
+        f"records (seed {seed}), test = official test ({len(test)}); not comparable to published scores"
+    )
     return AgendaSplits(sample + train_val, dev, test, relation_names, "offline", desc)
 
 

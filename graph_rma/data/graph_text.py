@@ -24,6 +24,7 @@ Node labels (``node_label``) say which embedding a non-entity node starts from: 
 ``R + r`` for an inverse node (``R`` relation types) and ``2R`` for the global node; entity nodes carry their entity
 index (their start vector comes from encoding the entity's text).
 """
+
 from __future__ import annotations
 
 import re
@@ -35,9 +36,23 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Batch, Data
 
-__all__ = ["ENTITY", "GLOBAL", "RELATION", "INVERSE", "PLACEHOLDER", "build_graphwriter_graph", "Vocab",
-           "replace_mentions", "relexicalise", "GraphTextRecord", "GraphTextSplits", "build_vocab", "EncodedRecord",
-           "GraphTextEncoder", "collate"]
+__all__ = [
+    "ENTITY",
+    "GLOBAL",
+    "RELATION",
+    "INVERSE",
+    "PLACEHOLDER",
+    "build_graphwriter_graph",
+    "Vocab",
+    "replace_mentions",
+    "relexicalise",
+    "GraphTextRecord",
+    "GraphTextSplits",
+    "build_vocab",
+    "EncodedRecord",
+    "GraphTextEncoder",
+    "collate",
+]
 
 #: A copy placeholder in a target text: ``<tag_i>`` copies entity ``i`` (``tag``: its type without brackets).
 PLACEHOLDER = re.compile(r"^<([a-z]+)_(\d+)>$")
@@ -122,8 +137,13 @@ class Vocab:
         self.stoi: Dict[str, int] = {t: i for i, t in enumerate(itos)}
 
     @classmethod
-    def build(cls, sentences: Iterable[Sequence[str]], min_freq: int = 1, extra: Sequence[str] = (),
-              max_size: Optional[int] = None) -> "Vocab":
+    def build(
+        cls,
+        sentences: Iterable[Sequence[str]],
+        min_freq: int = 1,
+        extra: Sequence[str] = (),
+        max_size: Optional[int] = None,
+    ) -> "Vocab":
         """Tokens seen at least ``min_freq`` times (most frequent first, ties alphabetical), after ``extra``."""
         if min_freq < 1:
             raise ValueError(f"min_freq: expected >= 1, got {min_freq}")
@@ -174,8 +194,9 @@ class Vocab:
         return f"Vocab({len(self)} tokens)"
 
 
-def replace_mentions(tokens: Sequence[str], entities: Sequence[Sequence[str]],
-                     placeholder) -> Tuple[List[str], List[bool]]:
+def replace_mentions(
+    tokens: Sequence[str], entities: Sequence[Sequence[str]], placeholder
+) -> Tuple[List[str], List[bool]]:
     """Delexicalisation shared by AGENDA and WebNLG: scanning ``tokens`` left to right, replace each exact,
     contiguous mention of an entity's tokens by ``placeholder(i)``; at each position the longest matching entity
     wins (ties: the lower index) and matches do not overlap. Returns the new tokens and, per entity, whether it was
@@ -195,7 +216,6 @@ def replace_mentions(tokens: Sequence[str], entities: Sequence[Sequence[str]],
             out.append(tokens[j])
             j += 1
     return out, found
-
 
 
 def relexicalise(tokens: Sequence[str], entities: Sequence[str]) -> str:
@@ -270,10 +290,12 @@ class GraphTextSplits:
 # ------------------------------------------------------------------------------------------------------------------
 # Tensors
 # ------------------------------------------------------------------------------------------------------------------
-def build_vocab(records: Sequence[GraphTextRecord], min_freq: int = 2, max_size: Optional[int] = None,
-                extra: Sequence[str] = ()) -> Vocab:
+def build_vocab(
+    records: Sequence[GraphTextRecord], min_freq: int = 2, max_size: Optional[int] = None, extra: Sequence[str] = ()
+) -> Vocab:
     """One vocabulary for title words, entity words, relation-text words and target words (placeholders
     excluded), after the type tags ``extra``."""
+
     def sents():
         for r in records:
             yield r.title_tokens

@@ -32,6 +32,7 @@ checks the tensors against those classes), without PyG's ``processed/`` cache: P
 ``weights_only=False`` fallback, so a planted file there could run code. The split files are read with
 ``numpy.load(allow_pickle=False)``. Parsing squirrel's 22 MB text takes a few seconds; the others well under one.
 """
+
 from __future__ import annotations
 
 import os
@@ -45,8 +46,15 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.utils import coalesce
 
-from .root import (ENV_VAR, DataNotFoundError, PathLike, download_verified, missing_data_message, resolve_root,
-                   verify_checksums)
+from .root import (
+    ENV_VAR,
+    DataNotFoundError,
+    PathLike,
+    download_verified,
+    missing_data_message,
+    resolve_root,
+    verify_checksums,
+)
 
 __all__ = [
     "GEOM_GCN_URL",
@@ -204,8 +212,9 @@ def _url(name: str, fname: str) -> str:
 
 def verify_raw(raw_dir: PathLike, name: str) -> None:
     """Raise :class:`DataNotFoundError` naming the first raw file of ``name`` that is missing, truncated or corrupt."""
-    verify_checksums(raw_dir, raw_file_names(name), lambda files: _missing(Path(raw_dir), name, files),
-                     lambda f: _url(name, f))
+    verify_checksums(
+        raw_dir, raw_file_names(name), lambda files: _missing(Path(raw_dir), name, files), lambda f: _url(name, f)
+    )
 
 
 def _missing(raw_dir: Path, name: str, files, hint: str = "") -> str:
@@ -292,6 +301,7 @@ def select_split(full: Data, split: int) -> Data:
 
     ``full``'s masks are ``[N, splits]`` (column ``split`` is taken) or, for a graph with one split such as
     Planetoid's, ``[N]`` (PyG's convention; ``split`` must then be 0)."""
+
     def pick(mask):
         if mask.dim() == 1:
             if split != 0:
@@ -299,8 +309,14 @@ def select_split(full: Data, split: int) -> Data:
             return mask.clone()
         return mask[:, split].clone()
 
-    return Data(x=full.x, edge_index=full.edge_index, y=full.y, train_mask=pick(full.train_mask),
-                val_mask=pick(full.val_mask), test_mask=pick(full.test_mask))
+    return Data(
+        x=full.x,
+        edge_index=full.edge_index,
+        y=full.y,
+        train_mask=pick(full.train_mask),
+        val_mask=pick(full.val_mask),
+        test_mask=pick(full.test_mask),
+    )
 
 
 def load_heterophilous_all_splits(name: str, root: Optional[PathLike] = None, download: bool = True) -> Data:

@@ -23,6 +23,7 @@ With ``normalize=True`` (the default) the features get the Cora pipeline's prepr
 
 and stored as a sparse COO tensor (all-zero rows stay zero).
 """
+
 from __future__ import annotations
 
 from typing import Dict, Optional, Sequence, Tuple
@@ -34,8 +35,17 @@ from .planetoid import load_planetoid, prepare_features
 from .platonov import PLATONOV_DATASETS, available_platonov, load_platonov_all_splits, platonov_name
 from .root import PathLike
 
-__all__ = ["NODE_DATASETS", "PLANETOID_DATASETS", "num_splits", "canonical_name", "dataset_family",
-           "load_node_graph", "load_node_dataset", "load_node_splits", "select_split"]
+__all__ = [
+    "NODE_DATASETS",
+    "PLANETOID_DATASETS",
+    "num_splits",
+    "canonical_name",
+    "dataset_family",
+    "load_node_graph",
+    "load_node_dataset",
+    "load_node_splits",
+    "select_split",
+]
 
 PLANETOID_DATASETS: Tuple[str, ...] = ("Cora", "CiteSeer")
 NODE_DATASETS: Tuple[str, ...] = PLANETOID_DATASETS + HETEROPHILOUS_DATASETS + PLATONOV_DATASETS
@@ -52,9 +62,10 @@ def canonical_name(name: str, root: Optional[PathLike] = None) -> str:
     if key in found:
         return key
     extra = [n for n in found if n not in NODE_DATASETS]
-    raise ValueError(f"name: expected one of {NODE_DATASETS + tuple(extra)} (case-insensitive), or a graph in "
-                     f"Platonov et al.'s format at <root>/heterophilous_graph/<name>/raw/<name>.npz; got {name!r}")
-
+    raise ValueError(
+        f"name: expected one of {NODE_DATASETS + tuple(extra)} (case-insensitive), or a graph in "
+        f"Platonov et al.'s format at <root>/heterophilous_graph/<name>/raw/<name>.npz; got {name!r}"
+    )
 
 
 def _key(name: str) -> str:
@@ -87,8 +98,14 @@ def load_node_graph(name: str, root: Optional[PathLike] = None) -> Data:
     family = dataset_family(name, root)
     if family == "planetoid":
         full = load_planetoid(name, root=root)[0]
-        return Data(x=full.x, edge_index=full.edge_index, y=full.y, train_mask=full.train_mask,
-                    val_mask=full.val_mask, test_mask=full.test_mask)
+        return Data(
+            x=full.x,
+            edge_index=full.edge_index,
+            y=full.y,
+            train_mask=full.train_mask,
+            val_mask=full.val_mask,
+            test_mask=full.test_mask,
+        )
     if family == "geom_gcn":
         return load_heterophilous_all_splits(name, root=root)
     return load_platonov_all_splits(name, root=root)
@@ -116,8 +133,9 @@ def load_node_dataset(name: str, root: Optional[PathLike] = None, split: int = 0
     return load_node_splits(name, [split], root=root, normalize=normalize)[split]
 
 
-def load_node_splits(name: str, splits: Sequence[int], root: Optional[PathLike] = None,
-                     normalize: bool = True) -> Dict[int, Data]:
+def load_node_splits(
+    name: str, splits: Sequence[int], root: Optional[PathLike] = None, normalize: bool = True
+) -> Dict[int, Data]:
     """``{split: load_node_dataset(name, root, split, normalize)}`` for every split in ``splits``, reading and
     verifying the files and preparing the features once (the splits share ``x``, ``edge_index`` and ``y``)."""
     name = canonical_name(name, root)

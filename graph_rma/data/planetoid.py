@@ -17,6 +17,7 @@ The graph is built in memory from the verified raw files with PyG's own reader
 ``weights_only=False`` fallback, i.e. a pickle placed there would run code, so this loader neither writes nor reads
 one, and never writes into the data folder.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -25,11 +26,17 @@ from typing import Dict, Optional
 import torch
 from torch_geometric.data import Data, InMemoryDataset
 
-from .root import (DataNotFoundError, PathLike, download_verified, missing_data_message, resolve_root,
-                   verify_checksums)
+from .root import DataNotFoundError, PathLike, download_verified, missing_data_message, resolve_root, verify_checksums
 
-__all__ = ["PLANETOID_URL", "PLANETOID_SHA256", "PlanetoidDataset", "raw_file_names", "verify_raw", "load_planetoid",
-           "prepare_features"]
+__all__ = [
+    "PLANETOID_URL",
+    "PLANETOID_SHA256",
+    "PlanetoidDataset",
+    "raw_file_names",
+    "verify_raw",
+    "load_planetoid",
+    "prepare_features",
+]
 
 PLANETOID_URL = "https://github.com/kimiyoung/planetoid/raw/master/data"
 
@@ -73,15 +80,20 @@ def raw_file_names(name: str) -> Dict[str, str]:
 
 def verify_raw(raw_dir: PathLike, name: str) -> None:
     """Raise :class:`DataNotFoundError` naming the first raw file of ``name`` that is missing, truncated or corrupt."""
-    verify_checksums(raw_dir, raw_file_names(name), lambda files: _missing(Path(raw_dir), name, files),
-                     lambda f: f"{PLANETOID_URL}/{f}")
+    verify_checksums(
+        raw_dir,
+        raw_file_names(name),
+        lambda files: _missing(Path(raw_dir), name, files),
+        lambda f: f"{PLANETOID_URL}/{f}",
+    )
 
 
 def _missing(raw_dir: Path, name: str, files, hint: str = "") -> str:
     # Name the files relative to the planetoid folder, which is what root= / $GRAPH_RMA_DATA/planetoid point at.
     planetoid = raw_dir.parent.parent
-    return missing_data_message(_canonical_name(name), planetoid, [f"{raw_dir.parent.name}/raw/{f}" for f in files],
-                                hint, family="planetoid")
+    return missing_data_message(
+        _canonical_name(name), planetoid, [f"{raw_dir.parent.name}/raw/{f}" for f in files], hint, family="planetoid"
+    )
 
 
 def _download_missing(raw_dir: Path, name: str) -> None:

@@ -27,6 +27,7 @@ Where the files are looked for (``root`` is the ``pyg`` folder that holds ``hete
 ``$GRAPH_RMA_DATA/pyg``, else the cache, filled by a download from the authors' repository at
 :data:`PLATONOV_COMMIT` for the graphs whose SHA-256 is known (:data:`PLATONOV_SHA256`), checked before use.
 """
+
 from __future__ import annotations
 
 import math
@@ -39,11 +40,16 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
-from .root import (ENV_VAR, DataNotFoundError, PathLike, download_verified, missing_data_message, resolve_root,
-                   sha256sum)
+from .root import ENV_VAR, DataNotFoundError, PathLike, download_verified, missing_data_message, resolve_root, sha256sum
 
-__all__ = ["PLATONOV_DATASETS", "PLATONOV_SHA256", "PLATONOV_URL", "platonov_name", "available_platonov",
-           "load_platonov_all_splits"]
+__all__ = [
+    "PLATONOV_DATASETS",
+    "PLATONOV_SHA256",
+    "PLATONOV_URL",
+    "platonov_name",
+    "available_platonov",
+    "load_platonov_all_splits",
+]
 
 PLATONOV_COMMIT = "a431395582e929d88271309716bea4fe24ce6318"
 PLATONOV_URL = f"https://raw.githubusercontent.com/yandex-research/heterophilous-graphs/{PLATONOV_COMMIT}/data"
@@ -85,11 +91,17 @@ def available_platonov(root: Optional[PathLike] = None) -> List[str]:
 
 
 def _fail(key: str, pyg_root: Path, hint: str = "") -> DataNotFoundError:
-    known = "" if key in PLATONOV_SHA256 else (
-        f" ('{key}' is not one of the graphs this package downloads, {', '.join(PLATONOV_DATASETS)}: put the file "
-        f"from the authors' repository there yourself)")
-    return DataNotFoundError(missing_data_message(key, pyg_root, [f"{FOLDER}/{key}/raw/{key}.npz"], hint + known,
-                                                  family="pyg"))
+    known = (
+        ""
+        if key in PLATONOV_SHA256
+        else (
+            f" ('{key}' is not one of the graphs this package downloads, {', '.join(PLATONOV_DATASETS)}: put the file "
+            f"from the authors' repository there yourself)"
+        )
+    )
+    return DataNotFoundError(
+        missing_data_message(key, pyg_root, [f"{FOLDER}/{key}/raw/{key}.npz"], hint + known, family="pyg")
+    )
 
 
 _ROLES = {"train_masks": "training", "val_masks": "validation", "test_masks": "test"}
@@ -102,14 +114,17 @@ def _check_sizes(f, path: Path) -> None:
         member = f"{k}.npy" if f"{k}.npy" in f.zip.namelist() else k
         with f.zip.open(member) as m:
             version = np.lib.format.read_magic(m)
-            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
-                np.lib.format.read_array_header_2_0
+            read_header = (
+                np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            )
             shape, _, dtype = read_header(m)
         need = math.prod(shape) * dtype.itemsize
         have = f.zip.getinfo(member).file_size
         if need > have:
-            raise ValueError(f"{path}: {k} claims shape {shape} of {dtype} ({need} bytes), but the file holds "
-                             f"{have} bytes for it (a damaged or forged .npy header)")
+            raise ValueError(
+                f"{path}: {k} claims shape {shape} of {dtype} ({need} bytes), but the file holds "
+                f"{have} bytes for it (a damaged or forged .npy header)"
+            )
 
 
 def _read(path: Path, key: str) -> Data:
@@ -117,8 +132,10 @@ def _read(path: Path, key: str) -> Data:
         with open(path, "rb") as fh:
             magic = fh.read(6)
         if magic == b"\x93NUMPY":  # numpy.save's one array, not numpy.savez's archive of named arrays
-            raise ValueError(f"{path}: a .npy file (one array), not a .npz archive of the named arrays "
-                             f"{', '.join(_KEYS)} (numpy.savez writes one)")
+            raise ValueError(
+                f"{path}: a .npy file (one array), not a .npz archive of the named arrays "
+                f"{', '.join(_KEYS)} (numpy.savez writes one)"
+            )
         f = np.load(path, allow_pickle=False)
         if not isinstance(f, np.lib.npyio.NpzFile):
             raise ValueError(f"{path}: not a .npz archive of named arrays ({', '.join(_KEYS)})")
@@ -139,8 +156,10 @@ def _read(path: Path, key: str) -> Data:
     x, y, edges = arrays["node_features"], arrays["node_labels"], arrays["edges"]
     n = x.shape[0] if x.ndim == 2 else -1
     if x.ndim != 2 or y.shape != (n,) or edges.ndim != 2 or edges.shape[1] != 2:
-        raise ValueError(f"{path}: expected node_features [N, F], node_labels [N] and edges [E, 2], got "
-                         f"{x.shape}, {y.shape} and {edges.shape}")
+        raise ValueError(
+            f"{path}: expected node_features [N, F], node_labels [N] and edges [E, 2], got "
+            f"{x.shape}, {y.shape} and {edges.shape}"
+        )
     if n == 0:
         raise ValueError(f"{path}: the graph has no nodes (node_features has shape {x.shape})")
     if edges.size and (edges.min() < 0 or edges.max() >= n):
@@ -154,17 +173,24 @@ def _read(path: Path, key: str) -> Data:
             raise ValueError(f"{path}: {k} holds no split (shape {m.shape}); expected [splits, {n}] with splits >= 1")
         empty = np.flatnonzero(~m.astype(bool).any(axis=1))
         if empty.size:
-            raise ValueError(f"{path}: split {int(empty[0])} has no {_ROLES[k]} node ({k}[{int(empty[0])}] is all "
-                             f"False)")
+            raise ValueError(
+                f"{path}: split {int(empty[0])} has no {_ROLES[k]} node ({k}[{int(empty[0])}] is all False)"
+            )
         masks[k] = torch.from_numpy(m.astype(bool)).t().contiguous()  # [N, splits], as PyG's Geom-GCN masks
     if len({m.shape[1] for m in masks.values()}) != 1:
         raise ValueError(f"{path}: the three mask arrays have different numbers of splits")
     labels = torch.from_numpy(y.astype(np.int64))
     if labels.numel() and labels.min() < 0:
         raise ValueError(f"{path}: negative class labels")
-    return Data(x=torch.from_numpy(x.astype(np.float32)), edge_index=torch.from_numpy(edges.astype(np.int64)).t()
-                .contiguous(), y=labels, train_mask=masks["train_masks"], val_mask=masks["val_masks"],
-                test_mask=masks["test_masks"], num_nodes=n)
+    return Data(
+        x=torch.from_numpy(x.astype(np.float32)),
+        edge_index=torch.from_numpy(edges.astype(np.int64)).t().contiguous(),
+        y=labels,
+        train_mask=masks["train_masks"],
+        val_mask=masks["val_masks"],
+        test_mask=masks["test_masks"],
+        num_nodes=n,
+    )
 
 
 def load_platonov_all_splits(name: str, root: Optional[PathLike] = None, download: bool = True) -> Data:
@@ -201,6 +227,8 @@ def load_platonov_all_splits(name: str, root: Optional[PathLike] = None, downloa
     if key in PLATONOV_SHA256:
         got = sha256sum(path)
         if got != PLATONOV_SHA256[key]:
-            raise DataNotFoundError(f"{path}: truncated or corrupt file (sha256 {got}, expected "
-                                    f"{PLATONOV_SHA256[key]}); replace it with {PLATONOV_URL}/{key}.npz")
+            raise DataNotFoundError(
+                f"{path}: truncated or corrupt file (sha256 {got}, expected "
+                f"{PLATONOV_SHA256[key]}); replace it with {PLATONOV_URL}/{key}.npz"
+            )
     return _read(path, key)

@@ -11,6 +11,7 @@ through :func:`download_verified`, so the rules are the same for Cora, AGENDA, W
 When the files are in none of these places and the download fails, :class:`DataNotFoundError` says where to put
 them. Data folders may be read-only: anything a loader derives (PyG's ``processed/``) goes to :func:`cache_dir`.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -99,8 +100,16 @@ def download_verified(url: str, dest: PathLike, sha256: Optional[str] = None, ti
     with tempfile.TemporaryDirectory(prefix="graph_rma.download.") as tmp:
         try:
             downloader = pooch.HTTPDownloader(timeout=timeout) if url.startswith(("http://", "https://")) else None
-            got = Path(pooch.retrieve(url, known_hash=f"sha256:{sha256}" if sha256 else None, fname=dest.name,
-                                      path=tmp, downloader=downloader, progressbar=False))
+            got = Path(
+                pooch.retrieve(
+                    url,
+                    known_hash=f"sha256:{sha256}" if sha256 else None,
+                    fname=dest.name,
+                    path=tmp,
+                    downloader=downloader,
+                    progressbar=False,
+                )
+            )
         except ValueError as exc:
             if "hash" in str(exc):
                 raise DataNotFoundError(f"checksum mismatch for {url}: expected sha256 {sha256} ({exc})") from exc
@@ -141,8 +150,9 @@ def missing_data_message(name: str, root: Path, files, hint: str = "", family: O
     ).strip()
 
 
-def verify_checksums(folder: PathLike, expected: Dict[str, str], missing: Callable[[List[str]], str],
-                     source: Callable[[str], str]) -> None:
+def verify_checksums(
+    folder: PathLike, expected: Dict[str, str], missing: Callable[[List[str]], str], source: Callable[[str], str]
+) -> None:
     """Raise :class:`DataNotFoundError` naming the first file of ``expected`` (``{file name: sha256}``) in ``folder``
     that is missing (message ``missing([name])``) or whose checksum differs (truncated or corrupt; the message says
     where the original is: ``source(name)``)."""

@@ -31,6 +31,7 @@ lines at U+0085 (what Latin-1 would make of byte ``0x85``).
 Tokenisation: :func:`nltk.word_tokenize` (Punkt sentence splitting from ``punkt_tab``, looked up in
 ``$GRAPH_RMA_DATA/nltk_data`` as well as nltk's usual paths), lower-cased.
 """
+
 from __future__ import annotations
 
 import os
@@ -125,9 +126,11 @@ def numbered_lines(path: Union[str, os.PathLike], encoding: str) -> List[Tuple[i
         try:
             line = raw.decode(encoding)
         except UnicodeDecodeError as exc:
-            bad = raw[exc.start:exc.end]
-            raise ValueError(f"{path}:{n}: not valid {encoding} (byte {bad.hex(' ')} at column {exc.start + 1}); "
-                             f"the file is declared {encoding} in graph_rma.data.text.ENCODINGS") from None
+            bad = raw[exc.start : exc.end]
+            raise ValueError(
+                f"{path}:{n}: not valid {encoding} (byte {bad.hex(' ')} at column {exc.start + 1}); "
+                f"the file is declared {encoding} in graph_rma.data.text.ENCODINGS"
+            ) from None
         line = line.rstrip("\r").strip()
         if line:
             out.append((n, line))
@@ -168,8 +171,10 @@ def _nltk_ready() -> bool:
             nltk.data.find("tokenizers/punkt_tab/english/")
             _NLTK_READY = True
         except LookupError:
-            warnings.warn("nltk punkt_tab not found ($GRAPH_RMA_DATA/nltk_data or nltk's paths): tokenising each "
-                          "sentence as one line (word_tokenize(preserve_line=True))")
+            warnings.warn(
+                "nltk punkt_tab not found ($GRAPH_RMA_DATA/nltk_data or nltk's paths): tokenising each "
+                "sentence as one line (word_tokenize(preserve_line=True))"
+            )
             _NLTK_READY = False
     return _NLTK_READY
 
@@ -202,9 +207,16 @@ def _files(name: str, root: Optional[Union[str, os.PathLike]], rels: Sequence[st
     paths = [base / r for r in rels]
     missing = [r for r, p in zip(rels, paths) if not p.is_file()]
     if missing:
-        raise DataNotFoundError(missing_data_message(name, base, missing,
-                                                     "The files and their checksums: the documentation's Datasets > Text page (datasets/text.md in "
-                                                     "the source repository).", family="text"))
+        raise DataNotFoundError(
+            missing_data_message(
+                name,
+                base,
+                missing,
+                "The files and their checksums: the documentation's Datasets > Text page (datasets/text.md in "
+                "the source repository).",
+                family="text",
+            )
+        )
     return paths
 
 
@@ -238,8 +250,9 @@ def load_mr(split: str = "train", fold: int = 0, root=None, tokenize: bool = Tru
     return _load_folds("MR", "MR/rt-polarity.all", MR_CLASSES, split, fold, root, tokenize)
 
 
-def _load_folds(name: str, rel: str, classes: Sequence[str], split: str, fold: int, root,
-                tokenize: bool) -> TextDataset:
+def _load_folds(
+    name: str, rel: str, classes: Sequence[str], split: str, fold: int, root, tokenize: bool
+) -> TextDataset:
     """The fixed 10-fold protocol of MR, SUBJ, CR, MPQA: line ``i`` of ``rel`` is in fold ``i % 10``."""
     _check_split(split, ("train", "test", "all"))
     if isinstance(fold, bool) or not isinstance(fold, int) or not 0 <= fold < NUM_FOLDS:

@@ -19,6 +19,7 @@ all zeros. A row with a negative sum is divided by it, as in GGCN's code: its si
 row with a non-zero sum. The result is stored as a sparse COO tensor when at most a quarter of the entries are
 non-zero (bag-of-words features; the GAT model drops out stored entries only).
 """
+
 from __future__ import annotations
 
 from typing import Tuple

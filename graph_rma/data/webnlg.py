@@ -26,6 +26,7 @@ inverse-relation node per triple, self-loops; the node order and edge directions
 :func:`delexicalise` / :func:`relexicalise` swap entity mentions in tokenised text for ``<ent_i>`` placeholders and
 back, for a copy mechanism.
 """
+
 from __future__ import annotations
 
 import functools
@@ -38,9 +39,20 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 import torch
 from torch_geometric.data import Data
 
-from .graph_text import ENTITY, GLOBAL, INVERSE, RELATION  # noqa: F401 (node kinds, re-exported)
-from .graph_text import (EncodedRecord, GraphTextEncoder, GraphTextRecord, GraphTextSplits, Vocab,
-                         build_graphwriter_graph, build_vocab, replace_mentions)
+from .graph_text import (  # noqa: F401 (node kinds, re-exported)
+    ENTITY,
+    GLOBAL,
+    INVERSE,
+    RELATION,
+    EncodedRecord,
+    GraphTextEncoder,
+    GraphTextRecord,
+    GraphTextSplits,
+    Vocab,
+    build_graphwriter_graph,
+    build_vocab,
+    replace_mentions,
+)
 from .root import DataNotFoundError, missing_data_message, resolve_root
 
 __all__ = [
@@ -64,8 +76,18 @@ __all__ = [
 ]
 
 #: The 10 DBpedia categories of train and dev ("seen"); the test set adds the 5 in :data:`UNSEEN_CATEGORIES`.
-SEEN_CATEGORIES = ("Airport", "Astronaut", "Building", "City", "ComicsCharacter", "Food", "Monument", "SportsTeam",
-                   "University", "WrittenWork")
+SEEN_CATEGORIES = (
+    "Airport",
+    "Astronaut",
+    "Building",
+    "City",
+    "ComicsCharacter",
+    "Food",
+    "Monument",
+    "SportsTeam",
+    "University",
+    "WrittenWork",
+)
 UNSEEN_CATEGORIES = ("Artist", "Athlete", "CelestialBody", "MeanOfTransportation", "Politician")
 SPLITS = ("train", "dev", "test")
 
@@ -164,11 +186,20 @@ def read_xml(path: Union[str, Path]) -> List[WebNLGEntry]:
                 ids.append(index[t])
             tidx.append((ids[0], k, ids[1]))
         refs = [" ".join((lex.text or "").split()) for lex in e.findall("lex")]
-        entries.append(WebNLGEntry(
-            eid=eid, category=category, size=size, triples=triples, entities=entities,
-            relations=[relation_text(p) for _, p, _ in triples], triple_index=tidx,
-            references=[r for r in refs if r], seen=category in SEEN_CATEGORIES, source=str(path),
-        ))
+        entries.append(
+            WebNLGEntry(
+                eid=eid,
+                category=category,
+                size=size,
+                triples=triples,
+                entities=entities,
+                relations=[relation_text(p) for _, p, _ in triples],
+                triple_index=tidx,
+                references=[r for r in refs if r],
+                seen=category in SEEN_CATEGORIES,
+                source=str(path),
+            )
+        )
     return entries
 
 
@@ -196,9 +227,15 @@ def load_webnlg(split: str, root: Optional[Union[str, Path]] = None, seen: Optio
     files = split_files(base, split)
     if not files or not all(f.is_file() for f in files):
         want = [f.relative_to(base) for f in files if not f.is_file()] or [f"{split}/<k>triples/*.xml"]
-        raise DataNotFoundError(missing_data_message("webnlg", base, want,
-                                                     hint="The WebNLG 2017 release is described in datasets/webnlg.md.",
-                                                     family="webnlg"))
+        raise DataNotFoundError(
+            missing_data_message(
+                "webnlg",
+                base,
+                want,
+                hint="The WebNLG 2017 release is described in datasets/webnlg.md.",
+                family="webnlg",
+            )
+        )
     entries = [e for f in files for e in read_xml(f)]
     if seen is not None:
         entries = [e for e in entries if e.seen == seen]
@@ -206,8 +243,9 @@ def load_webnlg(split: str, root: Optional[Union[str, Path]] = None, seen: Optio
 
 
 # ------------------------------------------------------------------------------------------------------ graph
-def build_graph(entities: Sequence[str], relations: Sequence[str],
-                triple_index: Sequence[Tuple[int, int, int]]) -> Data:
+def build_graph(
+    entities: Sequence[str], relations: Sequence[str], triple_index: Sequence[Tuple[int, int, int]]
+) -> Data:
     r"""GraphWriter's graph (Koncel-Kedziorski et al., 2019) for one entry, with node texts.
 
     Node order for ``n`` entities and ``m`` triples (the same as AGENDA's builder):
@@ -237,8 +275,13 @@ def build_graph(entities: Sequence[str], relations: Sequence[str],
     text = list(entities) + [GLOBAL_TEXT]
     for a, r, b in triple_index:
         text += [relations[int(r)], relations[int(r)]]
-    return Data(edge_index=data.edge_index, num_nodes=data.num_nodes, node_kind=data.node_kind, node_text=text,
-                num_entities=data.num_entities)
+    return Data(
+        edge_index=data.edge_index,
+        num_nodes=data.num_nodes,
+        node_kind=data.node_kind,
+        node_text=text,
+        num_entities=data.num_entities,
+    )
 
 
 # ------------------------------------------------------------------------------------------------------ copy
@@ -253,8 +296,9 @@ def _default_tokenize(text: str) -> List[str]:
     return list(_nltk_tokens(text))
 
 
-def delexicalise(text: str, entities: Sequence[str],
-                 tokenize: Optional[Callable[[str], List[str]]] = None) -> Tuple[List[str], List[bool]]:
+def delexicalise(
+    text: str, entities: Sequence[str], tokenize: Optional[Callable[[str], List[str]]] = None
+) -> Tuple[List[str], List[bool]]:
     """Tokenise ``text`` and replace entity mentions by ``<ent_i>`` placeholders (AGENDA's ``<type_i>`` scheme).
 
     ``text`` and every entity are tokenised by ``tokenize`` (default: the metrics' tokenizer, ``nltk.word_tokenize``
@@ -270,8 +314,9 @@ def delexicalise(text: str, entities: Sequence[str],
     return replace_mentions(toks, [[t.lower() for t in tok(e)] for e in entities], lambda i: f"<ent_{i}>")
 
 
-def relexicalise(tokens: Sequence[str], entities: Sequence[str],
-                 tokenize: Optional[Callable[[str], List[str]]] = None) -> List[str]:
+def relexicalise(
+    tokens: Sequence[str], entities: Sequence[str], tokenize: Optional[Callable[[str], List[str]]] = None
+) -> List[str]:
     """Replace each ``<ent_i>`` by entity ``i``'s tokens (lower-cased, as :func:`delexicalise` matched them).
 
     A placeholder with an index outside the entity list raises ``ValueError``.
@@ -323,11 +368,21 @@ def entry_records(entry: WebNLGEntry, per_reference: bool = True) -> List[WebNLG
     out = []
     for ref in refs or [""]:
         toks, _ = delexicalise(ref, entry.entities) if ref else ([], [])
-        out.append(WebNLGRecord(
-            title="", entities=ents, types=[ENTITY_TAG] * len(ents),
-            triples=[(a, 0, b) for a, _, b in entry.triple_index], text=" ".join(toks), source=entry.source,
-            relations=[rels[k] for _, k, _ in entry.triple_index], references=list(entry.references),
-            eid=entry.eid, category=entry.category, seen=entry.seen))
+        out.append(
+            WebNLGRecord(
+                title="",
+                entities=ents,
+                types=[ENTITY_TAG] * len(ents),
+                triples=[(a, 0, b) for a, _, b in entry.triple_index],
+                text=" ".join(toks),
+                source=entry.source,
+                relations=[rels[k] for _, k, _ in entry.triple_index],
+                references=list(entry.references),
+                eid=entry.eid,
+                category=entry.category,
+                seen=entry.seen,
+            )
+        )
     return out
 
 
@@ -341,8 +396,10 @@ def load_webnlg_splits(root: Optional[Union[str, Path]] = None, max_train: Optio
     tr = [r for e in train for r in entry_records(e)]
     dv = [r for e in dev for r in entry_records(e)]
     te = [r for e in test for r in entry_records(e, per_reference=False)]
-    desc = (f"webnlg2017: train {len(train)} entries / {len(tr)} texts, dev {len(dev)} / {len(dv)}, "
-            f"test {len(te)} entries ({sum(r.seen for r in te)} seen, {sum(not r.seen for r in te)} unseen)")
+    desc = (
+        f"webnlg2017: train {len(train)} entries / {len(tr)} texts, dev {len(dev)} / {len(dv)}, "
+        f"test {len(te)} entries ({sum(r.seen for r in te)} seen, {sum(not r.seen for r in te)} unseen)"
+    )
     return GraphTextSplits(tr, dv, te, list(RELATION_NAMES), "webnlg2017", desc)
 
 

@@ -10,6 +10,7 @@
 * :mod:`.neighbourhood`: one node's neighbourhood with each head's attention, as a networkx graph and a picture.
 * :mod:`.report`: everything above for a node-classification model, written as JSON + PNGs.
 """
+
 from .calibration import (
     CalibrationBins,
     calibration_bins,

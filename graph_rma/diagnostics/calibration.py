@@ -18,6 +18,7 @@ For out-of-distribution inputs a good model should be uncertain: the predictive 
 :math:`H(p_i) = -\sum_k p_{ik}\log p_{ik}` (nats) is summarised by its empirical CDF
 :math:`F(t) = \tfrac{1}{n}\,|\{i : H(p_i) \le t\}|`; a curve further right means more uncertainty.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

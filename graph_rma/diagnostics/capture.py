@@ -30,6 +30,7 @@ Supported layers:
   computes it returns it as the second element of its output (an implementation that computes the weights, e.g.
   ``attn_implementation="eager"``), else ``attn`` stays ``None``.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -200,8 +201,10 @@ class HeadCapture:
         x = args[0]
         H, d = self.heads, self._projection.head_dim
         if not isinstance(x, Tensor) or x.size(-1) != H * d:
-            raise ValueError(f"layer: expected the output projection's input [..., {H * d}] ({H} heads of {d}), got "
-                             f"{getattr(x, 'shape', type(x))}")
+            raise ValueError(
+                f"layer: expected the output projection's input [..., {H * d}] ({H} heads of {d}), got "
+                f"{getattr(x, 'shape', type(x))}"
+            )
         if self.mask:
             heads = x.reshape(*x.shape[:-1], H, d).clone()
             heads[..., self.mask, :] = 0
@@ -290,7 +293,8 @@ class HeadCapture:
         return o.squeeze(0) if unbatched else o
 
     def _mha_head_terms(self, heads_out: Tensor, heads: Sequence[int], like: Tensor) -> Tensor:
-        """The listed heads' summed contribution :math:`\\sum_h o_h W_{o,h}^\\top` to the output, laid out as ``like``."""
+        """The listed heads' summed contribution :math:`\\sum_h o_h W_{o,h}^\\top` to the output, laid out as
+        ``like``."""
         m = self.layer
         d = m.head_dim
         W = m.out_proj.weight  # [E, E]; columns h*d:(h+1)*d belong to head h

@@ -23,6 +23,7 @@ Measures:
 * **Entropy** per head: :math:`-\sum_j a_{hj}\log a_{hj}` (nats), averaged per head; low entropy means peaked
   attention, :math:`\log d_i` is uniform attention.
 """
+
 from __future__ import annotations
 
 from typing import Dict, Optional

@@ -9,6 +9,7 @@ keeps the edges into ``node`` (and, with ``hops=2``, into its in-neighbours) wit
 :math:`j \to i` drawn with line width ``width_scale`` :math:`\cdot\, \alpha^{(h)}_{ij}`. Diverse heads (what the
 repulsive samplers aim for) look different from panel to panel; collapsed heads look alike.
 """
+
 from __future__ import annotations
 
 import math
@@ -30,8 +31,10 @@ def _check(edge_index: Tensor, attention: Tensor, node: int, hops: int) -> Tenso
     if not isinstance(edge_index, Tensor) or edge_index.dim() != 2 or edge_index.size(0) != 2:
         raise ValueError(f"edge_index: expected a [2, E] tensor, got {getattr(edge_index, 'shape', type(edge_index))}")
     if not isinstance(attention, Tensor) or attention.dim() not in (1, 2) or attention.size(0) != edge_index.size(1):
-        raise ValueError(f"attention: expected [E] or [E, heads] with E = {edge_index.size(1)}, "
-                         f"got {getattr(attention, 'shape', type(attention))}")
+        raise ValueError(
+            f"attention: expected [E] or [E, heads] with E = {edge_index.size(1)}, "
+            f"got {getattr(attention, 'shape', type(attention))}"
+        )
     if not isinstance(hops, int) or hops < 1:
         raise ValueError(f"hops: expected a positive integer, got {hops!r}")
     if not bool((edge_index[1] == int(node)).any()):
@@ -54,6 +57,7 @@ def neighbourhood_attention_graph(edge_index: Tensor, attention: Tensor, node: i
     number of steps to ``node``, 0 for itself).
     """
     import networkx as nx
+
     att = _check(edge_index, attention, node, hops)
     src, dst = edge_index[0].tolist(), edge_index[1].tolist()
     graph = nx.DiGraph(node=int(node), heads=att.size(1))
@@ -109,6 +113,7 @@ def neighbourhood_attention_figure(
     figure = require("matplotlib.figure", "plots", "plot_neighbourhood_attention")
     backend = require("matplotlib.backends.backend_agg", "plots", "plot_neighbourhood_attention")
     import networkx as nx
+
     graph = neighbourhood_attention_graph(edge_index, attention, node, hops)
     num_heads = graph.graph["heads"]
     heads = list(range(num_heads)) if heads is None else [int(h) for h in heads]
@@ -121,19 +126,37 @@ def neighbourhood_attention_figure(
     fig = figure.Figure(figsize=(3.2 * cols, 3.2 * rows + (0.4 if title else 0.0)), dpi=100)
     backend.FigureCanvasAgg(fig)
     edges = list(graph.edges(data="attention"))
-    colors = ["tab:red" if n == int(node) else ("tab:orange" if hop == 1 else "tab:gray")
-              for n, hop in graph.nodes(data="hop")]
+    colors = [
+        "tab:red" if n == int(node) else ("tab:orange" if hop == 1 else "tab:gray")
+        for n, hop in graph.nodes(data="hop")
+    ]
     for k, h in enumerate(heads):
         ax = fig.add_subplot(rows, cols, k + 1)
         nx.draw_networkx_nodes(graph, pos, ax=ax, node_size=220, node_color=colors)
         nx.draw_networkx_labels(graph, pos, ax=ax, font_size=7)
-        nx.draw_networkx_edges(graph, pos, ax=ax, edgelist=[(j, i) for j, i, _ in edges],
-                               width=[width_scale * a[h] for _, _, a in edges], arrows=True, arrowsize=8,
-                               edge_color="tab:blue", node_size=220)
+        nx.draw_networkx_edges(
+            graph,
+            pos,
+            ax=ax,
+            edgelist=[(j, i) for j, i, _ in edges],
+            width=[width_scale * a[h] for _, _, a in edges],
+            arrows=True,
+            arrowsize=8,
+            edge_color="tab:blue",
+            node_size=220,
+        )
         for n, a in ((j, a) for j, i, a in edges if j == i):  # self-loops are small: also print their weight
             x, y = pos[n]
-            ax.annotate(f"self {a[h]:.2f}", (x, y), xytext=(0, -13), textcoords="offset points", ha="center",
-                        va="top", fontsize=6, color="tab:blue")
+            ax.annotate(
+                f"self {a[h]:.2f}",
+                (x, y),
+                xytext=(0, -13),
+                textcoords="offset points",
+                ha="center",
+                va="top",
+                fontsize=6,
+                color="tab:blue",
+            )
         ax.set_title(f"head {h}", fontsize=9)
         ax.set_aspect("equal", adjustable="datalim")
         ax.margins(0.2)

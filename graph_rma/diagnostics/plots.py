@@ -1,5 +1,6 @@
 """Pictures for the diagnostics, drawn with matplotlib's object API (``Figure`` + Agg canvas): no pyplot state,
 no display needed, safe in scripts and tests. Every function writes a PNG to ``path`` and returns the path."""
+
 from __future__ import annotations
 
 import math
@@ -11,7 +12,13 @@ import torch
 from torch import Tensor
 
 from ..engine.optional import require
-from .calibration import CalibrationBins, calibration_bins, empirical_cdf, expected_calibration_error, overconfidence_error
+from .calibration import (
+    CalibrationBins,
+    calibration_bins,
+    empirical_cdf,
+    expected_calibration_error,
+    overconfidence_error,
+)
 
 __all__ = [
     "reliability_diagram",
@@ -67,12 +74,26 @@ def reliability_diagram(
     ax.bar(centers, acc, width=width, edgecolor="black", color="tab:blue", label="accuracy")
     gap_bottom = [min(a, c) for a, c in zip(acc, conf)]
     gap_height = [abs(c - a) if f else 0.0 for a, c, f in zip(acc, conf, filled)]
-    ax.bar(centers, gap_height, bottom=gap_bottom, width=width, edgecolor="red", color="tab:red", alpha=0.3,
-           hatch="//", label="gap to confidence")
+    ax.bar(
+        centers,
+        gap_height,
+        bottom=gap_bottom,
+        width=width,
+        edgecolor="red",
+        color="tab:red",
+        alpha=0.3,
+        hatch="//",
+        label="gap to confidence",
+    )
     ax.plot([0, 1], [0, 1], "k--", lw=1, label="perfect calibration")
     ece, oe = expected_calibration_error(b), overconfidence_error(b)
-    ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="confidence", ylabel="accuracy",
-           title=f"{title}\nECE={ece:.4f}  OE={oe:.4f}  (M={M}, n={b.num_samples})")
+    ax.set(
+        xlim=(0, 1),
+        ylim=(0, 1),
+        xlabel="confidence",
+        ylabel="accuracy",
+        title=f"{title}\nECE={ece:.4f}  OE={oe:.4f}  (M={M}, n={b.num_samples})",
+    )
     ax.legend(loc="upper left", fontsize=8)
     return _save(fig, path)
 

@@ -4,6 +4,7 @@ Mask one head at test time (its output multiplied by :math:`\xi_h = 0`, see :cla
 and record the metric drop :math:`\Delta_h = m(\text{all heads}) - m(\text{head } h \text{ masked})`. Many
 drops near zero mean many heads are redundant; repulsive heads should each matter more.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -22,8 +23,8 @@ LayerSpec = Union[nn.Module, str]
 def mask_heads(layer: nn.Module, heads: Sequence[int]) -> HeadCapture:
     """Context manager removing ``heads``' contributions from ``layer``'s output while open::
 
-        with mask_heads(model.conv1, [2]):
-            acc = evaluate()
+    with mask_heads(model.conv1, [2]):
+        acc = evaluate()
     """
     return HeadCapture(layer, mask=heads, record=False)
 

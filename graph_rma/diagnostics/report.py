@@ -7,6 +7,7 @@ ROC AUC (binary cross-entropy): the probability of class 1 is the logit's sigmoi
 class 1 where :math:`\sigma > 1/2`, its confidence :math:`\max(\sigma, 1 - \sigma)`, and the task's metric (the
 summary's ``score``, and what head masking drops) is the ROC AUC of the logits.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -153,8 +154,9 @@ def node_classification_report(
             from .plots import plot_entropy_cdf, plot_head_entropy, plot_head_importance, reliability_diagram
 
             files["reliability"] = reliability_diagram(bins, path=out / "reliability.png")
-            files["head_importance"] = plot_head_importance(redundancy.drops, path=out / "head_importance.png",
-                                                            metric="ROC AUC" if binary else "accuracy")
+            files["head_importance"] = plot_head_importance(
+                redundancy.drops, path=out / "head_importance.png", metric="ROC AUC" if binary else "accuracy"
+            )
             first = next(iter(diversity.values()))
             files["head_entropy"] = plot_head_entropy(
                 {k: v["entropy"] for k, v in diversity.items()},

@@ -4,6 +4,7 @@ The training itself is the caller's: ``train_and_eval(num_heads) -> error`` (or 
 when ``seeds`` is given) trains one model and returns its test error. :func:`heads_sweep` loops over the head
 counts and seeds and summarises; :func:`graph_rma.diagnostics.plot_heads_sweep` draws the curves.
 """
+
 from __future__ import annotations
 
 import math

@@ -8,6 +8,7 @@ file, instead of an ``EOFError`` or, worse, silently altered weights. Files with
 checksums existed, or by plain :func:`torch.save`) are still loaded with ``weights_only=True`` after a warning that
 they cannot be verified.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -43,22 +44,31 @@ def save_checkpoint(path: PathLike, state: Dict[str, Any]) -> Path:
 def _payload(path: Path, blob: bytes) -> bytes:
     """The verified payload of a checksummed file, or ``blob`` itself for a legacy file (with a warning)."""
     if not blob.startswith(_MAGIC + b" "):
-        warnings.warn(f"{path}: checkpoint without a checksum (written by an older graph_rma or plain torch.save); "
-                      f"loading it unverified", RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"{path}: checkpoint without a checksum (written by an older graph_rma or plain torch.save); "
+            f"loading it unverified",
+            RuntimeWarning,
+            stacklevel=3,
+        )
         return blob
     end = blob.find(b"\n", 0, 256)
     fields = blob[:end].split(b" ") if end > 0 else []
     if len(fields) != 4 or fields[1] != _VERSION or not fields[3].isdigit():
-        raise CheckpointError(f"{path}: corrupt checkpoint header; the file cannot be used (delete it and "
-                              f"train again, or restore a copy)")
-    payload, digest, size = blob[end + 1:], fields[2].decode("ascii", "replace"), int(fields[3])
+        raise CheckpointError(
+            f"{path}: corrupt checkpoint header; the file cannot be used (delete it and train again, or restore a copy)"
+        )
+    payload, digest, size = blob[end + 1 :], fields[2].decode("ascii", "replace"), int(fields[3])
     if len(payload) != size:
-        raise CheckpointError(f"{path}: truncated or corrupt checkpoint ({len(payload)} of {size} payload bytes); "
-                              f"the file cannot be used (delete it and train again, or restore a copy)")
+        raise CheckpointError(
+            f"{path}: truncated or corrupt checkpoint ({len(payload)} of {size} payload bytes); "
+            f"the file cannot be used (delete it and train again, or restore a copy)"
+        )
     got = hashlib.sha256(payload).hexdigest()
     if got != digest:
-        raise CheckpointError(f"{path}: corrupt checkpoint (sha256 {got}, expected {digest}); the file cannot be "
-                              f"used (delete it and train again, or restore a copy)")
+        raise CheckpointError(
+            f"{path}: corrupt checkpoint (sha256 {got}, expected {digest}); the file cannot be "
+            f"used (delete it and train again, or restore a copy)"
+        )
     return payload
 
 

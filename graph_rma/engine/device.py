@@ -1,4 +1,5 @@
 """Where a task runs: one check of a ``device`` argument, and how much memory that device has."""
+
 from __future__ import annotations
 
 import os
@@ -24,15 +25,17 @@ def resolve_device(device: Optional[Union[str, torch.device]] = None) -> torch.d
     except (RuntimeError, TypeError, ValueError):
         raise ValueError(f"device: expected cpu, cuda or cuda:N, got {device!r}") from None
     if dev.type not in ("cpu", "cuda") or (dev.type == "cpu" and dev.index not in (None, 0)):
-        raise ValueError(f"device: expected cpu, cuda or cuda:N, got {device!r} (the tasks train on the CPU or on "
-                         f"CUDA GPUs only)")
+        raise ValueError(
+            f"device: expected cpu, cuda or cuda:N, got {device!r} (the tasks train on the CPU or on CUDA GPUs only)"
+        )
     if dev.type == "cuda":
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if count == 0:
             raise ValueError(f"device: {device!r} asked for, but this torch build sees no CUDA device")
         if dev.index is not None and dev.index >= count:
-            raise ValueError(f"device: {device!r} asked for, but this machine has {count} CUDA device(s): cuda:0 to "
-                             f"cuda:{count - 1}")
+            raise ValueError(
+                f"device: {device!r} asked for, but this machine has {count} CUDA device(s): cuda:0 to cuda:{count - 1}"
+            )
     return dev
 
 

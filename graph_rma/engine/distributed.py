@@ -16,6 +16,7 @@ the same way: every rank builds the same global batch, keeps its :func:`shard`, 
 *global* count (tokens or examples) times ``1 / world_size``, so that DDP's gradient average equals the gradient of
 the global batch's mean loss. :func:`replica_fingerprints` checks at the end that the replicas are bitwise equal.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -26,8 +27,19 @@ from typing import Any, List, Optional, Sequence, Tuple, TypeVar
 import torch
 import torch.distributed as dist
 
-__all__ = ["DistInfo", "init_from_env", "is_main_process", "rank_and_world", "shard", "all_reduce_mean",
-           "all_reduce_sum", "barrier", "gather_objects", "replica_fingerprints", "cleanup"]
+__all__ = [
+    "DistInfo",
+    "init_from_env",
+    "is_main_process",
+    "rank_and_world",
+    "shard",
+    "all_reduce_mean",
+    "all_reduce_sum",
+    "barrier",
+    "gather_objects",
+    "replica_fingerprints",
+    "cleanup",
+]
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
 r"""Early stopping from validation metrics: when to keep the model and when to stop training."""
+
 from __future__ import annotations
 
 import math

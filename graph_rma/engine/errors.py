@@ -1,6 +1,7 @@
 """One-line errors for scripts: :func:`one_line_errors` makes a user's mistake (a bad value, missing data, a missing
 extra or tool) end a script with one line on stderr (and Python's exit status for an uncaught exception, 1), as the
 ``graph-rma`` commands do, while any other exception keeps its traceback (it is a bug)."""
+
 from __future__ import annotations
 
 import os
@@ -27,8 +28,9 @@ def one_line_errors(prog: Optional[str] = None) -> None:
     previous = sys.excepthook
 
     def hook(kind: Type[BaseException], exc: BaseException, tb: Optional[TracebackType]) -> None:
-        missing = isinstance(exc, (FileNotFoundError, MissingExtraError, MissingToolError)) or \
-            (isinstance(exc, LookupError) and raised_by_package(tb))
+        missing = isinstance(exc, (FileNotFoundError, MissingExtraError, MissingToolError)) or (
+            isinstance(exc, LookupError) and raised_by_package(tb)
+        )
         if missing or isinstance(exc, ValueError):
             text = str(exc).strip().splitlines()[0] if str(exc).strip() else kind.__name__
             print(f"{name}: {text}", file=sys.stderr)

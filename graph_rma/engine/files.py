@@ -4,6 +4,7 @@ A crash never leaves a half-written result; every task writes its JSON/CSV/text 
 Files get the permissions of any file the user creates (``0666`` minus the umask, e.g. ``0644``), not the ``0600``
 of :func:`tempfile.mkstemp`.
 """
+
 from __future__ import annotations
 
 import csv
@@ -18,7 +19,16 @@ from typing import Any, Iterable, List, Mapping, Optional, Union
 
 PathLike = Union[str, os.PathLike]
 
-__all__ = ["PathLike", "slug", "read_lines", "atomic_write_bytes", "atomic_write_text", "write_json", "read_json", "write_csv"]
+__all__ = [
+    "PathLike",
+    "slug",
+    "read_lines",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "write_json",
+    "read_json",
+    "write_csv",
+]
 
 
 def atomic_write_bytes(path: PathLike, data: bytes) -> Path:

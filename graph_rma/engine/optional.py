@@ -9,6 +9,7 @@ The parts that need more say in one line which extra enables them::
 A caller whose optional part can be left out (a plot after a benchmark) catches :class:`MissingExtraError` and goes
 on; one whose whole job needs the module (scoring generated text) lets the one-line error reach the user.
 """
+
 from __future__ import annotations
 
 import importlib

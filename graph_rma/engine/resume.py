@@ -5,6 +5,7 @@ silently return the old run or mix two configurations in one set of weights, so 
 and names every setting that differs; settings that may change on resume (more epochs, decoding options) are
 applied, and it returns one line per change so the caller can say so.
 """
+
 from __future__ import annotations
 
 from typing import Any, Iterable, List, Mapping
@@ -27,8 +28,9 @@ def _show(value: Any) -> str:
     return "(unset)" if value is _MISSING else repr(value)
 
 
-def check_resume(saved: Mapping[str, Any], new: Mapping[str, Any], may_change: Iterable[str] = ("epochs",),
-                 where: str = "the run") -> List[str]:
+def check_resume(
+    saved: Mapping[str, Any], new: Mapping[str, Any], may_change: Iterable[str] = ("epochs",), where: str = "the run"
+) -> List[str]:
     """Compare the settings a run was saved with to those it is resumed with.
 
     Keys present on one side only count as differences (shown as ``(unset)``).
@@ -54,6 +56,9 @@ def check_resume(saved: Mapping[str, Any], new: Mapping[str, Any], may_change: I
         (changed if key in allowed else refused).append((key, old, value))
     if refused:
         listed = ", ".join(f"{k} {_show(o)} -> {_show(v)}" for k, o, v in refused)
-        raise ResumeMismatchError(f"{where} was trained with other settings ({listed}); use the same settings to "
-                                  "resume it, or another output folder for a new run", refused)
+        raise ResumeMismatchError(
+            f"{where} was trained with other settings ({listed}); use the same settings to "
+            "resume it, or another output folder for a new run",
+            refused,
+        )
     return [f"{k}: {_show(o)} -> {_show(v)}" for k, o, v in changed]

@@ -1,4 +1,5 @@
 """Seeding: one call that seeds every random number generator a run uses."""
+
 from __future__ import annotations
 
 import operator

@@ -10,6 +10,7 @@ For two arms run on the same seeds (same initialisation, data order and split), 
 and :math:`\bar d / \mathrm{SE}` says how many standard errors the difference is from zero. Wins, ties and losses
 count the seeds on which ``b`` is above, equal to, or below ``a``.
 """
+
 from __future__ import annotations
 
 import math
@@ -38,10 +39,16 @@ def paired_comparison(a: Mapping[int, float], b: Mapping[int, float]) -> Dict[st
     d = [float(b[s]) - float(a[s]) for s in seeds]
     n = len(d)
     if n == 0:
-        return {"n": 0, "mean": float("nan"), "se": float("nan"), "z": float("nan"), "wins": 0, "ties": 0,
-                "losses": 0}
+        return {"n": 0, "mean": float("nan"), "se": float("nan"), "z": float("nan"), "wins": 0, "ties": 0, "losses": 0}
     mean = statistics.fmean(d)
     se = statistics.stdev(d) / math.sqrt(n) if n > 1 else float("nan")
     z = mean / se if se and math.isfinite(se) and se > 0 else float("nan")
-    return {"n": n, "mean": mean, "se": se, "z": z, "wins": sum(x > 0 for x in d), "ties": sum(x == 0 for x in d),
-            "losses": sum(x < 0 for x in d)}
+    return {
+        "n": n,
+        "mean": mean,
+        "se": se,
+        "z": z,
+        "wins": sum(x > 0 for x in d),
+        "ties": sum(x == 0 for x in d),
+        "losses": sum(x < 0 for x in d),
+    }

@@ -18,14 +18,18 @@ The one part of the package that imports ``transformers`` (the optional extra ``
 * :mod:`.pruning`: :func:`prune_heads` (``transformers`` 5 removed its own), equal to masking the heads.
 * :mod:`.trainer`: :class:`SamplerCallback` for ``transformers.Trainer`` (also under ``accelerate`` / DDP).
 """
+
 from __future__ import annotations
 
 from ..engine.optional import MissingExtraError, require
 
 _transformers = require("transformers", "hf", "graph_rma.hf")
 if int(_transformers.__version__.split(".")[0]) < 5:
-    raise MissingExtraError(f"graph_rma.hf needs transformers>=5, found {_transformers.__version__}: "
-                            f"pip install 'graph-rma[hf]'", "transformers", "hf")
+    raise MissingExtraError(
+        f"graph_rma.hf needs transformers>=5, found {_transformers.__version__}: pip install 'graph-rma[hf]'",
+        "transformers",
+        "hf",
+    )
 
 from .attention import ATTENTION_NAME, attention_function_modules, drop_attention_forward, use_drop_attention  # noqa: E402
 from .layouts import AttentionLayout, attention_layers, find_attention_layout  # noqa: E402

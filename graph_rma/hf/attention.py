@@ -27,6 +27,7 @@ windows, both rescalings; see :mod:`graph_rma.dropattention`). Contract:
 Families that compute attention in their own code (DeBERTa, MPNet, Longformer, BigBird, XLNet, ...) get one
 ``ValueError`` naming the model class and its ``model_type``.
 """
+
 from __future__ import annotations
 
 import copy
@@ -52,9 +53,16 @@ _PREVIOUS = "_graph_rma_previous_attn_implementation"  # set on each switched Pr
 _UNSUPPORTED_KWARGS = ("softcap", "s_aux")
 
 
-def drop_attention_forward(module: nn.Module, query: Tensor, key: Tensor, value: Tensor,
-                           attention_mask: Optional[Tensor], scaling: Optional[float] = None, dropout: float = 0.0,
-                           **kwargs: Any) -> Tuple[Tensor, Tensor]:
+def drop_attention_forward(
+    module: nn.Module,
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attention_mask: Optional[Tensor],
+    scaling: Optional[float] = None,
+    dropout: float = 0.0,
+    **kwargs: Any,
+) -> Tuple[Tensor, Tensor]:
     """The attention function registered as :data:`ATTENTION_NAME` (see the module docstring).
 
     Args:
@@ -75,12 +83,16 @@ def drop_attention_forward(module: nn.Module, query: Tensor, key: Tensor, value:
     """
     drop = getattr(module, "drop_attention", None)
     if not isinstance(drop, DropAttention):
-        raise ValueError(f"{type(module).__name__} runs attn_implementation={ATTENTION_NAME!r} without a DropAttention "
-                         f"installed; call graph_rma.hf.use_drop_attention(model, graph_rma.DropAttention(...))")
+        raise ValueError(
+            f"{type(module).__name__} runs attn_implementation={ATTENTION_NAME!r} without a DropAttention "
+            f"installed; call graph_rma.hf.use_drop_attention(model, graph_rma.DropAttention(...))"
+        )
     unsupported = [k for k in _UNSUPPORTED_KWARGS if kwargs.get(k) is not None]
     if unsupported:
-        raise ValueError(f"{type(module).__name__}: DropAttention's attention function does not support "
-                         f"{', '.join(unsupported)} (this family's eager attention does more than softmax(QK^T)V)")
+        raise ValueError(
+            f"{type(module).__name__}: DropAttention's attention function does not support "
+            f"{', '.join(unsupported)} (this family's eager attention does more than softmax(QK^T)V)"
+        )
     if scaling is None:
         scaling = query.size(-1) ** -0.5
     groups = query.size(1) // key.size(1)
@@ -159,10 +171,14 @@ def attention_function_modules(model: nn.Module) -> Dict[str, nn.Module]:
                     f"model: {type(sub).__name__} (model_type {getattr(sub.config, 'model_type', '?')!r}) computes "
                     f"attention in its own code, not through transformers' AttentionInterface, so DropAttention "
                     f"cannot be installed in it (families that use the interface include BERT, RoBERTa, ELECTRA, "
-                    f"ALBERT, DistilBERT, ViT, Llama, Mistral, Qwen2, GPT-2, BART)")
+                    f"ALBERT, DistilBERT, ViT, Llama, Mistral, Qwen2, GPT-2, BART)"
+                )
     recorded = set().union(*(_recorded_attention_classes(r) for r in roots))
-    found = {name: m for name, m in model.named_modules()
-             if type(m).__module__.startswith("transformers.") and (type(m) in recorded or _calls_interface(type(m)))}
+    found = {
+        name: m
+        for name, m in model.named_modules()
+        if type(m).__module__.startswith("transformers.") and (type(m) in recorded or _calls_interface(type(m)))
+    }
     if not found:
         names = ", ".join(sorted({type(r).__name__ for r in roots}))
         raise ValueError(f"model: no module of {names} calls transformers' attention function (AttentionInterface)")
@@ -198,8 +214,9 @@ def use_drop_attention(model: nn.Module, drop_attention: Optional[DropAttention]
             message names it).
     """
     if drop_attention is not None and not isinstance(drop_attention, DropAttention):
-        raise ValueError(f"drop_attention: expected a graph_rma.DropAttention or None, got "
-                         f"{type(drop_attention).__name__}")
+        raise ValueError(
+            f"drop_attention: expected a graph_rma.DropAttention or None, got {type(drop_attention).__name__}"
+        )
     modules = attention_function_modules(model)
     roots = _pretrained_roots(model)
     if drop_attention is None:
@@ -214,9 +231,13 @@ def use_drop_attention(model: nn.Module, drop_attention: Optional[DropAttention]
     rates = {r for r in map(_layer_rate, modules.values()) if r}
     if drop_attention.p is not None and rates - {drop_attention.p}:
         layer = ", ".join(f"{r:g}" for r in sorted(rates))
-        warnings.warn(f"use_drop_attention: DropAttention(p={drop_attention.p:g}) replaces the model's attention "
-                      f"dropout {layer} (rate in effect: {drop_attention.p:g}); pass DropAttention() without p to keep "
-                      f"{layer}", UserWarning, stacklevel=2)
+        warnings.warn(
+            f"use_drop_attention: DropAttention(p={drop_attention.p:g}) replaces the model's attention "
+            f"dropout {layer} (rate in effect: {drop_attention.p:g}); pass DropAttention() without p to keep "
+            f"{layer}",
+            UserWarning,
+            stacklevel=2,
+        )
     installed = []
     for m in modules.values():
         copy_ = copy.deepcopy(drop_attention).train(m.training)

@@ -33,6 +33,7 @@ The head dimension comes from the module (``head_dim``, ``attention_head_size``)
 hidden size / number of attention heads); :math:`H` and :math:`G` are the projections' output sizes over :math:`d`,
 so a pruned layer (:func:`graph_rma.hf.prune_heads`) is read correctly.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -145,10 +146,22 @@ def _head_dim(holder: nn.Module) -> Optional[int]:
     value = getattr(config, "head_dim", None)
     if isinstance(value, int) and value > 0:
         return value
-    hidden = next((getattr(config, a) for a in ("hidden_size", "dim", "n_embd", "d_model")
-                   if isinstance(getattr(config, a, None), int)), None)
-    heads = next((getattr(config, a) for a in ("num_attention_heads", "n_heads", "n_head", "num_heads")
-                  if isinstance(getattr(config, a, None), int)), None)
+    hidden = next(
+        (
+            getattr(config, a)
+            for a in ("hidden_size", "dim", "n_embd", "d_model")
+            if isinstance(getattr(config, a, None), int)
+        ),
+        None,
+    )
+    heads = next(
+        (
+            getattr(config, a)
+            for a in ("num_attention_heads", "n_heads", "n_head", "num_heads")
+            if isinstance(getattr(config, a, None), int)
+        ),
+        None,
+    )
     return hidden // heads if hidden and heads and hidden % heads == 0 else None
 
 
@@ -170,8 +183,10 @@ def _linear_layout(module: nn.Module) -> Optional[AttentionLayout]:
         H, G = q // d, k // d
         if G == 0 or H % G:
             continue
-        inputs = tuple(ProjectionSlice(role, p, m, 0, m.out_features, H if role == "query" else G)
-                       for role, p, m in zip(_ROLES, paths, linears))
+        inputs = tuple(
+            ProjectionSlice(role, p, m, 0, m.out_features, H if role == "query" else G)
+            for role, p, m in zip(_ROLES, paths, linears)
+        )
         return AttentionLayout(family, module, inputs, out_path, output, call_path, H, G, d)
     return None
 
@@ -188,8 +203,11 @@ def _gpt2_layout(module: nn.Module) -> Optional[AttentionLayout]:
         return None
     H = E // d
     if cross:
-        inputs = (ProjectionSlice("query", "q_attn", q_attn, 0, E, H), ProjectionSlice("key", "c_attn", c_attn, 0, E, H),
-                  ProjectionSlice("value", "c_attn", c_attn, E, E, H))
+        inputs = (
+            ProjectionSlice("query", "q_attn", q_attn, 0, E, H),
+            ProjectionSlice("key", "c_attn", c_attn, 0, E, H),
+            ProjectionSlice("value", "c_attn", c_attn, E, E, H),
+        )
     else:
         inputs = tuple(ProjectionSlice(role, "c_attn", c_attn, k * E, E, H) for k, role in enumerate(_ROLES))
     return AttentionLayout("gpt2", module, inputs, "c_proj", c_proj, "", H, H, d)

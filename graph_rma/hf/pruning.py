@@ -16,6 +16,7 @@ its dtype, device and ``requires_grad``); head counts stored on the modules (``n
 ``all_head_size``, ``num_heads``, ``n_heads``, ``num_key_value_heads``) follow. The config is left alone (it
 describes every layer). Build the optimizer and any sampler after pruning: they hold the old parameters.
 """
+
 from __future__ import annotations
 
 from typing import Dict, Iterable, List, Mapping, Tuple, Union
@@ -32,12 +33,14 @@ def _shrink(linear: nn.Linear, index: torch.Tensor, dim: int) -> None:
     """Keep ``index`` along ``dim`` of ``linear``'s weight (``dim=0``: also the bias), in place."""
     with torch.no_grad():
         weight = linear.weight
-        linear.weight = nn.Parameter(weight.index_select(dim, index.to(weight.device)).clone(),
-                                     requires_grad=weight.requires_grad)
+        linear.weight = nn.Parameter(
+            weight.index_select(dim, index.to(weight.device)).clone(), requires_grad=weight.requires_grad
+        )
         if dim == 0 and linear.bias is not None:
             bias = linear.bias
-            linear.bias = nn.Parameter(bias.index_select(0, index.to(bias.device)).clone(),
-                                       requires_grad=bias.requires_grad)
+            linear.bias = nn.Parameter(
+                bias.index_select(0, index.to(bias.device)).clone(), requires_grad=bias.requires_grad
+            )
     if dim == 0:
         linear.out_features = index.numel()
     else:
@@ -52,8 +55,10 @@ def _kept(name: str, layout: AttentionLayout, heads: List[int]) -> Tuple[List[in
     """The query heads and key/value heads that remain after pruning ``heads`` (a ``ValueError`` if not allowed)."""
     H, G = layout.heads, layout.kv_heads
     if layout.family == "gpt2":
-        raise ValueError(f"heads: {name} ({type(layout.module).__name__}) fuses its projections (c_attn); pruning "
-                         f"it is not supported")
+        raise ValueError(
+            f"heads: {name} ({type(layout.module).__name__}) fuses its projections (c_attn); pruning "
+            f"it is not supported"
+        )
     bad = [h for h in heads if not 0 <= h < H]
     if bad:
         raise ValueError(f"heads: {name} has {H} heads (0 to {H - 1}), got {bad}")
@@ -64,9 +69,11 @@ def _kept(name: str, layout: AttentionLayout, heads: List[int]) -> Tuple[List[in
     partial = [g for g in groups if any(h not in heads for h in range(g * r, (g + 1) * r))]
     if partial:
         g = partial[0]
-        raise ValueError(f"heads: {name} uses grouped-query attention ({H} query heads share {G} key/value heads, "
-                         f"{r} each): prune whole groups; query heads {list(range(g * r, (g + 1) * r))} share "
-                         f"key/value head {g}")
+        raise ValueError(
+            f"heads: {name} uses grouped-query attention ({H} query heads share {G} key/value heads, "
+            f"{r} each): prune whole groups; query heads {list(range(g * r, (g + 1) * r))} share "
+            f"key/value head {g}"
+        )
     return [h for h in range(H) if h not in heads], [g for g in range(G) if g not in groups]
 
 
@@ -77,9 +84,13 @@ def _prune_layer(layout: AttentionLayout, keep_q: List[int], keep_kv: List[int])
     _shrink(layout.output, _rows(keep_q, d), 1)
     holders = [layout.module] + ([layout.attention] if layout.attention is not layout.module else [])
     for holder in holders:
-        for attr, value in (("num_attention_heads", len(keep_q)), ("num_heads", len(keep_q)),
-                            ("n_heads", len(keep_q)), ("all_head_size", len(keep_q) * d),
-                            ("num_key_value_heads", len(keep_kv))):
+        for attr, value in (
+            ("num_attention_heads", len(keep_q)),
+            ("num_heads", len(keep_q)),
+            ("n_heads", len(keep_q)),
+            ("all_head_size", len(keep_q) * d),
+            ("num_key_value_heads", len(keep_kv)),
+        ):
             if isinstance(getattr(holder, attr, None), int) and not isinstance(getattr(holder, attr), bool):
                 setattr(holder, attr, value)
 
@@ -116,8 +127,10 @@ def prune_heads(model: nn.Module, heads: Mapping[Union[int, str], Iterable[int]]
             name = key
         else:
             shown = ", ".join(repr(n) for n in names[:3]) + (", ..." if len(names) > 3 else "")
-            raise ValueError(f"heads: {key!r} is not an attention layer of {type(model).__name__} (layers: {shown}, "
-                             f"or their positions 0 to {len(names) - 1})")
+            raise ValueError(
+                f"heads: {key!r} is not an attention layer of {type(model).__name__} (layers: {shown}, "
+                f"or their positions 0 to {len(names) - 1})"
+            )
         plan[name] = sorted(set(plan.get(name, [])) | {int(h) for h in listed})
     kept = {name: _kept(name, layers[name], listed) for name, listed in plan.items() if listed}  # check all first
     for name, (keep_q, keep_kv) in kept.items():

@@ -18,6 +18,7 @@ complete head).
 A resumed run (``trainer.train(resume_from_checkpoint=...)``) sets the sampler's step count to the restored global
 step (its warm-up counts optimizer steps); the SPOS/SGLD noise stream restarts from ``seed``.
 """
+
 from __future__ import annotations
 
 from typing import Optional, Union
@@ -56,8 +57,10 @@ class SamplerCallback(TrainerCallback):
         else:
             self.variant = parse_variant(sampler)
             if self.variant.reg is not None:
-                raise ValueError(f"sampler: {self.variant.spec!r} adds a regularisation term to the loss, which a "
-                                 f"callback cannot do; compute VariantSetup.penalty in Trainer.compute_loss")
+                raise ValueError(
+                    f"sampler: {self.variant.spec!r} adds a regularisation term to the loss, which a "
+                    f"callback cannot do; compute VariantSetup.penalty in Trainer.compute_loss"
+                )
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise ValueError(f"seed: expected an int or None, got {seed!r}")
         self.seed = seed

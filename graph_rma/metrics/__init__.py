@@ -1,6 +1,7 @@
 """Evaluation metrics. :func:`evaluate_generation` scores generated text (BLEU, METEOR, ROUGE, coverage, repetition)
 the way coco-caption did; :func:`score_webnlg2017` scores it the way the WebNLG 2017 challenge did (BLEU, METEOR, TER);
 :data:`SCORERS` names the two."""
+
 from .generation import (
     SCORERS,
     Meteor15,

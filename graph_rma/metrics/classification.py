@@ -11,6 +11,7 @@ positives and :math:`n_0` negatives: scikit-learn's ``roc_auc_score`` (the trape
 ``tests/test_protocols.py`` checks it against the pairwise definition on random scores with ties (and against
 scikit-learn where it is installed).
 """
+
 from __future__ import annotations
 
 from typing import Tuple

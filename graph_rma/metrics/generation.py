@@ -31,6 +31,7 @@ which GraphWriter's evaluation kept. The same tokens feed every metric.
 BLEU, METEOR 1.5 and ROUGE need the ``text-metrics`` extra (``pip install 'graph-rma[text-metrics]'``); without it
 :func:`evaluate_generation` raises :class:`~graph_rma.engine.optional.MissingExtraError` saying so, before any work.
 """
+
 from __future__ import annotations
 
 import math
@@ -45,8 +46,17 @@ from ..engine.optional import MissingToolError, require
 Reference = Union[str, Sequence[str]]
 
 METRIC_KEYS = (
-    "BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4", "METEOR", "ROUGE-1", "ROUGE-2", "ROUGE-L", "ROUGE-L_coco",
-    "entity_coverage", "repetition",
+    "BLEU-1",
+    "BLEU-2",
+    "BLEU-3",
+    "BLEU-4",
+    "METEOR",
+    "ROUGE-1",
+    "ROUGE-2",
+    "ROUGE-L",
+    "ROUGE-L_coco",
+    "entity_coverage",
+    "repetition",
 )
 #: Tokens that end a clause for :func:`repetition`.
 CLAUSE_DELIMITERS = frozenset({".", "!", "?", ";", ":", ","})
@@ -162,15 +172,22 @@ class Meteor15:
 
             scorer = module.Meteor.__new__(module.Meteor)
             scorer.meteor_cmd = ["java", "-jar", "-Xmx2G", module.METEOR_JAR, "-", "-", "-stdio", "-l", "en"]
-            scorer.meteor_p = subprocess.Popen(scorer.meteor_cmd, cwd=os.path.dirname(os.path.abspath(module.__file__)),
-                                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            scorer.meteor_p = subprocess.Popen(
+                scorer.meteor_cmd,
+                cwd=os.path.dirname(os.path.abspath(module.__file__)),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
             scorer.lock = threading.Lock()
             self._scorer = scorer
         self._closed = False
         if ("-norm" in self.command) != norm:  # a pycocoevalcap whose command differs from the one assumed here
             self.close()
-            raise RuntimeError(f"Meteor15: expected the METEOR command {'with' if norm else 'without'} -norm, got "
-                               f"{' '.join(self.command)}")
+            raise RuntimeError(
+                f"Meteor15: expected the METEOR command {'with' if norm else 'without'} -norm, got "
+                f"{' '.join(self.command)}"
+            )
 
     @property
     def command(self) -> List[str]:
@@ -262,7 +279,7 @@ def meteor_nltk(hypotheses: Sequence[List[str]], references: Sequence[Sequence[L
 # --------------------------------------------------------------------------------------------------- own metrics
 def _contains(tokens: Sequence[str], sub: Sequence[str]) -> bool:
     n = len(sub)
-    return n > 0 and any(tuple(tokens[i:i + n]) == tuple(sub) for i in range(len(tokens) - n + 1))
+    return n > 0 and any(tuple(tokens[i : i + n]) == tuple(sub) for i in range(len(tokens) - n + 1))
 
 
 def entity_coverage(hypotheses: Sequence[List[str]], entities: Sequence[Sequence[List[str]]]) -> float:
@@ -329,8 +346,9 @@ def repetition(hypotheses: Sequence[List[str]]) -> float:
 # --------------------------------------------------------------------------------------------------- main entry
 def _check_inputs(hypotheses, references, entities) -> Tuple[List[str], List[List[str]], Optional[List[List[str]]]]:
     if isinstance(hypotheses, str) or not isinstance(hypotheses, Iterable):
-        raise ValueError("hypotheses: expected a sequence of strings (one per example), got "
-                         f"{type(hypotheses).__name__}")
+        raise ValueError(
+            f"hypotheses: expected a sequence of strings (one per example), got {type(hypotheses).__name__}"
+        )
     hyps = list(hypotheses)
     if not hyps:
         raise ValueError("hypotheses: expected at least one hypothesis")
@@ -338,8 +356,10 @@ def _check_inputs(hypotheses, references, entities) -> Tuple[List[str], List[Lis
         if not isinstance(h, str):
             raise ValueError(f"hypotheses[{i}]: expected a str, got {type(h).__name__}")
     if isinstance(references, str) or not isinstance(references, Iterable):
-        raise ValueError("references: expected a sequence with one reference string or list of strings per "
-                         f"hypothesis, got {type(references).__name__}")
+        raise ValueError(
+            "references: expected a sequence with one reference string or list of strings per "
+            f"hypothesis, got {type(references).__name__}"
+        )
     refs_in = list(references)
     if len(refs_in) != len(hyps):
         raise ValueError(f"references: expected {len(hyps)} entries (one per hypothesis), got {len(refs_in)}")
@@ -424,8 +444,12 @@ def evaluate_generation(
     if impl == "auto":
         impl = "meteor-1.5" if java_available() else "nltk"
         if impl == "nltk":
-            warnings.warn("java not found: METEOR falls back to nltk's meteor_score, whose numbers are NOT "
-                          "comparable with METEOR 1.5 (METEOR_impl='nltk')", RuntimeWarning, stacklevel=2)
+            warnings.warn(
+                "java not found: METEOR falls back to nltk's meteor_score, whose numbers are NOT "
+                "comparable with METEOR 1.5 (METEOR_impl='nltk')",
+                RuntimeWarning,
+                stacklevel=2,
+            )
     if impl == "meteor-1.5":
         if isinstance(meteor, Meteor15):
             m, _ = meteor.score(hyp_str, ref_str)

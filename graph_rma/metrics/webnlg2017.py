@@ -27,6 +27,7 @@ Scored this way, the challenge's submissions get the organisers' own BLEU and ME
 entries, and their TER on all entries (docs/webnlg.md says how this was checked). Needs the ``text-metrics`` extra
 (sacrebleu, Unidecode, pycocoevalcap).
 """
+
 from __future__ import annotations
 
 import re
@@ -62,8 +63,12 @@ def tokenize_webnlg2017(text: str, reference: bool = False) -> str:
     return " ".join(" ".join(_NON_WORD.split(_unidecode(text.lower()))).split())
 
 
-def score_webnlg2017(hypotheses: Sequence[str], references: Sequence[Union[str, Sequence[str]]],
-                     meteor: Union[str, Meteor15] = "auto", max_references: int = MAX_REFERENCES) -> Dict[str, object]:
+def score_webnlg2017(
+    hypotheses: Sequence[str],
+    references: Sequence[Union[str, Sequence[str]]],
+    meteor: Union[str, Meteor15] = "auto",
+    max_references: int = MAX_REFERENCES,
+) -> Dict[str, object]:
     """Corpus BLEU, METEOR 1.5 and TER of ``hypotheses`` as the WebNLG 2017 challenge computed them (0-100).
 
     Args:
@@ -96,15 +101,20 @@ def score_webnlg2017(hypotheses: Sequence[str], references: Sequence[Union[str, 
     # sacrebleu takes one stream per reference position: a missing reference is "" for BLEU (a zero-length
     # reference, as multi-bleu.perl reads the blank line of a reference file) and None for TER (left out, as tercom)
     bleu_streams: List[List[str]] = [[rs[j] if j < len(rs) else "" for rs in ref_tok] for j in range(max_references)]
-    ter_streams: List[List[Optional[str]]] = [[rs[j] if j < len(rs) else None for rs in ref_tok]
-                                              for j in range(max_references)]
+    ter_streams: List[List[Optional[str]]] = [
+        [rs[j] if j < len(rs) else None for rs in ref_tok] for j in range(max_references)
+    ]
     bleu_metric = metrics.BLEU(tokenize="none", lowercase=True, smooth_method="none", force=True)
     bleu = bleu_metric.corpus_score(hyp_tok, bleu_streams)
     ter_metric = metrics.TER()
     ter = ter_metric.corpus_score(hyp_tok, ter_streams)
     out: Dict[str, object] = {
-        "scorer": "webnlg2017", "BLEU": float(bleu.score), "BLEU_precisions": [float(p) for p in bleu.precisions],
-        "BLEU_bp": float(bleu.bp), "BLEU_ratio": float(bleu.ratio), "hyp_len": int(bleu.sys_len),
+        "scorer": "webnlg2017",
+        "BLEU": float(bleu.score),
+        "BLEU_precisions": [float(p) for p in bleu.precisions],
+        "BLEU_bp": float(bleu.bp),
+        "BLEU_ratio": float(bleu.ratio),
+        "hyp_len": int(bleu.sys_len),
         "ref_len": int(bleu.ref_len),
     }
 

@@ -1,4 +1,5 @@
 """Reference models built from this package's layers (rebuildable from a checkpoint's ``model_kwargs``)."""
+
 from .classic_gat import ClassicGAT
 from .gat import GAT
 from .residual_gat import ResidualGAT

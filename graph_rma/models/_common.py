@@ -1,5 +1,6 @@
 """What the residual and classic node models share: their constructor checks (one line naming the argument) and
 the rebuild-from-kwargs contract."""
+
 from __future__ import annotations
 
 import inspect
@@ -26,8 +27,13 @@ class RebuildableModel(nn.Module):
 
 def check_stack(in_channels, out_channels, hidden, heads, layers, dropout, attn_dropout) -> None:
     """Sizes are positive integers, ``hidden`` splits over the heads, the dropouts are probabilities."""
-    for name, value in (("in_channels", in_channels), ("out_channels", out_channels), ("hidden", hidden),
-                        ("heads", heads), ("layers", layers)):
+    for name, value in (
+        ("in_channels", in_channels),
+        ("out_channels", out_channels),
+        ("hidden", hidden),
+        ("heads", heads),
+        ("layers", layers),
+    ):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name}: expected a positive integer, got {value!r}")
     if hidden % heads:

@@ -15,6 +15,7 @@ selects the first layer's heads). Their published models have one head (``heads=
 their graph is undirected with self-loops, which ``self_loops=True`` gives on an undirected graph (the layer removes
 stored self-loops and adds one per node, as their preprocessing does).
 """
+
 from __future__ import annotations
 
 from typing import List, Tuple
@@ -24,8 +25,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..nn.gat_conv import RepulsiveGATConv, RepulsiveGATv2Conv
-from ._common import RebuildableModel, check_stack
 from ..nn.lean import share_layout_cache
+from ._common import RebuildableModel, check_stack
 
 __all__ = ["ClassicGAT", "NORMS"]
 
@@ -61,9 +62,22 @@ class ClassicGAT(RebuildableModel):
         - **output:** :math:`(|\mathcal{V}|, F_{out})`
     """
 
-    def __init__(self, in_channels: int, out_channels: int, hidden: int = 64, heads: int = 1, layers: int = 2,
-                 dropout: float = 0.5, attn_dropout: float = 0.0, norm: str = "batch", residual: bool = True,
-                 pre_linear: bool = False, v2: bool = False, self_loops: bool = True, lean: bool = False) -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        hidden: int = 64,
+        heads: int = 1,
+        layers: int = 2,
+        dropout: float = 0.5,
+        attn_dropout: float = 0.0,
+        norm: str = "batch",
+        residual: bool = True,
+        pre_linear: bool = False,
+        v2: bool = False,
+        self_loops: bool = True,
+        lean: bool = False,
+    ) -> None:
         super().__init__()
         check_stack(in_channels, out_channels, hidden, heads, layers, dropout, attn_dropout)
         if norm not in NORMS:
@@ -77,8 +91,17 @@ class ClassicGAT(RebuildableModel):
         widths = [hidden if self.pre_linear else in_channels] + [hidden] * (layers - 1)
         self.input = nn.Linear(in_channels, hidden) if self.pre_linear else None
         self.convs = nn.ModuleList(
-            Conv(w, hidden // heads, heads=heads, dropout=self.attn_dropout, add_self_loops=self.self_loops,
-                 bias=False, lean=self.lean) for w in widths)
+            Conv(
+                w,
+                hidden // heads,
+                heads=heads,
+                dropout=self.attn_dropout,
+                add_self_loops=self.self_loops,
+                bias=False,
+                lean=self.lean,
+            )
+            for w in widths
+        )
         self.residuals = nn.ModuleList(nn.Linear(w, hidden) for w in widths) if self.residual else None
         self.norms = nn.ModuleList(_norm(norm, hidden) for _ in widths)
         self.output = nn.Linear(hidden, out_channels)
@@ -93,22 +116,23 @@ class ClassicGAT(RebuildableModel):
         """Outputs ``[N, out_channels]``."""
         return self.forward_with_attention(x, edge_index, attention=False)[0]
 
-    def forward_with_attention(self, x: Tensor, edge_index: Tensor, attention: bool = True
-                               ) -> Tuple[Tensor, List[Tuple[Tensor, Tensor]], Tensor]:
+    def forward_with_attention(
+        self, x: Tensor, edge_index: Tensor, attention: bool = True
+    ) -> Tuple[Tensor, List[Tuple[Tensor, Tensor]], Tensor]:
         """Outputs, each layer's ``(alpha [E, H], destination index [E])`` and the first layer's head outputs
         ``[N, heads, hidden // heads]`` (the attention layer's output, before the residual map)."""
         h = self._input(x)
         atts: List[Tuple[Tensor, Tensor]] = []
         first = None
-        for l, conv in enumerate(self.convs):
+        for layer, conv in enumerate(self.convs):
             out = conv(h, edge_index, return_attention_weights=attention or None)
             msg, att = out if attention else (out, None)
-            if l == 0:
+            if layer == 0:
                 first = msg
             if att is not None:
                 atts.append((att[1], att[0][1]))
-            z = msg + self.residuals[l](h) if self.residuals is not None else msg
-            h = F.dropout(F.relu(self.norms[l](z)), self.dropout, self.training)
+            z = msg + self.residuals[layer](h) if self.residuals is not None else msg
+            h = F.dropout(F.relu(self.norms[layer](z)), self.dropout, self.training)
         return self.output(h), atts, first.view(-1, self.heads, self.hidden // self.heads)
 
     def head_outputs(self, x: Tensor, edge_index: Tensor) -> Tensor:
@@ -117,6 +141,8 @@ class ClassicGAT(RebuildableModel):
             return self.convs[0](self._input(x), edge_index).view(-1, self.heads, self.hidden // self.heads)
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}({self.in_channels}, {self.out_channels}, hidden={self.hidden}, "
-                f"heads={self.heads}, layers={self.layers}, dropout={self.dropout}, norm={self.norm!r}, "
-                f"residual={self.residual}, pre_linear={self.pre_linear}, v2={self.v2})")
+        return (
+            f"{type(self).__name__}({self.in_channels}, {self.out_channels}, hidden={self.hidden}, "
+            f"heads={self.heads}, layers={self.layers}, dropout={self.dropout}, norm={self.norm!r}, "
+            f"residual={self.residual}, pre_linear={self.pre_linear}, v2={self.v2})"
+        )

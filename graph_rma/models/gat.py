@@ -13,6 +13,7 @@ until DropAttention is installed (:func:`graph_rma.variants.apply_variant`), so 
 
 ``GAT(**model_kwargs)`` rebuilds a model from the ``model_kwargs`` stored in a Cora checkpoint.
 """
+
 from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
@@ -62,15 +63,22 @@ class GAT(nn.Module):
         lean: bool = False,
     ) -> None:
         super().__init__()
-        for name, value in (("in_channels", in_channels), ("out_channels", out_channels),
-                            ("hidden_channels", hidden_channels), ("heads", heads), ("out_heads", out_heads)):
+        for name, value in (
+            ("in_channels", in_channels),
+            ("out_channels", out_channels),
+            ("hidden_channels", hidden_channels),
+            ("heads", heads),
+            ("out_heads", out_heads),
+        ):
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}: expected a positive integer, got {value!r}")
         for name, value in (("dropout", dropout), ("attn_dropout", attn_dropout)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
                 raise ValueError(f"{name}: expected a probability in [0, 1), got {value!r}")
         if drop_attention is not None and not isinstance(drop_attention, dict):
-            raise ValueError(f"drop_attention: expected None or a dict of DropAttention arguments, got {drop_attention!r}")
+            raise ValueError(
+                f"drop_attention: expected None or a dict of DropAttention arguments, got {drop_attention!r}"
+            )
         self.in_channels, self.out_channels = in_channels, out_channels
         self.hidden_channels, self.heads, self.out_heads = hidden_channels, heads, out_heads
         self.dropout, self.attn_dropout, self.v2 = float(dropout), float(attn_dropout), bool(v2)
@@ -82,8 +90,12 @@ class GAT(nn.Module):
 
         def options() -> Dict[str, Any]:  # each layer gets its own DropAttention module
             drop = DropAttention(**self.drop_attention) if self.drop_attention is not None else None
-            return {"drop_attention": drop, "add_self_loops": self.self_loops, "lean": self.lean,
-                    "dropout": attn_dropout}
+            return {
+                "drop_attention": drop,
+                "add_self_loops": self.self_loops,
+                "lean": self.lean,
+                "dropout": attn_dropout,
+            }
 
         self.conv1 = Conv(in_channels, hidden_channels, heads=heads, **options())
         self.conv2 = Conv(heads * hidden_channels, out_channels, heads=out_heads, concat=False, **options())
@@ -93,10 +105,17 @@ class GAT(nn.Module):
     def model_kwargs(self) -> Dict[str, Any]:
         """The constructor arguments, so that ``GAT(**model.model_kwargs)`` rebuilds the architecture."""
         return {
-            "in_channels": self.in_channels, "out_channels": self.out_channels,
-            "hidden_channels": self.hidden_channels, "heads": self.heads, "out_heads": self.out_heads,
-            "dropout": self.dropout, "attn_dropout": self.attn_dropout, "v2": self.v2,
-            "drop_attention": self.drop_attention, "self_loops": self.self_loops, "lean": self.lean,
+            "in_channels": self.in_channels,
+            "out_channels": self.out_channels,
+            "hidden_channels": self.hidden_channels,
+            "heads": self.heads,
+            "out_heads": self.out_heads,
+            "dropout": self.dropout,
+            "attn_dropout": self.attn_dropout,
+            "v2": self.v2,
+            "drop_attention": self.drop_attention,
+            "self_loops": self.self_loops,
+            "lean": self.lean,
         }
 
     def reset_parameters(self) -> None:
@@ -111,8 +130,13 @@ class GAT(nn.Module):
         if not self.training or self.dropout == 0.0:
             return x
         x = x.coalesce()
-        return torch.sparse_coo_tensor(x.indices(), F.dropout(x.values(), p=self.dropout, training=True), x.shape,
-                                       is_coalesced=True, check_invariants=False)
+        return torch.sparse_coo_tensor(
+            x.indices(),
+            F.dropout(x.values(), p=self.dropout, training=True),
+            x.shape,
+            is_coalesced=True,
+            check_invariants=False,
+        )
 
     def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
         """Class logits ``[N, out_channels]``. ``x`` may be dense or a sparse COO tensor (bag-of-words features);
@@ -145,6 +169,8 @@ class GAT(nn.Module):
     def __repr__(self) -> str:
         da = f", drop_attention={self.drop_attention}" if self.drop_attention else ""
         loops = "" if self.self_loops else ", self_loops=False"
-        return (f"{type(self).__name__}({self.in_channels}, {self.out_channels}, hidden={self.hidden_channels}, "
-                f"heads={self.heads}, out_heads={self.out_heads}, dropout={self.dropout}, "
-                f"attn_dropout={self.attn_dropout}, v2={self.v2}{da}{loops})")
+        return (
+            f"{type(self).__name__}({self.in_channels}, {self.out_channels}, hidden={self.hidden_channels}, "
+            f"heads={self.heads}, out_heads={self.out_heads}, dropout={self.dropout}, "
+            f"attn_dropout={self.attn_dropout}, v2={self.v2}{da}{loops})"
+        )

@@ -27,6 +27,7 @@ the graph encoder's heads only, as in the repulsive-attention paper's GraphWrite
 
 The hidden state starts from the global node's final state (as in GraphWriter); the cell state starts at zero.
 """
+
 from __future__ import annotations
 
 import math
@@ -125,8 +126,9 @@ class GraphWriter(nn.Module):
         self.embed = nn.Embedding(vocab_size, hidden, padding_idx=pad_id)
         self.entity_lstm = nn.LSTM(hidden, hidden // 2, batch_first=True, bidirectional=True)
         self.relation_embed = nn.Embedding(2 * num_relations + 1, hidden)
-        self.encoder = GraphTransformerEncoder(hidden, num_layers, heads, dropout, attention_dropout,
-                                               drop_attention=drop_attention)
+        self.encoder = GraphTransformerEncoder(
+            hidden, num_layers, heads, dropout, attention_dropout, drop_attention=drop_attention
+        )
         ctx = 2 * hidden if use_title else hidden
         if use_title:
             self.title_lstm = nn.LSTM(hidden, hidden // 2, batch_first=True, bidirectional=True)
@@ -141,8 +143,9 @@ class GraphWriter(nn.Module):
 
     # --------------------------------------------------------------------------------------------------------------
     def _bilstm(self, lstm: nn.LSTM, tokens: Tensor, lengths: Tensor) -> Tuple[Tensor, Tensor]:
-        packed = pack_padded_sequence(self.embed(tokens), lengths.cpu().clamp(min=1), batch_first=True,
-                                      enforce_sorted=False)
+        packed = pack_padded_sequence(
+            self.embed(tokens), lengths.cpu().clamp(min=1), batch_first=True, enforce_sorted=False
+        )
         out, (h, _) = lstm(packed)
         out, _ = pad_packed_sequence(out, batch_first=True, total_length=tokens.size(1))
         return out, torch.cat([h[0], h[1]], dim=-1)
@@ -255,8 +258,9 @@ class GraphWriter(nn.Module):
         out = self.forward(batch, return_attention=return_attention)
         logp, attention = out if return_attention else (out, None)
         tgt = batch["target_out"]
-        nll = F.nll_loss(logp.reshape(-1, logp.size(-1)), tgt.reshape(-1), ignore_index=self.pad_id,
-                         reduction=reduction)
+        nll = F.nll_loss(
+            logp.reshape(-1, logp.size(-1)), tgt.reshape(-1), ignore_index=self.pad_id, reduction=reduction
+        )
         return (nll, attention) if return_attention else nll
 
     # --------------------------------------------------------------------------------------------------------------
@@ -288,8 +292,14 @@ class GraphWriter(nn.Module):
         return [_strip(s, self.eos_id, self.pad_id) for s in out]
 
     @torch.no_grad()
-    def beam_search(self, batch: Dict[str, Tensor], beam_size: int = 4, max_len: int = 200,
-                    length_penalty: float = 1.0, ban_unk: bool = True) -> List[List[int]]:
+    def beam_search(
+        self,
+        batch: Dict[str, Tensor],
+        beam_size: int = 4,
+        max_len: int = 200,
+        length_penalty: float = 1.0,
+        ban_unk: bool = True,
+    ) -> List[List[int]]:
         r"""Batched beam search. Hypotheses are ranked during search by total log-probability; finished ones stay
         in the beam (extended by padding at no cost). The best of the final beam is chosen by
         :math:`\log p / \mathrm{lp}(|y|)` with GNMT's :math:`\mathrm{lp}(n) = ((5 + n) / 6)^{\texttt{length\_penalty}}`
@@ -302,8 +312,11 @@ class GraphWriter(nn.Module):
         memory = self.encode(batch)
         B = memory["global"].size(0)
         rep = torch.arange(B, device=memory["global"].device).repeat_interleave(K)
-        memory = {k: (tuple(t[rep] for t in v) if isinstance(v, tuple) else v[rep])
-                  for k, v in memory.items() if k != "attention"}
+        memory = {
+            k: (tuple(t[rep] for t in v) if isinstance(v, tuple) else v[rep])
+            for k, v in memory.items()
+            if k != "attention"
+        }
         state = self.init_state(memory)
         dev = state[0].device
         scores = torch.zeros(B, K, device=dev)

@@ -17,6 +17,7 @@ One difference from their ``GATModule``: their attention logits of head :math:`k
 in PyG's ``GATConv`` (the layer a PyG user swaps in). The ``-sep`` variant (the node's own projection concatenated
 to the message before the feed-forward net) is ``sep=True``: the block's ``GATConv`` then adds no self-loops.
 """
+
 from __future__ import annotations
 
 from typing import List, Tuple
@@ -26,8 +27,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..nn.gat_conv import RepulsiveGATConv, RepulsiveGATv2Conv
-from ._common import RebuildableModel, check_stack
 from ..nn.lean import share_layout_cache
+from ._common import RebuildableModel, check_stack
 
 __all__ = ["ResidualGAT"]
 
@@ -50,16 +51,33 @@ class ResidualGAT(RebuildableModel):
         lean: the attention layers' memory-lean path (:mod:`graph_rma.nn.edge_attention`).
     """
 
-    def __init__(self, in_channels: int, out_channels: int, hidden: int = 512, heads: int = 8, layers: int = 1,
-                 dropout: float = 0.2, attn_dropout: float = 0.0, ffn_multiplier: float = 1.0, v2: bool = False,
-                 self_loops: bool = True, sep: bool = False, lean: bool = False) -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        hidden: int = 512,
+        heads: int = 8,
+        layers: int = 1,
+        dropout: float = 0.2,
+        attn_dropout: float = 0.0,
+        ffn_multiplier: float = 1.0,
+        v2: bool = False,
+        self_loops: bool = True,
+        sep: bool = False,
+        lean: bool = False,
+    ) -> None:
         super().__init__()
         check_stack(in_channels, out_channels, hidden, heads, layers, dropout, attn_dropout)
         if not float(ffn_multiplier) > 0 or int(hidden * ffn_multiplier) < 1:
             raise ValueError(f"ffn_multiplier: expected a positive number, got {ffn_multiplier!r}")
         self.in_channels, self.out_channels, self.hidden, self.heads = in_channels, out_channels, hidden, heads
         self.layers, self.dropout, self.attn_dropout = layers, float(dropout), float(attn_dropout)
-        self.ffn_multiplier, self.v2, self.self_loops, self.sep = float(ffn_multiplier), bool(v2), bool(self_loops), bool(sep)
+        self.ffn_multiplier, self.v2, self.self_loops, self.sep = (
+            float(ffn_multiplier),
+            bool(v2),
+            bool(self_loops),
+            bool(sep),
+        )
         self.lean = bool(lean)
 
         Conv = RepulsiveGATv2Conv if self.v2 else RepulsiveGATConv
@@ -67,30 +85,39 @@ class ResidualGAT(RebuildableModel):
         self.input = nn.Linear(in_channels, hidden)
         self.norms = nn.ModuleList(nn.LayerNorm(hidden) for _ in range(layers))
         self.convs = nn.ModuleList(
-            Conv(hidden, hidden // heads, heads=heads, dropout=self.attn_dropout,
-                 add_self_loops=self.self_loops and not self.sep, lean=self.lean) for _ in range(layers))
+            Conv(
+                hidden,
+                hidden // heads,
+                heads=heads,
+                dropout=self.attn_dropout,
+                add_self_loops=self.self_loops and not self.sep,
+                lean=self.lean,
+            )
+            for _ in range(layers)
+        )
         self.ffn_in = nn.ModuleList(nn.Linear(hidden * (2 if self.sep else 1), width) for _ in range(layers))
         self.ffn_out = nn.ModuleList(nn.Linear(width, hidden) for _ in range(layers))
         self.output_norm = nn.LayerNorm(hidden)
         self.output = nn.Linear(hidden, out_channels)
         share_layout_cache(self)  # every lean layer reads the same graph: one layout, built once
 
-    def _block(self, l: int, h: Tensor, edge_index: Tensor, attention: bool):
-        z = self.norms[l](h)
-        out = self.convs[l](z, edge_index, return_attention_weights=attention or None)
+    def _block(self, i: int, h: Tensor, edge_index: Tensor, attention: bool):
+        z = self.norms[i](h)
+        out = self.convs[i](z, edge_index, return_attention_weights=attention or None)
         msg, att = out if attention else (out, None)
         if self.sep:
-            msg = _with_own_projection(self.convs[l], z, msg)
-        y = F.gelu(F.dropout(self.ffn_in[l](msg), self.dropout, self.training))
-        y = F.dropout(self.ffn_out[l](y), self.dropout, self.training)
+            msg = _with_own_projection(self.convs[i], z, msg)
+        y = F.gelu(F.dropout(self.ffn_in[i](msg), self.dropout, self.training))
+        y = F.dropout(self.ffn_out[i](y), self.dropout, self.training)
         return h + y, msg, att
 
     def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
         """Outputs ``[N, out_channels]``."""
         return self.forward_with_attention(x, edge_index, attention=False)[0]
 
-    def forward_with_attention(self, x: Tensor, edge_index: Tensor, attention: bool = True
-                               ) -> Tuple[Tensor, List[Tuple[Tensor, Tensor]], Tensor]:
+    def forward_with_attention(
+        self, x: Tensor, edge_index: Tensor, attention: bool = True
+    ) -> Tuple[Tensor, List[Tuple[Tensor, Tensor]], Tensor]:
         """Outputs, each block's ``(alpha [E, H], destination index [E])`` and the first block's head outputs
         ``[N, heads, hidden // heads]`` (the attention layer's output, before the feed-forward net)."""
         if x.is_sparse:
@@ -98,9 +125,9 @@ class ResidualGAT(RebuildableModel):
         h = F.gelu(F.dropout(self.input(x), self.dropout, self.training))
         atts: List[Tuple[Tensor, Tensor]] = []
         first = None
-        for l in range(self.layers):
-            h, msg, att = self._block(l, h, edge_index, attention)
-            if l == 0:
+        for i in range(self.layers):
+            h, msg, att = self._block(i, h, edge_index, attention)
+            if i == 0:
                 first = msg[:, : self.hidden] if self.sep else msg
             if att is not None:
                 atts.append((att[1], att[0][1]))
@@ -118,9 +145,11 @@ class ResidualGAT(RebuildableModel):
             return out.view(-1, self.heads, self.hidden // self.heads)
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}({self.in_channels}, {self.out_channels}, hidden={self.hidden}, "
-                f"heads={self.heads}, layers={self.layers}, dropout={self.dropout}, attn_dropout={self.attn_dropout}, "
-                f"ffn_multiplier={self.ffn_multiplier}, v2={self.v2}, self_loops={self.self_loops}, sep={self.sep})")
+        return (
+            f"{type(self).__name__}({self.in_channels}, {self.out_channels}, hidden={self.hidden}, "
+            f"heads={self.heads}, layers={self.layers}, dropout={self.dropout}, attn_dropout={self.attn_dropout}, "
+            f"ffn_multiplier={self.ffn_multiplier}, v2={self.v2}, self_loops={self.self_loops}, sep={self.sep})"
+        )
 
 
 def _with_own_projection(conv: nn.Module, z: Tensor, msg: Tensor) -> Tensor:

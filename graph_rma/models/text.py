@@ -11,6 +11,7 @@ Both take right-padded token ids ``[B, n]`` (``0`` = padding) and return class l
 :class:`TransformerClassifier` is built from a stock :class:`torch.nn.TransformerEncoder` and converted with
 :func:`graph_rma.convert` -- the "one change" a user makes to an existing Transformer model.
 """
+
 from __future__ import annotations
 
 from typing import List, Optional
@@ -38,14 +39,26 @@ class TransformerClassifier(nn.Module):
         store_attention: keep each layer's attention of the last forward (needed by the Frobenius penalty).
     """
 
-    def __init__(self, vocab_size: int, num_classes: int, d_model: int = 64, heads: int = 4, num_layers: int = 2,
-                 dim_feedforward: int = 128, dropout: float = 0.1, max_len: int = 128,
-                 drop_attention: Optional[nn.Module] = None, store_attention: bool = False) -> None:
+    def __init__(
+        self,
+        vocab_size: int,
+        num_classes: int,
+        d_model: int = 64,
+        heads: int = 4,
+        num_layers: int = 2,
+        dim_feedforward: int = 128,
+        dropout: float = 0.1,
+        max_len: int = 128,
+        drop_attention: Optional[nn.Module] = None,
+        store_attention: bool = False,
+    ) -> None:
         super().__init__()
         if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1 or d_model % heads:
             valid = [h for h in range(1, d_model + 1) if d_model % h == 0]
-            raise ValueError(f"heads: the Transformer's width {d_model} must split evenly over its heads; expected one "
-                             f"of {valid}, got {heads!r}")
+            raise ValueError(
+                f"heads: the Transformer's width {d_model} must split evenly over its heads; expected one "
+                f"of {valid}, got {heads!r}"
+            )
         self.max_len = max_len
         self.embed = nn.Embedding(vocab_size, d_model, padding_idx=0)
         self.pos = nn.Embedding(max_len, d_model)
@@ -104,16 +117,38 @@ class SelfAttentiveClassifier(nn.Module):
     ``shared_ws1`` and ``drop_attention`` are as in the encoder.
     """
 
-    def __init__(self, vocab_size: int, num_classes: int, embed_dim: int = 64, hidden_channels: int = 64,
-                 attention_channels: int = 64, heads: int = 4, mlp_channels: int = 128, dropout: float = 0.2,
-                 shared_ws1: bool = True, drop_attention: Optional[nn.Module] = None, max_len: int = 128) -> None:
+    def __init__(
+        self,
+        vocab_size: int,
+        num_classes: int,
+        embed_dim: int = 64,
+        hidden_channels: int = 64,
+        attention_channels: int = 64,
+        heads: int = 4,
+        mlp_channels: int = 128,
+        dropout: float = 0.2,
+        shared_ws1: bool = True,
+        drop_attention: Optional[nn.Module] = None,
+        max_len: int = 128,
+    ) -> None:
         super().__init__()
         self.max_len = max_len
         self.embed = nn.Embedding(vocab_size, embed_dim, padding_idx=0)
-        self.encoder = SelfAttentiveEncoder(embed_dim, hidden_channels, attention_channels, heads, dropout=dropout,
-                                            shared_ws1=shared_ws1, drop_attention=drop_attention)
-        self.mlp = nn.Sequential(nn.Linear(heads * 2 * hidden_channels, mlp_channels), nn.ReLU(), nn.Dropout(dropout),
-                                 nn.Linear(mlp_channels, num_classes))
+        self.encoder = SelfAttentiveEncoder(
+            embed_dim,
+            hidden_channels,
+            attention_channels,
+            heads,
+            dropout=dropout,
+            shared_ws1=shared_ws1,
+            drop_attention=drop_attention,
+        )
+        self.mlp = nn.Sequential(
+            nn.Linear(heads * 2 * hidden_channels, mlp_channels),
+            nn.ReLU(),
+            nn.Dropout(dropout),
+            nn.Linear(mlp_channels, num_classes),
+        )
         self.last_attention: Optional[Tensor] = None
 
     def forward(self, tokens: Tensor) -> Tensor:
@@ -143,12 +178,19 @@ class SelfAttentiveClassifier(nn.Module):
 MODELS = ("transformer", "selfattn")
 
 
-def build_model(name: str, vocab_size: int, num_classes: int, drop_attention: Optional[nn.Module] = None,
-                store_attention: bool = False, **kwargs) -> nn.Module:
+def build_model(
+    name: str,
+    vocab_size: int,
+    num_classes: int,
+    drop_attention: Optional[nn.Module] = None,
+    store_attention: bool = False,
+    **kwargs,
+) -> nn.Module:
     """``transformer`` (:class:`TransformerClassifier`) or ``selfattn`` (:class:`SelfAttentiveClassifier`)."""
     if name == "transformer":
-        return TransformerClassifier(vocab_size, num_classes, drop_attention=drop_attention,
-                                     store_attention=store_attention, **kwargs)
+        return TransformerClassifier(
+            vocab_size, num_classes, drop_attention=drop_attention, store_attention=store_attention, **kwargs
+        )
     if name == "selfattn":
         return SelfAttentiveClassifier(vocab_size, num_classes, drop_attention=drop_attention, **kwargs)
     raise ValueError(f"model: expected one of {MODELS}, got {name!r}")

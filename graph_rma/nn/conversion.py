@@ -26,6 +26,7 @@ whatever model it is handed.
 The swap table lives here and is filled when this module is imported (no import side effect elsewhere, no cycle);
 :func:`register_conversion` adds a user's own pair.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -100,7 +101,8 @@ def _take_over(new: nn.Module, old: nn.Module) -> None:
         warnings.warn(
             f"convert: {type(old).__name__} -> {type(new).__name__} could not carry over parameter(s) "
             f"{sorted(set(lost) | set(old_params))}; an optimizer or sampler built before convert does not see them "
-            f"(build it after convert)")
+            f"(build it after convert)"
+        )
     if lost:  # new parameters that did not take over an old one: copy values where the state_dict allows it
         new.load_state_dict({k: v for k, v in old.state_dict().items() if k in lost}, strict=False)
     for attr, value in vars(old).items():
@@ -133,9 +135,15 @@ def _overridden(cls: type, base: type) -> List[str]:
     for klass in cls.__mro__[: cls.__mro__.index(base)]:
         # only methods written in the class body (PyG attaches generated propagate/collect/... functions to each
         # class at run time: not the user's code)
-        names.update(k for k, v in vars(klass).items() if callable(v) and hasattr(base, k)
-                     and (k == "__init__" or not k.startswith("_")) and k != "extra_repr"
-                     and getattr(v, "__qualname__", "").startswith(klass.__qualname__ + "."))
+        names.update(
+            k
+            for k, v in vars(klass).items()
+            if callable(v)
+            and hasattr(base, k)
+            and (k == "__init__" or not k.startswith("_"))
+            and k != "extra_repr"
+            and getattr(v, "__qualname__", "").startswith(klass.__qualname__ + ".")
+        )
     return sorted(names)
 
 
@@ -151,10 +159,13 @@ def _convert_one(module: nn.Module, memo: Dict[int, nn.Module], name: str = "", 
             return None
         changed = _overridden(cls, base)
         if changed:
-            warnings.warn(f"convert: {name or 'the model'} ({cls.__name__}) left unconverted: it overrides "
-                          f"{base.__name__}.{changed[0]}" + (f" (and {', '.join(changed[1:])})" if changed[1:] else "")
-                          + ", which the drop-in layer would replace; convert a subclass of the drop-in instead",
-                          stacklevel=3)
+            warnings.warn(
+                f"convert: {name or 'the model'} ({cls.__name__}) left unconverted: it overrides "
+                f"{base.__name__}.{changed[0]}"
+                + (f" (and {', '.join(changed[1:])})" if changed[1:] else "")
+                + ", which the drop-in layer would replace; convert a subclass of the drop-in instead",
+                stacklevel=3,
+            )
             return None
         fn, user_cls = _CONVERTERS[base], cls
     # Building the new layer initialises throw-away weights (they are replaced by the old module's own Parameter
@@ -165,8 +176,9 @@ def _convert_one(module: nn.Module, memo: Dict[int, nn.Module], name: str = "", 
     if user_cls is not None:  # keep the user's class (and its added methods) above the drop-in
         key = (type(new), user_cls)
         if key not in _MIXED:
-            _MIXED[key] = type(user_cls.__name__, key, {"__module__": user_cls.__module__,
-                                                        "__qualname__": user_cls.__qualname__})
+            _MIXED[key] = type(
+                user_cls.__name__, key, {"__module__": user_cls.__module__, "__qualname__": user_cls.__qualname__}
+            )
         new.__class__ = _MIXED[key]
     ref = next(iter(module.parameters()), None)
     if ref is not None and not isinstance(ref, nn.parameter.UninitializedTensorMixin):
@@ -206,9 +218,11 @@ def convert(model: nn.Module, inplace: bool = True, *, strict: bool = True, **op
         raise ValueError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
     if strict and not has_attention(model):
         stock = ", ".join(sorted(c.__name__ for c in _CONVERTERS))
-        raise ValueError(f"model: {type(model).__name__} holds no attention layer ({stock} or another module with "
-                         f"heads): converting it changes nothing and a sampler finds no heads to repel; pass "
-                         f"strict=False to convert any model, this one unchanged")
+        raise ValueError(
+            f"model: {type(model).__name__} holds no attention layer ({stock} or another module with "
+            f"heads): converting it changes nothing and a sampler finds no heads to repel; pass "
+            f"strict=False to convert any model, this one unchanged"
+        )
     if not inplace:
         import copy
 

@@ -4,24 +4,38 @@ The process-wide layout cache is gone: each lean layer owns a :class:`~graph_rma
 (``layer.layout_cache``). :func:`cached_edge_layout` and :func:`clear_layout_cache` remain for old callers, on one
 cache of their own, and warn.
 """
+
 from __future__ import annotations
 
 import warnings
 
 from torch import Tensor
 
-from .lean import (EdgeLayout, LayoutCache, csr_supported, edge_layout, sddmm, segment_max, segment_sum, spmm,
-                   spmm_t)
+from .lean import EdgeLayout, LayoutCache, csr_supported, edge_layout, sddmm, segment_max, segment_sum, spmm, spmm_t
 
-__all__ = ["EdgeLayout", "edge_layout", "cached_edge_layout", "clear_layout_cache", "csr_supported", "spmm", "spmm_t",
-           "sddmm", "segment_max", "segment_sum"]
+__all__ = [
+    "EdgeLayout",
+    "edge_layout",
+    "cached_edge_layout",
+    "clear_layout_cache",
+    "csr_supported",
+    "spmm",
+    "spmm_t",
+    "sddmm",
+    "segment_max",
+    "segment_sum",
+]
 
 _LEGACY = LayoutCache()
 
 
 def _deprecated(name: str) -> None:
-    warnings.warn(f"graph_rma.nn.edge_layout.{name} is deprecated: use a graph_rma.nn.lean.LayoutCache (each lean "
-                  "layer owns one, layer.layout_cache)", DeprecationWarning, stacklevel=3)
+    warnings.warn(
+        f"graph_rma.nn.edge_layout.{name} is deprecated: use a graph_rma.nn.lean.LayoutCache (each lean "
+        "layer owns one, layer.layout_cache)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
 
 
 def cached_edge_layout(edge_index: Tensor, num_src: int, num_dst: int, self_loops: int = 0) -> EdgeLayout:

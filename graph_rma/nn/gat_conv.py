@@ -40,6 +40,7 @@ bit-identical outputs. What they add:
 :func:`graph_rma.convert` swaps every stock ``GATConv`` / ``GATv2Conv`` of a model (e.g.
 ``torch_geometric.nn.models.GAT``, also with ``v2=True``) for these, keeping weights, device, dtype and mode.
 """
+
 from __future__ import annotations
 
 import copy
@@ -71,7 +72,9 @@ def _channels(lin: Optional[torch.nn.Module]) -> int:
 def _check_features(name: str, x: Tensor, expected: int) -> None:
     if not isinstance(x, Tensor) or x.dim() != 2:
         desc = f"shape {list(x.shape)}" if isinstance(x, Tensor) else type(x).__name__
-        raise ValueError(f"{name}: expected node features of shape [num_nodes, {expected if expected > 0 else 'F'}], got {desc}")
+        raise ValueError(
+            f"{name}: expected node features of shape [num_nodes, {expected if expected > 0 else 'F'}], got {desc}"
+        )
     if expected > 0 and x.size(1) != expected:
         raise ValueError(f"{name}: expected {expected} features per node (in_channels), got {x.size(1)}")
 
@@ -79,14 +82,28 @@ def _check_features(name: str, x: Tensor, expected: int) -> None:
 def _check_dtype(name: str, x: Tensor, lin: Optional[torch.nn.Module]) -> None:
     """Features of another floating dtype than the layer's weights (outside autocast): one line naming ``x``."""
     weight = getattr(lin, "weight", None)
-    if (isinstance(weight, Tensor) and not isinstance(weight, torch.nn.parameter.UninitializedParameter)
-            and x.is_floating_point() and x.dtype != weight.dtype and not torch.is_autocast_enabled(x.device.type)):
-        raise ValueError(f"{name}: expected dtype {weight.dtype} (the layer's parameters), got {x.dtype}; convert the "
-                         f"input or the layer (.to(dtype))")
+    if (
+        isinstance(weight, Tensor)
+        and not isinstance(weight, torch.nn.parameter.UninitializedParameter)
+        and x.is_floating_point()
+        and x.dtype != weight.dtype
+        and not torch.is_autocast_enabled(x.device.type)
+    ):
+        raise ValueError(
+            f"{name}: expected dtype {weight.dtype} (the layer's parameters), got {x.dtype}; convert the "
+            f"input or the layer (.to(dtype))"
+        )
 
 
-def _check_inputs(module: Union[GATConv, GATv2Conv], x: Any, edge_index: Any, edge_attr: Optional[Tensor],
-                  size: Size, lin_src: Optional[torch.nn.Module], lin_dst: Optional[torch.nn.Module]) -> None:
+def _check_inputs(
+    module: Union[GATConv, GATv2Conv],
+    x: Any,
+    edge_index: Any,
+    edge_attr: Optional[Tensor],
+    size: Size,
+    lin_src: Optional[torch.nn.Module],
+    lin_dst: Optional[torch.nn.Module],
+) -> None:
     # Node features.
     if isinstance(x, Tensor):
         _check_features("x", x, _channels(lin_src))
@@ -103,10 +120,14 @@ def _check_inputs(module: Union[GATConv, GATv2Conv], x: Any, edge_index: Any, ed
             _check_dtype("x[1]", x[1], lin_dst)
             num_dst = x[1].size(0)
     else:
-        raise ValueError(f"x: expected a tensor [num_nodes, in_channels] or a pair (x_src, x_dst), got {type(x).__name__}")
+        raise ValueError(
+            f"x: expected a tensor [num_nodes, in_channels] or a pair (x_src, x_dst), got {type(x).__name__}"
+        )
     if size is not None:
         num_src, num_dst = size[0] if size[0] is not None else num_src, size[1] if size[1] is not None else num_dst
-    sparse = isinstance(edge_index, SparseTensor) or (isinstance(edge_index, Tensor) and is_torch_sparse_tensor(edge_index))
+    sparse = isinstance(edge_index, SparseTensor) or (
+        isinstance(edge_index, Tensor) and is_torch_sparse_tensor(edge_index)
+    )
     if num_dst is None and not sparse:  # as MessagePassing: an unknown destination count is the source count
         num_dst = num_src
     if module.flow == "target_to_source":
@@ -118,15 +139,26 @@ def _check_inputs(module: Union[GATConv, GATv2Conv], x: Any, edge_index: Any, ed
         pass
     elif isinstance(edge_index, Tensor) and is_torch_sparse_tensor(edge_index):
         # [num_dst, num_src] (destinations x sources); an unknown count is read from the adjacency.
-        expected = (edge_index.size(0) if num_dst is None else num_dst,
-                    edge_index.size(1) if num_src is None or edge_index.dim() != 2 else num_src)
+        expected = (
+            edge_index.size(0) if num_dst is None else num_dst,
+            edge_index.size(1) if num_src is None or edge_index.dim() != 2 else num_src,
+        )
         if edge_index.dim() != 2 or tuple(edge_index.shape) != expected:
-            raise ValueError(f"edge_index: expected a sparse adjacency of shape [{expected[0]}, {expected[1]}] "
-                             f"(destinations x sources), got {list(edge_index.shape)}")
+            raise ValueError(
+                f"edge_index: expected a sparse adjacency of shape [{expected[0]}, {expected[1]}] "
+                f"(destinations x sources), got {list(edge_index.shape)}"
+            )
     elif isinstance(edge_index, Tensor):
-        if edge_index.dim() != 2 or edge_index.size(0) != 2 or edge_index.is_floating_point() or edge_index.dtype == torch.bool:
-            raise ValueError(f"edge_index: expected an integer tensor of shape [2, num_edges], got "
-                             f"{edge_index.dtype} tensor of shape {list(edge_index.shape)}")
+        if (
+            edge_index.dim() != 2
+            or edge_index.size(0) != 2
+            or edge_index.is_floating_point()
+            or edge_index.dtype == torch.bool
+        ):
+            raise ValueError(
+                f"edge_index: expected an integer tensor of shape [2, num_edges], got "
+                f"{edge_index.dtype} tensor of shape {list(edge_index.shape)}"
+            )
         num_edges = edge_index.size(1)
         if torch.compiler.is_compiling() and num_edges > 0:
             # inside a compiled graph a Python check would break it: an assert op checks the range instead (its
@@ -137,19 +169,23 @@ def _check_inputs(module: Union[GATConv, GATv2Conv], x: Any, edge_index: Any, ed
                 ok = ok & (edge_index[j].max() < num_src)
             if num_dst is not None:
                 ok = ok & (edge_index[i].max() < num_dst)
-            torch._assert_async(ok, "edge_index: node ids out of range: expected sources and destinations in [0, "
-                                    "the node counts of x)")
+            torch._assert_async(
+                ok, "edge_index: node ids out of range: expected sources and destinations in [0, the node counts of x)"
+            )
         elif num_edges > 0:
             i, j = (1, 0) if module.flow == "source_to_target" else (0, 1)
             lo = int(edge_index.min())
             src_max, dst_max = int(edge_index[j].max()), int(edge_index[i].max())
-            if (lo < 0 or (num_src is not None and src_max >= num_src)
-                    or (num_dst is not None and dst_max >= num_dst)):
-                raise ValueError(f"edge_index: expected sources in [0, {num_src}) and destinations in [0, {num_dst}) "
-                                 f"(the node counts of x), got min {lo}, max source {src_max}, max destination {dst_max}")
+            if lo < 0 or (num_src is not None and src_max >= num_src) or (num_dst is not None and dst_max >= num_dst):
+                raise ValueError(
+                    f"edge_index: expected sources in [0, {num_src}) and destinations in [0, {num_dst}) "
+                    f"(the node counts of x), got min {lo}, max source {src_max}, max destination {dst_max}"
+                )
     else:
-        raise ValueError(f"edge_index: expected a [2, num_edges] tensor, a torch sparse tensor or a SparseTensor, got "
-                         f"{type(edge_index).__name__}")
+        raise ValueError(
+            f"edge_index: expected a [2, num_edges] tensor, a torch sparse tensor or a SparseTensor, got "
+            f"{type(edge_index).__name__}"
+        )
 
     # Edge features.
     if edge_attr is not None and module.lin_edge is not None:
@@ -159,7 +195,9 @@ def _check_inputs(module: Union[GATConv, GATv2Conv], x: Any, edge_index: Any, ed
         if module.edge_dim is not None and dim != module.edge_dim:
             raise ValueError(f"edge_attr: expected {module.edge_dim} features per edge (edge_dim), got {dim}")
         if num_edges is not None and edge_attr.size(0) != num_edges:
-            raise ValueError(f"edge_attr: expected {num_edges} rows (one per edge of edge_index), got {edge_attr.size(0)}")
+            raise ValueError(
+                f"edge_attr: expected {num_edges} rows (one per edge of edge_index), got {edge_attr.size(0)}"
+            )
 
 
 def _check_heads(heads: Any, out_channels: Any) -> None:
@@ -171,7 +209,9 @@ def _check_heads(heads: Any, out_channels: Any) -> None:
 
 def _check_drop_attention(drop_attention: Any) -> Optional[DropAttention]:
     if drop_attention is not None and not isinstance(drop_attention, DropAttention):
-        raise ValueError(f"drop_attention: expected a graph_rma.DropAttention or None, got {type(drop_attention).__name__}")
+        raise ValueError(
+            f"drop_attention: expected a graph_rma.DropAttention or None, got {type(drop_attention).__name__}"
+        )
     return drop_attention
 
 
@@ -199,16 +239,22 @@ def _conversion_options(options: Dict[str, Any], dropout: float) -> Optional[Dro
         raise ValueError(f"options: unknown option(s) {unknown} for the GAT layers; expected 'drop_attention'")
     drop = _check_drop_attention(options.get("drop_attention"))
     if drop is not None and drop.p is not None and dropout > 0 and drop.p != dropout:
-        warnings.warn(f"convert: DropAttention(p={drop.p:g}) replaces the layer's attention dropout {dropout:g} "
-                      f"(rate in effect: {drop.p:g}); pass DropAttention() without p to keep {dropout:g}", UserWarning)
+        warnings.warn(
+            f"convert: DropAttention(p={drop.p:g}) replaces the layer's attention dropout {dropout:g} "
+            f"(rate in effect: {drop.p:g}); pass DropAttention() without p to keep {dropout:g}",
+            UserWarning,
+        )
     return copy.deepcopy(drop)
 
 
 def _stock_arguments(conv: torch.nn.Module, stock: type) -> Dict[str, Any]:
     """Every named argument of ``stock.__init__`` read back from ``conv`` (same-named attributes), so that a
     newer torch-geometric's extra arguments are carried over too. Raises if one cannot be read back."""
-    special = {"bias": lambda c: c.bias is not None, "in_channels": lambda c: c.in_channels,
-               "out_channels": lambda c: c.out_channels}
+    special = {
+        "bias": lambda c: c.bias is not None,
+        "in_channels": lambda c: c.in_channels,
+        "out_channels": lambda c: c.out_channels,
+    }
     args: Dict[str, Any] = {}
     for name, param in inspect.signature(stock.__init__).parameters.items():
         if name == "self" or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
@@ -218,8 +264,10 @@ def _stock_arguments(conv: torch.nn.Module, stock: type) -> Dict[str, Any]:
         elif hasattr(conv, name):
             args[name] = getattr(conv, name)
         elif param.default is not inspect.Parameter.empty:
-            warnings.warn(f"convert: {stock.__name__} argument {name!r} cannot be read back from the layer; the "
-                          f"converted layer uses its default {param.default!r}")
+            warnings.warn(
+                f"convert: {stock.__name__} argument {name!r} cannot be read back from the layer; the "
+                f"converted layer uses its default {param.default!r}"
+            )
         else:
             raise ValueError(f"conv: cannot read the {stock.__name__} argument {name!r} back from the layer")
     return args
@@ -242,8 +290,11 @@ class _RepulsiveGATMixin:
     @classmethod
     def from_stock(cls, conv: torch.nn.Module, **options):
         """A new layer with ``conv``'s constructor arguments (weights are copied by :func:`graph_rma.convert`)."""
-        return cls(**_stock_arguments(conv, cls._stock), drop_attention=_conversion_options(options, conv.dropout),
-                   **_message_passing_kwargs(conv))
+        return cls(
+            **_stock_arguments(conv, cls._stock),
+            drop_attention=_conversion_options(options, conv.dropout),
+            **_message_passing_kwargs(conv),
+        )
 
     def reset_cache(self) -> None:
         """Drop the CSR layouts the lean path keeps (:attr:`layout_cache`)."""
@@ -256,8 +307,9 @@ class _RepulsiveGATMixin:
         drop = self.drop_attention
         return float(drop.p) if drop is not None and drop.p is not None else float(self.dropout)
 
-    def _softmax_and_drop(self, logits: Tensor, src: Tensor, dst: Tensor, ptr: OptTensor, num_src: Optional[int],
-                          num_dst: Optional[int]) -> Tensor:
+    def _softmax_and_drop(
+        self, logits: Tensor, src: Tensor, dst: Tensor, ptr: OptTensor, num_src: Optional[int], num_dst: Optional[int]
+    ) -> Tensor:
         """Edge softmax, then plain attention dropout (stock behaviour) or DropAttention, on ``[E, H]`` logits."""
         drop = self.drop_attention
         if drop is None:
@@ -346,9 +398,20 @@ class RepulsiveGATConv(_RepulsiveGATMixin, GATConv):
         **kwargs,
     ) -> None:
         _check_heads(heads, out_channels)
-        super().__init__(in_channels, out_channels, heads=heads, concat=concat, negative_slope=negative_slope,
-                         dropout=dropout, add_self_loops=add_self_loops, edge_dim=edge_dim, fill_value=fill_value,
-                         bias=bias, residual=residual, **kwargs)
+        super().__init__(
+            in_channels,
+            out_channels,
+            heads=heads,
+            concat=concat,
+            negative_slope=negative_slope,
+            dropout=dropout,
+            add_self_loops=add_self_loops,
+            edge_dim=edge_dim,
+            fill_value=fill_value,
+            bias=bias,
+            residual=residual,
+            **kwargs,
+        )
         self._init_extras(drop_attention, lean)
 
     def forward(  # type: ignore[override]
@@ -359,17 +422,32 @@ class RepulsiveGATConv(_RepulsiveGATMixin, GATConv):
         size: Size = None,
         return_attention_weights: Optional[bool] = None,
     ):
-        _check_inputs(self, x, edge_index, edge_attr, size,
-                      self.lin if self.lin is not None else self.lin_src,
-                      self.lin if self.lin is not None else self.lin_dst)
+        _check_inputs(
+            self,
+            x,
+            edge_index,
+            edge_attr,
+            size,
+            self.lin if self.lin is not None else self.lin_src,
+            self.lin if self.lin is not None else self.lin_dst,
+        )
         if self.lean:
             return gat_forward(self, x, edge_index, edge_attr, size, return_attention_weights)
-        return super().forward(x, edge_index, edge_attr=edge_attr, size=size,
-                               return_attention_weights=return_attention_weights)
+        return super().forward(
+            x, edge_index, edge_attr=edge_attr, size=size, return_attention_weights=return_attention_weights
+        )
 
-    def edge_update(self, alpha_j: Tensor, alpha_i: OptTensor, edge_attr: OptTensor, index: Tensor,
-                    ptr: OptTensor, dim_size: Optional[int], edge_index_j: Tensor,
-                    size_j: Optional[int]) -> Tensor:
+    def edge_update(
+        self,
+        alpha_j: Tensor,
+        alpha_i: OptTensor,
+        edge_attr: OptTensor,
+        index: Tensor,
+        ptr: OptTensor,
+        dim_size: Optional[int],
+        edge_index_j: Tensor,
+        size_j: Optional[int],
+    ) -> Tensor:
         alpha = alpha_j if alpha_i is None else alpha_j + alpha_i
         if index.numel() == 0:
             return alpha
@@ -442,9 +520,21 @@ class RepulsiveGATv2Conv(_RepulsiveGATMixin, GATv2Conv):
         **kwargs,
     ) -> None:
         _check_heads(heads, out_channels)
-        super().__init__(in_channels, out_channels, heads=heads, concat=concat, negative_slope=negative_slope,
-                         dropout=dropout, add_self_loops=add_self_loops, edge_dim=edge_dim, fill_value=fill_value,
-                         bias=bias, share_weights=share_weights, residual=residual, **kwargs)
+        super().__init__(
+            in_channels,
+            out_channels,
+            heads=heads,
+            concat=concat,
+            negative_slope=negative_slope,
+            dropout=dropout,
+            add_self_loops=add_self_loops,
+            edge_dim=edge_dim,
+            fill_value=fill_value,
+            bias=bias,
+            share_weights=share_weights,
+            residual=residual,
+            **kwargs,
+        )
         self._init_extras(drop_attention, lean)
 
     def forward(  # type: ignore[override]
@@ -455,15 +545,26 @@ class RepulsiveGATv2Conv(_RepulsiveGATMixin, GATv2Conv):
         return_attention_weights: Optional[bool] = None,
     ):
         if edge_attr is not None and self.lin_edge is None:
-            raise ValueError("edge_attr: this layer has no edge features (edge_dim=None); pass edge_attr=None or "
-                             "build it with edge_dim")
+            raise ValueError(
+                "edge_attr: this layer has no edge features (edge_dim=None); pass edge_attr=None or "
+                "build it with edge_dim"
+            )
         _check_inputs(self, x, edge_index, edge_attr, None, self.lin_l, self.lin_r)
         if self.lean:
             return gatv2_forward(self, x, edge_index, edge_attr, return_attention_weights)
         return super().forward(x, edge_index, edge_attr=edge_attr, return_attention_weights=return_attention_weights)
 
-    def edge_update(self, x_j: Tensor, x_i: Tensor, edge_attr: OptTensor, index: Tensor, ptr: OptTensor,
-                    dim_size: Optional[int], edge_index_j: Tensor, size_j: Optional[int]) -> Tensor:
+    def edge_update(
+        self,
+        x_j: Tensor,
+        x_i: Tensor,
+        edge_attr: OptTensor,
+        index: Tensor,
+        ptr: OptTensor,
+        dim_size: Optional[int],
+        edge_index_j: Tensor,
+        size_j: Optional[int],
+    ) -> Tensor:
         x = x_i + x_j
         if edge_attr is not None:
             if edge_attr.dim() == 1:

@@ -40,6 +40,7 @@ The heads are particles for :class:`graph_rma.SVGD` / :class:`graph_rma.SPOS`: h
 :math:`W_Q, W_K, W_V` (and biases), with roles ``query``, ``key`` and ``value`` (registered with
 :func:`graph_rma.register_head_layout`).
 """
+
 from __future__ import annotations
 
 import math
@@ -120,8 +121,9 @@ class GraphTransformerLayer(nn.Module):
         self.ffn_out = nn.Linear(ffn_ratio * channels, channels)
         self.norm2 = nn.LayerNorm(channels)
         if drop_attention is not None and not isinstance(drop_attention, DropAttention):
-            raise ValueError(f"drop_attention: expected a graph_rma.DropAttention or None, "
-                             f"got {type(drop_attention).__name__}")
+            raise ValueError(
+                f"drop_attention: expected a graph_rma.DropAttention or None, got {type(drop_attention).__name__}"
+            )
         self.drop_attention = drop_attention
         if not isinstance(lean, bool):
             raise ValueError(f"lean: expected a bool, got {lean!r}")
@@ -177,8 +179,9 @@ class GraphTransformerLayer(nn.Module):
         score = self._scores(x, edge_index, layout)
         if self.training and self.drop_attention is not None:  # softmax over the surviving edges
             lean = {"softmax_fn": edge_softmax} if self.lean else {}
-            weights = self.drop_attention.sparse_softmax(score, src, dst, N, N, layer_rate=self.attention_dropout,
-                                                         **lean)
+            weights = self.drop_attention.sparse_softmax(
+                score, src, dst, N, N, layer_rate=self.attention_dropout, **lean
+            )
             alpha = self._softmax(score, dst, num_nodes=N) if return_attention_weights else weights
         else:
             alpha = weights = self._softmax(score, dst, num_nodes=N)
@@ -237,8 +240,10 @@ class GraphTransformerEncoder(nn.Module):
         elif isinstance(drop_attention, (list, tuple, nn.ModuleList)) and len(drop_attention) == num_layers:
             drops = list(drop_attention)
         else:
-            raise ValueError(f"drop_attention: expected None, a DropAttention, a dict of its options or "
-                             f"{num_layers} instances (one per layer), got {drop_attention!r}")
+            raise ValueError(
+                f"drop_attention: expected None, a DropAttention, a dict of its options or "
+                f"{num_layers} instances (one per layer), got {drop_attention!r}"
+            )
         self.layers = nn.ModuleList(
             GraphTransformerLayer(channels, heads, dropout, attention_dropout, ffn_ratio, drop, lean=lean)
             for drop in drops
@@ -261,8 +266,10 @@ class GraphTransformerEncoder(nn.Module):
 
     def __repr__(self) -> str:
         first = self.layers[0]
-        return (f"{type(self).__name__}({first.channels}, num_layers={len(self.layers)}, heads={first.heads}, "
-                f"dropout={first.dropout})")
+        return (
+            f"{type(self).__name__}({first.channels}, num_layers={len(self.layers)}, heads={first.heads}, "
+            f"dropout={first.dropout})"
+        )
 
 
 def _graph_transformer_layout(m: GraphTransformerLayer) -> List[HeadParam]:

@@ -26,6 +26,7 @@ The extra options switch to an explicit path that materialises the attention pro
 ``dropout``) and ``store_attention`` (keep the probabilities, with autograd, in :attr:`last_attention` for a
 regulariser or a heatmap; see :func:`record_attention`).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -102,11 +103,22 @@ class RepulsiveMultiheadAttention(nn.MultiheadAttention):
             raise ValueError(f"num_heads: expected a positive divisor of embed_dim={embed_dim}, got {num_heads!r}")
         if drop_attention is not None and not isinstance(drop_attention, nn.Module):
             raise ValueError(
-                f"drop_attention: expected a graph_rma.DropAttention module or None, got {type(drop_attention).__name__}"
+                "drop_attention: expected a graph_rma.DropAttention module or None, "
+                f"got {type(drop_attention).__name__}"
             )
-        super().__init__(embed_dim, num_heads, dropout=dropout, bias=bias, add_bias_kv=add_bias_kv,
-                         add_zero_attn=add_zero_attn, kdim=kdim, vdim=vdim, batch_first=batch_first,
-                         device=device, dtype=dtype)
+        super().__init__(
+            embed_dim,
+            num_heads,
+            dropout=dropout,
+            bias=bias,
+            add_bias_kv=add_bias_kv,
+            add_zero_attn=add_zero_attn,
+            kdim=kdim,
+            vdim=vdim,
+            batch_first=batch_first,
+            device=device,
+            dtype=dtype,
+        )
         self.drop_attention = drop_attention
         self.store_attention = bool(store_attention)
         self.last_attention = None
@@ -116,9 +128,18 @@ class RepulsiveMultiheadAttention(nn.MultiheadAttention):
         """A new layer with ``module``'s constructor arguments (weights are copied by :func:`graph_rma.convert`)."""
         ref = next(iter(module.parameters()))
         return cls(
-            module.embed_dim, module.num_heads, dropout=module.dropout, bias=module.in_proj_bias is not None,
-            add_bias_kv=module.bias_k is not None, add_zero_attn=module.add_zero_attn, kdim=module.kdim,
-            vdim=module.vdim, batch_first=module.batch_first, device=ref.device, dtype=ref.dtype, **options,
+            module.embed_dim,
+            module.num_heads,
+            dropout=module.dropout,
+            bias=module.in_proj_bias is not None,
+            add_bias_kv=module.bias_k is not None,
+            add_zero_attn=module.add_zero_attn,
+            kdim=module.kdim,
+            vdim=module.vdim,
+            batch_first=module.batch_first,
+            device=ref.device,
+            dtype=ref.dtype,
+            **options,
         )
 
     def _explicit(self) -> bool:
@@ -140,44 +161,65 @@ class RepulsiveMultiheadAttention(nn.MultiheadAttention):
     ) -> Tuple[Tensor, Optional[Tensor]]:
         self._check_inputs(query, key, value)
         if not self._explicit():
-            return super().forward(query, key, value, key_padding_mask=key_padding_mask, need_weights=need_weights,
-                                   attn_mask=attn_mask, average_attn_weights=average_attn_weights,
-                                   is_causal=is_causal)
-        return self._explicit_forward(query, key, value, key_padding_mask, need_weights, attn_mask,
-                                      average_attn_weights, is_causal)
+            return super().forward(
+                query,
+                key,
+                value,
+                key_padding_mask=key_padding_mask,
+                need_weights=need_weights,
+                attn_mask=attn_mask,
+                average_attn_weights=average_attn_weights,
+                is_causal=is_causal,
+            )
+        return self._explicit_forward(
+            query, key, value, key_padding_mask, need_weights, attn_mask, average_attn_weights, is_causal
+        )
 
     def _check_inputs(self, query: Tensor, key: Tensor, value: Tensor) -> None:
         """A ``ValueError`` naming the argument, instead of torch's bare assertion or matmul error, for inputs of the
         wrong shape, width or dtype (nested tensors from torch's encoder fast path are left to torch)."""
-        inputs = (("query", query, self.embed_dim, "embed_dim"), ("key", key, self.kdim, "kdim"),
-                  ("value", value, self.vdim, "vdim"))
+        inputs = (
+            ("query", query, self.embed_dim, "embed_dim"),
+            ("key", key, self.kdim, "kdim"),
+            ("value", value, self.vdim, "vdim"),
+        )
         for name, t, width, attr in inputs:
             if not isinstance(t, Tensor):
                 raise ValueError(f"{name}: expected a tensor, got {type(t).__name__}")
             if t.is_nested:
                 return
             if t.dim() != query.dim() or t.dim() not in (2, 3):
-                raise ValueError(f"{name}: expected a 2-D [L, E] or a batched 3-D tensor like query's "
-                                 f"{list(query.shape)}, got shape {list(t.shape)}")
+                raise ValueError(
+                    f"{name}: expected a 2-D [L, E] or a batched 3-D tensor like query's "
+                    f"{list(query.shape)}, got shape {list(t.shape)}"
+                )
             if t.size(-1) != width:
-                raise ValueError(f"{name}: expected {width} features in the last dimension (the layer's {attr}), "
-                                 f"got shape {list(t.shape)}")
+                raise ValueError(
+                    f"{name}: expected {width} features in the last dimension (the layer's {attr}), "
+                    f"got shape {list(t.shape)}"
+                )
         if key.shape[:-1] != value.shape[:-1]:
-            raise ValueError(f"value: expected the shape of key {list(key.shape[:-1])} up to the features, got "
-                             f"{list(value.shape)}")
+            raise ValueError(
+                f"value: expected the shape of key {list(key.shape[:-1])} up to the features, got {list(value.shape)}"
+            )
         dtype = self.out_proj.weight.dtype
         if dtype.is_floating_point and not _autocast(query):
             for name, t, _, _ in inputs:
                 if t.dtype != dtype:
-                    raise ValueError(f"{name}: expected dtype {dtype} (the layer's parameters), got {t.dtype}; "
-                                     f"convert the input or the layer (.to(dtype))")
+                    raise ValueError(
+                        f"{name}: expected dtype {dtype} (the layer's parameters), got {t.dtype}; "
+                        f"convert the input or the layer (.to(dtype))"
+                    )
 
-    def _explicit_forward(self, query, key, value, key_padding_mask, need_weights, attn_mask,
-                          average_attn_weights, is_causal) -> Tuple[Tensor, Optional[Tensor]]:
+    def _explicit_forward(
+        self, query, key, value, key_padding_mask, need_weights, attn_mask, average_attn_weights, is_causal
+    ) -> Tuple[Tensor, Optional[Tensor]]:
         if query.dim() not in (2, 3):
             raise ValueError(f"query: expected shape [L, E] or a batched 3-D tensor, got {list(query.shape)}")
         if is_causal and attn_mask is None:
-            raise ValueError("attn_mask: needed with the is_causal hint (e.g. nn.Transformer.generate_square_subsequent_mask)")
+            raise ValueError(
+                "attn_mask: needed with the is_causal hint (e.g. nn.Transformer.generate_square_subsequent_mask)"
+            )
         batched = query.dim() == 3
         if not batched:  # [L, E] -> [L, 1, E]
             query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
@@ -238,7 +280,9 @@ class RepulsiveMultiheadAttention(nn.MultiheadAttention):
             # Softmax over the surviving keys: the same weights as renormalising after the drop, but stable
             # for very peaked rows (see DropAttention.dense_softmax).
             dense_softmax = getattr(self.drop_attention, "dense_softmax", None)
-            attn = dense_softmax(scores) if dense_softmax is not None else self.drop_attention(torch.softmax(scores, -1))
+            attn = (
+                dense_softmax(scores) if dense_softmax is not None else self.drop_attention(torch.softmax(scores, -1))
+            )
         else:
             attn = plain
         if self.dropout > 0.0 and self.training:

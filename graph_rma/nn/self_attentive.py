@@ -22,6 +22,7 @@ pair :math:`(\mathbf{W}_{s1}^{(i)}, \mathbf{w}_{s2}^{(i)})`, i.e. ``r`` independ
 **DropAttention** (``drop_attention=``) acts on :math:`\mathbf{A}` seen as ``[r, n]`` "queries x keys": element
 mode drops single (head, token) weights, column mode drops a token for all ``r`` heads at once.
 """
+
 from __future__ import annotations
 
 from typing import List, Optional, Tuple
@@ -69,18 +70,31 @@ class SelfAttentiveEncoder(nn.Module):
         drop_attention: Optional[nn.Module] = None,
     ) -> None:
         super().__init__()
-        for name, v in (("in_channels", in_channels), ("hidden_channels", hidden_channels),
-                        ("attention_channels", attention_channels), ("heads", heads), ("num_layers", num_layers)):
+        for name, v in (
+            ("in_channels", in_channels),
+            ("hidden_channels", hidden_channels),
+            ("attention_channels", attention_channels),
+            ("heads", heads),
+            ("num_layers", num_layers),
+        ):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name}: expected a positive int, got {v!r}")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout: expected a probability in [0, 1), got {dropout!r}")
         if drop_attention is not None and not isinstance(drop_attention, nn.Module):
-            raise ValueError(f"drop_attention: expected a DropAttention module or None, got {type(drop_attention).__name__}")
+            raise ValueError(
+                f"drop_attention: expected a DropAttention module or None, got {type(drop_attention).__name__}"
+            )
         self.in_channels, self.hidden_channels = in_channels, hidden_channels
         self.attention_channels, self.heads, self.shared_ws1 = attention_channels, heads, bool(shared_ws1)
-        self.lstm = nn.LSTM(in_channels, hidden_channels, num_layers=num_layers, batch_first=True,
-                            bidirectional=True, dropout=dropout if num_layers > 1 else 0.0)
+        self.lstm = nn.LSTM(
+            in_channels,
+            hidden_channels,
+            num_layers=num_layers,
+            batch_first=True,
+            bidirectional=True,
+            dropout=dropout if num_layers > 1 else 0.0,
+        )
         self.dropout = nn.Dropout(dropout)
         d_s1 = attention_channels if self.shared_ws1 else heads * attention_channels
         self.ws1 = nn.Linear(2 * hidden_channels, d_s1, bias=False)
@@ -118,8 +132,10 @@ class SelfAttentiveEncoder(nn.Module):
         B, n, _ = x.shape
         if key_padding_mask is not None:
             if key_padding_mask.shape != (B, n) or key_padding_mask.dtype != torch.bool:
-                raise ValueError(f"key_padding_mask: expected a bool tensor of shape {[B, n]} (True = padding), "
-                                 f"got {key_padding_mask.dtype} {list(key_padding_mask.shape)}")
+                raise ValueError(
+                    f"key_padding_mask: expected a bool tensor of shape {[B, n]} (True = padding), "
+                    f"got {key_padding_mask.dtype} {list(key_padding_mask.shape)}"
+                )
             lengths = (~key_padding_mask).sum(dim=1)
             if bool((lengths == 0).any()):
                 raise ValueError("key_padding_mask: every sequence needs at least one non-padding token")
@@ -139,8 +155,10 @@ class SelfAttentiveEncoder(nn.Module):
         return frobenius_penalty(A)
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}({self.in_channels}, {self.hidden_channels}, "
-                f"attention_channels={self.attention_channels}, heads={self.heads}, shared_ws1={self.shared_ws1})")
+        return (
+            f"{type(self).__name__}({self.in_channels}, {self.hidden_channels}, "
+            f"attention_channels={self.attention_channels}, heads={self.heads}, shared_ws1={self.shared_ws1})"
+        )
 
 
 def _self_attentive_layout(m: SelfAttentiveEncoder) -> List[HeadParam]:

@@ -57,11 +57,19 @@ restores the unguarded equation. The functions :func:`svgd_direction`, :func:`sp
 cannot separate under SVGD (zero kernel gradient, equal updates): :class:`SVGD` warns once and suggests
 :class:`SPOS` or jitter at initialisation.
 """
-from .kernel import median_bandwidth, rbf_kernel, sgld_direction, spos_direction, svgd_direction
-from .layouts import (HeadParam, ParticleGroup, find_particle_groups, head_layout, load_plugins, register_head_layout,
-                      register_layout_finder)
-from .samplers import DEFAULT_ALPHA, SGLD, SPOS, SVGD, ParticleSampler
+
 from .authors import AuthorsSPOS, AuthorsSVGD
+from .kernel import median_bandwidth, rbf_kernel, sgld_direction, spos_direction, svgd_direction
+from .layouts import (
+    HeadParam,
+    ParticleGroup,
+    find_particle_groups,
+    head_layout,
+    load_plugins,
+    register_head_layout,
+    register_layout_finder,
+)
+from .samplers import DEFAULT_ALPHA, SGLD, SPOS, SVGD, ParticleSampler
 
 __all__ = [
     "median_bandwidth",

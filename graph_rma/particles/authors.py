@@ -66,6 +66,7 @@ more than half of the entries coincide) the largest squared distance is used ins
 coincide :math:`h = 1` (then :math:`K = 1` and :math:`R = 0`). Inputs are centred and scaled before squaring
 (:math:`K` and :math:`R` are scale-invariant), computed in float32 (float64 for float64 input).
 """
+
 from __future__ import annotations
 
 import math
@@ -75,13 +76,32 @@ from typing import List, Optional, Tuple
 import torch
 from torch import Tensor, nn
 
-from .kernel import (_check_alpha, _check_flag, _check_grad, _check_positive, _check_theta, _finite, _noise,
-                     _normalize, _squared_distances, _work_dtype)
+from .kernel import (
+    _check_alpha,
+    _check_flag,
+    _check_grad,
+    _check_positive,
+    _check_theta,
+    _finite,
+    _noise,
+    _normalize,
+    _squared_distances,
+    _work_dtype,
+)
 from .layouts import HeadParam, LayerSpec, ParticleGroup
 from .samplers import ParticleSampler
 
-__all__ = ["authors_bandwidth", "authors_kernel", "authors_svgd_grad", "authors_spos_grad", "MixingHeadParam",
-           "mixing_groups", "VIEWS", "AuthorsSVGD", "AuthorsSPOS"]
+__all__ = [
+    "authors_bandwidth",
+    "authors_kernel",
+    "authors_svgd_grad",
+    "authors_spos_grad",
+    "MixingHeadParam",
+    "mixing_groups",
+    "VIEWS",
+    "AuthorsSVGD",
+    "AuthorsSPOS",
+]
 
 
 def _lower_median(values: Tensor) -> Tensor:
@@ -158,8 +178,15 @@ def _svgd_grad(theta: Tensor, grad: Tensor, w: float) -> Tensor:
     return _finite(out, theta.dtype)
 
 
-def authors_spos_grad(theta: Tensor, grad: Tensor, w: float = 1.0, beta: float = 1.0, stepsize: float = 1.0,
-                      generator: Optional[torch.Generator] = None, grad_scaled_noise: bool = True) -> Tensor:
+def authors_spos_grad(
+    theta: Tensor,
+    grad: Tensor,
+    w: float = 1.0,
+    beta: float = 1.0,
+    stepsize: float = 1.0,
+    generator: Optional[torch.Generator] = None,
+    grad_scaled_noise: bool = True,
+) -> Tensor:
     r"""Their SPOS gradient :math:`\tilde g^{\mathrm{SVGD}} + \beta g - \sqrt{2\beta/s}\,\mathrm{med}(|g|)\,\xi`.
 
     Arguments theta, grad, w: as in :func:`authors_svgd_grad`.
@@ -180,8 +207,15 @@ def authors_spos_grad(theta: Tensor, grad: Tensor, w: float = 1.0, beta: float =
     return _spos_grad(theta, grad, w, float(beta), float(stepsize), generator, bool(grad_scaled_noise))
 
 
-def _spos_grad(theta: Tensor, grad: Tensor, w: float, beta: float, stepsize: float,
-               generator: Optional[torch.Generator], grad_scaled_noise: bool) -> Tensor:
+def _spos_grad(
+    theta: Tensor,
+    grad: Tensor,
+    w: float,
+    beta: float,
+    stepsize: float,
+    generator: Optional[torch.Generator],
+    grad_scaled_noise: bool,
+) -> Tensor:
     work = _work_dtype(theta.dtype)
     g = grad.to(work)
     xi = _noise(theta.shape, theta.device, work, generator)
@@ -246,8 +280,18 @@ class AuthorsSVGD(ParticleSampler):
             sentence classifier's ``Weight2`` rows); either way each weight is its own particle set.
     """
 
-    def __init__(self, model: nn.Module, w: float = 0.01, eps: float = 1.0, layers: LayerSpec = None,
-                 roles=None, min_heads: int = 2, seed: int = 0, view: str = "mixing", warmup: int = 0) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        w: float = 0.01,
+        eps: float = 1.0,
+        layers: LayerSpec = None,
+        roles=None,
+        min_heads: int = 2,
+        seed: int = 0,
+        view: str = "mixing",
+        warmup: int = 0,
+    ) -> None:
         self.w = _check_alpha(w, None, "w")
         if view not in VIEWS:
             raise ValueError(f"view: expected one of {', '.join(VIEWS)}, got {view!r}")
@@ -277,8 +321,16 @@ class AuthorsSPOS(AuthorsSVGD):
         grad_scaled_noise: multiply the noise by the lower median of ``|g|`` (their sentence classifier).
     """
 
-    def __init__(self, model: nn.Module, w: float = 0.01, eps: float = 1.0, beta: float = 1.0,
-                 stepsize: Optional[float] = None, grad_scaled_noise: bool = True, **kwargs) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        w: float = 0.01,
+        eps: float = 1.0,
+        beta: float = 1.0,
+        stepsize: Optional[float] = None,
+        grad_scaled_noise: bool = True,
+        **kwargs,
+    ) -> None:
         _check_positive("beta", beta)
         if stepsize is not None:
             _check_positive("stepsize", stepsize)

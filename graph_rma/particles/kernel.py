@@ -2,6 +2,7 @@ r"""The method's numerics on ``[M, D]`` particle tensors: RBF kernel, bandwidths
 
 Pure functions; no knowledge of layers or optimizers. See :mod:`graph_rma.particles` for the equations.
 """
+
 from __future__ import annotations
 
 import math
@@ -13,6 +14,7 @@ from torch import Tensor
 
 Bandwidth = Union[None, float, str, Tensor]
 
+
 def _work_dtype(dtype: torch.dtype) -> torch.dtype:
     # Half precision (and float32) inputs are computed in float32, float64 in float64.
     return torch.float64 if dtype == torch.float64 else torch.float32
@@ -22,11 +24,14 @@ def _check_theta(theta: Tensor, name: str = "theta") -> None:
     if not isinstance(theta, Tensor):
         raise ValueError(f"{name}: expected a Tensor of shape [M, D], got {type(theta).__name__}")
     if theta.dim() != 2 or theta.size(0) < 1 or theta.size(1) < 1:
-        raise ValueError(f"{name}: expected shape [M, D] (M >= 1 particles of dimension D >= 1), got "
-                         f"{list(theta.shape)}")
+        raise ValueError(
+            f"{name}: expected shape [M, D] (M >= 1 particles of dimension D >= 1), got {list(theta.shape)}"
+        )
     if theta.is_meta:
-        raise ValueError(f"{name}: a meta tensor has no values to move (materialise the model first, e.g. "
-                         f"model.to_empty(device='cpu') and initialise it)")
+        raise ValueError(
+            f"{name}: a meta tensor has no values to move (materialise the model first, e.g. "
+            f"model.to_empty(device='cpu') and initialise it)"
+        )
     if not theta.is_floating_point():
         raise ValueError(f"{name}: expected a floating-point tensor, got {theta.dtype}")
 
@@ -171,8 +176,7 @@ def _kernel_normalized(x: Tensor, s: Tensor, bandwidth: Bandwidth) -> Tuple[Tens
     return K, rep_n, h_n
 
 
-def _step_limit(rep_n: Tensor, h_n: Tensor, s: Tensor, alpha: float, eps: float, M: int,
-                max_step: float) -> Tensor:
+def _step_limit(rep_n: Tensor, h_n: Tensor, s: Tensor, alpha: float, eps: float, M: int, max_step: float) -> Tensor:
     r"""Per-particle factors ``f_i`` in ``(0, 1]`` that bound one step's repulsive displacement (see
     :mod:`graph_rma.particles`, *numerical safety*): :math:`\epsilon |lpha| f_i \|\mathrm{rep}_i\| / M \le
     c \sqrt{h}`, computed in float64 from the normalised quantities so that neither side overflows. Returns
@@ -255,8 +259,15 @@ def svgd_direction(
     return _svgd(theta, grad, alpha, h, kernel_grad)[0]
 
 
-def _svgd(theta: Tensor, grad: Tensor, alpha: float, h: Bandwidth, kernel_grad: bool,
-          eps: Optional[float] = None, max_step: Optional[float] = None) -> Tuple[Tensor, bool]:
+def _svgd(
+    theta: Tensor,
+    grad: Tensor,
+    alpha: float,
+    h: Bandwidth,
+    kernel_grad: bool,
+    eps: Optional[float] = None,
+    max_step: Optional[float] = None,
+) -> Tuple[Tensor, bool]:
     """``(phi, limited)``; with ``eps`` and ``max_step`` the repulsion is step-limited (:func:`_step_limit`)."""
     M = theta.size(0)
     if M == 1:
@@ -323,8 +334,9 @@ def spos_direction(
     return _spos_noise(phi, theta, grad, beta, eps, generator)
 
 
-def _spos_noise(phi: Tensor, theta: Tensor, grad: Tensor, beta: float, eps: float,
-                generator: Optional[torch.Generator]) -> Tensor:
+def _spos_noise(
+    phi: Tensor, theta: Tensor, grad: Tensor, beta: float, eps: float, generator: Optional[torch.Generator]
+) -> Tensor:
     work = _work_dtype(theta.dtype)
     xi = _noise(theta.shape, theta.device, work, generator)
     out = phi.to(work) - grad.to(work) / beta + math.sqrt(2.0 / (beta * eps)) * xi

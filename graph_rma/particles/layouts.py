@@ -10,6 +10,7 @@ register a *layout finder* (:func:`register_layout_finder`) instead of one layou
 optional subpackage (``graph_rma.hf``), which is imported the first time a model holding one of that library's
 modules is searched (:func:`load_plugins`): a table of names, so the core never imports it.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -19,6 +20,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Type, Uni
 
 import torch
 from torch import Tensor, nn
+
 
 @dataclass(frozen=True)
 class HeadParam:
@@ -141,8 +143,9 @@ def load_plugins(model: nn.Module) -> None:
         try:
             importlib.import_module(plugin)
         except ImportError as exc:
-            warnings.warn(f"{plugin} could not be imported ({exc}); the {top} modules of the model are not searched "
-                          f"for heads")
+            warnings.warn(
+                f"{plugin} could not be imported ({exc}); the {top} modules of the model are not searched for heads"
+            )
 
 
 def head_layout(module: nn.Module) -> Optional[Layout]:
@@ -158,8 +161,9 @@ def head_layout(module: nn.Module) -> Optional[Layout]:
     return None
 
 
-def _hp(module: nn.Module, attr: str, role: str, heads: int, axis: int = 0, start: int = 0,
-        length: Optional[int] = None) -> List[HeadParam]:
+def _hp(
+    module: nn.Module, attr: str, role: str, heads: int, axis: int = 0, start: int = 0, length: Optional[int] = None
+) -> List[HeadParam]:
     obj: object = module
     for part in attr.split("."):
         obj = getattr(obj, part, None) if obj is not None else None
@@ -175,7 +179,9 @@ def _hp(module: nn.Module, attr: str, role: str, heads: int, axis: int = 0, star
 
 def _gat_layout(m: nn.Module) -> List[HeadParam]:
     H = m.heads
-    out = _hp(m, "lin.weight", "lin", H) + _hp(m, "lin_src.weight", "lin_src", H) + _hp(m, "lin_dst.weight", "lin_dst", H)
+    out = (
+        _hp(m, "lin.weight", "lin", H) + _hp(m, "lin_src.weight", "lin_src", H) + _hp(m, "lin_dst.weight", "lin_dst", H)
+    )
     out += _hp(m, "att_src", "att_src", H, axis=1) + _hp(m, "att_dst", "att_dst", H, axis=1)
     out += _hp(m, "lin_edge.weight", "lin_edge", H) + _hp(m, "att_edge", "att_edge", H, axis=1)
     return out
@@ -300,10 +306,13 @@ def find_particle_groups(
             label = name if H == counts[0] else f"{name}:{'/'.join(sorted({p.role for p in share}))}"
             if H < min_heads:
                 if layers is not None and not callable(layers) or isinstance(layers, nn.Module):  # asked for by name
-                    warnings.warn(f"{label or type(module).__name__}: {H} head(s), fewer than {min_heads}; not a "
-                                  f"particle group")
+                    warnings.warn(
+                        f"{label or type(module).__name__}: {H} head(s), fewer than {min_heads}; not a particle group"
+                    )
                 continue
             groups.append(ParticleGroup(label, module, H, share))
     if wanted is not None and not wanted <= known_roles:
-        raise ValueError(f"roles: unknown role(s) {sorted(wanted - known_roles)}; the selected layers have {sorted(known_roles)}")
+        raise ValueError(
+            f"roles: unknown role(s) {sorted(wanted - known_roles)}; the selected layers have {sorted(known_roles)}"
+        )
     return groups

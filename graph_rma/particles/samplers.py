@@ -12,6 +12,7 @@ PyTorch's semantics are kept:
 * Attaching a sampler twice to one optimizer, or attaching a second sampler whose particles share parameters with
   an attached one, raises a ``ValueError``; :meth:`ParticleSampler.detach` undoes :meth:`ParticleSampler.attach`.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -22,8 +23,17 @@ import torch
 from torch import Tensor, nn
 from torch.utils.weak import WeakIdKeyDictionary
 
-from .kernel import (Bandwidth, _all_finite, _check_alpha, _check_bandwidth, _check_flag, _check_positive, _spos_noise, _svgd,
-                     sgld_direction)
+from .kernel import (
+    Bandwidth,
+    _all_finite,
+    _check_alpha,
+    _check_bandwidth,
+    _check_flag,
+    _check_positive,
+    _spos_noise,
+    _svgd,
+    sgld_direction,
+)
 from .layouts import LayerSpec, ParticleGroup, find_particle_groups
 
 # Parameters held by an attached sampler: parameter -> weak reference to the sampler.
@@ -44,6 +54,7 @@ class _Attachment:
             sampler.detach(optimizer)
         else:
             self._handle.remove()
+
 
 class ParticleSampler:
     r"""Base class: replaces each particle group's gradient by :math:`-\epsilon\,\phi` (see :meth:`direction`).
@@ -86,11 +97,15 @@ class ParticleSampler:
         if not self.groups:
             where = f" among layers={layers!r}" if layers is not None else ""
             if strict:
-                raise ValueError(f"model: {type(model).__name__} holds no multi-head attention layer to sample (none "
-                                 f"with at least {min_heads} heads{where}); pass strict=False to attach a sampler "
-                                 f"that does nothing")
-            warnings.warn(f"{type(self).__name__}: the model has no multi-head attention layer to sample{where}; "
-                          f"step() does nothing")
+                raise ValueError(
+                    f"model: {type(model).__name__} holds no multi-head attention layer to sample (none "
+                    f"with at least {min_heads} heads{where}); pass strict=False to attach a sampler "
+                    f"that does nothing"
+                )
+            warnings.warn(
+                f"{type(self).__name__}: the model has no multi-head attention layer to sample{where}; "
+                f"step() does nothing"
+            )
         self._generator: Optional[torch.Generator] = None
         self._generator_state: Optional[Tensor] = None
         self._attachments: Dict[int, Tuple[weakref.ref, object]] = {}  # id(optimizer) -> (optimizer ref, hook handle)
@@ -150,10 +165,16 @@ class ParticleSampler:
                 continue
             theta, grad = group.theta(), group.grad()
             if theta.is_meta:
-                raise ValueError(f"model: {group.name or 'model'}'s parameters are on the meta device (no values to "
-                                 f"move); materialise the model first (model.to_empty(device=...) and initialise it)")
+                raise ValueError(
+                    f"model: {group.name or 'model'}'s parameters are on the meta device (no values to "
+                    f"move); materialise the model first (model.to_empty(device=...) and initialise it)"
+                )
             if not _all_finite(grad):
-                bad = [p.name for p in group.params if p.param.grad is not None and not bool(torch.isfinite(p.param.grad).all())]
+                bad = [
+                    p.name
+                    for p in group.params
+                    if p.param.grad is not None and not bool(torch.isfinite(p.param.grad).all())
+                ]
                 raise ValueError(f"grad: non-finite gradient in {group.name or 'model'} ({', '.join(bad)})")
             self._check_particles(group, theta)
             phi = self.direction(theta, grad)
@@ -163,8 +184,9 @@ class ParticleSampler:
 
     def _remember(self, index: int, group: ParticleGroup) -> None:
         """Record the gradients :meth:`step` saw for group ``index`` (see :meth:`_already_written`)."""
-        self._written[index] = [(weakref.ref(p.param.grad), p.param.grad._version) for p in group.params
-                                if p.param.grad is not None]
+        self._written[index] = [
+            (weakref.ref(p.param.grad), p.param.grad._version) for p in group.params if p.param.grad is not None
+        ]
 
     def _params(self) -> List[nn.Parameter]:
         seen: Dict[int, nn.Parameter] = {}
@@ -184,8 +206,10 @@ class ParticleSampler:
             raise ValueError(f"optimizer: expected a torch.optim.Optimizer, got {type(optimizer).__name__}")
         entry = self._attachments.get(id(optimizer))
         if entry is not None and entry[0]() is optimizer:
-            raise ValueError(f"optimizer: {type(self).__name__} is already attached to this "
-                             f"{type(optimizer).__name__}; attach it once (detach() undoes attach)")
+            raise ValueError(
+                f"optimizer: {type(self).__name__} is already attached to this "
+                f"{type(optimizer).__name__}; attach it once (detach() undoes attach)"
+            )
         for group in self.groups:
             for p in group.params:
                 ref = _CLAIMS.get(p.param)
@@ -194,7 +218,8 @@ class ParticleSampler:
                     raise ValueError(
                         f"optimizer: {group.name or 'model'}.{p.name} is already sampled by an attached "
                         f"{type(other).__name__}; two samplers over the same parameters would both transform its "
-                        f"gradient (detach the other one first)")
+                        f"gradient (detach the other one first)"
+                    )
         handle = optimizer.register_step_pre_hook(lambda opt, args, kwargs: self.step())
         self._attachments[id(optimizer)] = (weakref.ref(optimizer), handle)
         for param in self._params():
@@ -222,18 +247,25 @@ class ParticleSampler:
     def load_state_dict(self, state: Dict[str, Tensor]) -> None:
         if not isinstance(state, dict) or "generator" not in state:
             found = sorted(state) if isinstance(state, dict) else type(state).__name__
-            raise ValueError(f"state: expected a {type(self).__name__}.state_dict() with the key 'generator' (the noise "
-                             f"generator's state), got {found}")
+            raise ValueError(
+                f"state: expected a {type(self).__name__}.state_dict() with the key 'generator' (the noise "
+                f"generator's state), got {found}"
+            )
         unknown = sorted(set(state) - {"generator", "steps"})
         if unknown:
             raise ValueError(f"state: unknown key(s) {unknown}; expected 'generator' and 'steps'")
         gen_state = state["generator"]
         expected = torch.Generator().get_state()
         if not isinstance(gen_state, Tensor) or gen_state.dtype != torch.uint8 or gen_state.shape != expected.shape:
-            what = type(gen_state).__name__ if not isinstance(gen_state, Tensor) else \
-                f"a {gen_state.dtype} tensor of shape {tuple(gen_state.shape)}"
-            raise ValueError(f"state: 'generator' must be a CPU torch.Generator state (a uint8 tensor of shape "
-                             f"{tuple(expected.shape)}), got {what}")
+            what = (
+                type(gen_state).__name__
+                if not isinstance(gen_state, Tensor)
+                else f"a {gen_state.dtype} tensor of shape {tuple(gen_state.shape)}"
+            )
+            raise ValueError(
+                f"state: 'generator' must be a CPU torch.Generator state (a uint8 tensor of shape "
+                f"{tuple(expected.shape)}), got {what}"
+            )
         steps = state.get("steps", 0)  # absent in state dicts written before the warm-up option
         if isinstance(steps, Tensor):
             steps = steps.item() if steps.numel() == 1 and not steps.is_floating_point() else steps.tolist()
@@ -281,9 +313,17 @@ class SVGD(ParticleSampler):
 
     _separates_identical = False
 
-    def __init__(self, model: nn.Module, alpha: float = DEFAULT_ALPHA, eps: float = 1.0, bandwidth: Bandwidth = "median",
-                 kernel_grad: bool = True, allow_attraction: bool = False,
-                 max_repulsive_step: Optional[float] = 1.0, **kwargs) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        alpha: float = DEFAULT_ALPHA,
+        eps: float = 1.0,
+        bandwidth: Bandwidth = "median",
+        kernel_grad: bool = True,
+        allow_attraction: bool = False,
+        max_repulsive_step: Optional[float] = 1.0,
+        **kwargs,
+    ) -> None:
         alpha = _check_alpha(alpha, allow_attraction)
         _check_bandwidth(bandwidth)
         if max_repulsive_step is not None:
@@ -304,11 +344,13 @@ class SVGD(ParticleSampler):
             warnings.warn(
                 f"{type(self).__name__}: {group.name or 'model'} has identical heads; SVGD cannot separate identical "
                 f"particles (their kernel gradient is zero and their updates are equal). Use SPOS, whose noise "
-                f"separates them, or initialise the heads differently (e.g. add small noise)")
+                f"separates them, or initialise the heads differently (e.g. add small noise)"
+            )
 
     def _phi(self, theta: Tensor, grad: Tensor) -> Tensor:
-        phi, limited = _svgd(theta, grad, self.alpha, self.bandwidth, self.kernel_grad, self.eps,
-                             self.max_repulsive_step)
+        phi, limited = _svgd(
+            theta, grad, self.alpha, self.bandwidth, self.kernel_grad, self.eps, self.max_repulsive_step
+        )
         self.limited_steps += int(limited)
         return phi
 
@@ -331,8 +373,9 @@ class SPOS(SVGD):
 
     _separates_identical = True
 
-    def __init__(self, model: nn.Module, alpha: float = DEFAULT_ALPHA, eps: float = 1.0, beta: float = 1.0,
-                 **kwargs) -> None:
+    def __init__(
+        self, model: nn.Module, alpha: float = DEFAULT_ALPHA, eps: float = 1.0, beta: float = 1.0, **kwargs
+    ) -> None:
         _check_positive("beta", beta)
         super().__init__(model, alpha=alpha, eps=eps, **kwargs)
         self.beta = float(beta)
@@ -342,7 +385,9 @@ class SPOS(SVGD):
         return _spos_noise(phi, theta, grad, self.beta, self.eps, self.generator)
 
     def _extra_repr(self) -> str:
-        return f"alpha={self.alpha}, {ParticleSampler._extra_repr(self)}, beta={self.beta}, bandwidth={self.bandwidth!r}"
+        return (
+            f"alpha={self.alpha}, {ParticleSampler._extra_repr(self)}, beta={self.beta}, bandwidth={self.bandwidth!r}"
+        )
 
 
 class SGLD(ParticleSampler):

@@ -12,6 +12,7 @@ Training is :func:`graph_rma.tasks.graph_to_text.train` (``checkpoint.pt`` / ``b
 ``torchrun``) on :func:`graph_rma.data.agenda.load_agenda`. Generation writes relexicalised hypotheses next to the
 gold abstracts; evaluation scores them as GraphWriter did (lower-cased, whitespace tokens).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -31,26 +32,58 @@ PathLike = Union[str, Path]
 PRESETS: Dict[str, Dict[str, Any]] = AGENDA_PRESETS  # cpu (2 CPU cores, < 15 min) and full (GraphWriter's)
 
 
-def train(config: Dict[str, Any], out: PathLike, root: Optional[PathLike] = None, protocol: str = "auto",
-          variant: Union[str, Variant] = "ma", seed: int = 0, max_train: Optional[int] = None,
-          max_dev: Optional[int] = None, save_every: int = 0, stop_after: Optional[int] = None,
-          progress: bool = True, splits: Optional[AgendaSplits] = None,
-          device: Optional[str] = None) -> Dict[str, Any]:
+def train(
+    config: Dict[str, Any],
+    out: PathLike,
+    root: Optional[PathLike] = None,
+    protocol: str = "auto",
+    variant: Union[str, Variant] = "ma",
+    seed: int = 0,
+    max_train: Optional[int] = None,
+    max_dev: Optional[int] = None,
+    save_every: int = 0,
+    stop_after: Optional[int] = None,
+    progress: bool = True,
+    splits: Optional[AgendaSplits] = None,
+    device: Optional[str] = None,
+) -> Dict[str, Any]:
     """Train (or resume) into ``out`` with :func:`graph_rma.tasks.graph_to_text.train` on AGENDA (``splits``, else
     :func:`~graph_rma.data.agenda.load_agenda` of ``root`` under ``protocol``); ``max_train``/``max_dev`` count
     records."""
     g2t.check_variant(variant)  # before any data is read
     splits = splits or load_agenda(root, protocol)
-    return g2t.train(config, out, splits, variant=variant, seed=seed, max_train=max_train, max_dev=max_dev,
-                     save_every=save_every, stop_after=stop_after, progress=progress, device=device,
-                     make_vocab=build_vocab, make_encoder=AgendaEncoder)
+    return g2t.train(
+        config,
+        out,
+        splits,
+        variant=variant,
+        seed=seed,
+        max_train=max_train,
+        max_dev=max_dev,
+        save_every=save_every,
+        stop_after=stop_after,
+        progress=progress,
+        device=device,
+        make_vocab=build_vocab,
+        make_encoder=AgendaEncoder,
+    )
 
 
-def generate(out: PathLike, split: str = "test", root: Optional[PathLike] = None, protocol: str = "auto",
-             checkpoint: Optional[PathLike] = None, beam: Optional[int] = None, max_len: Optional[int] = None,
-             length_penalty: Optional[float] = None, batch_size: int = 32, limit: Optional[int] = None,
-             progress: bool = True, splits: Optional[AgendaSplits] = None,
-             device: Optional[str] = None) -> Dict[str, Path]:
+def generate(
+    out: PathLike,
+    split: str = "test",
+    root: Optional[PathLike] = None,
+    protocol: str = "auto",
+    checkpoint: Optional[PathLike] = None,
+    beam: Optional[int] = None,
+    max_len: Optional[int] = None,
+    length_penalty: Optional[float] = None,
+    batch_size: int = 32,
+    limit: Optional[int] = None,
+    progress: bool = True,
+    splits: Optional[AgendaSplits] = None,
+    device: Optional[str] = None,
+) -> Dict[str, Path]:
     """Decode ``split`` with the best model and write ``hyp.<split>.txt``, ``gold.<split>.txt`` (relexicalised,
     line-aligned), ``hyp.<split>.delex.txt`` (with ``<type_i>`` placeholders) and ``side_by_side.<split>.tsv``."""
     out = Path(out)
@@ -59,44 +92,84 @@ def generate(out: PathLike, split: str = "test", root: Optional[PathLike] = None
     beam, max_len, length_penalty = g2t.decode_settings(ck["config"], beam, max_len, length_penalty)
     splits = splits or load_agenda(root, protocol)
     recs: List[AgendaRecord] = splits.split(split)[:limit] if limit else splits.split(split)
-    relex, delex = g2t.decode_records(model, AgendaEncoder(vocab, ck["relations"]), recs, beam, max_len,
-                                      length_penalty, batch_size, progress, desc=f"decoding {split}")
+    relex, delex = g2t.decode_records(
+        model,
+        AgendaEncoder(vocab, ck["relations"]),
+        recs,
+        beam,
+        max_len,
+        length_penalty,
+        batch_size,
+        progress,
+        desc=f"decoding {split}",
+    )
     gold = [r.relexicalised() for r in recs]
-    paths = {"hyp": out / f"hyp.{split}.txt", "gold": out / f"gold.{split}.txt",
-             "delex": out / f"hyp.{split}.delex.txt", "side_by_side": out / f"side_by_side.{split}.tsv"}
+    paths = {
+        "hyp": out / f"hyp.{split}.txt",
+        "gold": out / f"gold.{split}.txt",
+        "delex": out / f"hyp.{split}.delex.txt",
+        "side_by_side": out / f"side_by_side.{split}.tsv",
+    }
     atomic_write_text(paths["hyp"], "\n".join(relex) + "\n")
     atomic_write_text(paths["gold"], "\n".join(gold) + "\n")
     atomic_write_text(paths["delex"], "\n".join(delex) + "\n")
     rows = ["title\thypothesis\treference"] + [f"{r.title}\t{h}\t{g}" for r, h, g in zip(recs, relex, gold)]
     atomic_write_text(paths["side_by_side"], "\n".join(rows) + "\n")
-    write_json(out / f"decode.{split}.json", {"beam": beam, "max_len": max_len, "length_penalty": length_penalty,
-                                              "records": len(recs), "checkpoint": str(ckpt_path),
-                                              "key": decode_key(ckpt_path, beam, max_len, length_penalty, limit)})
+    write_json(
+        out / f"decode.{split}.json",
+        {
+            "beam": beam,
+            "max_len": max_len,
+            "length_penalty": length_penalty,
+            "records": len(recs),
+            "checkpoint": str(ckpt_path),
+            "key": decode_key(ckpt_path, beam, max_len, length_penalty, limit),
+        },
+    )
     return paths
 
 
-def decode_key(checkpoint: PathLike, beam: Optional[int], max_len: Optional[int], length_penalty: Optional[float],
-               limit: Optional[int]) -> Dict[str, Any]:
+def decode_key(
+    checkpoint: PathLike,
+    beam: Optional[int],
+    max_len: Optional[int],
+    length_penalty: Optional[float],
+    limit: Optional[int],
+) -> Dict[str, Any]:
     """What decoded outputs depend on: the checkpoint's bytes and the decoding settings (resolved), and the limit."""
     from ..data.root import sha256sum
 
     ck = load_checkpoint(checkpoint)
     beam, max_len, length_penalty = g2t.decode_settings(ck["config"], beam, max_len, length_penalty)
-    return {"checkpoint_sha256": sha256sum(checkpoint), "beam": beam, "max_len": max_len,
-            "length_penalty": length_penalty, "limit": limit}
+    return {
+        "checkpoint_sha256": sha256sum(checkpoint),
+        "beam": beam,
+        "max_len": max_len,
+        "length_penalty": length_penalty,
+        "limit": limit,
+    }
 
 
-def score(hypotheses: Sequence[str], references: Sequence[str], entities: Sequence[Sequence[str]],
-          meteor: str = "auto") -> Dict[str, Any]:
+def score(
+    hypotheses: Sequence[str], references: Sequence[str], entities: Sequence[Sequence[str]], meteor: str = "auto"
+) -> Dict[str, Any]:
     """Scores of relexicalised outputs against one reference each (already lower-cased and tokenised, as
     GraphWriter scored them: whitespace tokens)."""
-    return evaluate_generation(list(hypotheses), list(references), entities=[list(e) for e in entities],
-                               meteor=meteor, tokenize="split")
+    return evaluate_generation(
+        list(hypotheses), list(references), entities=[list(e) for e in entities], meteor=meteor, tokenize="split"
+    )
 
 
-def evaluate(out: PathLike, split: str = "test", root: Optional[PathLike] = None, protocol: str = "auto",
-             regenerate: bool = False, splits: Optional[AgendaSplits] = None, meteor: str = "auto",
-             **gen_kwargs: Any) -> Dict[str, Any]:
+def evaluate(
+    out: PathLike,
+    split: str = "test",
+    root: Optional[PathLike] = None,
+    protocol: str = "auto",
+    regenerate: bool = False,
+    splits: Optional[AgendaSplits] = None,
+    meteor: str = "auto",
+    **gen_kwargs: Any,
+) -> Dict[str, Any]:
     """Score ``hyp.<split>.txt`` against ``gold.<split>.txt`` (generating them first if missing); writes and
     returns ``metrics.<split>.json``.
 
@@ -115,26 +188,43 @@ def evaluate(out: PathLike, split: str = "test", root: Optional[PathLike] = None
         except (OSError, ValueError):
             saved = None
         ckpt = Path(gen_kwargs.get("checkpoint") or out / "best.pt")
-        regenerate = saved != decode_key(ckpt, gen_kwargs.get("beam"), gen_kwargs.get("max_len"),
-                                         gen_kwargs.get("length_penalty"), gen_kwargs.get("limit"))
+        regenerate = saved != decode_key(
+            ckpt,
+            gen_kwargs.get("beam"),
+            gen_kwargs.get("max_len"),
+            gen_kwargs.get("length_penalty"),
+            gen_kwargs.get("limit"),
+        )
     if regenerate or not hyp_path.exists():
         generate(out, split, splits=splits, **gen_kwargs)
     hyps = read_lines(hyp_path)
     refs = read_lines(out / f"gold.{split}.txt")
     recs = splits.split(split)[: len(hyps)]
-    result = {"split": split, "records": len(hyps), "data": splits.description,
-              **score(hyps, refs, [r.entities for r in recs], meteor=meteor)}
+    result = {
+        "split": split,
+        "records": len(hyps),
+        "data": splits.description,
+        **score(hyps, refs, [r.entities for r in recs], meteor=meteor),
+    }
     write_json(out / f"metrics.{split}.json", result)
     return result
 
 
-def head_diversity(out: PathLike, split: str = "test", root: Optional[PathLike] = None, protocol: str = "auto",
-                   limit: int = 200, checkpoint: Optional[PathLike] = None, splits: Optional[AgendaSplits] = None,
-                   device: Optional[str] = None) -> Dict[str, Any]:
+def head_diversity(
+    out: PathLike,
+    split: str = "test",
+    root: Optional[PathLike] = None,
+    protocol: str = "auto",
+    limit: int = 200,
+    checkpoint: Optional[PathLike] = None,
+    splits: Optional[AgendaSplits] = None,
+    device: Optional[str] = None,
+) -> Dict[str, Any]:
     """:func:`graph_rma.tasks.graph_to_text.head_diversity` of ``OUT/best.pt`` on the first ``limit`` graphs of
     ``split``; writes ``heads.<split>.json``."""
     splits = splits or load_agenda(root, protocol)
-    result = g2t.head_diversity(checkpoint or Path(out) / "best.pt", splits.split(split)[:limit], AgendaEncoder,
-                                device=device)
+    result = g2t.head_diversity(
+        checkpoint or Path(out) / "best.pt", splits.split(split)[:limit], AgendaEncoder, device=device
+    )
     write_json(Path(out) / f"heads.{split}.json", result)
     return result

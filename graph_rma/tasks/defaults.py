@@ -6,6 +6,7 @@ The task modules take their defaults from here (:data:`graph_rma.tasks.node_clas
 things defined below the task layer (datasets, models, METEOR implementations, early-stopping rules) are repeated
 here for the help texts; ``tests/test_cli.py`` checks that they match their sources.
 """
+
 from __future__ import annotations
 
 from typing import Any, Dict, List, Tuple
@@ -40,9 +41,20 @@ def node_default_variants(dataset: str = "cora", full: bool = False) -> List[str
 NODE_DEFAULT_SEEDS = 3
 NODE_FULL_SEEDS = 20
 #: :data:`graph_rma.data.nodes.NODE_DATASETS`
-NODE_DATASET_NAMES: Tuple[str, ...] = ("Cora", "CiteSeer", "Cornell", "Texas", "Wisconsin", "chameleon", "squirrel",
-                                       "Actor", "minesweeper", "tolokers", "chameleon_filtered",
-                                       "chameleon_filtered_directed")
+NODE_DATASET_NAMES: Tuple[str, ...] = (
+    "Cora",
+    "CiteSeer",
+    "Cornell",
+    "Texas",
+    "Wisconsin",
+    "chameleon",
+    "squirrel",
+    "Actor",
+    "minesweeper",
+    "tolokers",
+    "chameleon_filtered",
+    "chameleon_filtered_directed",
+)
 #: :attr:`graph_rma.engine.EarlyStopping.RULES`
 EARLY_STOPPING_RULES: Tuple[str, ...] = ("val_acc", "val_auc", "val_loss", "gat")
 
@@ -73,20 +85,68 @@ TEXT_FULL = {"datasets": ["trec", "mr"], "seeds": 5, "epochs": 15}
 # ---- graph to text (graph-rma agenda / webnlg) ----------------------------------------------------------------
 AGENDA_PRESETS: Dict[str, Dict[str, Any]] = {
     # small enough to train and evaluate on 2 CPU cores in minutes (offline protocol; run time in docs/agenda.md)
-    "cpu": dict(hidden=128, layers=2, heads=4, dropout=0.1, attention_dropout=0.1, decoder_heads=4, epochs=8,
-                batch_size=24, optimizer="adam", lr=2e-3, momentum=0.9, clip=1.0, min_freq=3,
-                max_target_len=120, beam=2, max_len=150, length_penalty=1.0),
+    "cpu": dict(
+        hidden=128,
+        layers=2,
+        heads=4,
+        dropout=0.1,
+        attention_dropout=0.1,
+        decoder_heads=4,
+        epochs=8,
+        batch_size=24,
+        optimizer="adam",
+        lr=2e-3,
+        momentum=0.9,
+        clip=1.0,
+        min_freq=3,
+        max_target_len=120,
+        beam=2,
+        max_len=150,
+        length_penalty=1.0,
+    ),
     # GraphWriter's configuration (pargs.py / train.py of rikdz/GraphWriter): hidden 500, 6 blocks, 4 heads,
     # SGD lr 0.1 momentum 0.9, gradient clipping 1, batch 32, 20 epochs, vocabulary cut at 5 occurrences
-    "full": dict(hidden=500, layers=6, heads=4, dropout=0.1, attention_dropout=0.1, decoder_heads=4, epochs=20,
-                 batch_size=32, optimizer="sgd", lr=0.1, momentum=0.9, clip=1.0, min_freq=5,
-                 max_target_len=None, beam=4, max_len=200, length_penalty=1.0),
+    "full": dict(
+        hidden=500,
+        layers=6,
+        heads=4,
+        dropout=0.1,
+        attention_dropout=0.1,
+        decoder_heads=4,
+        epochs=20,
+        batch_size=32,
+        optimizer="sgd",
+        lr=0.1,
+        momentum=0.9,
+        clip=1.0,
+        min_freq=5,
+        max_target_len=None,
+        beam=4,
+        max_len=200,
+        length_penalty=1.0,
+    ),
 }
 WEBNLG_PRESETS: Dict[str, Dict[str, Any]] = {
     # trains and evaluates on 2 CPU cores in minutes (its measured run time is in docs/webnlg.md)
-    "cpu": dict(hidden=128, layers=2, heads=4, dropout=0.1, attention_dropout=0.1, decoder_heads=4, epochs=2,
-                batch_size=32, optimizer="adam", lr=2e-3, momentum=0.9, clip=1.0, min_freq=2,
-                max_target_len=60, beam=1, max_len=60, length_penalty=1.0),
+    "cpu": dict(
+        hidden=128,
+        layers=2,
+        heads=4,
+        dropout=0.1,
+        attention_dropout=0.1,
+        decoder_heads=4,
+        epochs=2,
+        batch_size=32,
+        optimizer="adam",
+        lr=2e-3,
+        momentum=0.9,
+        clip=1.0,
+        min_freq=2,
+        max_target_len=60,
+        beam=1,
+        max_len=60,
+        length_penalty=1.0,
+    ),
     # GraphWriter's configuration (AGENDA's "full" preset), with WebNLG's smaller vocabulary cut and shorter texts
     "full": {**AGENDA_PRESETS["full"], "min_freq": 2, "max_len": 100},
     # Aimed at the WebNLG 2017 challenge's baseline: measured against the BLEU table of Gardent et al., INLG 2017 ("The
@@ -97,17 +157,33 @@ WEBNLG_PRESETS: Dict[str, Dict[str, Any]] = {
     # default), every training text kept whole (the longest has 70 tokens), enough epochs for the learning rate to be
     # halved several times on dev loss (OpenNMT's decay rule), best.pt by dev loss; beam search with GNMT's length
     # penalty, whose beam and penalty are decoding options to set on dev (`generate --split dev`) after training.
-    "webnlg2017": dict(hidden=256, layers=3, heads=4, dropout=0.3, attention_dropout=0.1, decoder_heads=4, epochs=30,
-                       batch_size=32, optimizer="adam", lr=1e-3, momentum=0.9, clip=1.0, min_freq=2,
-                       max_target_len=None, beam=5, max_len=80, length_penalty=1.0,
-                       lr_schedule={"kind": "plateau", "factor": 0.5, "patience": 0, "min_lr": 1e-5}),
+    "webnlg2017": dict(
+        hidden=256,
+        layers=3,
+        heads=4,
+        dropout=0.3,
+        attention_dropout=0.1,
+        decoder_heads=4,
+        epochs=30,
+        batch_size=32,
+        optimizer="adam",
+        lr=1e-3,
+        momentum=0.9,
+        clip=1.0,
+        min_freq=2,
+        max_target_len=None,
+        beam=5,
+        max_len=80,
+        length_penalty=1.0,
+        lr_schedule={"kind": "plateau", "factor": 0.5, "patience": 0, "min_lr": 1e-5},
+    ),
 }
 #: What each WebNLG preset is for, shown by ``graph-rma webnlg train --help``.
 WEBNLG_PRESET_HELP: Dict[str, str] = {
     "cpu": "trains and scores on 2 CPU cores in minutes",
     "full": "GraphWriter's configuration; for a GPU",
     "webnlg2017": "aimed at the WebNLG 2017 challenge baseline's BLEU on the seen test categories (the BLEU table of "
-                  "Gardent et al., INLG 2017; score with evaluate --scorer webnlg2017); nothing chosen on test",
+    "Gardent et al., INLG 2017; score with evaluate --scorer webnlg2017); nothing chosen on test",
 }
 AGENDA_SPLITS = ("dev", "val", "test", "train")
 WEBNLG_SPLITS = ("dev", "test", "train")
@@ -115,6 +191,8 @@ WEBNLG_SPLITS = ("dev", "test", "train")
 METEOR_CHOICES: Tuple[str, ...] = ("auto", "meteor-1.5", "nltk", "none")
 #: :data:`graph_rma.metrics.generation.SCORERS`
 SCORERS: Tuple[str, ...] = ("coco", "webnlg2017")
-SCORER_HELP = ("coco: coco-caption BLEU-1..4, METEOR 1.5, ROUGE, entity coverage, repetition (GraphWriter's scorer; "
-               "AGENDA's published numbers use it); webnlg2017: the WebNLG 2017 challenge's BLEU (multi-bleu.perl "
-               "-lc), METEOR 1.5 -norm and TER on its tokenisation, against the first three references (default: coco)")
+SCORER_HELP = (
+    "coco: coco-caption BLEU-1..4, METEOR 1.5, ROUGE, entity coverage, repetition (GraphWriter's scorer; "
+    "AGENDA's published numbers use it); webnlg2017: the WebNLG 2017 challenge's BLEU (multi-bleu.perl "
+    "-lc), METEOR 1.5 -norm and TER on its tokenisation, against the first three references (default: coco)"
+)

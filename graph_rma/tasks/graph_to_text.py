@@ -31,6 +31,7 @@ exact. Training ends by checking that the replicas are bitwise equal (``replica_
 
 Decoding (:func:`decode_records`) is batched greedy or beam search; :func:`load_model` restores ``best.pt``.
 """
+
 from __future__ import annotations
 
 import json
@@ -46,24 +47,69 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
-from ..data.graph_text import (EncodedRecord, GraphTextEncoder, GraphTextRecord, GraphTextSplits, Vocab, build_vocab,
-                               collate)
-from ..engine import (check_resume, load_checkpoint, rng_state, save_checkpoint, seed_everything, set_rng_state,
-                      slug, write_json)
-from ..engine.distributed import (all_reduce_sum, barrier, gather_objects, rank_and_world, replica_fingerprints,
-                                  shard)
+from ..data.graph_text import (
+    EncodedRecord,
+    GraphTextEncoder,
+    GraphTextRecord,
+    GraphTextSplits,
+    Vocab,
+    build_vocab,
+    collate,
+)
+from ..engine import (
+    check_resume,
+    load_checkpoint,
+    rng_state,
+    save_checkpoint,
+    seed_everything,
+    set_rng_state,
+    slug,
+    write_json,
+)
+from ..engine.distributed import all_reduce_sum, barrier, gather_objects, rank_and_world, replica_fingerprints, shard
 from ..models.graphwriter import GraphWriter
 from ..regularizers import disagreement, parameter_disagreement
 from ..variants import Variant, apply_variant, parse_variant
 
-__all__ = ["CONFIG_KEYS", "LR_SCHEDULES", "OPTIONAL_CONFIG_KEYS", "RESUMABLE_CHANGES", "build_lr_scheduler",
-           "build_model", "build_optimizer", "check_config", "check_variant", "decode_records", "decode_settings",
-           "dev_loss", "head_diversity", "load_model", "run_folder", "train"]
+__all__ = [
+    "CONFIG_KEYS",
+    "LR_SCHEDULES",
+    "OPTIONAL_CONFIG_KEYS",
+    "RESUMABLE_CHANGES",
+    "build_lr_scheduler",
+    "build_model",
+    "build_optimizer",
+    "check_config",
+    "check_variant",
+    "decode_records",
+    "decode_settings",
+    "dev_loss",
+    "head_diversity",
+    "load_model",
+    "run_folder",
+    "train",
+]
 
 #: The keys of a training configuration (the presets of :mod:`graph_rma.tasks.agenda` and ``.webnlg``).
-CONFIG_KEYS = ("hidden", "layers", "heads", "dropout", "attention_dropout", "decoder_heads", "epochs", "batch_size",
-               "optimizer", "lr", "momentum", "clip", "min_freq", "max_target_len", "beam", "max_len",
-               "length_penalty")
+CONFIG_KEYS = (
+    "hidden",
+    "layers",
+    "heads",
+    "dropout",
+    "attention_dropout",
+    "decoder_heads",
+    "epochs",
+    "batch_size",
+    "optimizer",
+    "lr",
+    "momentum",
+    "clip",
+    "min_freq",
+    "max_target_len",
+    "beam",
+    "max_len",
+    "length_penalty",
+)
 #: Settings that may change when a run is resumed: more (or fewer, down to the epochs done) epochs, and the decoding
 #: options (used only by generate/evaluate). Anything else differing from the checkpoint is refused.
 RESUMABLE_CHANGES = ("epochs", "beam", "max_len", "length_penalty")
@@ -99,8 +145,10 @@ def check_variant(variant: Union[str, Variant]) -> Variant:
     """The parsed variant; a ``ValueError`` for what the trainer cannot do (``reg`` with ``target=outputs``)."""
     v = parse_variant(variant)
     if v.reg is not None and v.reg_target == "outputs":
-        raise ValueError("variant: reg target=outputs is not supported by the graph-to-text trainer "
-                         "(use target=attention or target=parameters)")
+        raise ValueError(
+            "variant: reg target=outputs is not supported by the graph-to-text trainer "
+            "(use target=attention or target=parameters)"
+        )
     return v
 
 
@@ -111,8 +159,10 @@ def check_config(config: Dict[str, Any]) -> None:
         raise ValueError(f"config: missing {', '.join(missing)}")
     unknown = [k for k in config if k not in CONFIG_KEYS and k not in OPTIONAL_CONFIG_KEYS]
     if unknown:
-        raise ValueError(f"config: unknown setting {', '.join(map(str, unknown))} (expected the keys of CONFIG_KEYS "
-                         f"and optionally {', '.join(OPTIONAL_CONFIG_KEYS)})")
+        raise ValueError(
+            f"config: unknown setting {', '.join(map(str, unknown))} (expected the keys of CONFIG_KEYS "
+            f"and optionally {', '.join(OPTIONAL_CONFIG_KEYS)})"
+        )
     _check_lr_schedule(config.get("lr_schedule"))
     for key in ("hidden", "layers", "heads", "decoder_heads", "epochs", "batch_size", "beam", "max_len"):
         if not isinstance(config[key], int) or config[key] < 1:
@@ -133,8 +183,10 @@ def _check_lr_schedule(spec: Any) -> None:
     want = set(LR_SCHEDULES[spec["kind"]])
     have = set(spec) - {"kind"}
     if have != want:
-        raise ValueError(f"lr_schedule: kind {spec['kind']} takes exactly {', '.join(sorted(want))}; got "
-                         f"{', '.join(sorted(have)) or 'none'}")
+        raise ValueError(
+            f"lr_schedule: kind {spec['kind']} takes exactly {', '.join(sorted(want))}; got "
+            f"{', '.join(sorted(have)) or 'none'}"
+        )
     if not 0 < spec["factor"] < 1:
         raise ValueError(f"lr_schedule: factor expected in (0, 1), got {spec['factor']!r}")
     if not isinstance(spec["patience"], int) or isinstance(spec["patience"], bool) or spec["patience"] < 0:
@@ -143,24 +195,32 @@ def _check_lr_schedule(spec: Any) -> None:
         raise ValueError(f"lr_schedule: min_lr expected a non-negative number, got {spec['min_lr']!r}")
 
 
-def build_lr_scheduler(config: Dict[str, Any], optimizer: torch.optim.Optimizer
-                       ) -> Optional[torch.optim.lr_scheduler.ReduceLROnPlateau]:
+def build_lr_scheduler(
+    config: Dict[str, Any], optimizer: torch.optim.Optimizer
+) -> Optional[torch.optim.lr_scheduler.ReduceLROnPlateau]:
     """The scheduler of ``config["lr_schedule"]`` (see the module docstring), ``None`` when it is absent or off;
     step it with the epoch's dev loss."""
     spec = config.get("lr_schedule")
     if spec is None:
         return None
     _check_lr_schedule(spec)
-    return torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, mode="min", factor=spec["factor"],
-                                                      patience=spec["patience"], threshold=0.0,
-                                                      min_lr=spec["min_lr"])
+    return torch.optim.lr_scheduler.ReduceLROnPlateau(
+        optimizer, mode="min", factor=spec["factor"], patience=spec["patience"], threshold=0.0, min_lr=spec["min_lr"]
+    )
 
 
 def build_model(config: Dict[str, Any], vocab_size: int, num_relations: int) -> GraphWriter:
     """GraphWriter of ``config``'s size, without any variant (apply one with :func:`graph_rma.apply_variant`)."""
-    return GraphWriter(vocab_size, num_relations, hidden=config["hidden"], num_layers=config["layers"],
-                       heads=config["heads"], dropout=config["dropout"],
-                       attention_dropout=config["attention_dropout"], decoder_heads=config["decoder_heads"])
+    return GraphWriter(
+        vocab_size,
+        num_relations,
+        hidden=config["hidden"],
+        num_layers=config["layers"],
+        heads=config["heads"],
+        dropout=config["dropout"],
+        attention_dropout=config["attention_dropout"],
+        decoder_heads=config["decoder_heads"],
+    )
 
 
 def build_optimizer(config: Dict[str, Any], model: nn.Module) -> torch.optim.Optimizer:
@@ -209,8 +269,13 @@ def dev_loss(model: GraphWriter, items: Sequence[EncodedRecord], batch_size: int
     return total / max(tokens, 1)
 
 
-def _train_loss(model: GraphWriter, ddp: Optional[DistributedDataParallel], batch: Dict[str, Any], scale: float,
-                return_attention: bool = False):
+def _train_loss(
+    model: GraphWriter,
+    ddp: Optional[DistributedDataParallel],
+    batch: Dict[str, Any],
+    scale: float,
+    return_attention: bool = False,
+):
     """``model.loss`` in one process; under DDP the wrapped summed NLL times ``scale``."""
     if ddp is None:
         return model.loss(batch, return_attention=return_attention)
@@ -218,10 +283,21 @@ def _train_loss(model: GraphWriter, ddp: Optional[DistributedDataParallel], batc
     return (out[0] * scale, out[1]) if return_attention else out * scale
 
 
-def train(config: Dict[str, Any], out: PathLike, splits: GraphTextSplits, variant: Union[str, Variant] = "ma",
-          seed: int = 0, max_train: Optional[int] = None, max_dev: Optional[int] = None, save_every: int = 0,
-          stop_after: Optional[int] = None, progress: bool = True, device: Optional[str] = None,
-          make_vocab: VocabBuilder = build_vocab, make_encoder: EncoderFactory = GraphTextEncoder) -> Dict[str, Any]:
+def train(
+    config: Dict[str, Any],
+    out: PathLike,
+    splits: GraphTextSplits,
+    variant: Union[str, Variant] = "ma",
+    seed: int = 0,
+    max_train: Optional[int] = None,
+    max_dev: Optional[int] = None,
+    save_every: int = 0,
+    stop_after: Optional[int] = None,
+    progress: bool = True,
+    device: Optional[str] = None,
+    make_vocab: VocabBuilder = build_vocab,
+    make_encoder: EncoderFactory = GraphTextEncoder,
+) -> Dict[str, Any]:
     """Train (or resume) GraphWriter on ``splits`` into ``out``; returns the run summary (also ``train.json``).
 
     Args:
@@ -257,13 +333,17 @@ def train(config: Dict[str, Any], out: PathLike, splits: GraphTextSplits, varian
         # the same run, or refuse (engine.check_resume); more epochs and decoding options are applied
         data = {"train_records": len(train_recs), "dev_records": len(dev_recs)}
         data = {k: n for k, n in data.items() if k in ckpt}  # checkpoints of older versions did not keep them
-        changes = check_resume({**ckpt["config"], "variant": ckpt["variant"], "seed": ckpt["seed"],
-                                **{k: ckpt[k] for k in data}},
-                               {**config, "variant": v.spec, "seed": seed, **data},
-                               may_change=RESUMABLE_CHANGES, where=str(ckpt_path))
+        changes = check_resume(
+            {**ckpt["config"], "variant": ckpt["variant"], "seed": ckpt["seed"], **{k: ckpt[k] for k in data}},
+            {**config, "variant": v.spec, "seed": seed, **data},
+            may_change=RESUMABLE_CHANGES,
+            where=str(ckpt_path),
+        )
         if config["epochs"] < ckpt["epoch"]:
-            raise ValueError(f"epochs: {ckpt_path} has already trained {ckpt['epoch']} epochs, more than "
-                             f"{config['epochs']}; use another output folder for a shorter run")
+            raise ValueError(
+                f"epochs: {ckpt_path} has already trained {ckpt['epoch']} epochs, more than "
+                f"{config['epochs']}; use another output folder for a shorter run"
+            )
         if main_rank:
             for line in changes:
                 print(f"resume {out}: {line} (applied)", file=sys.stderr, flush=True)
@@ -297,33 +377,61 @@ def train(config: Dict[str, Any], out: PathLike, splits: GraphTextSplits, varian
         if saved_world == world:
             set_rng_state(ckpt["rng_ranks"][rank] if world > 1 else ckpt["rng"], dev)
         else:
-            warnings.warn(f"resuming a {saved_world}-process run with {world} processes: weights, optimizer and "
-                          "sampler states are restored, but dropout draws differ from an uninterrupted run")
+            warnings.warn(
+                f"resuming a {saved_world}-process run with {world} processes: weights, optimizer and "
+                "sampler states are restored, but dropout draws differ from an uninterrupted run"
+            )
             set_rng_state(ckpt["rng"], dev)
             if world > 1:
                 torch.manual_seed(seed * 1_000_003 + rank + 7919 * ckpt["step"])
         state = {k: ckpt[k] for k in state}
     if main_rank:
-        write_json(out / "config.json", {"config": config, "variant": v.spec, "seed": seed, "protocol": splits.protocol,
-                                         "data": splits.description, "vocab_size": len(vocab),
-                                         "train_records": len(train_recs), "dev_records": len(dev_recs),
-                                         "world_size": world})
+        write_json(
+            out / "config.json",
+            {
+                "config": config,
+                "variant": v.spec,
+                "seed": seed,
+                "protocol": splits.protocol,
+                "data": splits.description,
+                "vocab_size": len(vocab),
+                "train_records": len(train_recs),
+                "dev_records": len(dev_recs),
+                "world_size": world,
+            },
+        )
 
     def save(epoch: int, batch: int, run_loss: float = 0.0, run_n: int = 0) -> None:
         # a collective: every rank calls save() at the same steps
         ranks = gather_objects({"rng": rng_state(dev), "run_loss": run_loss})
         if main_rank:
             rngs = [r["rng"] for r in ranks]
-            save_checkpoint(ckpt_path, {
-                "run_loss_ranks": [r["run_loss"] for r in ranks], "run_n": run_n,  # the epoch's running train loss
-                "model": model.state_dict(), "optimizer": optimizer.state_dict(), "sampler": setup.state_dict(),
-                **({"lr_scheduler": scheduler.state_dict()} if scheduler is not None else {}),
-                "rng": rngs[0], "rng_ranks": rngs, "world_size": world,
-                "config": config, "vocab": vocab.to_list(), "relations": list(splits.relation_names),
-                "variant": v.spec, "seed": seed, "epoch": epoch, "batch": batch, "step": state["step"],
-                "train_records": len(train_recs), "dev_records": len(dev_recs),
-                "best_dev": state["best_dev"], "history": state["history"],
-            })
+            save_checkpoint(
+                ckpt_path,
+                {
+                    "run_loss_ranks": [r["run_loss"] for r in ranks],
+                    "run_n": run_n,  # the epoch's running train loss
+                    "model": model.state_dict(),
+                    "optimizer": optimizer.state_dict(),
+                    "sampler": setup.state_dict(),
+                    **({"lr_scheduler": scheduler.state_dict()} if scheduler is not None else {}),
+                    "rng": rngs[0],
+                    "rng_ranks": rngs,
+                    "world_size": world,
+                    "config": config,
+                    "vocab": vocab.to_list(),
+                    "relations": list(splits.relation_names),
+                    "variant": v.spec,
+                    "seed": seed,
+                    "epoch": epoch,
+                    "batch": batch,
+                    "step": state["step"],
+                    "train_records": len(train_recs),
+                    "dev_records": len(dev_recs),
+                    "best_dev": state["best_dev"],
+                    "history": state["history"],
+                },
+            )
         barrier()  # no rank reads or moves on before the file is complete
 
     steps_this_call = 0
@@ -334,8 +442,9 @@ def train(config: Dict[str, Any], out: PathLike, splits: GraphTextSplits, varian
         t0, run_loss, run_n = time.time(), 0.0, 0
         if epoch == state["epoch"] and ckpt is not None and start > 0 and ckpt.get("world_size", 1) == world:
             run_loss, run_n = ckpt.get("run_loss_ranks", [0.0] * world)[rank], ckpt.get("run_n", 0)
-        bar = tqdm(range(start, len(batches)), desc=f"epoch {epoch + 1}/{config['epochs']}", disable=not progress,
-                   leave=False)
+        bar = tqdm(
+            range(start, len(batches)), desc=f"epoch {epoch + 1}/{config['epochs']}", disable=not progress, leave=False
+        )
         for b in bar:
             idx = batches[b]
             if world > 1 and len(idx) < world:
@@ -368,8 +477,13 @@ def train(config: Dict[str, Any], out: PathLike, splits: GraphTextSplits, varian
         dl = dev_loss(model, dev_items, config["batch_size"])
         if world > 1:  # each rank's loss is its part of the global mean, times world: average them
             run_loss = float(all_reduce_sum(torch.tensor(run_loss, dtype=torch.float64))) / world
-        entry = {"epoch": epoch + 1, "train_loss": run_loss / max(run_n, 1), "dev_loss": dl,
-                 "dev_ppl": math.exp(min(dl, 50)), "seconds": round(time.time() - t0, 1)}
+        entry = {
+            "epoch": epoch + 1,
+            "train_loss": run_loss / max(run_n, 1),
+            "dev_loss": dl,
+            "dev_ppl": math.exp(min(dl, 50)),
+            "seconds": round(time.time() - t0, 1),
+        }
         if scheduler is not None:  # the rate this epoch trained with; the schedule may lower it for the next
             entry["lr"] = optimizer.param_groups[0]["lr"]
             scheduler.step(dl)
@@ -380,13 +494,29 @@ def train(config: Dict[str, Any], out: PathLike, splits: GraphTextSplits, varian
         if improved:
             state["best_dev"] = dl
         if improved and main_rank:
-            save_checkpoint(out / "best.pt", {"model": model.state_dict(), "config": config,
-                                              "vocab": vocab.to_list(), "relations": list(splits.relation_names),
-                                              "variant": v.spec, "seed": seed, "epoch": epoch + 1, "dev_loss": dl})
+            save_checkpoint(
+                out / "best.pt",
+                {
+                    "model": model.state_dict(),
+                    "config": config,
+                    "vocab": vocab.to_list(),
+                    "relations": list(splits.relation_names),
+                    "variant": v.spec,
+                    "seed": seed,
+                    "epoch": epoch + 1,
+                    "dev_loss": dl,
+                },
+            )
         state["epoch"], state["batch"] = epoch + 1, 0
         save(epoch + 1, 0)
-    summary = {"variant": v.spec, "seed": seed, "best_dev_loss": state["best_dev"], "history": state["history"],
-               "steps": state["step"], "data": splits.description}
+    summary = {
+        "variant": v.spec,
+        "seed": seed,
+        "best_dev_loss": state["best_dev"],
+        "history": state["history"],
+        "steps": state["step"],
+        "data": splits.description,
+    }
     if world > 1:
         sha = replica_fingerprints(model)
         if len(set(sha)) != 1:
@@ -410,15 +540,28 @@ def load_model(path: PathLike, device: Optional[str] = None) -> Tuple[GraphWrite
     return model, vocab, ck
 
 
-def decode_settings(cfg: Dict[str, Any], beam: Optional[int], max_len: Optional[int],
-                    length_penalty: Optional[float]) -> Tuple[int, int, float]:
+def decode_settings(
+    cfg: Dict[str, Any], beam: Optional[int], max_len: Optional[int], length_penalty: Optional[float]
+) -> Tuple[int, int, float]:
     """Beam size, maximum length and length penalty: the arguments, else the training configuration's."""
-    return beam or cfg["beam"], max_len or cfg["max_len"], cfg["length_penalty"] if length_penalty is None else length_penalty
+    return (
+        beam or cfg["beam"],
+        max_len or cfg["max_len"],
+        cfg["length_penalty"] if length_penalty is None else length_penalty,
+    )
 
 
-def decode_records(model: GraphWriter, enc: GraphTextEncoder, recs: Sequence[GraphTextRecord], beam: int,
-                   max_len: int, length_penalty: float, batch_size: int = 32, progress: bool = True,
-                   desc: str = "decoding") -> Tuple[List[str], List[str]]:
+def decode_records(
+    model: GraphWriter,
+    enc: GraphTextEncoder,
+    recs: Sequence[GraphTextRecord],
+    beam: int,
+    max_len: int,
+    length_penalty: float,
+    batch_size: int = 32,
+    progress: bool = True,
+    desc: str = "decoding",
+) -> Tuple[List[str], List[str]]:
     """Batched greedy (``beam == 1``) or beam-search decoding of ``recs``; returns (relexicalised, delexicalised)
     texts, one per record."""
     dev = next(model.parameters()).device
@@ -436,14 +579,22 @@ def decode_records(model: GraphWriter, enc: GraphTextEncoder, recs: Sequence[Gra
 
 
 @torch.no_grad()
-def head_diversity(checkpoint: PathLike, records: Sequence[GraphTextRecord],
-                   make_encoder: EncoderFactory = GraphTextEncoder, device: Optional[str] = None) -> Dict[str, Any]:
+def head_diversity(
+    checkpoint: PathLike,
+    records: Sequence[GraphTextRecord],
+    make_encoder: EncoderFactory = GraphTextEncoder,
+    device: Optional[str] = None,
+) -> Dict[str, Any]:
     """How alike the encoder's heads are (mean pairwise cosine similarity over head pairs, as in
     :func:`graph_rma.regularizers.disagreement`): of the head parameters (query/key/value rows), averaged over
     layers, and of the attention weights ``[E, H]`` on ``records``, per layer."""
     model, vocab, ck = load_model(checkpoint, device)
     items = make_encoder(vocab, ck["relations"]).encode_all(records)
     memory = model.encode(_to(collate(items), next(model.parameters()).device), return_attention=True)
-    return {"variant": ck["variant"], "epoch": ck["epoch"], "records": len(items),
-            "head_parameter_cosine": float(parameter_disagreement(model.encoder)),
-            "attention_cosine": [float(disagreement(alpha.t(), head_dim=0)) for alpha, _ in memory["attention"]]}
+    return {
+        "variant": ck["variant"],
+        "epoch": ck["epoch"],
+        "records": len(items),
+        "head_parameter_cosine": float(parameter_disagreement(model.encoder)),
+        "attention_cosine": [float(disagreement(alpha.t(), head_dim=0)) for alpha, _ in memory["attention"]],
+    }

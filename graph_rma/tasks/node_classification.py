@@ -29,6 +29,7 @@ From Python::
 
 From the shell: ``graph-rma node --dataset NAME`` (``graph-rma cora`` is its short form for Cora).
 """
+
 from __future__ import annotations
 
 import copy
@@ -48,8 +49,21 @@ from torch import nn
 from ..data.nodes import canonical_name, load_node_graph, select_split
 from ..data.transforms import direct_edges, normalize_features
 from ..diagnostics import head_distance
-from ..engine import (EarlyStopping, ResumeMismatchError, check_resume, device_memory, mean_std, paired_comparison,
-                      read_json, resolve_device, save_checkpoint, seed_everything, slug, write_csv, write_json)
+from ..engine import (
+    EarlyStopping,
+    ResumeMismatchError,
+    check_resume,
+    device_memory,
+    mean_std,
+    paired_comparison,
+    read_json,
+    resolve_device,
+    save_checkpoint,
+    seed_everything,
+    slug,
+    write_csv,
+    write_json,
+)
 from ..engine.optional import MissingExtraError, require
 from ..metrics.classification import score
 from ..models.classic_gat import ClassicGAT
@@ -59,8 +73,6 @@ from ..variants import apply_variant, parse_variant
 from .defaults import DROPATTN, MA, REG, SGLD, SPOS, SVGD  # noqa: F401 (the variant specs of the study)
 from .defaults import NODE_DEFAULT_SEEDS as DEFAULT_SEEDS
 from .defaults import NODE_DEFAULT_VARIANTS as DEFAULT_VARIANTS
-from .defaults import NODE_FULL_SEEDS as FULL_SEEDS
-from .defaults import NODE_FULL_VARIANTS as FULL_VARIANTS
 from .protocols import Protocol, protocol_fields, resolve_protocol
 
 MODEL_CLASSES = {"gat": GAT, "residual": ResidualGAT, "classic": ClassicGAT}
@@ -72,8 +84,11 @@ def _upgrade(config: Dict[str, Any]) -> Dict[str, Any]:
     config = {**{f.name: f.default for f in protocol_fields()}, **config}
     cls = MODEL_CLASSES.get(config.get("model"))
     if isinstance(config.get("model_kwargs"), dict) and cls is not None:
-        defaults = {k: p.default for k, p in inspect.signature(cls).parameters.items()
-                    if p.default is not inspect.Parameter.empty}
+        defaults = {
+            k: p.default
+            for k, p in inspect.signature(cls).parameters.items()
+            if p.default is not inspect.Parameter.empty
+        }
         config["model_kwargs"] = {**defaults, **config["model_kwargs"]}
     return config
 
@@ -108,8 +123,10 @@ def check_features(x: torch.Tensor) -> None:
         where = ""
         if not x.is_sparse and bad.dim() == 2:
             where = f", the first in row {int(bad.any(dim=1).nonzero()[0, 0])} (node)"
-        raise ValueError(f"x: the feature matrix holds {int(bad.sum())} NaN or infinite entries{where}; fix or drop "
-                         f"them before training")
+        raise ValueError(
+            f"x: the feature matrix holds {int(bad.sum())} NaN or infinite entries{where}; fix or drop "
+            f"them before training"
+        )
 
 
 def resolve_metric(protocol: Protocol, num_classes: int) -> Tuple[str, str]:
@@ -149,9 +166,22 @@ def _loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 # ----------------------------------------------------------------------------------------------------------------
 # One run
 # ----------------------------------------------------------------------------------------------------------------
-def train_run(data, spec: str, seed: int, model_kwargs: Dict[str, Any], epochs: int = 1000, patience: int = 100,
-              lr: float = 0.005, weight_decay: float = 5e-4, early_stopping: str = "val_acc", *,
-              model: str = "gat", metric: str = "accuracy", progress: bool = False, device: Optional[str] = None):
+def train_run(
+    data,
+    spec: str,
+    seed: int,
+    model_kwargs: Dict[str, Any],
+    epochs: int = 1000,
+    patience: int = 100,
+    lr: float = 0.005,
+    weight_decay: float = 5e-4,
+    early_stopping: str = "val_acc",
+    *,
+    model: str = "gat",
+    metric: str = "accuracy",
+    progress: bool = False,
+    device: Optional[str] = None,
+):
     """Train one model with variant ``spec`` from ``seed``; returns ``(metrics, best_state_dict, model)``.
 
     ``data`` has ``x`` (dense or sparse), ``edge_index``, ``y`` and the three ``[N]`` masks; ``model`` names the
@@ -173,20 +203,39 @@ def train_run(data, spec: str, seed: int, model_kwargs: Dict[str, Any], epochs: 
     seed_everything(seed)
     dev = resolve_device(device) if device is not None else data.x.device
     try:
-        return _train(data, variant, spec, seed, model_kwargs, epochs, patience, lr, weight_decay, early_stopping,
-                      model, metric, progress, dev)
+        return _train(
+            data,
+            variant,
+            spec,
+            seed,
+            model_kwargs,
+            epochs,
+            patience,
+            lr,
+            weight_decay,
+            early_stopping,
+            model,
+            metric,
+            progress,
+            dev,
+        )
     except (MemoryError, RuntimeError) as exc:  # torch.OutOfMemoryError (CUDA) is a RuntimeError
         if not isinstance(exc, MemoryError) and not _out_of_memory(exc):
             raise
-        raise ValueError(f"out of memory training {spec} (seed {seed}) on {dev}: {model} with {_sizes(model_kwargs)} "
-                         f"on {data.num_nodes} nodes and {data.edge_index.size(1)} edges does not fit; lower the "
-                         f"hidden size or the number of heads (or use the lean attention path)") from None
+        raise ValueError(
+            f"out of memory training {spec} (seed {seed}) on {dev}: {model} with {_sizes(model_kwargs)} "
+            f"on {data.num_nodes} nodes and {data.edge_index.size(1)} edges does not fit; lower the "
+            f"hidden size or the number of heads (or use the lean attention path)"
+        ) from None
 
 
 def _out_of_memory(exc: BaseException) -> bool:
     text = str(exc)
-    return isinstance(exc, getattr(torch, "OutOfMemoryError", ())) or "out of memory" in text \
+    return (
+        isinstance(exc, getattr(torch, "OutOfMemoryError", ()))
+        or "out of memory" in text
         or "can't allocate memory" in text
+    )
 
 
 def _sizes(model_kwargs: Dict[str, Any]) -> str:
@@ -209,14 +258,30 @@ def check_model_fits(model: str, model_kwargs: Dict[str, Any], device: torch.dev
     have = device_memory(device)
     need = 16 * count
     if have is not None and need > have:
-        raise ValueError(f"model: {model} with {_sizes(model_kwargs)} has {count:,} parameters, "
-                         f"{need / 2**30:,.1f} GiB with their gradients and Adam's state: more than the "
-                         f"{have / 2**30:,.1f} GiB of memory of {device}; lower the hidden size or the number of heads")
+        raise ValueError(
+            f"model: {model} with {_sizes(model_kwargs)} has {count:,} parameters, "
+            f"{need / 2**30:,.1f} GiB with their gradients and Adam's state: more than the "
+            f"{have / 2**30:,.1f} GiB of memory of {device}; lower the hidden size or the number of heads"
+        )
     return count
 
 
-def _train(data, variant, spec: str, seed: int, model_kwargs: Dict[str, Any], epochs: int, patience: int, lr: float,
-           weight_decay: float, early_stopping: str, model: str, metric: str, progress: bool, dev: torch.device):
+def _train(
+    data,
+    variant,
+    spec: str,
+    seed: int,
+    model_kwargs: Dict[str, Any],
+    epochs: int,
+    patience: int,
+    lr: float,
+    weight_decay: float,
+    early_stopping: str,
+    model: str,
+    metric: str,
+    progress: bool,
+    dev: torch.device,
+):
     """:func:`train_run`'s body, once the arguments are checked and the generators seeded."""
     net = build_model(model, model_kwargs).to(dev)
     data = data.to(dev)
@@ -228,6 +293,7 @@ def _train(data, variant, spec: str, seed: int, model_kwargs: Dict[str, Any], ep
     train_mask, val_mask, test_mask = data.train_mask, data.val_mask, data.test_mask
 
     best = {"val_acc": -1.0, "val_loss": math.inf, "test_acc": 0.0, "epoch": 0}
+
     def cpu_state():
         return {k: v.detach().to("cpu", copy=True) for k, v in net.state_dict().items()}
 
@@ -237,8 +303,9 @@ def _train(data, variant, spec: str, seed: int, model_kwargs: Dict[str, Any], ep
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=epochs, desc="epochs", unit="ep", file=sys.stderr, leave=False, dynamic_ncols=True,
-                   mininterval=1.0)
+        bar = tqdm(
+            total=epochs, desc="epochs", unit="ep", file=sys.stderr, leave=False, dynamic_ncols=True, mininterval=1.0
+        )
     start, epoch = time.perf_counter(), 0
     try:
         for epoch in range(1, epochs + 1):
@@ -254,7 +321,8 @@ def _train(data, variant, spec: str, seed: int, model_kwargs: Dict[str, Any], ep
             if not torch.isfinite(loss):
                 raise TrainingDiverged(
                     f"training diverged at epoch {epoch} (seed {seed}, {spec}): the loss is {float(loss)}; lower "
-                    f"the learning rate ({lr}) or check the inputs")
+                    f"the learning rate ({lr}) or check the inputs"
+                )
             loss.backward()
             optimizer.step()
 
@@ -265,14 +333,20 @@ def _train(data, variant, spec: str, seed: int, model_kwargs: Dict[str, Any], ep
                 val_metric = score(logits[val_mask], y[val_mask], metric)
             keep, stop = stopper.update(val_metric, val_loss)
             if keep:
-                best = {"val_acc": val_metric, "val_loss": val_loss,
-                        "test_acc": score(logits[test_mask], y[test_mask], metric), "epoch": epoch}
+                best = {
+                    "val_acc": val_metric,
+                    "val_loss": val_loss,
+                    "test_acc": score(logits[test_mask], y[test_mask], metric),
+                    "epoch": epoch,
+                }
                 best_state = cpu_state()
             if bar is not None:
                 bar.update()
                 if epoch % 10 == 0 or stop:
-                    bar.set_postfix_str(f"val {100 * val_metric:.1f} best {100 * best['val_acc']:.1f} "
-                                        f"({(time.perf_counter() - start) / epoch:.3f} s/ep)")
+                    bar.set_postfix_str(
+                        f"val {100 * val_metric:.1f} best {100 * best['val_acc']:.1f} "
+                        f"({(time.perf_counter() - start) / epoch:.3f} s/ep)"
+                    )
             if stop:
                 break
     finally:
@@ -286,9 +360,15 @@ def _train(data, variant, spec: str, seed: int, model_kwargs: Dict[str, Any], ep
         heads = net.head_outputs(x, ei)[test_mask]
         dist = head_distance(heads) if heads.size(-2) > 1 else None  # one head: no distance between heads
     metrics = {
-        "test_acc": best["test_acc"], "val_acc": best["val_acc"], "val_loss": best["val_loss"],
-        "best_epoch": best["epoch"], "epochs": epoch, "sec_per_epoch": seconds / max(epoch, 1), "dist": dist,
-        "metric": metric, "device": dev.type,
+        "test_acc": best["test_acc"],
+        "val_acc": best["val_acc"],
+        "val_loss": best["val_loss"],
+        "best_epoch": best["epoch"],
+        "epochs": epoch,
+        "sec_per_epoch": seconds / max(epoch, 1),
+        "dist": dist,
+        "metric": metric,
+        "device": dev.type,
         "limited_steps": int(getattr(setup.sampler, "limited_steps", 0)),  # SVGD/SPOS steps the repulsion limit capped
     }
     return metrics, best_state, net
@@ -325,24 +405,34 @@ METRIC_LABELS = {"accuracy": "acc", "roc_auc": "ROC AUC"}
 def format_table(rows: List[Dict[str, Any]], metric: str = "accuracy") -> str:
     """A markdown table of :func:`summarize`'s rows; the paired column compares each variant with the first row."""
     m = METRIC_LABELS.get(metric, metric)
-    lines = [f"| variant | seeds | test {m} (%) | paired diff vs first (W/T/L) | val {m} (%) | Dist | epochs | s/epoch |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        f"| variant | seeds | test {m} (%) | paired diff vs first (W/T/L) | val {m} (%) | Dist | epochs | s/epoch |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for r in rows:
         paired = "—"
         if "paired_mean" in r and r["paired_n"] > 1:
-            paired = (f"{r['paired_mean']:+.2f} ± {r['paired_se']:.2f} "
-                      f"({r['paired_wins']}/{r['paired_ties']}/{r['paired_losses']})")
+            paired = (
+                f"{r['paired_mean']:+.2f} ± {r['paired_se']:.2f} "
+                f"({r['paired_wins']}/{r['paired_ties']}/{r['paired_losses']})"
+            )
         lines.append(
             f"| `{r['variant']}` | {r['seeds']} | {r['test_acc_mean']:.1f} ± {r['test_acc_std']:.1f} | {paired} | "
             f"{r['val_acc_mean']:.1f} ± {r['val_acc_std']:.1f} | "
-            f"{'—' if r['dist_mean'] is None else format(r['dist_mean'], '.2f') + ' ± ' + format(r['dist_std'], '.2f')} | "
+            + ("—" if r["dist_mean"] is None else f"{r['dist_mean']:.2f} ± {r['dist_std']:.2f}")
+            + " | "
             f"{r['epochs_mean']:.0f} | {r['sec_per_epoch_mean']:.3f} |"
         )
     return "\n".join(lines)
 
 
-def plot(results: List[Dict[str, Any]], variants: Sequence[str], path: Path, title: str = "GAT on Cora",
-         metric: str = "accuracy") -> Path:
+def plot(
+    results: List[Dict[str, Any]],
+    variants: Sequence[str],
+    path: Path,
+    title: str = "GAT on Cora",
+    metric: str = "accuracy",
+) -> Path:
     """Accuracy per variant: each seed's test and validation accuracy, with the mean +- std (a PNG at ``path``).
 
     Needs matplotlib (the ``plots`` extra); raises :class:`~graph_rma.engine.optional.MissingExtraError` without it.
@@ -360,8 +450,15 @@ def plot(results: List[Dict[str, Any]], variants: Sequence[str], path: Path, tit
                 continue
             m, s = mean_std(vals)
             ax.scatter([k + offset] * len(vals), vals, s=10, color=color, alpha=0.5)
-            ax.errorbar([k + offset], [m], yerr=[s], fmt="o", color=color, capsize=4,
-                        label=("test" if key == "test_acc" else "validation") if k == 0 else None)
+            ax.errorbar(
+                [k + offset],
+                [m],
+                yerr=[s],
+                fmt="o",
+                color=color,
+                capsize=4,
+                label=("test" if key == "test_acc" else "validation") if k == 0 else None,
+            )
     ax.set_xticks(range(len(variants)))
     names = [parse_variant(v).name for v in variants]
     if len(set(names)) < len(names):  # two configurations of one family: show the specs
@@ -443,10 +540,30 @@ def run_study(
         if not 0 <= seed < 2**64:  # torch's seed range
             raise ValueError(f"seeds: expected seeds in [0, 2**64 - 1], got {seed}")
     ds_name = canonical_name(dataset, root)  # validates the name before any data is loaded
-    proto = _protocol(protocol, ds_name, dict(
-        epochs=epochs, patience=patience, early_stopping=early_stopping, lr=lr, weight_decay=weight_decay,
-        hidden=hidden, heads=heads, out_heads=out_heads, layers=layers, dropout=dropout, attn_dropout=attn_dropout,
-        v2=v2, features=features, edges=edges, self_loops=self_loops, model=model, metric=metric, lean=lean))
+    proto = _protocol(
+        protocol,
+        ds_name,
+        dict(
+            epochs=epochs,
+            patience=patience,
+            early_stopping=early_stopping,
+            lr=lr,
+            weight_decay=weight_decay,
+            hidden=hidden,
+            heads=heads,
+            out_heads=out_heads,
+            layers=layers,
+            dropout=dropout,
+            attn_dropout=attn_dropout,
+            v2=v2,
+            features=features,
+            edges=edges,
+            self_loops=self_loops,
+            model=model,
+            metric=metric,
+            lean=lean,
+        ),
+    )
     torch.set_num_threads(threads)
     dev = resolve_device(device)
     variants = [parse_variant(v).spec for v in variants]  # canonical spec strings (also validates them)
@@ -461,11 +578,20 @@ def run_study(
         check_model_fits(model_name, model_kwargs, dev)  # a bad or too large size is refused before any run starts
     except ValueError as exc:
         if num_classes > graph.y.size(0):  # labels up to 1e9: say where the output layer's size comes from
-            raise ValueError(f"{exc} (the labels go up to {num_classes - 1}, so the output layer has {num_classes} "
-                             f"classes for {graph.y.size(0)} nodes)") from None
+            raise ValueError(
+                f"{exc} (the labels go up to {num_classes - 1}, so the output layer has {num_classes} "
+                f"classes for {graph.y.size(0)} nodes)"
+            ) from None
         raise
-    config = {"dataset": ds_name, "protocol": proto.name, **proto.settings(), "metric": metric_name,
-              "stop_on": rule, "model": model_name, "model_kwargs": model_kwargs}
+    config = {
+        "dataset": ds_name,
+        "protocol": proto.name,
+        **proto.settings(),
+        "metric": metric_name,
+        "stop_on": rule,
+        "model": model_name,
+        "model_kwargs": model_kwargs,
+    }
     out = Path(out)
 
     def flat(c: Dict[str, Any]) -> Dict[str, Any]:
@@ -483,8 +609,12 @@ def run_study(
                     saved = read_json(path)
                 except (OSError, ValueError):
                     saved = None
-                if saved is not None and isinstance(saved.get("config"), dict) \
-                        and _upgrade(saved["config"]) == _upgrade(config) and saved.get("variant") == spec:
+                if (
+                    saved is not None
+                    and isinstance(saved.get("config"), dict)
+                    and _upgrade(saved["config"]) == _upgrade(config)
+                    and saved.get("variant") == spec
+                ):
                     if ckpt.is_file():  # a run is finished only when everything it leaves behind is there
                         results.append(saved)
                         continue
@@ -498,27 +628,59 @@ def run_study(
     if resume and results:
         print(f"resume: {len(results)} finished run(s) reused from {out}, {len(todo)} to do", file=sys.stderr)
     if differing:
-        print(f"resume: runs in {out} made with other settings or incomplete ({', '.join(differing)}) are "
-              f"trained again", file=sys.stderr)
+        print(
+            f"resume: runs in {out} made with other settings or incomplete ({', '.join(differing)}) are trained again",
+            file=sys.stderr,
+        )
 
     interrupted = False
-    bar = tqdm(todo, desc=f"{ds_name.lower()} runs", unit="run", file=sys.stderr, dynamic_ncols=True,
-               disable=not progress)
+    bar = tqdm(
+        todo, desc=f"{ds_name.lower()} runs", unit="run", file=sys.stderr, dynamic_ncols=True, disable=not progress
+    )
     try:
         for spec, seed, path, ckpt in bar:
             bar.set_postfix_str(f"{parse_variant(spec).name} seed {seed}")
             split = seed % n_splits  # a dataset with fixed splits: seed s trains on split s mod splits
             data = select_split(graph, split)
-            metrics, state, net = train_run(data, spec, seed, model_kwargs, epochs=proto.epochs,
-                                            patience=proto.patience, lr=proto.lr, weight_decay=proto.weight_decay,
-                                            early_stopping=rule, model=model_name, metric=metric_name,
-                                            progress=progress, device=str(dev))
-            save_checkpoint(ckpt, {"task": "node", "dataset": ds_name, "split": split, "protocol": proto.name,
-                                   "settings": proto.settings(), "model_name": model_name,
-                                   "model_kwargs": net.model_kwargs, "variant": spec, "seed": seed, "model": state,
-                                   "metrics": metrics})
-            record = {"variant": spec, "seed": seed, "split": split, "config": config, "metrics": metrics,
-                      "checkpoint": str(ckpt.relative_to(out))}
+            metrics, state, net = train_run(
+                data,
+                spec,
+                seed,
+                model_kwargs,
+                epochs=proto.epochs,
+                patience=proto.patience,
+                lr=proto.lr,
+                weight_decay=proto.weight_decay,
+                early_stopping=rule,
+                model=model_name,
+                metric=metric_name,
+                progress=progress,
+                device=str(dev),
+            )
+            save_checkpoint(
+                ckpt,
+                {
+                    "task": "node",
+                    "dataset": ds_name,
+                    "split": split,
+                    "protocol": proto.name,
+                    "settings": proto.settings(),
+                    "model_name": model_name,
+                    "model_kwargs": net.model_kwargs,
+                    "variant": spec,
+                    "seed": seed,
+                    "model": state,
+                    "metrics": metrics,
+                },
+            )
+            record = {
+                "variant": spec,
+                "seed": seed,
+                "split": split,
+                "config": config,
+                "metrics": metrics,
+                "checkpoint": str(ckpt.relative_to(out)),
+            }
             write_json(path, record)  # last: a run counts as finished only once its record exists
             results.append(record)
             bar.set_postfix_str(f"{parse_variant(spec).name} seed {seed}: test {100 * metrics['test_acc']:.1f}")
@@ -532,15 +694,33 @@ def run_study(
     rows = summarize(results, variants)
     files: List[Path] = []
     if rows:
-        files.append(write_json(out / "results.json", {"config": config, "seeds": seeds, "variants": variants,
-                                                       "summary": rows, "runs": results}))
+        files.append(
+            write_json(
+                out / "results.json",
+                {"config": config, "seeds": seeds, "variants": variants, "summary": rows, "runs": results},
+            )
+        )
         files.append(write_csv(out / "results.csv", rows))
         if make_plot:
             try:
-                files.append(plot(results, variants, out / "accuracy.png", title=f"{proto.model.upper()} on "
-                                  f"{ds_name} ({proto.name} protocol)", metric=metric_name))
+                files.append(
+                    plot(
+                        results,
+                        variants,
+                        out / "accuracy.png",
+                        title=f"{proto.model.upper()} on {ds_name} ({proto.name} protocol)",
+                        metric=metric_name,
+                    )
+                )
             except MissingExtraError as exc:  # optional: the results are written, the run goes on
                 print(f"plot skipped ({exc.module} not installed): {exc.hint}", file=sys.stderr)
-    return {"config": config, "seeds": seeds, "variants": variants, "summary": rows, "runs": results,
-            "table": format_table(rows, metric_name) if rows else "", "files": files, "interrupted": interrupted}
-
+    return {
+        "config": config,
+        "seeds": seeds,
+        "variants": variants,
+        "summary": rows,
+        "runs": results,
+        "table": format_table(rows, metric_name) if rows else "",
+        "files": files,
+        "interrupted": interrupted,
+    }

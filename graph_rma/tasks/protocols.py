@@ -2,10 +2,11 @@ r"""Node-classification protocols: everything about an experiment except the var
 citable preset that a reader can diff against the paper's code.
 
 A :class:`Protocol` says how the graph is prepared (feature normalisation, edge direction, self-loops), which model
-is trained (the 2-layer GAT, Platonov et al.'s residual GAT or Luo et al.'s classic GAT, its size and dropout), how (Adam's learning rate and
-weight decay, the epoch cap, the early-stopping rule and its patience) and how it is scored (accuracy, or ROC AUC
-for a binary task). :func:`resolve_protocol` applies command-line overrides to a preset; nothing else decides what
-runs. This module imports neither torch nor PyG, so ``--help`` lists the presets without loading them.
+is trained (the 2-layer GAT, Platonov et al.'s residual GAT or Luo et al.'s classic GAT, its size and dropout),
+how (Adam's learning rate and weight decay, the epoch cap, the early-stopping rule and its patience) and how it is
+scored (accuracy, or ROC AUC for a binary task). :func:`resolve_protocol` applies command-line overrides to a
+preset; nothing else decides what runs. This module imports neither torch nor PyG, so ``--help`` lists the presets
+without loading them.
 
 ========================  =====================================================================================
 preset                    reproduces
@@ -25,13 +26,25 @@ Each field of :class:`Protocol` carries its help text and the kind of value it t
 node`` builds one option per field from them, and :meth:`Protocol.__post_init__` validates every value once, where
 it enters. A preset may also set fields per graph (:data:`DATASET_SETTINGS`: Luo et al. tuned each graph).
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-__all__ = ["Protocol", "PROTOCOLS", "DATASET_SETTINGS", "DATASET_PROTOCOL", "MODELS", "STOPPING", "METRIC_OPTIONS",
-           "NORMS", "default_protocol", "resolve_protocol", "protocol_fields"]
+__all__ = [
+    "Protocol",
+    "PROTOCOLS",
+    "DATASET_SETTINGS",
+    "DATASET_PROTOCOL",
+    "MODELS",
+    "STOPPING",
+    "METRIC_OPTIONS",
+    "NORMS",
+    "default_protocol",
+    "resolve_protocol",
+    "protocol_fields",
+]
 
 MODELS: Tuple[str, ...] = ("gat", "residual", "classic")
 #: early-stopping rules of a protocol: ``val_metric`` is ``val_acc`` for accuracy and ``val_auc`` for ROC AUC
@@ -56,16 +69,28 @@ class Protocol:
 
     name: str
     reproduces: str
-    features: str = _field("row", "choice", "feature normalisation: none or row (each row divided by its sum)",
-                           FEATURES)
-    edges: str = _field("as-stored", "choice", "which neighbours a node attends over: as-stored (its in-links, PyG's "
-                        "convention), reversed (its out-links), undirected (both)", EDGES)
+    features: str = _field(
+        "row", "choice", "feature normalisation: none or row (each row divided by its sum)", FEATURES
+    )
+    edges: str = _field(
+        "as-stored",
+        "choice",
+        "which neighbours a node attends over: as-stored (its in-links, PyG's "
+        "convention), reversed (its out-links), undirected (both)",
+        EDGES,
+    )
     self_loops: bool = _field(True, "bool", "attention layers add self-loops")
-    model: str = _field("gat", "choice", "gat: the 2-layer GAT; residual: Platonov et al.'s residual blocks "
-                        "(LayerNorm, attention, feed-forward net); classic: Luo et al.'s classic GAT (residual map, "
-                        "normalisation, ReLU, dropout per layer)", MODELS)
-    hidden: int = _field(8, "positive_int", "units per head (gat) or the width of every layer, all heads together "
-                         "(residual, classic)")
+    model: str = _field(
+        "gat",
+        "choice",
+        "gat: the 2-layer GAT; residual: Platonov et al.'s residual blocks "
+        "(LayerNorm, attention, feed-forward net); classic: Luo et al.'s classic GAT (residual map, "
+        "normalisation, ReLU, dropout per layer)",
+        MODELS,
+    )
+    hidden: int = _field(
+        8, "positive_int", "units per head (gat) or the width of every layer, all heads together (residual, classic)"
+    )
     heads: int = _field(8, "positive_int", "attention heads (gat: first layer)")
     out_heads: int = _field(1, "positive_int", "heads of the GAT's output layer")
     layers: int = _field(2, "positive_int", "attention layers (residual: blocks; gat: 2)")
@@ -81,12 +106,21 @@ class Protocol:
     weight_decay: float = _field(5e-4, "nonnegative_float", "Adam's weight decay")
     epochs: int = _field(1000, "positive_int", "most epochs (full-batch steps) per run")
     patience: int = _field(100, "positive_int", "epochs without improvement before stopping")
-    early_stopping: str = _field("val_metric", "choice", "val_metric: the best validation metric (accuracy or ROC "
-                                 "AUC); val_loss: the lowest validation loss; gat: the GAT code's rule (accuracy or "
-                                 "loss resets the patience)", STOPPING)
+    early_stopping: str = _field(
+        "val_metric",
+        "choice",
+        "val_metric: the best validation metric (accuracy or ROC "
+        "AUC); val_loss: the lowest validation loss; gat: the GAT code's rule (accuracy or "
+        "loss resets the patience)",
+        STOPPING,
+    )
     metric: str = _field("auto", "choice", "auto: ROC AUC for a binary task, accuracy otherwise", METRIC_OPTIONS)
-    lean: bool = _field(False, "bool", "the memory-lean attention path (same results to float rounding; far less "
-                        "memory per edge, faster on CPU for large graphs)")
+    lean: bool = _field(
+        False,
+        "bool",
+        "the memory-lean attention path (same results to float rounding; far less "
+        "memory per edge, faster on CPU for large graphs)",
+    )
 
     def __post_init__(self) -> None:
         for f in protocol_fields():
@@ -94,8 +128,10 @@ class Protocol:
         if self.model == "gat" and self.layers != 2:
             raise ValueError(f"layers: the GAT model has 2 layers (use model='residual' for more), got {self.layers}")
         if self.model in ("residual", "classic") and self.hidden % self.heads:
-            raise ValueError(f"hidden: the {self.model} GAT splits hidden over the heads; expected a multiple of "
-                             f"{self.heads}, got {self.hidden}")
+            raise ValueError(
+                f"hidden: the {self.model} GAT splits hidden over the heads; expected a multiple of "
+                f"{self.heads}, got {self.hidden}"
+            )
         if self.sep and self.model != "residual":
             raise ValueError("sep: only the residual GAT has a -sep variant (model='residual')")
 
@@ -107,15 +143,34 @@ class Protocol:
         """``(model name, constructor arguments)`` of the protocol's model; one output for ROC AUC. The one place
         where the protocol's fields become a model's arguments."""
         out = 1 if metric == "roc_auc" else num_classes
-        common = {"in_channels": in_channels, "out_channels": out, "heads": self.heads, "dropout": self.dropout,
-                  "attn_dropout": self.attn_dropout, "v2": self.v2, "self_loops": self.self_loops, "lean": self.lean}
+        common = {
+            "in_channels": in_channels,
+            "out_channels": out,
+            "heads": self.heads,
+            "dropout": self.dropout,
+            "attn_dropout": self.attn_dropout,
+            "v2": self.v2,
+            "self_loops": self.self_loops,
+            "lean": self.lean,
+        }
         if self.model == "gat":
             return "gat", {**common, "hidden_channels": self.hidden, "out_heads": self.out_heads}
         if self.model == "classic":
-            return "classic", {**common, "hidden": self.hidden, "layers": self.layers, "norm": self.norm,
-                               "residual": self.residual, "pre_linear": self.pre_linear}
-        return "residual", {**common, "hidden": self.hidden, "layers": self.layers,
-                            "ffn_multiplier": self.ffn_multiplier, "sep": self.sep}
+            return "classic", {
+                **common,
+                "hidden": self.hidden,
+                "layers": self.layers,
+                "norm": self.norm,
+                "residual": self.residual,
+                "pre_linear": self.pre_linear,
+            }
+        return "residual", {
+            **common,
+            "hidden": self.hidden,
+            "layers": self.layers,
+            "ffn_multiplier": self.ffn_multiplier,
+            "sep": self.sep,
+        }
 
 
 def protocol_fields():
@@ -137,60 +192,129 @@ def _check(name: str, value: Any, meta: Mapping[str, Any]) -> None:
     if kind in ("positive_float", "nonnegative_float"):
         finite = number and value == value and abs(value) != float("inf")
         if not finite or (value <= 0 if kind == "positive_float" else value < 0):
-            raise ValueError(f"{name}: expected a finite number {'> 0' if kind == 'positive_float' else '>= 0'}, "
-                             f"got {value!r}")
+            raise ValueError(
+                f"{name}: expected a finite number {'> 0' if kind == 'positive_float' else '>= 0'}, got {value!r}"
+            )
 
 
 PROTOCOLS: Dict[str, Protocol] = {
     "gat": Protocol(
-        "gat", "Veličković et al., ICLR 2018 (GAT), Table 2: Cora 83.0 ± 0.7, CiteSeer 72.5 ± 0.7; their Cora "
-        "setting (8x8 heads, dropout 0.6, Adam lr 0.005, weight decay 5e-4, patience 100 on validation accuracy)"),
+        "gat",
+        "Veličković et al., ICLR 2018 (GAT), Table 2: Cora 83.0 ± 0.7, CiteSeer 72.5 ± 0.7; their Cora "
+        "setting (8x8 heads, dropout 0.6, Adam lr 0.005, weight decay 5e-4, patience 100 on validation accuracy)",
+    ),
     "ggcn": Protocol(
-        "ggcn", "Yan et al., ICDM 2022 ('Two sides of the same coin: heterophily and oversmoothing'), Table 1, GAT "
+        "ggcn",
+        "Yan et al., ICDM 2022 ('Two sides of the same coin: heterophily and oversmoothing'), Table 1, GAT "
         "row (chameleon 60.26 ± 2.50, squirrel 40.72, Actor 27.44, Texas 52.16, Wisconsin 49.41, Cornell 61.89): "
         "their code's setting (table_1_GAT.sh: 8x8 heads, dropout 0.6, lr 0.005, weight decay 5e-5; "
         "row-normalised features, each node attends over its out-links plus itself; 1500 epochs, the lowest "
         "validation loss kept, patience 100)",
-        features="row", edges="reversed", weight_decay=5e-5, epochs=1500, early_stopping="val_loss"),
+        features="row",
+        edges="reversed",
+        weight_decay=5e-5,
+        epochs=1500,
+        early_stopping="val_loss",
+    ),
     "platonov": Protocol(
-        "platonov", "Platonov et al., ICLR 2023 ('A critical look at the evaluation of GNNs under heterophily'), "
+        "platonov",
+        "Platonov et al., ICLR 2023 ('A critical look at the evaluation of GNNs under heterophily'), "
         "GAT rows (minesweeper 92.01 ± 0.68, tolokers 83.70 ± 0.47 ROC AUC; chameleon_filtered 39.21 ± 3.08 "
         "accuracy): their code's configuration (residual blocks with LayerNorm and a feed-forward net, hidden 512, "
         "8 heads, dropout 0.2, no attention dropout, Adam lr 3e-5, no weight decay, 1000 steps, the step with the "
         "best validation metric kept, undirected graph with self-loops, raw features; 5 blocks, their default: the "
         "paper picks 1-5 on validation). Several seconds per step on one CPU core: meant for a GPU",
-        features="none", edges="undirected", model="residual", hidden=512, heads=8, layers=5, dropout=0.2,
-        attn_dropout=0.0, lr=3e-5, weight_decay=0.0, epochs=1000, patience=1000),
+        features="none",
+        edges="undirected",
+        model="residual",
+        hidden=512,
+        heads=8,
+        layers=5,
+        dropout=0.2,
+        attn_dropout=0.0,
+        lr=3e-5,
+        weight_decay=0.0,
+        epochs=1000,
+        patience=1000,
+    ),
     "platonov-small": Protocol(
-        "platonov-small", "Platonov et al.'s architecture and protocol (see 'platonov') at CPU scale: hidden 64, "
+        "platonov-small",
+        "Platonov et al.'s architecture and protocol (see 'platonov') at CPU scale: hidden 64, "
         "8 heads, 3 blocks, lr 1e-3, 500 steps, the step with the best validation metric kept; blocks and learning "
         "rate chosen on minesweeper's validation splits 0-1 (docs/baselines.md)",
-        features="none", edges="undirected", model="residual", hidden=64, heads=8, layers=3, dropout=0.2,
-        attn_dropout=0.0, lr=1e-3, weight_decay=0.0, epochs=500, patience=500),
+        features="none",
+        edges="undirected",
+        model="residual",
+        hidden=64,
+        heads=8,
+        layers=3,
+        dropout=0.2,
+        attn_dropout=0.0,
+        lr=1e-3,
+        weight_decay=0.0,
+        epochs=500,
+        patience=500,
+    ),
     "luo": Protocol(
-        "luo", "Luo, Shi and Wu, NeurIPS 2024 ('Classic GNNs are strong baselines: reassessing GNNs for node "
+        "luo",
+        "Luo, Shi and Wu, NeurIPS 2024 ('Classic GNNs are strong baselines: reassessing GNNs for node "
         "classification'), heterophilous graphs, GAT* row (minesweeper 97.73 ± 0.73 ROC AUC; chameleon_filtered, "
-        "their 'chameleon', 44.13 ± 4.17 accuracy): their code's per-graph settings (LUOyk1999/tunedGNN, medium_graph/run_gnn.sh: a classic "
-        "single-head GAT with a learned residual map, BatchNorm, ReLU and dropout per layer; undirected graph with "
-        "self-loops, raw features, Adam, the epoch with the best validation metric kept, no early stopping)",
-        features="none", edges="undirected", model="classic", hidden=64, heads=1, layers=2, norm="batch",
-        residual=True, dropout=0.5, attn_dropout=0.0, lr=0.001, weight_decay=0.0, epochs=1000, patience=1000),
+        "their 'chameleon', 44.13 ± 4.17 accuracy): their code's per-graph settings (LUOyk1999/tunedGNN, "
+        "medium_graph/run_gnn.sh: a classic single-head GAT with a learned residual map, BatchNorm, ReLU and "
+        "dropout per layer; undirected graph with self-loops, raw features, Adam, the epoch with the best "
+        "validation metric kept, no early stopping)",
+        features="none",
+        edges="undirected",
+        model="classic",
+        hidden=64,
+        heads=1,
+        layers=2,
+        norm="batch",
+        residual=True,
+        dropout=0.5,
+        attn_dropout=0.0,
+        lr=0.001,
+        weight_decay=0.0,
+        epochs=1000,
+        patience=1000,
+    ),
 }
 
 #: per-graph fields of a preset, applied before the caller's overrides (Luo et al. tuned each graph; their script)
 DATASET_SETTINGS: Dict[str, Dict[str, Dict[str, Any]]] = {
     "luo": {
-        "minesweeper": {"hidden": 64, "layers": 15, "lr": 0.01, "weight_decay": 0.0, "dropout": 0.2,
-                        "norm": "batch", "epochs": 2000, "patience": 2000},
-        "chameleon_filtered": {"hidden": 256, "layers": 2, "lr": 0.01, "weight_decay": 1e-3, "dropout": 0.7,
-                               "norm": "batch", "epochs": 200, "patience": 200},
+        "minesweeper": {
+            "hidden": 64,
+            "layers": 15,
+            "lr": 0.01,
+            "weight_decay": 0.0,
+            "dropout": 0.2,
+            "norm": "batch",
+            "epochs": 2000,
+            "patience": 2000,
+        },
+        "chameleon_filtered": {
+            "hidden": 256,
+            "layers": 2,
+            "lr": 0.01,
+            "weight_decay": 1e-3,
+            "dropout": 0.7,
+            "norm": "batch",
+            "epochs": 200,
+            "patience": 200,
+        },
     },
 }
 
 #: each graph's default protocol (the strong baseline that reproduces a published number on it)
 DATASET_PROTOCOL: Dict[str, str] = {
-    "cora": "gat", "citeseer": "gat",
-    "cornell": "ggcn", "texas": "ggcn", "wisconsin": "ggcn", "chameleon": "ggcn", "squirrel": "ggcn",
+    "cora": "gat",
+    "citeseer": "gat",
+    "cornell": "ggcn",
+    "texas": "ggcn",
+    "wisconsin": "ggcn",
+    "chameleon": "ggcn",
+    "squirrel": "ggcn",
     "actor": "ggcn",
 }
 PLATONOV_DEFAULT = "platonov-small"  # every graph of Platonov et al.'s format
@@ -201,8 +325,7 @@ def default_protocol(dataset: str) -> str:
     return DATASET_PROTOCOL.get(str(dataset).lower(), PLATONOV_DEFAULT)
 
 
-def resolve_protocol(protocol: Optional[str], dataset: str, overrides: Optional[Mapping[str, Any]] = None
-                     ) -> Protocol:
+def resolve_protocol(protocol: Optional[str], dataset: str, overrides: Optional[Mapping[str, Any]] = None) -> Protocol:
     """Preset ``protocol`` (``None``: the dataset's default) with its settings for ``dataset``
     (:data:`DATASET_SETTINGS`) and ``overrides`` (fields set to ``None`` are left as the preset has them); validated,
     so a bad value is a one-line ``ValueError`` naming the field."""

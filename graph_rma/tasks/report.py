@@ -21,6 +21,7 @@ From Python::
 
 From the shell: ``graph-rma report`` (see ``graph-rma report --help``).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -64,8 +65,14 @@ def _planetoid_task(ckpt: Dict[str, Any], root: Optional[str]) -> ReportInputs:
         model.load_state_dict(ckpt["model"])
     except (TypeError, RuntimeError) as exc:  # settings or weights of another shape than the model they name
         raise ValueError(f"checkpoint settings and weights do not match: {str(exc).strip().splitlines()[0]}") from None
-    return ReportInputs(model=model, x=prepare_features(data.x), edge_index=data.edge_index, y=data.y,
-                        mask=data.test_mask, layers=["conv1"])
+    return ReportInputs(
+        model=model,
+        x=prepare_features(data.x),
+        edge_index=data.edge_index,
+        y=data.y,
+        mask=data.test_mask,
+        layers=["conv1"],
+    )
 
 
 register_report_task("cora", _planetoid_task)
@@ -83,8 +90,9 @@ def _node_task(ckpt: Dict[str, Any], root: Optional[str]) -> ReportInputs:
         if key not in ckpt:
             raise ValueError(f"checkpoint has no {key!r} entry (not written by graph-rma node?)")
     known = {f.name for f in fields(Protocol)}
-    protocol = Protocol(name=str(ckpt.get("protocol", "?")), reproduces="",
-                        **{k: v for k, v in ckpt["settings"].items() if k in known})
+    protocol = Protocol(
+        name=str(ckpt.get("protocol", "?")), reproduces="", **{k: v for k, v in ckpt["settings"].items() if k in known}
+    )
     data = prepare_graph(load_node_graph(ckpt["dataset"], root=root), protocol)
     model = build_model(ckpt["model_name"], ckpt["model_kwargs"])
     try:
@@ -92,17 +100,28 @@ def _node_task(ckpt: Dict[str, Any], root: Optional[str]) -> ReportInputs:
     except RuntimeError as exc:  # weights of another shape: the checkpoint does not match its own settings
         raise ValueError(f"checkpoint weights do not match its model settings: {str(exc).splitlines()[0]}") from None
     split = int(ckpt["split"])
-    return ReportInputs(model=model, x=data.x, edge_index=data.edge_index, y=data.y,
-                        mask=select_split(data, split).test_mask,  # [N] masks (one split) or [N, splits]
-                        layers=["conv1" if ckpt["model_name"] == "gat" else "convs.0"])
+    return ReportInputs(
+        model=model,
+        x=data.x,
+        edge_index=data.edge_index,
+        y=data.y,
+        mask=select_split(data, split).test_mask,  # [N] masks (one split) or [N, splits]
+        layers=["conv1" if ckpt["model_name"] == "gat" else "convs.0"],
+    )
 
 
 register_report_task("node", _node_task)
 
 
-def report_checkpoint(path: Union[str, Path], out: Union[str, Path], *, root: Optional[str] = None,
-                      layers: Optional[Sequence[Union[str, nn.Module]]] = None, bins: int = 10,
-                      plots: bool = True) -> Dict[str, Any]:
+def report_checkpoint(
+    path: Union[str, Path],
+    out: Union[str, Path],
+    *,
+    root: Optional[str] = None,
+    layers: Optional[Sequence[Union[str, nn.Module]]] = None,
+    bins: int = 10,
+    plots: bool = True,
+) -> Dict[str, Any]:
     """The diagnostics of one checkpoint, written to ``out`` (``report.json`` and, with ``plots``, the PNGs).
 
     Args:
@@ -142,8 +161,16 @@ def report_checkpoint(path: Union[str, Path], out: Union[str, Path], *, root: Op
         "training_metrics": ckpt.get("metrics"),
     }
     return node_classification_report(
-        inputs["model"], inputs["x"], inputs["edge_index"], inputs["y"], inputs["mask"],
-        layers=layers or inputs["layers"], out_dir=Path(out), num_bins=bins, extra=extra, plots=plots,
+        inputs["model"],
+        inputs["x"],
+        inputs["edge_index"],
+        inputs["y"],
+        inputs["mask"],
+        layers=layers or inputs["layers"],
+        out_dir=Path(out),
+        num_bins=bins,
+        extra=extra,
+        plots=plots,
     )
 
 
@@ -159,11 +186,20 @@ def graph_to_text_report(path: Union[str, Path], out: Union[str, Path]) -> Dict[
     try:
         model, vocab, ck = load_model(path, "cpu")
     except (KeyError, TypeError, RuntimeError) as exc:
-        raise ValueError(f"{path}: not a loadable GraphWriter checkpoint ({str(exc).strip().splitlines()[0]})") from None
-    summary = {"kind": "graph_to_text", "checkpoint": str(path), "variant": ck.get("variant"),
-               "epoch": ck.get("epoch"), "dev_loss": ck.get("dev_loss"), "vocab": len(vocab),
-               "encoder_heads": ck["config"].get("heads"), "encoder_layers": ck["config"].get("layers"),
-               "head_parameter_cosine": float(parameter_disagreement(model.encoder))}
+        raise ValueError(
+            f"{path}: not a loadable GraphWriter checkpoint ({str(exc).strip().splitlines()[0]})"
+        ) from None
+    summary = {
+        "kind": "graph_to_text",
+        "checkpoint": str(path),
+        "variant": ck.get("variant"),
+        "epoch": ck.get("epoch"),
+        "dev_loss": ck.get("dev_loss"),
+        "vocab": len(vocab),
+        "encoder_heads": ck["config"].get("heads"),
+        "encoder_layers": ck["config"].get("layers"),
+        "head_parameter_cosine": float(parameter_disagreement(model.encoder)),
+    }
     out = Path(out)
     summary["files"] = {"summary": str(write_json(out / "report.json", summary))}
     return summary
@@ -188,8 +224,9 @@ def compare_reports(summaries: Dict[str, Dict[str, Any]], out: Union[str, Path],
             "accuracy": s["accuracy"],
             "ece": s["calibration"]["ece"],
             "oe": s["calibration"]["oe"],
-            "diversity": {k: {m: d[m] for m in ("dist", "div", "disagreement", "entropy_mean")}
-                          for k, d in s["diversity"].items()},
+            "diversity": {
+                k: {m: d[m] for m in ("dist", "div", "disagreement", "entropy_mean")} for k, d in s["diversity"].items()
+            },
             "mean_drop": {k: sum(v) / len(v) for k, v in s["redundancy"]["drops"].items()},
         }
         for name, s in summaries.items()
@@ -201,12 +238,14 @@ def compare_reports(summaries: Dict[str, Dict[str, Any]], out: Union[str, Path],
 
         from ..engine.optional import MissingExtraError
 
-        drops = {label(name): [d for v in s["redundancy"]["drops"].values() for d in v]
-                 for name, s in summaries.items()}
+        drops = {
+            label(name): [d for v in s["redundancy"]["drops"].values() for d in v] for name, s in summaries.items()
+        }
         metrics = {"ROC AUC" if s.get("metric") == "roc_auc" else "accuracy" for s in summaries.values()}
         try:
-            plot_head_importance(drops, path=out / "head_importance_compare.png",
-                                 metric=metrics.pop() if len(metrics) == 1 else "metric")
+            plot_head_importance(
+                drops, path=out / "head_importance_compare.png", metric=metrics.pop() if len(metrics) == 1 else "metric"
+            )
         except MissingExtraError as exc:  # optional: comparison.json is the comparison
             print(f"plots skipped ({exc.module} not installed): {exc.hint}", file=sys.stderr)
     return path

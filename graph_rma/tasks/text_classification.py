@@ -20,6 +20,7 @@ From Python::
 
 From the shell: ``graph-rma text`` (see ``graph-rma text --help``).
 """
+
 from __future__ import annotations
 
 import html
@@ -38,6 +39,7 @@ from ..engine.optional import MissingExtraError, require
 from ..models.text import MODELS, build_model
 from ..regularizers import disagreement, frobenius_penalty
 from ..variants import apply_variant, parse_variant
+
 # named variants of the benchmark (any spec string is accepted too) and their per-model settings
 from .defaults import TEXT_MODEL_VARIANTS as MODEL_VARIANTS
 from .defaults import TEXT_VARIANTS as VARIANTS
@@ -65,12 +67,22 @@ def split_dev(ds: TextDataset) -> Tuple[List[List[str]], List[int], List[List[st
     """Training sentences ``i % 10 != 9`` and the held-out dev tenth ``i % 10 == 9``."""
     tr = [i for i in range(len(ds)) if i % 10 != 9]
     dv = [i for i in range(len(ds)) if i % 10 == 9]
-    return ([ds.tokens[i] for i in tr], [ds.labels[i] for i in tr], [ds.tokens[i] for i in dv],
-            [ds.labels[i] for i in dv])
+    return (
+        [ds.tokens[i] for i in tr],
+        [ds.labels[i] for i in tr],
+        [ds.tokens[i] for i in dv],
+        [ds.labels[i] for i in dv],
+    )
 
 
-def batches(tokens: Sequence[Sequence[str]], labels: Sequence[int], vocab: Vocabulary, batch_size: int,
-            generator: Optional[torch.Generator] = None, max_len: int = 128) -> Iterator[Tuple[Tensor, Tensor]]:
+def batches(
+    tokens: Sequence[Sequence[str]],
+    labels: Sequence[int],
+    vocab: Vocabulary,
+    batch_size: int,
+    generator: Optional[torch.Generator] = None,
+    max_len: int = 128,
+) -> Iterator[Tuple[Tensor, Tensor]]:
     """``(ids [B, n], labels [B])`` batches. With a ``generator``: shuffled, then sorted by length within pools of
     20 batches (less padding), and the batches shuffled again; without: in order."""
     n = len(tokens)
@@ -89,8 +101,9 @@ def batches(tokens: Sequence[Sequence[str]], labels: Sequence[int], vocab: Vocab
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, tokens: Sequence[Sequence[str]], labels: Sequence[int], vocab: Vocabulary,
-             diversity: bool = False) -> Dict[str, float]:
+def evaluate(
+    model: nn.Module, tokens: Sequence[Sequence[str]], labels: Sequence[int], vocab: Vocabulary, diversity: bool = False
+) -> Dict[str, float]:
     """Accuracy (``acc``) and, with ``diversity``, the mean over valid query rows of every layer of the heads'
     pairwise attention cosine (``head_cos``) and Lin et al.'s penalty (``frob``)."""
     model.eval()
@@ -113,9 +126,16 @@ def evaluate(model: nn.Module, tokens: Sequence[Sequence[str]], labels: Sequence
     return out
 
 
-def train_one(model_name: str, variant: str, ds_train: TextDataset, ds_test: TextDataset, seed: int, cfg: Config,
-              model_kwargs: Optional[dict] = None, device: Optional[str] = None
-              ) -> Tuple[Dict[str, float], nn.Module, Vocabulary]:
+def train_one(
+    model_name: str,
+    variant: str,
+    ds_train: TextDataset,
+    ds_test: TextDataset,
+    seed: int,
+    cfg: Config,
+    model_kwargs: Optional[dict] = None,
+    device: Optional[str] = None,
+) -> Tuple[Dict[str, float], nn.Module, Vocabulary]:
     """Train one model with one variant and seed; returns (metrics, trained model at its best dev epoch, on the
     CPU, vocab).
 
@@ -127,8 +147,9 @@ def train_one(model_name: str, variant: str, ds_train: TextDataset, ds_test: Tex
     seed_everything(seed)
     tr_tok, tr_y, dv_tok, dv_y = split_dev(ds_train)
     vocab = Vocabulary.build(tr_tok)
-    model = build_model(model_name, len(vocab), ds_train.num_classes, store_attention=v.reg is not None,
-                        **(model_kwargs or {})).to(where)
+    model = build_model(
+        model_name, len(vocab), ds_train.num_classes, store_attention=v.reg is not None, **(model_kwargs or {})
+    ).to(where)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     setup = apply_variant(v, model, opt, seed=seed)
     gen = torch.Generator().manual_seed(seed)
@@ -149,8 +170,14 @@ def train_one(model_name: str, variant: str, ds_train: TextDataset, ds_test: Tex
             best, best_state = (dev, epoch), {k: t.detach().clone() for k, t in model.state_dict().items()}
     model.load_state_dict(best_state)
     test = evaluate(model, ds_test.tokens, ds_test.labels, vocab, diversity=True)
-    metrics = {"dev_acc": best[0], "best_epoch": best[1], "test_acc": test["acc"], "head_cos": test.get("head_cos"),
-               "frob": test.get("frob"), "train_s": time.perf_counter() - t0}
+    metrics = {
+        "dev_acc": best[0],
+        "best_epoch": best[1],
+        "test_acc": test["acc"],
+        "head_cos": test.get("head_cos"),
+        "frob": test.get("frob"),
+        "train_s": time.perf_counter() - t0,
+    }
     return metrics, model.cpu(), vocab
 
 
@@ -187,17 +214,21 @@ def head_heatmap_png(path: Path, tokens: List[str], panels: List[Tuple[str, Tens
 
 def head_heatmap_html(path: Path, tokens: List[str], panels: List[Tuple[str, Tensor]], title: str) -> Path:
     """Self-contained HTML: each head a line of tokens shaded by its attention (row-normalised to its max)."""
-    parts = [f"<!doctype html><meta charset='utf-8'><title>{html.escape(title)}</title>",
-             "<style>body{font-family:sans-serif;margin:1.5em}span.t{padding:2px 3px;margin:1px;display:inline-block;"
-             "border-radius:3px}td{padding:2px 6px;vertical-align:middle}h2{font-size:1em;margin-top:1.2em}</style>",
-             f"<h1 style='font-size:1.2em'>{html.escape(title)}</h1>"]
+    parts = [
+        f"<!doctype html><meta charset='utf-8'><title>{html.escape(title)}</title>",
+        "<style>body{font-family:sans-serif;margin:1.5em}span.t{padding:2px 3px;margin:1px;display:inline-block;"
+        "border-radius:3px}td{padding:2px 6px;vertical-align:middle}h2{font-size:1em;margin-top:1.2em}</style>",
+        f"<h1 style='font-size:1.2em'>{html.escape(title)}</h1>",
+    ]
     for name, w in panels:
         parts.append(f"<h2>{html.escape(name)}</h2><table>")
         for h in range(w.size(0)):
             row = w[h] / w[h].max().clamp(min=1e-12)
             cells = "".join(
                 f"<span class='t' title='{float(w[h, j]):.3f}' style='background:rgba(220,30,30,{float(row[j]):.3f})'>"
-                f"{html.escape(tok)}</span>" for j, tok in enumerate(tokens))
+                f"{html.escape(tok)}</span>"
+                for j, tok in enumerate(tokens)
+            )
             parts.append(f"<tr><td>head {h + 1}</td><td>{cells}</td></tr>")
         parts.append("</table>")
     Path(path).write_text("\n".join(parts), encoding="utf-8")
@@ -211,8 +242,13 @@ def accuracy_plot(path: Path, summary: List[dict]) -> Path:
     axes = fig.subplots(1, len(groups), squeeze=False)
     for ax, (d, m) in zip(axes[0], groups):
         rows = [r for r in summary if r["dataset"] == d and r["model"] == m]
-        ax.bar(range(len(rows)), [100 * r["test_acc_mean"] for r in rows],
-               yerr=[100 * r["test_acc_std"] for r in rows], color="tab:blue", capsize=3)
+        ax.bar(
+            range(len(rows)),
+            [100 * r["test_acc_mean"] for r in rows],
+            yerr=[100 * r["test_acc_std"] for r in rows],
+            color="tab:blue",
+            capsize=3,
+        )
         ax.set_xticks(range(len(rows)), [r["variant"] for r in rows], rotation=40, ha="right", fontsize=8)
         lo = min(100 * (r["test_acc_mean"] - r["test_acc_std"]) for r in rows)
         ax.set_ylim(max(0, lo - 3), min(100, max(100 * (r["test_acc_mean"] + r["test_acc_std"]) for r in rows) + 2))
@@ -231,9 +267,21 @@ def summarize(runs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
         acc_m, acc_s = mean_std([r["test_acc"] for r in rs])
         cos_m, cos_s = mean_std([r["head_cos"] for r in rs])
         frob_m, _ = mean_std([r["frob"] for r in rs])
-        summary.append({"dataset": key[0], "model": key[1], "variant": key[2], "spec": rs[0]["spec"], "seeds": len(rs),
-                        "test_acc_mean": acc_m, "test_acc_std": acc_s, "head_cos_mean": cos_m, "head_cos_std": cos_s,
-                        "frob_mean": frob_m, "train_s_mean": mean_std([r["train_s"] for r in rs])[0]})
+        summary.append(
+            {
+                "dataset": key[0],
+                "model": key[1],
+                "variant": key[2],
+                "spec": rs[0]["spec"],
+                "seeds": len(rs),
+                "test_acc_mean": acc_m,
+                "test_acc_std": acc_s,
+                "head_cos_mean": cos_m,
+                "head_cos_std": cos_s,
+                "frob_mean": frob_m,
+                "train_s_mean": mean_std([r["train_s"] for r in rs])[0],
+            }
+        )
     return summary
 
 
@@ -241,8 +289,10 @@ def format_table(summary: List[Dict[str, Any]]) -> str:
     """The summary as a plain-text table (test accuracy in %, head cosine, Frobenius penalty)."""
     lines = ["dataset model       variant      test acc (mean +- std)   head_cos   frob"]
     for r in summary:
-        lines.append(f"{r['dataset']:7s} {r['model']:11s} {r['variant']:11s}  {100 * r['test_acc_mean']:6.2f} +- "
-                     f"{100 * r['test_acc_std']:4.2f}           {r['head_cos_mean']:.3f}   {r['frob_mean']:.3f}")
+        lines.append(
+            f"{r['dataset']:7s} {r['model']:11s} {r['variant']:11s}  {100 * r['test_acc_mean']:6.2f} +- "
+            f"{100 * r['test_acc_std']:4.2f}           {r['head_cos_mean']:.3f}   {r['frob_mean']:.3f}"
+        )
     return "\n".join(lines)
 
 
@@ -315,6 +365,7 @@ def run_benchmark(
             if not skipped and log is not None:
                 log(f"pictures skipped ({exc.module} not installed): {exc.hint}")
             skipped.append(str(args[0]))
+
     t_start = time.perf_counter()
     for d in datasets:
         ds_train = load_text_dataset(d, "train", root=root, fold=mr_fold)
@@ -325,16 +376,27 @@ def run_benchmark(
             panels: List[Tuple[str, Tensor]] = []
             for v in variants:
                 for seed in seeds:
-                    metrics, model, vocab = train_one(m, v, ds_train, ds_test, seed, cfg,
-                                                      model_kwargs=(model_kwargs or {}).get(m), device=device)
-                    runs.append({"dataset": ds_train.name, "model": m, "variant": v,
-                                 "spec": str(parse_variant(variant_spec(m, v))), "seed": seed, "epochs": cfg.epochs,
-                                 **metrics})
+                    metrics, model, vocab = train_one(
+                        m, v, ds_train, ds_test, seed, cfg, model_kwargs=(model_kwargs or {}).get(m), device=device
+                    )
+                    runs.append(
+                        {
+                            "dataset": ds_train.name,
+                            "model": m,
+                            "variant": v,
+                            "spec": str(parse_variant(variant_spec(m, v))),
+                            "seed": seed,
+                            "epochs": cfg.epochs,
+                            **metrics,
+                        }
+                    )
                     if log is not None:
-                        log(f"{ds_train.name:5s} {m:11s} {v:11s} seed {seed}: test {100 * metrics['test_acc']:.2f} "
+                        log(
+                            f"{ds_train.name:5s} {m:11s} {v:11s} seed {seed}: test {100 * metrics['test_acc']:.2f} "
                             f"(dev {100 * metrics['dev_acc']:.2f} @ep{metrics['best_epoch']}) head_cos "
                             f"{metrics['head_cos']:.3f} frob {metrics['frob']:.3f} [{metrics['train_s']:.0f}s, "
-                            f"total {time.perf_counter() - t_start:.0f}s]")
+                            f"total {time.perf_counter() - t_start:.0f}s]"
+                        )
                     if seed == seeds[0]:
                         w = model.head_attention(vocab.batch([sent_tokens]))[0, :, : len(sent_tokens)]
                         panels.append((f"{v} (seed {seed}, test acc {100 * metrics['test_acc']:.1f}%)", w))
@@ -345,13 +407,20 @@ def run_benchmark(
                 files.append(head_heatmap_html(out / f"heads_{d}_{m}.html", sent_tokens, panels, title))
     summary = summarize(runs)
     total_s = time.perf_counter() - t_start
-    record: Dict[str, Any] = {"epochs": cfg.epochs, "seeds": len(seeds), "runs": runs, "summary": summary,
-                              "total_s": total_s}
+    record: Dict[str, Any] = {
+        "epochs": cfg.epochs,
+        "seeds": len(seeds),
+        "runs": runs,
+        "summary": summary,
+        "total_s": total_s,
+    }
     if command is not None:
         record = {"command": command, **record}
-    files += [write_json(out / "results.json", record), write_csv(out / "runs.csv", runs),
-              write_csv(out / "summary.csv", summary)]
+    files += [
+        write_json(out / "results.json", record),
+        write_csv(out / "runs.csv", runs),
+        write_csv(out / "summary.csv", summary),
+    ]
     if summary:
         plot(accuracy_plot, out / "accuracy.png", summary)
-    return {"runs": runs, "summary": summary, "epochs": cfg.epochs, "seeds": seeds, "total_s": total_s,
-            "files": files}
+    return {"runs": runs, "summary": summary, "epochs": cfg.epochs, "seeds": seeds, "total_s": total_s, "files": files}

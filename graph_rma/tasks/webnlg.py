@@ -18,6 +18,7 @@ scorers: ``scorer="coco"`` (default) scores every entry against **all** its refe
 ``scorer="webnlg2017"`` with :func:`graph_rma.metrics.score_webnlg2017`, the challenge's own BLEU
 (``multi-bleu.perl -lc``), METEOR 1.5 ``-norm`` and TER on its tokenisation against the first three references.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,17 +42,38 @@ PRESETS: Dict[str, Dict[str, Any]] = WEBNLG_PRESETS  # cpu (2 CPU cores), full (
 SUBSETS = ("all", "seen", "unseen")
 
 
-def train(config: Dict[str, Any], out: PathLike, root: Optional[PathLike] = None, variant: Union[str, Variant] = "ma",
-          seed: int = 0, max_train: Optional[int] = None, max_dev: Optional[int] = None, save_every: int = 0,
-          stop_after: Optional[int] = None, progress: bool = True, splits: Optional[GraphTextSplits] = None,
-          device: Optional[str] = None) -> Dict[str, Any]:
+def train(
+    config: Dict[str, Any],
+    out: PathLike,
+    root: Optional[PathLike] = None,
+    variant: Union[str, Variant] = "ma",
+    seed: int = 0,
+    max_train: Optional[int] = None,
+    max_dev: Optional[int] = None,
+    save_every: int = 0,
+    stop_after: Optional[int] = None,
+    progress: bool = True,
+    splits: Optional[GraphTextSplits] = None,
+    device: Optional[str] = None,
+) -> Dict[str, Any]:
     """Train (or resume) into ``out`` with :func:`graph_rma.tasks.graph_to_text.train`; ``max_train`` counts
     *entries* (all their references), ``max_dev`` dev records."""
     g2t.check_variant(variant)  # before any data is read
     splits = splits or load_webnlg_splits(root, max_train=max_train)
-    return g2t.train(config, out, splits, variant=variant, seed=seed, max_dev=max_dev, save_every=save_every,
-                     stop_after=stop_after, progress=progress, device=device, make_vocab=build_webnlg_vocab,
-                     make_encoder=WebNLGEncoder)
+    return g2t.train(
+        config,
+        out,
+        splits,
+        variant=variant,
+        seed=seed,
+        max_dev=max_dev,
+        save_every=save_every,
+        stop_after=stop_after,
+        progress=progress,
+        device=device,
+        make_vocab=build_webnlg_vocab,
+        make_encoder=WebNLGEncoder,
+    )
 
 
 def entries(splits: GraphTextSplits, split: str) -> List[WebNLGRecord]:
@@ -67,11 +89,20 @@ def entries(splits: GraphTextSplits, split: str) -> List[WebNLGRecord]:
     return out
 
 
-def generate(out: PathLike, split: str = "test", root: Optional[PathLike] = None,
-             checkpoint: Optional[PathLike] = None, beam: Optional[int] = None, max_len: Optional[int] = None,
-             length_penalty: Optional[float] = None, batch_size: int = 32, limit: Optional[int] = None,
-             progress: bool = True, splits: Optional[GraphTextSplits] = None,
-             device: Optional[str] = None) -> Dict[str, Path]:
+def generate(
+    out: PathLike,
+    split: str = "test",
+    root: Optional[PathLike] = None,
+    checkpoint: Optional[PathLike] = None,
+    beam: Optional[int] = None,
+    max_len: Optional[int] = None,
+    length_penalty: Optional[float] = None,
+    batch_size: int = 32,
+    limit: Optional[int] = None,
+    progress: bool = True,
+    splits: Optional[GraphTextSplits] = None,
+    device: Optional[str] = None,
+) -> Dict[str, Path]:
     """Decode one record per entry of ``split`` with the best model; writes ``hyp.<split>.txt`` (relexicalised,
     lower-cased tokens), ``hyp.<split>.delex.txt``, ``refs.<split>.json`` (per line of the hypotheses: eid,
     category, seen, all references) and ``side_by_side.<split>.tsv``."""
@@ -81,19 +112,46 @@ def generate(out: PathLike, split: str = "test", root: Optional[PathLike] = None
     beam, max_len, length_penalty = g2t.decode_settings(ck["config"], beam, max_len, length_penalty)
     splits = splits or load_webnlg_splits(root)
     recs = entries(splits, split)[:limit] if limit else entries(splits, split)
-    relex, delex = g2t.decode_records(model, WebNLGEncoder(vocab, ck["relations"]), recs, beam, max_len,
-                                      length_penalty, batch_size, progress, desc=f"decoding {split}")
-    paths = {"hyp": out / f"hyp.{split}.txt", "delex": out / f"hyp.{split}.delex.txt",
-             "refs": out / f"refs.{split}.json", "side_by_side": out / f"side_by_side.{split}.tsv"}
+    relex, delex = g2t.decode_records(
+        model,
+        WebNLGEncoder(vocab, ck["relations"]),
+        recs,
+        beam,
+        max_len,
+        length_penalty,
+        batch_size,
+        progress,
+        desc=f"decoding {split}",
+    )
+    paths = {
+        "hyp": out / f"hyp.{split}.txt",
+        "delex": out / f"hyp.{split}.delex.txt",
+        "refs": out / f"refs.{split}.json",
+        "side_by_side": out / f"side_by_side.{split}.tsv",
+    }
     atomic_write_text(paths["hyp"], "\n".join(relex) + "\n")
     atomic_write_text(paths["delex"], "\n".join(delex) + "\n")
-    write_json(paths["refs"], [{"eid": r.eid, "category": r.category, "seen": r.seen, "entities": r.entities,
-                                "references": r.references} for r in recs])
+    write_json(
+        paths["refs"],
+        [
+            {"eid": r.eid, "category": r.category, "seen": r.seen, "entities": r.entities, "references": r.references}
+            for r in recs
+        ],
+    )
     rows = ["eid\tcategory\tseen\thypothesis\treferences"] + [
-        f"{r.eid}\t{r.category}\t{r.seen}\t{h}\t{' ||| '.join(r.references)}" for r, h in zip(recs, relex)]
+        f"{r.eid}\t{r.category}\t{r.seen}\t{h}\t{' ||| '.join(r.references)}" for r, h in zip(recs, relex)
+    ]
     atomic_write_text(paths["side_by_side"], "\n".join(rows) + "\n")
-    write_json(out / f"decode.{split}.json", {"beam": beam, "max_len": max_len, "length_penalty": length_penalty,
-                                              "entries": len(recs), "checkpoint": str(ckpt_path)})
+    write_json(
+        out / f"decode.{split}.json",
+        {
+            "beam": beam,
+            "max_len": max_len,
+            "length_penalty": length_penalty,
+            "entries": len(recs),
+            "checkpoint": str(ckpt_path),
+        },
+    )
     return paths
 
 
@@ -110,8 +168,9 @@ def metrics_path(out: PathLike, split: str, scorer: str = "coco") -> Path:
     return Path(out) / (f"metrics.{split}.json" if scorer == "coco" else f"metrics.{split}.{scorer}.json")
 
 
-def score(hypotheses: Sequence[str], refs: Sequence[Dict[str, Any]], meteor: str = "auto",
-          scorer: str = "coco") -> Dict[str, Any]:
+def score(
+    hypotheses: Sequence[str], refs: Sequence[Dict[str, Any]], meteor: str = "auto", scorer: str = "coco"
+) -> Dict[str, Any]:
     """Multi-reference scores of ``hypotheses`` (one per entry; ``refs[i]`` has ``references``, ``entities``,
     ``seen``) for ``all``, ``seen`` and ``unseen`` entries (``None`` for an empty subset), each subset scored as one
     corpus. ``scorer``: ``"coco"`` (:func:`graph_rma.metrics.evaluate_generation` against all references) or
@@ -130,21 +189,35 @@ def score(hypotheses: Sequence[str], refs: Sequence[Dict[str, Any]], meteor: str
             if not keep:
                 result[name] = None
             elif scorer == "webnlg2017":
-                result[name] = score_webnlg2017([hypotheses[i] for i in keep], [refs[i]["references"] for i in keep],
-                                                meteor=shared or ("none" if meteor == "auto" else meteor))
+                result[name] = score_webnlg2017(
+                    [hypotheses[i] for i in keep],
+                    [refs[i]["references"] for i in keep],
+                    meteor=shared or ("none" if meteor == "auto" else meteor),
+                )
             else:
                 result[name] = evaluate_generation(
-                    [hypotheses[i] for i in keep], [refs[i]["references"] for i in keep],
-                    entities=[refs[i]["entities"] for i in keep], meteor=shared or meteor, tokenize="nltk")
+                    [hypotheses[i] for i in keep],
+                    [refs[i]["references"] for i in keep],
+                    entities=[refs[i]["entities"] for i in keep],
+                    meteor=shared or meteor,
+                    tokenize="nltk",
+                )
     finally:
         if shared is not None:
             shared.close()
     return result
 
 
-def evaluate(out: PathLike, split: str = "test", root: Optional[PathLike] = None, regenerate: bool = False,
-             splits: Optional[GraphTextSplits] = None, meteor: str = "auto", scorer: str = "coco",
-             **gen_kwargs: Any) -> Dict[str, Any]:
+def evaluate(
+    out: PathLike,
+    split: str = "test",
+    root: Optional[PathLike] = None,
+    regenerate: bool = False,
+    splits: Optional[GraphTextSplits] = None,
+    meteor: str = "auto",
+    scorer: str = "coco",
+    **gen_kwargs: Any,
+) -> Dict[str, Any]:
     """Score ``hyp.<split>.txt`` against the references in ``refs.<split>.json`` (generating them first if missing)
     with ``scorer`` (see :func:`score`); writes (:func:`metrics_path`) and returns ``{"split", "entries", "scorer",
     "all": {...}, "seen": {...}, "unseen": {...}}``."""

@@ -51,14 +51,47 @@ Outputs equal the stock layers' to float rounding (sums are taken in another ord
 same random draws (plain dropout and DropAttention draw their masks at the same point, on the same ``[E, H]``
 shape), the same returned attention weights. Edges need no particular order.
 """
+
 from .cache import LayoutCache, share_layout_cache
 from .chunked import CHUNK_BYTES, MAX_CHUNKS
 from .csr import EdgeLayout, csr_supported, edge_layout, sddmm, segment_max, segment_sum, spmm, spmm_t
-from .functions import (dropped_weights, edge_aggregate, edge_dot, edge_softmax, gat_attention, gat_scores,
-                        gatv2_scores, softmax_aggregate)
+from .functions import (
+    dropped_weights,
+    edge_aggregate,
+    edge_dot,
+    edge_softmax,
+    gat_attention,
+    gat_scores,
+    gatv2_scores,
+    softmax_aggregate,
+)
 from .layers import attention_softmax, cached_layout, check_lean, dropout_mask, gat_forward, gatv2_forward
 
-__all__ = ["LayoutCache", "share_layout_cache", "EdgeLayout", "edge_layout", "csr_supported", "spmm", "spmm_t",
-           "sddmm", "segment_max", "segment_sum", "CHUNK_BYTES", "MAX_CHUNKS", "edge_aggregate", "edge_softmax",
-           "gat_scores", "gatv2_scores", "edge_dot", "softmax_aggregate", "gat_attention", "dropped_weights",
-           "gat_forward", "gatv2_forward", "check_lean", "attention_softmax", "dropout_mask", "cached_layout"]
+__all__ = [
+    "LayoutCache",
+    "share_layout_cache",
+    "EdgeLayout",
+    "edge_layout",
+    "csr_supported",
+    "spmm",
+    "spmm_t",
+    "sddmm",
+    "segment_max",
+    "segment_sum",
+    "CHUNK_BYTES",
+    "MAX_CHUNKS",
+    "edge_aggregate",
+    "edge_softmax",
+    "gat_scores",
+    "gatv2_scores",
+    "edge_dot",
+    "softmax_aggregate",
+    "gat_attention",
+    "dropped_weights",
+    "gat_forward",
+    "gatv2_forward",
+    "check_lean",
+    "attention_softmax",
+    "dropout_mask",
+    "cached_layout",
+]

@@ -5,6 +5,7 @@ graph on the layer) and can be shared by several layers that see the same graph:
 same edge index at every step, so the two sorts of :func:`~graph_rma.nn.lean.csr.edge_layout` (about a quarter of a
 lean GAT step on CPU) run once.
 """
+
 from __future__ import annotations
 
 import weakref
@@ -24,7 +25,7 @@ _COMPARE_COLUMNS = 1 << 20
 
 def _copy(edge_index: Tensor) -> Tensor:
     """The values to compare against later: int32 when they fit (8 bytes per edge)."""
-    small = edge_index.numel() == 0 or int(edge_index.max()) < 2 ** 31 - 1 and int(edge_index.min()) >= 0
+    small = edge_index.numel() == 0 or int(edge_index.max()) < 2**31 - 1 and int(edge_index.min()) >= 0
     return edge_index.to(torch.int32 if small else edge_index.dtype, copy=True)
 
 
@@ -33,8 +34,8 @@ def _same(edge_index: Tensor, copy: Tensor) -> bool:
     if edge_index.shape != copy.shape or edge_index.device != copy.device:
         return False
     for start in range(0, edge_index.size(1), _COMPARE_COLUMNS):
-        part = edge_index[:, start:start + _COMPARE_COLUMNS]
-        if not torch.equal(part.to(copy.dtype), copy[:, start:start + _COMPARE_COLUMNS]):
+        part = edge_index[:, start : start + _COMPARE_COLUMNS]
+        if not torch.equal(part.to(copy.dtype), copy[:, start : start + _COMPARE_COLUMNS]):
             return False
     return True
 

@@ -6,6 +6,7 @@ for long and none is kept for backward. Edges ``src[e] -> dst[e]`` need no parti
 boolean ``keep`` ``[E, H]`` and a one-element ``scale``: the dropped weights are ``w * keep * scale``. Gradients
 are written into the tensors the caller passes (``None``: not wanted).
 """
+
 from __future__ import annotations
 
 from typing import Iterator, Optional, Tuple
@@ -49,8 +50,9 @@ def _row(x: Tensor) -> int:
 # ----------------------------------------------------------------------------------------------------------------
 # Aggregation y_i = sum_{e=(j->i)} w_e x_j and edge softmax
 # ----------------------------------------------------------------------------------------------------------------
-def aggregate(w: Tensor, x: Tensor, src: Tensor, dst: Tensor, num_dst: int, keep: Optional[Tensor],
-              scale: Optional[Tensor]) -> Tensor:
+def aggregate(
+    w: Tensor, x: Tensor, src: Tensor, dst: Tensor, num_dst: int, keep: Optional[Tensor], scale: Optional[Tensor]
+) -> Tensor:
     out = x.new_zeros(num_dst, x.size(1), x.size(2))
     for a, b in chunks(src.numel(), _row(x)):
         msg = x.index_select(0, src[a:b])
@@ -59,9 +61,18 @@ def aggregate(w: Tensor, x: Tensor, src: Tensor, dst: Tensor, num_dst: int, keep
     return out
 
 
-def aggregate_backward(grad: Tensor, w: Tensor, x: Tensor, src: Tensor, dst: Tensor, keep: Optional[Tensor],
-                       scale: Optional[Tensor], g_w: Optional[Tensor], g_x: Optional[Tensor],
-                       softmax: bool = False) -> None:
+def aggregate_backward(
+    grad: Tensor,
+    w: Tensor,
+    x: Tensor,
+    src: Tensor,
+    dst: Tensor,
+    keep: Optional[Tensor],
+    scale: Optional[Tensor],
+    g_w: Optional[Tensor],
+    g_x: Optional[Tensor],
+    softmax: bool = False,
+) -> None:
     """Adds dL/dx into ``g_x`` and writes dL/dw into ``g_w``; ``softmax``: ``w`` is an edge softmax's output and
     ``g_w`` takes the gradient of its input instead."""
     for a, b in chunks(src.numel(), _row(x)):
@@ -106,16 +117,24 @@ def softmax_backward_(g: Tensor, alpha: Tensor, index: Tensor, num_nodes: int) -
 # ----------------------------------------------------------------------------------------------------------------
 # GAT: scores, and the fused attention (scores, softmax, dropout, aggregation)
 # ----------------------------------------------------------------------------------------------------------------
-def gat_scores(a_src: Tensor, a_dst: Optional[Tensor], a_edge: Optional[Tensor], src: Tensor, dst: Tensor,
-               slope: float) -> Tensor:
+def gat_scores(
+    a_src: Tensor, a_dst: Optional[Tensor], a_edge: Optional[Tensor], src: Tensor, dst: Tensor, slope: float
+) -> Tensor:
     z = a_src.new_empty(src.numel(), a_src.size(1))
     for a, b in chunks(src.numel(), z.size(1) * z.element_size()):
         z[a:b] = _logits(a_src, a_dst, a_edge, src, dst, a, b)
     return F.leaky_relu(z, slope, inplace=True)
 
 
-def gat_scores_backward(grad: Tensor, a_src: Tensor, a_dst: Optional[Tensor], a_edge: Optional[Tensor], src: Tensor,
-                        dst: Tensor, slope: float) -> Tensor:
+def gat_scores_backward(
+    grad: Tensor,
+    a_src: Tensor,
+    a_dst: Optional[Tensor],
+    a_edge: Optional[Tensor],
+    src: Tensor,
+    dst: Tensor,
+    slope: float,
+) -> Tensor:
     """dL/d(score before LeakyReLU) ``[E, H]``, the logits recomputed chunk by chunk."""
     g = grad.clone(memory_format=torch.contiguous_format)
     for a, b in chunks(src.numel(), grad.size(1) * grad.element_size()):
@@ -124,22 +143,42 @@ def gat_scores_backward(grad: Tensor, a_src: Tensor, a_dst: Optional[Tensor], a_
     return g
 
 
-def _logits(a_src: Tensor, a_dst: Optional[Tensor], a_edge: Optional[Tensor], src: Tensor, dst: Tensor, a: int,
-            b: int) -> Tensor:
+def _logits(
+    a_src: Tensor, a_dst: Optional[Tensor], a_edge: Optional[Tensor], src: Tensor, dst: Tensor, a: int, b: int
+) -> Tensor:
     return logits(a_src, a_dst, None if a_edge is None else a_edge[a:b], src[a:b], dst[a:b])
 
 
-def _gat_weights(a_src: Tensor, a_dst: Optional[Tensor], a_edge: Optional[Tensor], src: Tensor, dst: Tensor,
-                 slope: float, shift: Tensor, total: Optional[Tensor], a: int, b: int) -> Tuple[Tensor, Tensor]:
+def _gat_weights(
+    a_src: Tensor,
+    a_dst: Optional[Tensor],
+    a_edge: Optional[Tensor],
+    src: Tensor,
+    dst: Tensor,
+    slope: float,
+    shift: Tensor,
+    total: Optional[Tensor],
+    a: int,
+    b: int,
+) -> Tuple[Tensor, Tensor]:
     """Chunk ``[a, b)``: the logits and the softmax weights ``exp(score - shift) [/ total]``."""
     pre = _logits(a_src, a_dst, a_edge, src, dst, a, b)
     w = F.leaky_relu(pre, slope).sub_(shift.index_select(0, dst[a:b])).exp_()
     return pre, (w if total is None else w.div_(total.index_select(0, dst[a:b])))
 
 
-def gat_forward(x: Tensor, a_src: Tensor, a_dst: Optional[Tensor], a_edge: Optional[Tensor], src: Tensor,
-                dst: Tensor, num_dst: int, slope: float, keep: Optional[Tensor],
-                scale: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+def gat_forward(
+    x: Tensor,
+    a_src: Tensor,
+    a_dst: Optional[Tensor],
+    a_edge: Optional[Tensor],
+    src: Tensor,
+    dst: Tensor,
+    num_dst: int,
+    slope: float,
+    keep: Optional[Tensor],
+    scale: Optional[Tensor],
+) -> Tuple[Tensor, Tensor]:
     """The fused GAT attention from the score terms ``[N, H]``: ``(out [num_dst, H, C], lse [num_dst, H])`` with
     the softmax's log-normaliser, from which backward recomputes the weights."""
     E, H = src.numel(), a_src.size(1)
@@ -161,10 +200,23 @@ def gat_forward(x: Tensor, a_src: Tensor, a_dst: Optional[Tensor], a_edge: Optio
     return out, total.log_().add_(peak)
 
 
-def gat_backward(grad: Tensor, x: Tensor, a_src: Tensor, a_dst: Optional[Tensor], a_edge: Optional[Tensor],
-                 src: Tensor, dst: Tensor, keep: Optional[Tensor], scale: Optional[Tensor], lse: Tensor,
-                 slope: float, g_x: Optional[Tensor], g_a: Optional[Tensor], g_b: Optional[Tensor],
-                 g_edge: Optional[Tensor]) -> None:
+def gat_backward(
+    grad: Tensor,
+    x: Tensor,
+    a_src: Tensor,
+    a_dst: Optional[Tensor],
+    a_edge: Optional[Tensor],
+    src: Tensor,
+    dst: Tensor,
+    keep: Optional[Tensor],
+    scale: Optional[Tensor],
+    lse: Tensor,
+    slope: float,
+    g_x: Optional[Tensor],
+    g_a: Optional[Tensor],
+    g_b: Optional[Tensor],
+    g_edge: Optional[Tensor],
+) -> None:
     """:func:`gat_forward`'s backward: adds into ``g_x`` (the aggregation's share) and the score terms' gradients
     ``g_a``, ``g_b`` ``[N, H]``, writes ``g_edge`` ``[E, H]``. Two passes over the edges; the second recomputes
     dL/dalpha instead of keeping it ([E, H] less)."""
@@ -196,8 +248,16 @@ def gat_backward(grad: Tensor, x: Tensor, a_src: Tensor, a_dst: Optional[Tensor]
 # ----------------------------------------------------------------------------------------------------------------
 # GATv2 scores and dot-product scores
 # ----------------------------------------------------------------------------------------------------------------
-def _gatv2_pre(x_src: Tensor, x_dst: Tensor, edge_attr: Optional[Tensor], w_edge: Optional[Tensor], src: Tensor,
-               dst: Tensor, a: int, b: int) -> Tensor:
+def _gatv2_pre(
+    x_src: Tensor,
+    x_dst: Tensor,
+    edge_attr: Optional[Tensor],
+    w_edge: Optional[Tensor],
+    src: Tensor,
+    dst: Tensor,
+    a: int,
+    b: int,
+) -> Tensor:
     h = x_src.index_select(0, src[a:b])
     h.add_(x_dst.index_select(0, dst[a:b]))
     if edge_attr is not None and w_edge is not None:
@@ -205,8 +265,16 @@ def _gatv2_pre(x_src: Tensor, x_dst: Tensor, edge_attr: Optional[Tensor], w_edge
     return h
 
 
-def gatv2_scores(x_src: Tensor, x_dst: Tensor, att: Tensor, edge_attr: Optional[Tensor], w_edge: Optional[Tensor],
-                 src: Tensor, dst: Tensor, slope: float) -> Tensor:
+def gatv2_scores(
+    x_src: Tensor,
+    x_dst: Tensor,
+    att: Tensor,
+    edge_attr: Optional[Tensor],
+    w_edge: Optional[Tensor],
+    src: Tensor,
+    dst: Tensor,
+    slope: float,
+) -> Tensor:
     out = x_src.new_empty(src.numel(), x_src.size(1))
     for a, b in chunks(src.numel(), _row(x_src)):
         h = _gatv2_pre(x_src, x_dst, edge_attr, w_edge, src, dst, a, b)
@@ -214,10 +282,22 @@ def gatv2_scores(x_src: Tensor, x_dst: Tensor, att: Tensor, edge_attr: Optional[
     return out
 
 
-def gatv2_scores_backward(grad: Tensor, x_src: Tensor, x_dst: Tensor, att: Tensor, edge_attr: Optional[Tensor],
-                          w_edge: Optional[Tensor], src: Tensor, dst: Tensor, slope: float, g_src: Optional[Tensor],
-                          g_dst: Optional[Tensor], g_att: Optional[Tensor], g_attr: Optional[Tensor],
-                          g_w: Optional[Tensor]) -> None:
+def gatv2_scores_backward(
+    grad: Tensor,
+    x_src: Tensor,
+    x_dst: Tensor,
+    att: Tensor,
+    edge_attr: Optional[Tensor],
+    w_edge: Optional[Tensor],
+    src: Tensor,
+    dst: Tensor,
+    slope: float,
+    g_src: Optional[Tensor],
+    g_dst: Optional[Tensor],
+    g_att: Optional[Tensor],
+    g_attr: Optional[Tensor],
+    g_w: Optional[Tensor],
+) -> None:
     H, C = x_src.size(1), x_src.size(2)
     for a, b in chunks(src.numel(), _row(x_src)):
         h = _gatv2_pre(x_src, x_dst, edge_attr, w_edge, src, dst, a, b)
@@ -246,8 +326,16 @@ def edge_dot(q: Tensor, k: Tensor, src: Tensor, dst: Tensor) -> Tensor:
     return out
 
 
-def edge_dot_backward(grad: Tensor, q: Tensor, k: Tensor, src: Tensor, dst: Tensor, scale: float,
-                      g_q: Optional[Tensor], g_k: Optional[Tensor]) -> None:
+def edge_dot_backward(
+    grad: Tensor,
+    q: Tensor,
+    k: Tensor,
+    src: Tensor,
+    dst: Tensor,
+    scale: float,
+    g_q: Optional[Tensor],
+    g_k: Optional[Tensor],
+) -> None:
     g_all = (grad * scale).unsqueeze(-1)
     for a, b in chunks(src.numel(), _row(q)):
         g = g_all[a:b]

@@ -20,6 +20,7 @@ The CSR kernels run on CPU tensors of ``float32``/``float64`` outside :func:`tor
 (:func:`csr_supported`); elsewhere the lean path uses its chunked gather-scatter code
 (:mod:`graph_rma.nn.lean.chunked`).
 """
+
 from __future__ import annotations
 
 import warnings
@@ -118,8 +119,9 @@ def spmm(layout: EdgeLayout, values: Tensor, x: Tensor, out: Optional[Tensor] = 
     return _times(_matrix(layout.crow, layout.col, values, (layout.num_dst, layout.num_src)), x, out)
 
 
-def spmm_t(layout: EdgeLayout, values: Tensor, g: Tensor, buffer: Optional[Tensor] = None,
-           out: Optional[Tensor] = None) -> Tensor:
+def spmm_t(
+    layout: EdgeLayout, values: Tensor, g: Tensor, buffer: Optional[Tensor] = None, out: Optional[Tensor] = None
+) -> Tensor:
     r"""The transposed product :math:`\mathbf{z}_j = \sum_{e = (j \to i)} v_e \mathbf{g}_i`: ``values`` ``[E]`` in
     CSR order, ``g`` ``[num_dst, C]`` -> ``[num_src, C]``. ``buffer``: an ``[E]`` tensor to reorder the values in
     (else a new one); ``out``: as in :func:`spmm`."""

@@ -1,6 +1,7 @@
 """The lean path's autograd Functions: each saves only ``[E, H]`` weights or masks, the edge index or layout and
 node-level tensors, and computes with the CSR kernels (:mod:`~graph_rma.nn.lean.per_head`) when it has an edge
 layout, else with the chunked ones (:mod:`~graph_rma.nn.lean.chunked`)."""
+
 from __future__ import annotations
 
 from typing import Any, Optional, Tuple
@@ -12,22 +13,34 @@ from . import chunked, csr, per_head
 from .csr import EdgeLayout, edge_layout
 from .score import node_terms, terms_backward_
 
-__all__ = ["edge_aggregate", "softmax_aggregate", "edge_softmax", "gat_scores", "gat_attention", "gatv2_scores",
-           "edge_dot", "draw_dropout", "dropped_weights", "layout_for"]
+__all__ = [
+    "edge_aggregate",
+    "softmax_aggregate",
+    "edge_softmax",
+    "gat_scores",
+    "gat_attention",
+    "gatv2_scores",
+    "edge_dot",
+    "draw_dropout",
+    "dropped_weights",
+    "layout_for",
+]
 
 
 def _zeros_if(needed: bool, like: Optional[Tensor]) -> Optional[Tensor]:
     return torch.zeros_like(like) if needed and like is not None else None
 
 
-def _edges_if(layout: Optional[EdgeLayout], src: Optional[Tensor],
-              dst: Optional[Tensor]) -> Tuple[Optional[Tensor], Optional[Tensor]]:
+def _edges_if(
+    layout: Optional[EdgeLayout], src: Optional[Tensor], dst: Optional[Tensor]
+) -> Tuple[Optional[Tensor], Optional[Tensor]]:
     """What backward keeps of the edge index: nothing when it has the CSR layout."""
     return (None, None) if layout is not None else (src, dst)
 
 
-def layout_for(layout: Optional[EdgeLayout], src: Tensor, dst: Tensor, num_src: int, num_dst: int,
-               *tensors: Tensor) -> Optional[EdgeLayout]:
+def layout_for(
+    layout: Optional[EdgeLayout], src: Tensor, dst: Tensor, num_src: int, num_dst: int, *tensors: Tensor
+) -> Optional[EdgeLayout]:
     """The layout to compute with: the given one, else a new one where the CSR kernels apply, else ``None``."""
     if layout is not None or not csr.csr_supported(*tensors):
         return layout
@@ -49,8 +62,17 @@ def draw_dropout(E: int, H: int, like: Tensor, p: float) -> Tuple[Optional[Tenso
 # ----------------------------------------------------------------------------------------------------------------
 class _EdgeAggregate(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, w: Tensor, x: Tensor, src: Tensor, dst: Tensor, num_dst: int, keep: Optional[Tensor],
-                scale: Optional[Tensor], layout: Optional[EdgeLayout] = None) -> Tensor:
+    def forward(
+        ctx: Any,
+        w: Tensor,
+        x: Tensor,
+        src: Tensor,
+        dst: Tensor,
+        num_dst: int,
+        keep: Optional[Tensor],
+        scale: Optional[Tensor],
+        layout: Optional[EdgeLayout] = None,
+    ) -> Tensor:
         ctx.layout, ctx.softmax = layout, False
         # the CSR kernels need the layout, not the edge index (let the caller's copy with self-loops go)
         ctx.save_for_backward(w, x, *_edges_if(layout, src, dst), keep, scale)
@@ -71,8 +93,16 @@ class _EdgeAggregate(torch.autograd.Function):
         return g_w, g_x, None, None, None, None, None, None
 
 
-def edge_aggregate(w: Tensor, x: Tensor, src: Tensor, dst: Tensor, num_dst: int, keep: Optional[Tensor] = None,
-                   scale: Optional[Tensor] = None, layout: Optional[EdgeLayout] = None) -> Tensor:
+def edge_aggregate(
+    w: Tensor,
+    x: Tensor,
+    src: Tensor,
+    dst: Tensor,
+    num_dst: int,
+    keep: Optional[Tensor] = None,
+    scale: Optional[Tensor] = None,
+    layout: Optional[EdgeLayout] = None,
+) -> Tensor:
     r""":math:`\mathbf{y}_{i,h} = \sum_{e=(j \to i)} w_{e,h} \mathbf{x}_{j,h}`: ``w`` ``[E, H]``, ``x``
     ``[N_src, H, C]``, ``src``/``dst`` ``[E]`` -> ``[num_dst, H, C]``. Saves ``w``, ``x`` and the indices.
 
@@ -89,8 +119,17 @@ class _SoftmaxAggregate(torch.autograd.Function):
     dropout mask, ``x`` and the indices; backward writes the scores' gradient into one ``[E, H]`` buffer."""
 
     @staticmethod
-    def forward(ctx: Any, scores: Tensor, x: Tensor, src: Tensor, dst: Tensor, num_dst: int, p: float,
-                inplace: bool, layout: Optional[EdgeLayout] = None) -> Tensor:
+    def forward(
+        ctx: Any,
+        scores: Tensor,
+        x: Tensor,
+        src: Tensor,
+        dst: Tensor,
+        num_dst: int,
+        p: float,
+        inplace: bool,
+        layout: Optional[EdgeLayout] = None,
+    ) -> Tensor:
         alpha = chunked.softmax(scores, dst, num_dst, inplace=inplace)
         keep, scale = draw_dropout(alpha.size(0), alpha.size(1), alpha, p)
         out = _EdgeAggregate.forward(ctx, alpha, x, src, dst, num_dst, keep, scale, layout)
@@ -100,8 +139,16 @@ class _SoftmaxAggregate(torch.autograd.Function):
     backward = staticmethod(_EdgeAggregate.backward)
 
 
-def softmax_aggregate(scores: Tensor, x: Tensor, src: Tensor, dst: Tensor, num_dst: int, p: float = 0.0,
-                      inplace: bool = False, layout: Optional[EdgeLayout] = None) -> Tensor:
+def softmax_aggregate(
+    scores: Tensor,
+    x: Tensor,
+    src: Tensor,
+    dst: Tensor,
+    num_dst: int,
+    p: float = 0.0,
+    inplace: bool = False,
+    layout: Optional[EdgeLayout] = None,
+) -> Tensor:
     r""":func:`edge_softmax`, attention dropout with probability ``p`` (a mask drawn as ``F.dropout`` draws it on
     CPU) and :func:`edge_aggregate` as one autograd node, which keeps only the softmax output and the boolean mask
     per edge. ``inplace`` lets the softmax overwrite ``scores`` (a fresh tensor nobody else reads); ``layout`` as in
@@ -125,8 +172,13 @@ class _EdgeSoftmax(torch.autograd.Function):
         return chunked.softmax_backward_(g, out, index, ctx.num_nodes), None, None
 
 
-def edge_softmax(src: Tensor, index: Optional[Tensor] = None, ptr: Optional[Tensor] = None,
-                 num_nodes: Optional[int] = None, dim: int = 0) -> Tensor:
+def edge_softmax(
+    src: Tensor,
+    index: Optional[Tensor] = None,
+    ptr: Optional[Tensor] = None,
+    num_nodes: Optional[int] = None,
+    dim: int = 0,
+) -> Tensor:
     r"""PyG's :func:`~torch_geometric.utils.softmax` over groups ``index`` of dimension 0, keeping only its output
     for backward (PyG's keeps two ``[E, H]`` tensors besides). ``ptr`` is ignored when ``index`` is given."""
     if index is None:
@@ -144,8 +196,15 @@ def edge_softmax(src: Tensor, index: Optional[Tensor] = None, ptr: Optional[Tens
 # ----------------------------------------------------------------------------------------------------------------
 class _GATScores(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, a_src: Tensor, a_dst: Optional[Tensor], a_edge: Optional[Tensor], src: Tensor,
-                dst: Tensor, slope: float) -> Tensor:
+    def forward(
+        ctx: Any,
+        a_src: Tensor,
+        a_dst: Optional[Tensor],
+        a_edge: Optional[Tensor],
+        src: Tensor,
+        dst: Tensor,
+        slope: float,
+    ) -> Tensor:
         ctx.save_for_backward(a_src, a_dst, a_edge, src, dst)
         ctx.slope = slope
         return chunked.gat_scores(a_src, a_dst, a_edge, src, dst, slope)
@@ -155,14 +214,18 @@ class _GATScores(torch.autograd.Function):
         a_src, a_dst, a_edge, src, dst = ctx.saved_tensors
         g = chunked.gat_scores_backward(grad, a_src, a_dst, a_edge, src, dst, ctx.slope)
         g_src = a_src.new_zeros(a_src.shape).index_add_(0, src, g) if ctx.needs_input_grad[0] else None
-        g_dst = (a_dst.new_zeros(a_dst.shape).index_add_(0, dst, g)
-                 if a_dst is not None and ctx.needs_input_grad[1] else None)
+        g_dst = (
+            a_dst.new_zeros(a_dst.shape).index_add_(0, dst, g)
+            if a_dst is not None and ctx.needs_input_grad[1]
+            else None
+        )
         g_edge = g if a_edge is not None and ctx.needs_input_grad[2] else None
         return g_src, g_dst, g_edge, None, None, None
 
 
-def gat_scores(a_src: Tensor, a_dst: Optional[Tensor], a_edge: Optional[Tensor], src: Tensor, dst: Tensor,
-               negative_slope: float) -> Tensor:
+def gat_scores(
+    a_src: Tensor, a_dst: Optional[Tensor], a_edge: Optional[Tensor], src: Tensor, dst: Tensor, negative_slope: float
+) -> Tensor:
     r"""GAT scores :math:`\mathrm{LeakyReLU}(a_{j,h} + b_{i,h} + c_{e,h})` ``[E, H]`` from ``a_src``
     ``[N_src, H]``, ``a_dst`` ``[N_dst, H]`` (or ``None``) and ``a_edge`` ``[E, H]`` (or ``None``); keeps no
     per-edge tensor but ``a_edge``."""
@@ -175,9 +238,20 @@ class _GATAttention(torch.autograd.Function):
     backward from the node features, the attention vectors and the softmax's log-normaliser per destination."""
 
     @staticmethod
-    def forward(ctx: Any, x: Tensor, att_src: Tensor, x_dst: Optional[Tensor], att_dst: Optional[Tensor],
-                a_edge: Optional[Tensor], src: Optional[Tensor], dst: Optional[Tensor], num_dst: int, slope: float,
-                p: float, layout: Optional[EdgeLayout] = None) -> Tensor:
+    def forward(
+        ctx: Any,
+        x: Tensor,
+        att_src: Tensor,
+        x_dst: Optional[Tensor],
+        att_dst: Optional[Tensor],
+        a_edge: Optional[Tensor],
+        src: Optional[Tensor],
+        dst: Optional[Tensor],
+        num_dst: int,
+        slope: float,
+        p: float,
+        layout: Optional[EdgeLayout] = None,
+    ) -> Tensor:
         ctx.layout, ctx.slope = layout, slope
         E = layout.col.numel() if layout is not None else src.numel()
         keep, scale = draw_dropout(E, x.size(1), x, p)
@@ -199,22 +273,49 @@ class _GATAttention(torch.autograd.Function):
         g_xd, g_att_dst = _zeros_if(x_dst is not None and need[2], x_dst), _zeros_if(need[3], att_dst)
         g_edge = a_edge.new_empty(a_edge.shape) if a_edge is not None and need[4] else None
         if ctx.layout is not None:
-            per_head.gat_backward(ctx.layout, grad, x, att_src, x_dst, att_dst, a_edge, keep, scale, lse, ctx.slope,
-                                  g_x, g_att_src, g_xd, g_att_dst, g_edge)
+            per_head.gat_backward(
+                ctx.layout,
+                grad,
+                x,
+                att_src,
+                x_dst,
+                att_dst,
+                a_edge,
+                keep,
+                scale,
+                lse,
+                ctx.slope,
+                g_x,
+                g_att_src,
+                g_xd,
+                g_att_dst,
+                g_edge,
+            )
         else:
             a_src, a_dst = node_terms(x, att_src, x_dst, att_dst)  # recomputed: [N, H] each
             # dL/da, dL/db: needed for the attention vectors and, through them, the features
             g_a = _zeros_if(g_x is not None or g_att_src is not None, a_src)
             g_b = _zeros_if(g_att_dst is not None or g_xd is not None or (x_dst is None and g_x is not None), a_dst)
-            chunked.gat_backward(grad, x, a_src, a_dst, a_edge, src, dst, keep, scale, lse, ctx.slope, g_x, g_a, g_b,
-                                 g_edge)
+            chunked.gat_backward(
+                grad, x, a_src, a_dst, a_edge, src, dst, keep, scale, lse, ctx.slope, g_x, g_a, g_b, g_edge
+            )
             terms_backward_(g_a, g_b, x, att_src, x_dst, att_dst, g_x, g_att_src, g_xd, g_att_dst)
         return g_x, g_att_src, g_xd, g_att_dst, g_edge, None, None, None, None, None, None
 
 
-def gat_attention(x: Tensor, att_src: Tensor, x_dst: Optional[Tensor], att_dst: Optional[Tensor],
-                  a_edge: Optional[Tensor], src: Optional[Tensor], dst: Optional[Tensor], num_dst: int,
-                  negative_slope: float, p: float = 0.0, layout: Optional[EdgeLayout] = None) -> Tensor:
+def gat_attention(
+    x: Tensor,
+    att_src: Tensor,
+    x_dst: Optional[Tensor],
+    att_dst: Optional[Tensor],
+    a_edge: Optional[Tensor],
+    src: Optional[Tensor],
+    dst: Optional[Tensor],
+    num_dst: int,
+    negative_slope: float,
+    p: float = 0.0,
+    layout: Optional[EdgeLayout] = None,
+) -> Tensor:
     r"""The whole GAT attention, :math:`\mathbf{y}_i = \sum_{e = (j \to i)} \mathrm{drop}(\alpha_e)\,
     \mathbf{x}_j` with :math:`\alpha = \operatorname{softmax}(\mathrm{LeakyReLU}(a_j + b_i + c_e))`
     (:mod:`~graph_rma.nn.lean.score`), as one autograd node that keeps per edge only the boolean dropout mask
@@ -227,8 +328,9 @@ def gat_attention(x: Tensor, att_src: Tensor, x_dst: Optional[Tensor], att_dst: 
     if layout is None:
         assert src is not None and dst is not None
         layout = layout_for(None, src, dst, x.size(0), num_dst, att_src, x)
-    return _GATAttention.apply(x, att_src, x_dst, att_dst, a_edge, src, dst, num_dst, float(negative_slope),
-                               float(p), layout)
+    return _GATAttention.apply(
+        x, att_src, x_dst, att_dst, a_edge, src, dst, num_dst, float(negative_slope), float(p), layout
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -236,8 +338,17 @@ def gat_attention(x: Tensor, att_src: Tensor, x_dst: Optional[Tensor], att_dst: 
 # ----------------------------------------------------------------------------------------------------------------
 class _GATv2Scores(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, x_src: Tensor, x_dst: Tensor, att: Tensor, edge_attr: Optional[Tensor],
-                w_edge: Optional[Tensor], src: Tensor, dst: Tensor, slope: float) -> Tensor:
+    def forward(
+        ctx: Any,
+        x_src: Tensor,
+        x_dst: Tensor,
+        att: Tensor,
+        edge_attr: Optional[Tensor],
+        w_edge: Optional[Tensor],
+        src: Tensor,
+        dst: Tensor,
+        slope: float,
+    ) -> Tensor:
         ctx.save_for_backward(x_src, x_dst, att, edge_attr, w_edge, src, dst)
         ctx.slope = slope
         return chunked.gatv2_scores(x_src, x_dst, att, edge_attr, w_edge, src, dst, slope)
@@ -249,13 +360,22 @@ class _GATv2Scores(torch.autograd.Function):
         g_src, g_dst, g_att = _zeros_if(need[0], x_src), _zeros_if(need[1], x_dst), _zeros_if(need[2], att)
         g_attr = torch.empty_like(edge_attr) if edge_attr is not None and need[3] else None
         g_w = _zeros_if(w_edge is not None and need[4], w_edge)
-        chunked.gatv2_scores_backward(grad, x_src, x_dst, att, edge_attr, w_edge, src, dst, ctx.slope, g_src, g_dst,
-                                      g_att, g_attr, g_w)
+        chunked.gatv2_scores_backward(
+            grad, x_src, x_dst, att, edge_attr, w_edge, src, dst, ctx.slope, g_src, g_dst, g_att, g_attr, g_w
+        )
         return g_src, g_dst, g_att, g_attr, g_w, None, None, None
 
 
-def gatv2_scores(x_src: Tensor, x_dst: Tensor, att: Tensor, edge_attr: Optional[Tensor], w_edge: Optional[Tensor],
-                 src: Tensor, dst: Tensor, negative_slope: float) -> Tensor:
+def gatv2_scores(
+    x_src: Tensor,
+    x_dst: Tensor,
+    att: Tensor,
+    edge_attr: Optional[Tensor],
+    w_edge: Optional[Tensor],
+    src: Tensor,
+    dst: Tensor,
+    negative_slope: float,
+) -> Tensor:
     r"""GATv2 scores :math:`\sum_c a_{h,c}\,\mathrm{LeakyReLU}(\mathbf{x}_{j} + \mathbf{r}_{i} + W_e
     \mathbf{e}_e)_{h,c}` ``[E, H]``: ``x_src`` ``[N_src, H, C]``, ``x_dst`` ``[N_dst, H, C]``, ``att``
     ``[1, H, C]``, optional ``edge_attr`` ``[E, D]`` with ``w_edge`` ``[H * C, D]`` (a bias-free edge projection).
@@ -265,8 +385,9 @@ def gatv2_scores(x_src: Tensor, x_dst: Tensor, att: Tensor, edge_attr: Optional[
 
 class _EdgeDot(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, q: Tensor, k: Tensor, src: Tensor, dst: Tensor, scale: float,
-                layout: Optional[EdgeLayout] = None) -> Tensor:
+    def forward(
+        ctx: Any, q: Tensor, k: Tensor, src: Tensor, dst: Tensor, scale: float, layout: Optional[EdgeLayout] = None
+    ) -> Tensor:
         out = per_head.edge_dot(layout, q, k) if layout is not None else chunked.edge_dot(q, k, src, dst)
         ctx.save_for_backward(q, k, *_edges_if(layout, src, dst))
         ctx.scale, ctx.layout = scale, layout
@@ -283,8 +404,9 @@ class _EdgeDot(torch.autograd.Function):
         return g_q, g_k, None, None, None, None
 
 
-def edge_dot(q: Tensor, k: Tensor, src: Tensor, dst: Tensor, scale: float = 1.0,
-             layout: Optional[EdgeLayout] = None) -> Tensor:
+def edge_dot(
+    q: Tensor, k: Tensor, src: Tensor, dst: Tensor, scale: float = 1.0, layout: Optional[EdgeLayout] = None
+) -> Tensor:
     r"""Scores :math:`\gamma \langle \mathbf{q}_{i,h}, \mathbf{k}_{j,h} \rangle` ``[E, H]`` for edges ``j -> i``:
     ``q`` ``[N_dst, H, C]``, ``k`` ``[N_src, H, C]``. Keeps no per-edge tensor; ``layout`` as in
     :func:`edge_aggregate`."""

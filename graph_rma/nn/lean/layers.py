@@ -1,6 +1,7 @@
 """The whole forwards of ``GATConv`` and ``GATv2Conv`` on the lean functions: the only lean code that reads PyG's
 layer internals (``lin``/``lin_src``/``lin_dst``, ``lin_l``/``lin_r``, ``att_*``, ``lin_edge``, ``res``, ``bias``,
 ``add_self_loops``, ``fill_value``, ``concat``, ``dropout``, ``negative_slope``)."""
+
 from __future__ import annotations
 
 from typing import Any, Optional, Tuple, Union
@@ -13,8 +14,17 @@ from torch_geometric.utils.sparse import set_sparse_value
 
 from . import csr
 from .csr import EdgeLayout, edge_layout
-from .functions import (draw_dropout, dropped_weights, edge_aggregate, edge_softmax, gat_attention, gat_scores,
-                        gatv2_scores, layout_for, softmax_aggregate)
+from .functions import (
+    draw_dropout,
+    dropped_weights,
+    edge_aggregate,
+    edge_softmax,
+    gat_attention,
+    gat_scores,
+    gatv2_scores,
+    layout_for,
+    softmax_aggregate,
+)
 from .score import head_dot
 
 __all__ = ["gat_forward", "gatv2_forward", "check_lean", "attention_softmax", "dropout_mask", "cached_layout"]
@@ -26,11 +36,16 @@ def check_lean(layer: Any, lean: Any) -> bool:
         raise ValueError(f"lean: expected a bool, got {lean!r}")
     if lean:
         aggr = getattr(layer, "aggr", "add")
-        if aggr not in ("add", "sum") or getattr(layer, "flow", "source_to_target") != "source_to_target" \
-                or getattr(layer, "decomposed_layers", 1) != 1:
-            raise ValueError("lean: the memory-lean path needs aggr='add', flow='source_to_target' and "
-                             f"decomposed_layers=1, got aggr={aggr!r}, flow={layer.flow!r}, "
-                             f"decomposed_layers={layer.decomposed_layers}")
+        if (
+            aggr not in ("add", "sum")
+            or getattr(layer, "flow", "source_to_target") != "source_to_target"
+            or getattr(layer, "decomposed_layers", 1) != 1
+        ):
+            raise ValueError(
+                "lean: the memory-lean path needs aggr='add', flow='source_to_target' and "
+                f"decomposed_layers=1, got aggr={aggr!r}, flow={layer.flow!r}, "
+                f"decomposed_layers={layer.decomposed_layers}"
+            )
     return lean
 
 
@@ -38,8 +53,9 @@ def attention_softmax(layer: Any, scores: Tensor, src: Tensor, dst: Tensor, num_
     """Edge softmax, or the layer's DropAttention (a softmax over the surviving edges), as the stock path does."""
     drop = getattr(layer, "drop_attention", None)
     if drop is not None:  # DropAttention() without p takes the layer's own rate, as on the stock path
-        return drop.sparse_softmax(scores, src, dst, num_src, num_dst, softmax_fn=edge_softmax,
-                                   layer_rate=getattr(layer, "dropout", None))
+        return drop.sparse_softmax(
+            scores, src, dst, num_src, num_dst, softmax_fn=edge_softmax, layer_rate=getattr(layer, "dropout", None)
+        )
     return edge_softmax(scores, dst, num_nodes=num_dst)
 
 
@@ -55,8 +71,9 @@ def dropout_mask(layer: Any, alpha: Tensor) -> Tuple[Optional[Tensor], Optional[
     return draw_dropout(alpha.size(0), alpha.size(1), alpha, float(layer.dropout))
 
 
-def cached_layout(layer: Any, edge_index: Any, num_src: int, num_dst: int, loops: int,
-                  x: Tensor) -> Optional[EdgeLayout]:
+def cached_layout(
+    layer: Any, edge_index: Any, num_src: int, num_dst: int, loops: int, x: Tensor
+) -> Optional[EdgeLayout]:
     """The CSR layout of a ``[2, E]`` edge index with ``loops`` self-loops added as the stock layers add them, from
     the layer's ``layout_cache`` (built anew without one), where the CSR kernels apply; else ``None``."""
     if not isinstance(edge_index, Tensor) or is_torch_sparse_tensor(edge_index) or not csr.csr_supported(x):
@@ -83,8 +100,15 @@ def _edges(edge_index: Tensor, num_src: int, num_dst: int) -> Tuple[Tensor, Tens
     return ei[0], ei[1], num_src, num_dst
 
 
-def _finish(layer: Any, out: Tensor, res: Optional[Tensor], edge_index: Tensor, alpha: Optional[Tensor] = None,
-            keep: Optional[Tensor] = None, scale: Optional[Tensor] = None):
+def _finish(
+    layer: Any,
+    out: Tensor,
+    res: Optional[Tensor],
+    edge_index: Tensor,
+    alpha: Optional[Tensor] = None,
+    keep: Optional[Tensor] = None,
+    scale: Optional[Tensor] = None,
+):
     """The stock layers' epilogue: residual, bias, concatenation or mean of the heads, returned weights (``alpha``
     given: ``(out, (edge_index, alpha after dropout))``)."""
     if layer.concat:
@@ -109,14 +133,25 @@ def _finish(layer: Any, out: Tensor, res: Optional[Tensor], edge_index: Tensor, 
     return out, (edge_index, alpha)
 
 
-def _attend(layer: Any, scores: Tensor, x_src: Tensor, src: Tensor, dst: Tensor, num_src: int, num_dst: int,
-            res: Optional[Tensor], edge_index: Tensor, return_attention_weights: Optional[bool],
-            layout: Optional[EdgeLayout] = None):
+def _attend(
+    layer: Any,
+    scores: Tensor,
+    x_src: Tensor,
+    src: Tensor,
+    dst: Tensor,
+    num_src: int,
+    num_dst: int,
+    res: Optional[Tensor],
+    edge_index: Tensor,
+    return_attention_weights: Optional[bool],
+    layout: Optional[EdgeLayout] = None,
+):
     """Softmax, dropout / DropAttention, aggregation and the stock layers' epilogue, from the scores."""
     if getattr(layer, "drop_attention", None) is None and not return_attention_weights:
         p = float(layer.dropout) if layer.training else 0.0
-        out = softmax_aggregate(scores, x_src, src, dst, num_dst, p, inplace=not torch.compiler.is_compiling(),
-                                layout=layout)
+        out = softmax_aggregate(
+            scores, x_src, src, dst, num_dst, p, inplace=not torch.compiler.is_compiling(), layout=layout
+        )
         return _finish(layer, out, res, edge_index)
     alpha = attention_softmax(layer, scores, src, dst, num_src, num_dst)
     keep, scale = dropout_mask(layer, alpha)
@@ -127,8 +162,10 @@ def _attend(layer: Any, scores: Tensor, x_src: Tensor, src: Tensor, dst: Tensor,
 def _start(layer: Any, x: Any, edge_index: Any) -> Tuple[int, int, Optional[Tensor]]:
     """``(heads, channels, residual term)``, once the edge index is known to be of a form the lean path takes."""
     if isinstance(edge_index, SparseTensor) and not isinstance(edge_index, Tensor):
-        raise ValueError("edge_index: the lean path takes a [2, E] tensor or a torch sparse matrix, not a "
-                         "torch_sparse.SparseTensor (use lean=False, or SparseTensor.to_torch_sparse_csr_tensor())")
+        raise ValueError(
+            "edge_index: the lean path takes a [2, E] tensor or a torch sparse matrix, not a "
+            "torch_sparse.SparseTensor (use lean=False, or SparseTensor.to_torch_sparse_csr_tensor())"
+        )
     x_dst = x if isinstance(x, Tensor) else x[1]
     res = layer.res(x_dst) if layer.res is not None and x_dst is not None else None
     return layer.heads, layer.out_channels, res
@@ -144,9 +181,14 @@ def _gat_edge_term(layer: Any, edge_attr: Optional[Tensor]) -> Optional[Tensor]:
     return attr @ (layer.lin_edge.weight.view(H, C, -1) * layer.att_edge.view(H, C, 1)).sum(1).t()
 
 
-def gat_forward(layer: Any, x: Union[Tensor, Tuple[Tensor, Optional[Tensor]]], edge_index: Any,
-                edge_attr: Optional[Tensor] = None, size: Optional[Tuple[Optional[int], Optional[int]]] = None,
-                return_attention_weights: Optional[bool] = None):
+def gat_forward(
+    layer: Any,
+    x: Union[Tensor, Tuple[Tensor, Optional[Tensor]]],
+    edge_index: Any,
+    edge_attr: Optional[Tensor] = None,
+    size: Optional[Tuple[Optional[int], Optional[int]]] = None,
+    return_attention_weights: Optional[bool] = None,
+):
     """``GATConv.forward`` of ``layer`` (same arguments and returns) on the memory-lean functions."""
     H, C, res = _start(layer, x, edge_index)
     if isinstance(x, Tensor):
@@ -174,8 +216,9 @@ def gat_forward(layer: Any, x: Union[Tensor, Tuple[Tensor, Optional[Tensor]]], e
     # The CSR layout straight from the edge index, self-loops included (no [2, E] int64 copy with loops).
     layout = cached_layout(layer, edge_index, num_src, num_dst, loops, x_src)
     if fused and layout is not None and (edge_attr is None or layer.lin_edge is None):
-        out = gat_attention(x_src, layer.att_src, x_dst_term, att_dst, None, None, None, num_dst,
-                            layer.negative_slope, p, layout)
+        out = gat_attention(
+            x_src, layer.att_src, x_dst_term, att_dst, None, None, None, num_dst, layer.negative_slope, p, layout
+        )
         return _finish(layer, out, res, edge_index)
     if loops:
         edge_index, edge_attr = _self_loops(layer, edge_index, edge_attr, loops)
@@ -183,18 +226,23 @@ def gat_forward(layer: Any, x: Union[Tensor, Tuple[Tensor, Optional[Tensor]]], e
     a_edge = _gat_edge_term(layer, edge_attr)
     layout = layout_for(layout, src, dst, num_src, num_dst, x_src)
     if fused:
-        out = gat_attention(x_src, layer.att_src, x_dst_term, att_dst, a_edge, src, dst, num_dst,
-                            layer.negative_slope, p, layout)
+        out = gat_attention(
+            x_src, layer.att_src, x_dst_term, att_dst, a_edge, src, dst, num_dst, layer.negative_slope, p, layout
+        )
         return _finish(layer, out, res, edge_index)
     a_src = head_dot(x_src, layer.att_src)
     a_dst = None if x_dst is None else head_dot(x_dst, layer.att_dst)
     scores = gat_scores(a_src, a_dst, a_edge, src, dst, layer.negative_slope)
-    return _attend(layer, scores, x_src, src, dst, num_src, num_dst, res, edge_index, return_attention_weights,
-                   layout)
+    return _attend(layer, scores, x_src, src, dst, num_src, num_dst, res, edge_index, return_attention_weights, layout)
 
 
-def gatv2_forward(layer: Any, x: Union[Tensor, Tuple[Tensor, Tensor]], edge_index: Any,
-                  edge_attr: Optional[Tensor] = None, return_attention_weights: Optional[bool] = None):
+def gatv2_forward(
+    layer: Any,
+    x: Union[Tensor, Tuple[Tensor, Tensor]],
+    edge_index: Any,
+    edge_attr: Optional[Tensor] = None,
+    return_attention_weights: Optional[bool] = None,
+):
     """``GATv2Conv.forward`` of ``layer`` (same arguments and returns) on the memory-lean functions."""
     H, C, res = _start(layer, x, edge_index)
     if isinstance(x, Tensor):
@@ -217,5 +265,4 @@ def gatv2_forward(layer: Any, x: Union[Tensor, Tuple[Tensor, Tensor]], edge_inde
         w_edge = layer.lin_edge.weight
     scores = gatv2_scores(x_l, x_r, layer.att, attr, w_edge, src, dst, layer.negative_slope)
     layout = layout_for(layout, src, dst, num_src, num_dst, x_l)
-    return _attend(layer, scores, x_l, src, dst, num_src, num_dst, res, edge_index, return_attention_weights,
-                   layout)
+    return _attend(layer, scores, x_l, src, dst, num_src, num_dst, res, edge_index, return_attention_weights, layout)

@@ -9,6 +9,7 @@ head), and backward keeps the layout (20 bytes per edge) instead of the edge ind
 its mask as bits (:func:`pack_mask`: one byte per edge for up to 8 heads, not 8); gradients are written into the
 tensors the caller passes.
 """
+
 from __future__ import annotations
 
 from typing import Optional, Tuple
@@ -77,9 +78,17 @@ def aggregate(layout: EdgeLayout, w: Tensor, x: Tensor, keep: Optional[Tensor], 
     return out
 
 
-def aggregate_backward(layout: EdgeLayout, grad: Tensor, w: Tensor, x: Tensor, keep: Optional[Tensor],
-                       scale: Optional[Tensor], g_w: Optional[Tensor], g_x: Optional[Tensor],
-                       softmax: bool = False) -> None:
+def aggregate_backward(
+    layout: EdgeLayout,
+    grad: Tensor,
+    w: Tensor,
+    x: Tensor,
+    keep: Optional[Tensor],
+    scale: Optional[Tensor],
+    g_w: Optional[Tensor],
+    g_x: Optional[Tensor],
+    softmax: bool = False,
+) -> None:
     """As :func:`graph_rma.nn.lean.chunked.aggregate_backward`, head by head."""
     for h in range(x.size(1)):
         m, v = _mask(keep, layout, h), w[:, h].index_select(0, layout.perm)
@@ -90,9 +99,17 @@ def aggregate_backward(layout: EdgeLayout, grad: Tensor, w: Tensor, x: Tensor, k
             g_w[:, h].index_put_((layout.perm,), _softmax_backward_(layout, gv, v) if softmax else gv)
 
 
-def gat_forward(layout: EdgeLayout, x: Tensor, att_src: Tensor, x_dst: Optional[Tensor], att_dst: Optional[Tensor],
-                a_edge: Optional[Tensor], slope: float, bits: Optional[Tensor],
-                scale: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+def gat_forward(
+    layout: EdgeLayout,
+    x: Tensor,
+    att_src: Tensor,
+    x_dst: Optional[Tensor],
+    att_dst: Optional[Tensor],
+    a_edge: Optional[Tensor],
+    slope: float,
+    bits: Optional[Tensor],
+    scale: Optional[Tensor],
+) -> Tuple[Tensor, Tensor]:
     r"""The fused GAT attention one head at a time from end to end (score terms, scores, softmax, dropout
     (:func:`pack_mask`'s ``bits``), product): ``(out [num_dst, H, C], lse [num_dst, H])`` with the softmax's
     log-normaliser :math:`\log \sum_{e' \to i} \exp s_{e'}`, from which backward recomputes the weights."""
@@ -116,17 +133,32 @@ def gat_forward(layout: EdgeLayout, x: Tensor, att_src: Tensor, x_dst: Optional[
     return out, lse
 
 
-def gat_backward(layout: EdgeLayout, grad: Tensor, x: Tensor, att_src: Tensor, x_dst: Optional[Tensor],
-                 att_dst: Optional[Tensor], a_edge: Optional[Tensor], bits: Optional[Tensor],
-                 scale: Optional[Tensor], lse: Tensor, slope: float, g_x: Optional[Tensor], g_att_src: Optional[Tensor],
-                 g_xd: Optional[Tensor], g_att_dst: Optional[Tensor], g_edge: Optional[Tensor]) -> None:
+def gat_backward(
+    layout: EdgeLayout,
+    grad: Tensor,
+    x: Tensor,
+    att_src: Tensor,
+    x_dst: Optional[Tensor],
+    att_dst: Optional[Tensor],
+    a_edge: Optional[Tensor],
+    bits: Optional[Tensor],
+    scale: Optional[Tensor],
+    lse: Tensor,
+    slope: float,
+    g_x: Optional[Tensor],
+    g_att_src: Optional[Tensor],
+    g_xd: Optional[Tensor],
+    g_att_dst: Optional[Tensor],
+    g_edge: Optional[Tensor],
+) -> None:
     """:func:`gat_forward`'s backward head by head into the given gradients. Three ``[E]`` work vectors and two of
     bytes, allocated once, hold every per-edge temporary; the score terms' gradients (``[N]`` per head) go
     straight into those of the features and attention vectors."""
     E, H, C = layout.col.numel(), x.size(1), x.size(2)
     want_src = g_x is not None or g_att_src is not None  # dL/da, for the source features or att_src
-    want_dst = att_dst is not None and (g_att_dst is not None or g_xd is not None
-                                        or (x_dst is None and g_x is not None))
+    want_dst = att_dst is not None and (
+        g_att_dst is not None or g_xd is not None or (x_dst is None and g_x is not None)
+    )
     s, t1, t2 = x.new_empty(3, E).unbind(0)  # the per-edge work space, one block
     positive = torch.empty(E, dtype=torch.bool, device=x.device)
     bit = None if bits is None else bits.new_empty(E)  # one head's mask
@@ -161,8 +193,9 @@ def edge_dot(layout: EdgeLayout, q: Tensor, k: Tensor) -> Tensor:
     return out
 
 
-def edge_dot_backward(layout: EdgeLayout, grad: Tensor, q: Tensor, k: Tensor, scale: float, g_q: Optional[Tensor],
-                      g_k: Optional[Tensor]) -> None:
+def edge_dot_backward(
+    layout: EdgeLayout, grad: Tensor, q: Tensor, k: Tensor, scale: float, g_q: Optional[Tensor], g_k: Optional[Tensor]
+) -> None:
     for h in range(q.size(1)):
         v = grad[:, h].index_select(0, layout.perm).mul_(scale)
         if g_q is not None:

@@ -11,6 +11,7 @@ backward (:func:`leaky_relu_backward_`) and the terms' backward into the feature
 (:func:`terms_backward_`) serve the chunked path (all heads, a chunk of edges: ``[chunk, H]``) and the CSR path (one
 head, all edges in CSR order: ``[E]``) alike.
 """
+
 from __future__ import annotations
 
 from typing import Optional, Tuple
@@ -34,8 +35,9 @@ def _head_outer(g: Tensor, x: Tensor) -> Tensor:
     return torch.bmm(g.t().unsqueeze(1), x.transpose(0, 1)).view(1, x.size(1), x.size(2))
 
 
-def node_terms(x: Tensor, att_src: Tensor, x_dst: Optional[Tensor], att_dst: Optional[Tensor],
-               h: Optional[int] = None) -> Tuple[Tensor, Optional[Tensor]]:
+def node_terms(
+    x: Tensor, att_src: Tensor, x_dst: Optional[Tensor], att_dst: Optional[Tensor], h: Optional[int] = None
+) -> Tuple[Tensor, Optional[Tensor]]:
     """The score terms :math:`a` (from ``x`` ``[N_src, H, C]``) and :math:`b` (from ``x_dst``, or ``x`` itself when
     ``x_dst`` is ``None``; no :math:`b` without ``att_dst``): ``[N, H]`` each, or head ``h``'s ``[N]``."""
     xd = x if x_dst is None else x_dst
@@ -44,8 +46,16 @@ def node_terms(x: Tensor, att_src: Tensor, x_dst: Optional[Tensor], att_dst: Opt
     return torch.mv(x[:, h], att_src[0, h]), None if att_dst is None else torch.mv(xd[:, h], att_dst[0, h])
 
 
-def logits(a: Tensor, b: Optional[Tensor], c: Optional[Tensor], src: Tensor, dst: Tensor,
-           c_index: Optional[Tensor] = None, out: Optional[Tensor] = None, tmp: Optional[Tensor] = None) -> Tensor:
+def logits(
+    a: Tensor,
+    b: Optional[Tensor],
+    c: Optional[Tensor],
+    src: Tensor,
+    dst: Tensor,
+    c_index: Optional[Tensor] = None,
+    out: Optional[Tensor] = None,
+    tmp: Optional[Tensor] = None,
+) -> Tensor:
     """The score before its LeakyReLU, :math:`a_j + b_i + c_e`, for the edges ``src -> dst``: ``c`` holds their
     edge terms (``c[c_index]`` when ``c_index`` is given). ``out``/``tmp``: buffers of the result's shape (the
     result and a work space)."""
@@ -64,10 +74,19 @@ def leaky_relu_backward_(grad: Tensor, positive: Tensor, slope: float, buffer: O
     return grad.mul_(factor)
 
 
-def terms_backward_(g_a: Optional[Tensor], g_b: Optional[Tensor], x: Tensor, att_src: Tensor,
-                    x_dst: Optional[Tensor], att_dst: Optional[Tensor], g_x: Optional[Tensor],
-                    g_att_src: Optional[Tensor], g_xd: Optional[Tensor], g_att_dst: Optional[Tensor],
-                    h: Optional[int] = None) -> None:
+def terms_backward_(
+    g_a: Optional[Tensor],
+    g_b: Optional[Tensor],
+    x: Tensor,
+    att_src: Tensor,
+    x_dst: Optional[Tensor],
+    att_dst: Optional[Tensor],
+    g_x: Optional[Tensor],
+    g_att_src: Optional[Tensor],
+    g_xd: Optional[Tensor],
+    g_att_dst: Optional[Tensor],
+    h: Optional[int] = None,
+) -> None:
     """Adds the gradients of :func:`node_terms` (``g_a``, ``g_b``: ``[N, H]``, or head ``h``'s ``[N]``) into those
     of the features and attention vectors given (``g_x`` also takes :math:`b`'s share when ``x_dst`` is ``None``),
     in place: no ``[N, H, C]`` temporary, no second gradient for autograd to sum."""
