@@ -392,8 +392,8 @@ def test_pruning_refuses_part_of_a_key_value_group_and_every_head():
 @pytest.mark.slow
 def test_only_graph_rma_hf_imports_transformers():
     offenders = []
-    for path in (REPO / "graph_rma").rglob("*.py"):
-        if "hf" in path.relative_to(REPO / "graph_rma").parts[:1]:
+    for path in (REPO / "src" / "graph_rma").rglob("*.py"):
+        if "hf" in path.relative_to(REPO / "src" / "graph_rma").parts[:1]:
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             names = (
