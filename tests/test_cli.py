@@ -375,6 +375,18 @@ def test_score_help_shows_the_entity_separator_default_once():
     assert text.count("(default: ;)") == 1 and "default: ';'" not in text and "(default ;" not in text
 
 
+def test_no_option_states_its_default_twice():
+    """An option whose help already says ``(default: X)`` gets no second one from the formatter (``webnlg evaluate
+    --scorer`` showed "(default: coco) (default: coco)")."""
+    twice = []
+    for name, parser in _parsers():
+        formatter = parser._get_formatter()
+        for action in parser._actions:
+            if action.help and formatter._get_help_string(action).count("(default:") > 1:
+                twice.append(f"{name} {'/'.join(action.option_strings) or action.dest}")
+    assert not twice, twice
+
+
 @pytest.mark.parametrize("name", ["agenda", "webnlg"])
 def test_subcommand_help_does_not_repeat_the_commands_page(name):
     parsers = dict(_parsers())

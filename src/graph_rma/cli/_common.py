@@ -74,6 +74,8 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescript
     def _get_help_string(self, action: argparse.Action) -> str:
         if action.default is None or isinstance(action, (argparse._StoreTrueAction, argparse._VersionAction)):
             return action.help or ""
+        if action.help and "(default:" in action.help:  # the help states its default itself
+            return action.help
         if isinstance(action.default, (list, tuple)) and action.help and action.help is not argparse.SUPPRESS:
             shown = " ".join(str(v) for v in action.default).replace("%", "%%")
             return f"{action.help} (default: {shown})"
