@@ -7,6 +7,8 @@
 #   make lint / make format -- ruff's linter and formatter (make test runs lint first)
 #   make test-install -- a fresh venv, pip install of the package without extras, graph-rma cora and the README's
 #                        quick start (tests marked `install`, left out of `make test`)
+#   make pages        -- every generated table (results pages, benchmarks page, the README's summary) rendered from
+#                        the committed results files: python -m studies.render (--check: write nothing)
 # torch==2.13.0 is installed first so that pip never pulls a CUDA build; the package itself asks for torch>=2.4.
 PYTHON ?= python3
 VENV   ?= .venv
@@ -18,7 +20,7 @@ ifeq ($(origin GRAPH_RMA_DATA), undefined)
   endif
 endif
 
-.PHONY: cora test test-fast test-install docs env lint format
+.PHONY: cora test test-fast test-install docs env lint format pages
 env: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
@@ -56,3 +58,6 @@ test-fast: $(VENV)/.installed
 
 test-install: $(VENV)/.installed
 	$(PY) -m pytest -q -m install $(ARGS)
+
+pages: $(VENV)/.installed
+	$(PY) -m studies.render $(ARGS)

@@ -32,12 +32,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-if ROOT not in sys.path:  # run as a script in subprocesses: make `benchmarks` and this checkout's graph_rma win
-    sys.path.insert(0, ROOT)
-
-from benchmarks.common import RECORDED, add_json_option, compare, random_graph, save_if_asked  # noqa: E402
+from benchmarks.common import RECORDED, add_json_option, compare, random_graph, save_if_asked
 
 FEATURES, HEADS, CHANNELS, CLASSES = 64, 8, 8, 64
 
@@ -145,8 +140,8 @@ def one_time(names, num_edges: int, repeats: int, v2: bool = False) -> dict:
 def _run(args_list, env_extra=None) -> dict:
     env = dict(os.environ)
     env.update(env_extra or {})
-    proc = subprocess.run(
-        [sys.executable, os.path.abspath(__file__)] + args_list, capture_output=True, text=True, env=env
+    proc = subprocess.run(  # a process of its own, run as this module (from the repository root, like the parent)
+        [sys.executable, "-m", "benchmarks.bench_memory"] + args_list, capture_output=True, text=True, env=env
     )
     if proc.returncode != 0:
         tail = (proc.stderr.strip().splitlines() or ["no message"])[-1]

@@ -31,11 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-if os.path.dirname(HERE) not in sys.path:  # run as a script in subprocesses: make `benchmarks` importable
-    sys.path.insert(0, os.path.dirname(HERE))
-
-from benchmarks.common import RECORDED, add_json_option, save_if_asked  # noqa: E402
+from benchmarks.common import RECORDED, add_json_option, save_if_asked
 
 
 def one(num_edges: int, steps: int, device: str, sort_edges: bool = False, lean: bool = False) -> dict:
@@ -115,9 +111,10 @@ def main(argv=None):
         return
     rows, failed = [], []
     for e in args.edges:
-        cmd = [
+        cmd = [  # each size in its own process, run as this module (from the repository root, like the parent)
             sys.executable,
-            __file__,
+            "-m",
+            "benchmarks.bench_scaling",
             "--one",
             str(e),
             "--steps",

@@ -69,8 +69,8 @@ def device_graph(edges: int, features: int, classes: int, device, dtype, seed: i
 
 
 def measure(make: Make, x, edge_index, y, device) -> Dict[str, Any]:
-    """One step after a first one (which builds layouts): its time and, on CUDA, its peak memory above what was
-    allocated before it (inputs, parameters, cached layouts), per edge."""
+    """One step after a first one (which builds the edges' CSRs): its time and, on CUDA, its peak memory above what was
+    allocated before it (inputs, parameters, cached CSRs), per edge."""
     step = make(x, edge_index, y)
     step()
     _sync(device)

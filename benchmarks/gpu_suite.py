@@ -52,14 +52,11 @@ from typing import Any, Callable, Dict, List, Optional
 import torch
 import torch.nn.functional as F
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+from benchmarks import gpu_memory as gm
+from benchmarks import turbo_peer
+from benchmarks.common import compare, random_graph
 
-from benchmarks import gpu_memory as gm  # noqa: E402
-from benchmarks import turbo_peer  # noqa: E402
-from benchmarks.common import compare, random_graph  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
 
 #: In the order they run: the risky searches for the largest graph come after every other device measurement.
 STEPS = ("memory", "layers", "profile", "chunks", "peer", "largest", "node", "webnlg")
@@ -313,7 +310,7 @@ def layers_step(device, repeats: int, smoke: bool) -> Dict[str, Any]:
     from torch_geometric.nn import GATConv
 
     import graph_rma
-    from graph_rma.models import GAT
+    from graph_rma.models import TwoLayerGAT
     from graph_rma.nn import RepulsiveGATConv
 
     nodes, edges = (200, 1000) if smoke else (20000, 200000)
@@ -331,7 +328,7 @@ def layers_step(device, repeats: int, smoke: bool) -> Dict[str, Any]:
 
     def train_step(sampler: bool, drop: bool):
         torch.manual_seed(0)
-        model = GAT(64, 8, heads=8, out_heads=8, drop_attention={"p": 0.6} if drop else None).to(device)
+        model = TwoLayerGAT(64, 8, heads=8, out_heads=8, drop_attention={"p": 0.6} if drop else None).to(device)
         opt = torch.optim.Adam(model.parameters(), lr=0.005)
         if sampler:
             graph_rma.SVGD(model, alpha=0.1, eps=8).attach(opt)

@@ -10,16 +10,13 @@ noise of the machine) with the conditions recorded by the run itself.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Dict, List
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "studies"))
-from pages import render_blocks  # noqa: E402  (the studies' page writer: one way to splice generated blocks)
+from benchmarks import report_gpu
+from studies.pages import render_blocks  # the studies' page writer: one way to splice generated blocks
 
-sys.path.insert(0, str(HERE.parent))
-from benchmarks import report_gpu  # noqa: E402
+HERE = Path(__file__).resolve().parent
 
 SAMPLER_TABLES = [
     "training step, GAT (1 output head), ratios to no sampler",

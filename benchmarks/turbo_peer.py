@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import importlib.util
 import os
 import sys
 import tarfile
@@ -79,11 +80,25 @@ def build(sdist: Path, folder: Path, verbose: bool = True):
         verbose=verbose,
     )
     sys.modules["turbo_gnn._C"] = ext  # the package imports its kernels as turbo_gnn._C
-    if str(src) not in sys.path:
-        sys.path.insert(0, str(src))
-    import turbo_gnn
+    return _import_package(src / "turbo_gnn")
 
-    return turbo_gnn
+
+def _import_package(folder: Path):
+    """The package in ``folder`` (its pure-Python API, imported once as ``turbo_gnn``), loaded from its files: the
+    import path stays as it is."""
+    if folder.name in sys.modules:
+        return sys.modules[folder.name]
+    spec = importlib.util.spec_from_file_location(
+        folder.name, folder / "__init__.py", submodule_search_locations=[str(folder)]
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[folder.name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[folder.name]
+        raise
+    return module
 
 
 def load(folder: Path, wait: float = 0.0):
@@ -102,7 +117,7 @@ class TurboGATv2(torch.nn.Module):
     """A stock ``GATv2Conv``'s function computed by turbo-gnn's fused aggregation, on the conv's own parameters.
 
     ``lin_r`` projects the target (turbo-gnn's ``x``), ``lin_l`` the source (its ``x_neighbors``); the CSR graph,
-    with the self-loops ``GATv2Conv`` adds, is built by :meth:`graph` (once per graph, like the lean layer's layout).
+    with the self-loops ``GATv2Conv`` adds, is built by :meth:`graph` (once per graph, like the lean layer's CSR).
     Attention dropout is not supported: compare with ``dropout=0``.
     """
 

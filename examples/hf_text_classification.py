@@ -57,7 +57,8 @@ p.add_argument(
 p.add_argument("--out", type=out_dir, default="runs/example_hf", help="folder for head_importance.png")
 args = p.parse_args()
 if max(args.seeds) >= 2**32:
-    raise ValueError(f"--seeds: transformers' set_seed takes seeds below 2**32 (NumPy's range), got {max(args.seeds)}")
+    # the script's own check: parser.error is one line (one_line_errors shortens only what graph_rma raises)
+    p.error(f"argument --seeds: transformers' set_seed takes seeds below 2**32 (NumPy's range), got {max(args.seeds)}")
 for spec in args.arms:  # every spec checked before the first run
     graph_rma.parse_variant(spec)
 

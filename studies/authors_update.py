@@ -1,7 +1,7 @@
 """The measurements behind docs/authors-update.md: the authors' published update against the paper's, three tasks.
 
-    python studies/authors_update.py run [STAGE ...]   # cora, trec, agenda (default: all; two processes can share)
-    python studies/authors_update.py report            # runs -> docs/authors-update/results.json -> the page
+    python -m studies.authors_update run [STAGE ...]   # cora, trec, agenda (default: all; two processes can share)
+    python -m studies.authors_update report            # runs -> docs/authors-update/results.json -> the page
 
 ``agenda`` trains only the authors' arm: its plain arm is the AGENDA page's plain run (same protocol, seed and
 code; docs/agenda/results.json), so the two pages cannot disagree about it.
@@ -20,11 +20,9 @@ from typing import Dict, List
 import torch
 
 from graph_rma.engine import mean_std, paired_comparison, write_json
-from graph_rma.tasks.node_classification import format_table, run_study, summarize
+from graph_rma.tasks.node_classification import format_table, run_study, summarize, upgrade_metrics
 from graph_rma.tasks.text_classification import run_benchmark
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pages import cli, publish, renderer  # noqa: E402  (the studies' shared page writer and command line)
+from studies.pages import cli, publish, renderer
 
 STAGES = ["cora", "trec", "agenda"]
 SEEDS = list(range(10))
@@ -84,7 +82,10 @@ def collect(out: Path, docs: Path) -> Dict:
             {
                 "variant": r["variant"],
                 "seed": r["seed"],
-                "metrics": {k: r["metrics"][k] for k in ("test_acc", "val_acc", "dist", "epochs", "sec_per_epoch")},
+                "metrics": {
+                    k: upgrade_metrics(r["metrics"])[k]
+                    for k in ("test_metric", "val_metric", "dist", "epochs", "sec_per_epoch")
+                },
             }
             for r in cora["runs"]
         ],

@@ -1,10 +1,10 @@
 """Strong baselines first: reproduce published GAT numbers, then measure repulsion against them.
 
-    python studies/baselines.py reproduce [ROW ...]  # plain GAT per row of the reproduction table (resumable)
-    python studies/baselines.py select-small         # platonov-small's size, chosen on minesweeper validation
-    python studies/baselines.py select               # evidence: k settings per arm on the selection seeds
-    python studies/baselines.py final                # evidence: each arm's choice on the final seeds 0-9
-    python studies/baselines.py report               # results -> docs/baselines/results.json -> the page's tables
+    python -m studies.baselines reproduce [ROW ...]  # plain GAT per row of the reproduction table (resumable)
+    python -m studies.baselines select-small         # platonov-small's size, chosen on minesweeper validation
+    python -m studies.baselines select               # evidence: k settings per arm on the selection seeds
+    python -m studies.baselines final                # evidence: each arm's choice on the final seeds 0-9
+    python -m studies.baselines report               # results -> docs/baselines/results.json -> the page's tables
 
 Every step resumes (finished runs are kept under --out, default runs/baselines, and skipped when rerun); stop it
 at any time and run the same command again. The rules (grid, selection, seeds) are in docs/baselines.md, written
@@ -21,10 +21,8 @@ from typing import Dict, List, Optional, Tuple
 
 from graph_rma.argtypes import SeedsAction, out_dir, positive_int, seed_list
 from graph_rma.engine import mean_std, one_line_errors, paired_comparison, write_json
-from graph_rma.tasks.node_classification import run_study
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pages import check_defaults, page_file, splice  # noqa: E402  (the studies' shared page writer)
+from graph_rma.tasks.node_classification import run_study, upgrade_metrics
+from studies.pages import check_defaults, page_file, renderer
 
 FINAL_SEEDS = list(range(10))  # seed s trains on split s: the published protocol's 10 splits
 SELECT_SEEDS = [100, 101, 102]  # splits 0-2, other initialisations: no final seed is ever used to choose
@@ -180,7 +178,7 @@ def select_small(out: Path, threads: int) -> None:
         )
         row = res["summary"][0]
         print(
-            f"{overrides}: validation ROC AUC {row['val_acc_mean']:.2f} +- {row['val_acc_std']:.2f} "
+            f"{overrides}: validation ROC AUC {row['val_metric_mean']:.2f} +- {row['val_metric_std']:.2f} "
             f"({row['sec_per_epoch_mean']:.3f} s/epoch)"
         )
 
@@ -211,6 +209,7 @@ def select(out: Path, threads: int, only: Optional[Tuple[str, str]] = None) -> N
 def _load(path: Path) -> Dict:
     """The finished runs under ``path`` (each run's record, so a row still running shows the splits it has)."""
     runs = [json.loads(f.read_text()) for f in sorted((path / "runs").glob("*/seed*.json"))]
+    runs = [{**r, "metrics": upgrade_metrics(r["metrics"])} for r in runs]  # runs saved with the old keys too
     return {"runs": sorted(runs, key=lambda r: r["seed"])}
 
 
@@ -222,7 +221,7 @@ def chosen(out: Path, dataset: str, protocol: str, arm: str) -> Tuple[str, Dict,
         runs = res.get("runs", [])
         if len(runs) < len(SELECT_SEEDS):
             raise SystemExit(f"selection incomplete for {_settings_name(spec, overrides)}: run `select` first")
-        scores.append((_settings_name(spec, overrides), mean_std([100 * r["metrics"]["val_acc"] for r in runs])[0]))
+        scores.append((_settings_name(spec, overrides), mean_std([100 * r["metrics"]["val_metric"] for r in runs])[0]))
     best = max(range(len(scores)), key=lambda i: (scores[i][1], -i))
     spec, overrides = EVIDENCE[(dataset, protocol)][arm][best]
     return spec, overrides, scores
@@ -258,8 +257,8 @@ def _run_rows(res: Dict) -> List[Dict]:
             "seed": r["seed"],
             "split": r["split"],
             "metric": r["metrics"].get("metric", "accuracy"),
-            "test": round(100 * r["metrics"]["test_acc"], 4),
-            "val": round(100 * r["metrics"]["val_acc"], 4),
+            "test": round(100 * r["metrics"]["test_metric"], 4),
+            "val": round(100 * r["metrics"]["val_metric"], 4),
             "epochs": r["metrics"]["epochs"],
             "sec_per_epoch": round(r["metrics"]["sec_per_epoch"], 4),
         }
@@ -349,6 +348,27 @@ def render_reproduction(results: Dict) -> str:
     return "\n".join(lines)
 
 
+def _select(entries: List[Dict]) -> Tuple[List[float], int]:
+    """Each setting's mean validation metric on the selection seeds, and the index of the chosen one: the highest
+    (ties: the earlier, weaker entry)."""
+    scores = [mean_std([r["val"] for r in e["select"]])[0] for e in entries]
+    return scores, max(range(len(entries)), key=lambda i: (scores[i], -i))
+
+
+def evidence_finals(results: Dict, dataset: str, protocol: str) -> Dict[str, Tuple[str, Dict[int, float]]]:
+    """Per arm of an evidence entry whose selection and final runs are in: its chosen setting and final test
+    metric per seed (what the entry's final table shows)."""
+    entries = [e for e in results["evidence"] if (e["dataset"], e["protocol"]) == (dataset, protocol)]
+    finals = {}
+    for arm in EVIDENCE[(dataset, protocol)]:
+        mine = [e for e in entries if e["arm"] == arm]
+        if mine and all(len(e["select"]) >= len(SELECT_SEEDS) for e in mine):
+            best = mine[_select(mine)[1]]
+            if best["final"]:
+                finals[arm] = (best["setting"], {r["seed"]: r["test"] for r in best["final"]})
+    return finals
+
+
 def render_evidence(results: Dict) -> str:
     out = []
     for dataset, protocol in EVIDENCE:
@@ -363,8 +383,7 @@ def render_evidence(results: Dict) -> str:
             if not mine or any(len(e["select"]) < len(SELECT_SEEDS) for e in mine):
                 sel.append(f"| {arm} | (selection not finished) | | |")
                 continue
-            scores = [mean_std([r["val"] for r in e["select"]])[0] for e in mine]
-            best = max(range(len(mine)), key=lambda i: (scores[i], -i))
+            scores, best = _select(mine)
             for i, e in enumerate(mine):
                 sel.append(f"| {arm} | `{e['setting']}` | {scores[i]:.2f} | {'yes' if i == best else ''} |")
             if mine[best]["final"]:
@@ -408,12 +427,15 @@ def render_evidence(results: Dict) -> str:
     return "\n\n".join(out)
 
 
+BLOCKS = {"reproduction": render_reproduction, "evidence": render_evidence, "small": render_small}
+
+
+render = renderer(BLOCKS)
+
+
 def report(out: Path, page: Path) -> None:
     results = collect(out)
-    text = page.read_text()  # read and rendered before anything is written: a bad page changes no file
-    text = splice(text, "reproduction", render_reproduction(results))
-    text = splice(text, "evidence", render_evidence(results))
-    text = splice(text, "small", render_small(results))
+    text = render(page.read_text(), results)  # rendered before anything is written: a bad page changes no file
     write_json(page.parent / "baselines" / "results.json", results)
     page.write_text(text)
     print(render_reproduction(results))

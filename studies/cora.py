@@ -1,25 +1,19 @@
 """The Cora study behind docs/cora.md: tuning on validation seeds, then every variant on 20 seeds.
 
-    python studies/cora.py run [STAGE ...]   # tuning, full, combo, gat, default (default: all; resumable)
-    python studies/cora.py report            # runs -> docs/cora/results.json -> the page's generated blocks
+    python -m studies.cora run [STAGE ...]   # tuning, full, combo, gat (default: all; resumable)
+    python -m studies.cora report            # runs -> docs/cora/results.json -> the page's generated blocks
 
 Every stage resumes (finished runs are kept under --out, default runs/cora_study, and skipped when rerun); stop it
 at any time and run the same command again. ``full`` is exactly ``graph-rma cora --full --out <out>/full``; two
-processes can run two stages at once (e.g. ``run full`` and ``run gat``). ``default`` times ``make cora`` (the
-README's main job, with ``.venv`` built) and keeps what it printed; run it alone on an idle machine. A stage with no
-folder under --out keeps its committed results, so one stage can be rerun and reported on its own. The page's
-tables and its summary are rendered from the committed results file, never typed.
+processes can run two stages at once (e.g. ``run full`` and ``run gat``). A stage with no folder under --out keeps
+its committed results, so one stage can be rerun and reported on its own. The page's tables and its summary are
+rendered from the committed results file, never typed.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import platform
-import shutil
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Dict, List, Tuple
 
@@ -28,11 +22,9 @@ import torch_geometric
 
 from graph_rma.engine import mean_std, paired_comparison
 from graph_rma.tasks.defaults import NODE_FULL_VARIANTS
-from graph_rma.tasks.node_classification import run_study
+from graph_rma.tasks.node_classification import run_study, upgrade_metrics
 from graph_rma.variants import parse_variant
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pages import cli, renderer  # noqa: E402  (the studies' shared page writer and command line)
+from studies.pages import cli, renderer
 
 TUNING_SEEDS = [100, 101, 102]  # disjoint from the final seeds; the rule reads seeds 100-101
 RULE_SEEDS = [100, 101]
@@ -68,7 +60,7 @@ TUNING: List[Tuple[str, int]] = [
 ]
 COMBO = [f"{SVGD}+{NODE_FULL_VARIANTS[5]}", f"{SPOS}+{NODE_FULL_VARIANTS[5]}"]
 GAT_RULE = ["ma", SVGD, SPOS]  # the chosen specs again, under the GAT code's early stopping
-STAGES = ["tuning", "full", "combo", "gat", "default"]
+STAGES = ["tuning", "full", "combo", "gat"]
 REPO = Path(__file__).resolve().parents[1]
 COMMITTED = REPO / "docs" / "cora" / "results.json"
 
@@ -95,42 +87,20 @@ def run(out: Path, stages: List[str], threads: int = 1) -> None:
             run_study(NODE_FULL_VARIANTS, FINAL_SEEDS, out / "full", **common)
         elif stage == "combo":
             run_study(COMBO, FINAL_SEEDS, out / "combo", **common)
-        elif stage == "gat":
-            run_study(GAT_RULE, FINAL_SEEDS, out / "gat", early_stopping="gat", **common)
         else:
-            time_default(out / "default")
-
-
-def time_default(folder: Path) -> None:
-    """``time make cora`` from the repository root, its runs written to ``folder`` (fresh: nothing is resumed)."""
-    shutil.rmtree(folder, ignore_errors=True)
-    load = os.getloadavg()[0]
-    start = time.perf_counter()
-    subprocess.run(["make", "cora", f"ARGS=--out {folder}"], cwd=REPO, check=True)
-    wall = time.perf_counter() - start
-    (folder / "timing.json").write_text(
-        json.dumps(
-            {
-                "command": "make cora",
-                "wall_s": round(wall, 1),
-                "load_average_before": round(load, 2),
-                "date": time.strftime("%Y-%m-%d"),
-                "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
-            }
-        )
-        + "\n"
-    )
+            run_study(GAT_RULE, FINAL_SEEDS, out / "gat", early_stopping="gat", **common)
 
 
 def _runs(folder: Path) -> List[Dict]:
     """Every finished run in a study folder, compact: what the page's tables are made of."""
     records = [json.loads(p.read_text()) for p in sorted(folder.glob("runs/*/seed*.json"))]
+    records = [{**r, "metrics": upgrade_metrics(r["metrics"])} for r in records]  # runs saved with the old keys too
     return [
         {
             "variant": r["variant"],
             "seed": r["seed"],
-            "test": round(100 * r["metrics"]["test_acc"], 4),
-            "val": round(100 * r["metrics"]["val_acc"], 4),
+            "test": round(100 * r["metrics"]["test_metric"], 4),
+            "val": round(100 * r["metrics"]["val_metric"], 4),
             "dist": round(r["metrics"]["dist"], 5),
             "epochs": r["metrics"]["epochs"],
             "sec_per_epoch": round(r["metrics"]["sec_per_epoch"], 5),
@@ -151,11 +121,6 @@ def collect(out: Path) -> Dict:
     for stage in ("full", "combo", "gat"):
         if (out / stage).is_dir() or stage not in committed:
             results[stage] = _runs(out / stage)
-    if (out / "default" / "timing.json").is_file():
-        results["default"] = {
-            **json.loads((out / "default" / "timing.json").read_text()),
-            "runs": _runs(out / "default"),
-        }
     if any((out / stage).is_dir() for stage in ("tuning", "full", "combo", "gat")) or not results["conditions"]:
         results["conditions"] = (
             f"torch {torch.__version__}, PyG {torch_geometric.__version__}, "
@@ -309,7 +274,7 @@ def render_summary(results: Dict) -> str:
         f"{g_sv_p['se']:.2f} / {g_sp_p['mean']:+.2f} ± {g_sp_p['se']:.2f}). Published: plain GAT "
         f"{pub_m} ± {pub_s} % ({pub_src}), SVGD / SPOS {PUBLISHED['svgd'][0]} / {PUBLISHED['spos'][0]} % "
         f"({PUBLISHED['svgd'][2]}): {plain_line}; the published repulsive gains are not reproduced. Every table on "
-        f"this page is generated by `python studies/cora.py report` from [cora/results.json](cora/results.json) "
+        f"this page is generated by `python -m studies.cora report` from [cora/results.json](cora/results.json) "
         f"(runs: {results['conditions']})."
     )
 
@@ -317,32 +282,11 @@ def render_summary(results: Dict) -> str:
 def render_default(results: Dict) -> str:
     """What ``make cora`` prints: the full study's first three seeds of plain and SVGD heads."""
     ma, sv = ([r["test"] for r in _by(results["full"], s) if r["seed"] in (0, 1, 2)] for s in ("ma", SVGD))
-    text = (
+    return (
         f"`make cora` (`graph-rma cora`: seeds 0-2 of `ma` and the chosen `svgd`) trains the full study's first "
         f"three runs of each and prints their test accuracy, `ma` {_ms(ma)} and `svgd` {_ms(sv)} % (these "
         f"numbers are those runs', from the committed results; on one CPU thread a run repeats exactly)."
     )
-    d = results.get("default")
-    if d:
-
-        def runs(rs: List[Dict]) -> Dict[Tuple[str, int], float]:  # (variant as make cora names it, seed) -> test
-            return {(v, r["seed"]): r["test"] for r in rs for v in ("ma", SVGD) if _same(r["variant"], v)}
-
-        printed = runs(d["runs"])
-        same = printed == runs([r for r in results["full"] if r["seed"] in (0, 1, 2)])
-        text += (
-            f"\n\nTime: `{d['command']}` took {d['wall_s']:.0f} s wall in the repository with `.venv` already "
-            f"built ({d['machine']}, load average {d['load_average_before']:g} before the run, nothing else "
-            f"running; {d['date']}; `python studies/cora.py run default`). "
-            + (
-                "It printed exactly the numbers above."
-                if same
-                else "It printed other numbers than the full study's runs: "
-                + ", ".join(f"{v} seed {s} {t:.2f}" for (v, s), t in sorted(printed.items()))
-                + "."
-            )
-        )
-    return text
 
 
 BLOCKS = {

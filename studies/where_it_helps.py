@@ -1,15 +1,15 @@
 """Where do repulsive heads help? Node-classification sweeps with validation-only selection and paired final runs.
 
-    python studies/where_it_helps.py select   # the grid on the selection seeds (validation accuracy only)
-    python studies/where_it_helps.py final    # ma + each family's chosen configuration on the final seeds
-    python studies/where_it_helps.py confirm  # every final win (paired z >= 3) again, on fresh seeds 10-29
-    python studies/where_it_helps.py transfer # chameleon's chosen SVGD, unchanged: GAT on chameleon, Actor, squirrel
-    python studies/where_it_helps.py heads    # GAT at a fixed total width 64: 8x8, 16x4, 32x2 heads (Cora)
-    python studies/where_it_helps.py text-heads  # self-attentive BiLSTM on TREC, r = 2, 4, 16, 30 heads
-    python studies/where_it_helps.py warmup   # chameleon's win with a plain warm-up first (selection, then final)
-    python studies/where_it_helps.py text-select  # text: svgd/spos strength (and kernel_grad) on TREC dev accuracy
-    python studies/where_it_helps.py text-final   # text: plain vs the chosen configurations, TREC + five more sets
-    python studies/where_it_helps.py report   # markdown tables + heads figure into docs/where-it-helps/
+    python -m studies.where_it_helps select   # the grid on the selection seeds (validation accuracy only)
+    python -m studies.where_it_helps final    # ma + each family's chosen configuration on the final seeds
+    python -m studies.where_it_helps confirm  # every final win (paired z >= 3) again, on fresh seeds 10-29
+    python -m studies.where_it_helps transfer # chameleon's chosen SVGD, unchanged: GAT on chameleon, Actor, squirrel
+    python -m studies.where_it_helps heads    # GAT at a fixed total width 64: 8x8, 16x4, 32x2 heads (Cora)
+    python -m studies.where_it_helps text-heads  # self-attentive BiLSTM on TREC, r = 2, 4, 16, 30 heads
+    python -m studies.where_it_helps warmup   # chameleon's win with a plain warm-up first (selection, then final)
+    python -m studies.where_it_helps text-select  # text: svgd/spos strength (and kernel_grad) on TREC dev accuracy
+    python -m studies.where_it_helps text-final   # text: plain vs the chosen configurations, TREC + five more sets
+    python -m studies.where_it_helps report   # markdown tables + heads figure into docs/where-it-helps/
 
 Every step resumes: finished runs are kept in --out (default runs/where_it_helps) and skipped when rerun.
 The grid and the selection rule are written in docs/where-it-helps.md before the final runs:
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Dict, List
 
 from graph_rma.engine import write_json
-from graph_rma.tasks.node_classification import format_table
+from graph_rma.tasks.node_classification import format_table, upgrade_metrics
 from graph_rma.tasks.node_classification import run_study as _run_study
 from graph_rma.variants import parse_variant
 
@@ -128,7 +128,7 @@ def select(out: Path, threads: int, only: List[str]) -> Dict[str, Dict[str, str]
             make_plot=False,
             threads=threads,
         )
-        val = {r["variant"]: r["val_acc_mean"] for r in res["summary"]}
+        val = {r["variant"]: r["val_metric_mean"] for r in res["summary"]}
         chosen[_name(dataset, v2)] = {
             fam: max((parse_variant(s).spec for s in specs_), key=lambda s: (val[s], -_strength(s)))
             for fam, specs_ in families.items()
@@ -218,7 +218,7 @@ def warmup(out: Path, threads: int) -> None:
         make_plot=False,
         threads=threads,
     )
-    val = {r["variant"]: r["val_acc_mean"] for r in res["summary"]}
+    val = {r["variant"]: r["val_metric_mean"] for r in res["summary"]}
     best = max(specs, key=lambda s: (val[s], -specs.index(s)))  # ties: the shorter warm-up (none first)
     write_json(out / "warmup_chosen.json", {"chameleon-gatv2": best, "val_acc": val})
     if best != spec:
@@ -452,7 +452,7 @@ def report(out: Path, docs: Path) -> None:
             if not path.is_file():
                 continue
             res = json.loads(path.read_text())
-            rows = res["summary"]
+            rows = [upgrade_metrics(r) for r in res["summary"]]  # results saved with the old keys too
             lines += [
                 f"### {stage}: {folder.name} (seeds {res['seeds'][0]}-{res['seeds'][-1]})",
                 "",
@@ -464,8 +464,8 @@ def report(out: Path, docs: Path) -> None:
             for r in rows[1:]:
                 summary.append(
                     f"| {folder.name} | `{r['variant']}` | "
-                    f"{rows[0]['test_acc_mean']:.1f} ± {rows[0]['test_acc_std']:.1f} "
-                    f"| {r['test_acc_mean']:.1f} ± {r['test_acc_std']:.1f} | {r['paired_mean']:+.2f} ± "
+                    f"{rows[0]['test_metric_mean']:.1f} ± {rows[0]['test_metric_std']:.1f} "
+                    f"| {r['test_metric_mean']:.1f} ± {r['test_metric_std']:.1f} | {r['paired_mean']:+.2f} ± "
                     f"{r['paired_se']:.2f} ({r['paired_z']:+.1f}) | {r['paired_wins']}/{r['paired_ties']}/"
                     f"{r['paired_losses']} |"
                 )
@@ -492,9 +492,9 @@ def _heads_figure(out: Path, path: Path) -> None:
         p = out / "heads" / f"cora-{h}x{c}" / "results.json"
         if not p.is_file():
             continue
-        for r in json.loads(p.read_text())["summary"]:
+        for r in map(upgrade_metrics, json.loads(p.read_text())["summary"]):
             series.setdefault(parse_variant(r["variant"]).name, []).append(
-                (h, 100 - r["test_acc_mean"], r["test_acc_std"], r.get("paired_mean"), r.get("paired_se"))
+                (h, 100 - r["test_metric_mean"], r["test_metric_std"], r.get("paired_mean"), r.get("paired_se"))
             )
     _two_panels(
         series, [(h, f"{h} x {c}") for h, c in HEADS], "heads x units per head (total width 64)", "GAT on Cora", path

@@ -1,4 +1,4 @@
-"""Dependencies point one way: the import-linter contracts of pyproject.toml hold, and they do catch a violation.
+"""Dependencies point one way: the import-linter contracts of pyproject.toml hold.
 
 ``lint-imports`` (import-linter, in the ``dev`` extra) analyses the package in the working directory, so each run
 below starts in the repository (or in a copy of it) rather than importing the installed ``graph_rma``.

@@ -1,18 +1,14 @@
 """benchmarks/report.py: the verdicts on the benchmarks page are computed from the recorded runs, on hand-checked
 records (what the page shows is checked against the committed records in test_studies.py)."""
 
-import importlib.util
-
 import pytest
-from conftest import REPO
 
 
 @pytest.fixture(scope="module")
 def report():
-    spec = importlib.util.spec_from_file_location("bench_report", REPO / "benchmarks" / "report.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from benchmarks import report
+
+    return report
 
 
 META = {

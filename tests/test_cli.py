@@ -220,7 +220,9 @@ def test_a_bug_still_shows_its_traceback(monkeypatch):
 
     with pytest.raises(KeyError):
         run_command("graph-rma x", broken)
-    assert run_command("graph-rma x", lambda: (_ for _ in ()).throw(ValueError("bad input"))) == 2
+    assert run_command("graph-rma x", lambda: parse_variant("bad input")) == 2  # a mistake the package raised
+    with pytest.raises(ValueError):  # one raised outside the package (here: this test) is not the user's mistake
+        run_command("graph-rma x", lambda: (_ for _ in ()).throw(ValueError("bad input")))
 
 
 def test_score_without_the_text_metrics_extra_is_one_line(tmp_path, monkeypatch, capsys):
@@ -301,7 +303,7 @@ def test_default_variants_follow_the_validated_settings(monkeypatch):
     monkeypatch.setattr(node_classification, "run_study", fake_run_study)
     for dataset in ("cora", "chameleon", "texas"):
         assert cli_main(["cora", "--dataset", dataset, "--seeds", "0", "--no-plot"]) == 0
-    assert seen["cora"] == seen["texas"] == ["ma", defaults.SVGD]
+    assert seen["cora"] == seen["texas"] == ["ma", defaults.CORA_SVGD_SPEC]
     assert seen["chameleon"] == ["ma", "svgd:alpha=0.1,eps=8"]
     assert defaults.node_default_variants("chameleon", full=True)[3] == "svgd:alpha=0.1,eps=8"
     assert (
@@ -433,3 +435,94 @@ def test_evaluate_prints_scores_rounded_and_keeps_every_digit_in_its_file(tmp_pa
     assert list(floats(printed)) and all(v == round(v, 2) for v in floats(printed))
     assert [round(v, 2) for v in floats(saved)] == list(floats(printed))
     assert any(v != round(v, 2) for v in floats(saved))  # the file keeps every digit
+
+
+def test_score_mistakes_and_missing_resources_are_one_line(tmp_path, capsys, monkeypatch):
+    from graph_rma.cli import main
+
+    (tmp_path / "h.txt").write_text("a b\n")
+    (tmp_path / "folder").mkdir()
+    h = str(tmp_path / "h.txt")
+    assert main(["score", "--hyp", h, "--ref", h, "--meteor", "none", "--json", str(tmp_path / "folder")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "is a folder, not a file" in err and len(err.splitlines()) == 1
+    # without the NLTK data: one line that says where it was looked for, exit 1, no traceback
+    monkeypatch.delenv("GRAPH_RMA_DATA", raising=False)
+    monkeypatch.setenv("NLTK_DATA", str(tmp_path / "nowhere"))
+    import nltk
+
+    monkeypatch.setattr(nltk.data, "path", [str(tmp_path / "nowhere")])
+    assert main(["score", "--hyp", h, "--ref", h, "--meteor", "none", "--tokenize", "nltk"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "punkt_tab" in err and "Traceback" not in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.slow  # real-data training (Cora): left out of make test-fast
+def test_filesystem_failures_are_one_line_naming_the_users_path(tmp_path, capsys, monkeypatch):
+    from conftest import PLANETOID
+
+    from graph_rma.cli import main
+    from graph_rma.engine import slug
+
+    if not (PLANETOID / "Cora" / "raw").is_dir():
+        pytest.skip("needs the Cora raw files")
+    out = tmp_path / "out"
+    (out / "checkpoints" / f"{slug('ma')}_seed0.pt").mkdir(parents=True)  # a folder where the checkpoint goes
+    assert (
+        main(
+            [
+                "cora",
+                "--seeds",
+                "0",
+                "--epochs",
+                "1",
+                "--variants",
+                "ma",
+                "--out",
+                str(out),
+                "--no-plot",
+                "--root",
+                str(PLANETOID),
+            ]
+        )
+        == 1
+    )
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.endswith(f"is a folder, not a file: {out / 'checkpoints' / (slug('ma') + '_seed0.pt')}")
+
+
+@pytest.mark.slow  # real-data training (Cora): left out of make test-fast
+def test_an_output_folder_on_a_virtual_file_system_is_one_line(capsys):
+    from conftest import PLANETOID
+
+    from graph_rma.cli import main
+
+    if not (PLANETOID / "Cora" / "raw").is_dir() or not __import__("os").path.isdir("/proc/self"):
+        pytest.skip("needs the Cora raw files and /proc")
+    code = main(
+        [
+            "cora",
+            "--seeds",
+            "0",
+            "--epochs",
+            "1",
+            "--variants",
+            "ma",
+            "--out",
+            "/proc/self/graph_rma_out",
+            "--no-plot",
+            "--root",
+            str(PLANETOID),
+        ]
+    )
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    # 2: refused as not writable when the command line is read (os.access says so: not for root, who may write
+    # there as far as permissions go); 1: the write itself failed
+    assert code in (1, 2) and err.startswith("graph-rma cora: ") and "/proc/self/graph_rma_out" in err
+
+
+def test_version_flag_prints_the_installed_version(capsys):
+    from importlib.metadata import version
+
+    assert cli_main(["--version"]) == 0
+    assert capsys.readouterr().out == f"graph-rma {version('graph-rma')}\n"

@@ -333,3 +333,30 @@ def test_a_model_without_attention_is_an_error_unless_strict_is_off():
 
     conv = TransformerConv(4, 4, heads=2)
     assert graph_rma.convert(torch.nn.Sequential(conv))[0] is conv
+
+
+def test_convert_keeps_a_plain_subclass_and_warns_about_one_that_overrides_forward():
+    from torch_geometric.nn import GATConv
+
+    class MyGAT(GATConv):
+        def hello(self):
+            return "hi"
+
+    class Doubled(GATConv):
+        def forward(self, x, edge_index, **kwargs):
+            return 2 * super().forward(x, edge_index, **kwargs)
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(MyGAT(4, 4, heads=2, dropout=0.3), Doubled(8, 2))
+    x, ei = torch.randn(3, 4), torch.tensor([[0, 1], [1, 2]])
+    before = model[0].eval()(x, ei)
+    with pytest.warns(UserWarning, match=r"convert: 1 \(Doubled\) left unconverted: it overrides GATConv.forward"):
+        graph_rma.convert(model, drop_attention=graph_rma.DropAttention())
+    assert isinstance(model[0], MyGAT) and isinstance(model[0], graph_rma.nn.RepulsiveGATConv)
+    assert model[0].hello() == "hi" and model[0].drop_attention is not None
+    assert torch.equal(model[0].eval()(x, ei), before)  # same outputs until DropAttention trains
+    assert type(model[1]) is Doubled
+    first = model[0]
+    with pytest.warns(UserWarning, match="Doubled"):
+        graph_rma.convert(model)  # converting again changes nothing
+    assert model[0] is first

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import graph_rma
-from graph_rma.models import GAT, ResidualGAT
+from graph_rma.models import ResidualGAT, TwoLayerGAT
 from graph_rma.nn import RepulsiveGATConv, RepulsiveGATv2Conv
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -39,7 +39,7 @@ def test_sampler_step_matches_the_cpu():
     states = []
     for device in ("cpu", "cuda"):
         torch.manual_seed(0)
-        model = GAT(16, 3, hidden_channels=4, heads=4).to(device)
+        model = TwoLayerGAT(16, 3, hidden_channels=4, heads=4).to(device)
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         graph_rma.SVGD(model, alpha=0.1, eps=4).attach(opt)
         model.eval()  # no dropout: the same gradients on both devices

@@ -45,7 +45,7 @@ def test_report_on_a_short_cora_run(tmp_path):
     saved = load_checkpoint(ckpt)
     # the report evaluates the very model the pipeline selected: same test accuracy on the same 1000 nodes
     assert summary["num_nodes"] == 1000
-    assert summary["accuracy"] == pytest.approx(saved["metrics"]["test_acc"], abs=1e-6)
+    assert summary["accuracy"] == pytest.approx(saved["metrics"]["test_metric"], abs=1e-6)
     assert summary["accuracy"] > 0.5
     assert summary["variant"] == "ma" and summary["dataset"] == "Cora"
     div = summary["diversity"]["conv1"]

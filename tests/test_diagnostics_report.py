@@ -73,7 +73,7 @@ def train_standin(path, variant="plain"):
             "variant": variant,
             "seed": 0,
             "model": model.state_dict(),
-            "metrics": {"val_acc": 0.0},
+            "metrics": {"val_metric": 0.0},
         },
     )
     return path, model.eval()
@@ -219,3 +219,49 @@ def test_a_binary_checkpoint_is_reported_with_roc_auc_and_sigmoid_calibration(tm
     assert cli_main(["report", "--help"]) == 0  # --help says which checkpoints it reads, and how binary ones
     helptext = " ".join(capsys.readouterr().out.split())
     assert "binary one (one output logit: minesweeper, tolokers) with ROC AUC" in helptext
+
+
+def test_report_on_a_checkpoint_whose_weights_do_not_match_is_one_line(tmp_path, capsys):
+    from conftest import PLANETOID
+
+    from graph_rma.cli import main
+    from graph_rma.engine import save_checkpoint
+    from graph_rma.models import TwoLayerGAT
+
+    if not (PLANETOID / "Cora" / "raw").is_dir():
+        pytest.skip("needs the Cora raw files")
+    model = TwoLayerGAT(1433, 7)
+    state = model.state_dict()
+    state["conv1.lin.weight"] = torch.zeros(3, 3)
+    save_checkpoint(
+        tmp_path / "bad.pt", {"task": "cora", "dataset": "Cora", "model_kwargs": model.model_kwargs, "model": state}
+    )
+    assert (
+        main(
+            ["report", "--checkpoint", str(tmp_path / "bad.pt"), "--out", str(tmp_path / "r"), "--root", str(PLANETOID)]
+        )
+        == 2
+    )
+    err = capsys.readouterr().err.strip()
+    assert "do not match" in err and "Traceback" not in err and len(err.splitlines()) == 1
+
+
+def test_report_reads_a_graph_to_text_checkpoint(tmp_path, capsys):
+    """graph-rma report works on every run the package writes, GraphWriter's included."""
+    from conftest import REPO
+
+    from graph_rma.cli import main
+    from graph_rma.engine import read_json
+    from graph_rma.tasks import webnlg
+
+    config = {**webnlg.PRESETS["cpu"], "epochs": 1, "hidden": 16, "layers": 1, "batch_size": 4}
+    run = tmp_path / "run"
+    webnlg.train(
+        config, run, REPO / "datasets" / "fixtures" / "webnlg_tiny", "svgd", seed=0, progress=False, device="cpu"
+    )
+    capsys.readouterr()
+    assert main(["report", "--checkpoint", str(run / "best.pt"), "--out", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    assert "GraphWriter, epoch 1" in out and "head parameter cosine" in out
+    report = read_json(tmp_path / "r" / "report.json")
+    assert report["kind"] == "graph_to_text" and -1.0 <= report["head_parameter_cosine"] <= 1.0

@@ -106,7 +106,7 @@ def test_lean_matches_default_and_stock_pyg(cls, stock, kw, attention):
 
 @pytest.mark.parametrize("cls", [RepulsiveGATConv, RepulsiveGATv2Conv])
 def test_lean_sees_an_edge_index_changed_in_place(cls):
-    """The CSR layout is kept with the edge index between calls; an in-place change of the index is seen."""
+    """The CSR is kept with the edge index between calls; an in-place change of the index is seen."""
     default, lean = pair(cls)
     edge_index, g = graph()
     x = torch.randn(N, FEAT, generator=g)
@@ -117,32 +117,32 @@ def test_lean_sees_an_edge_index_changed_in_place(cls):
     torch.testing.assert_close(lean(x, edge_index), default(x, edge_index))
 
 
-def test_the_layout_cache_is_the_layers_own(kernels):
-    """Each lean layer keeps its CSR layouts in ``layout_cache``; layers can share one; copies start empty."""
+def test_the_csr_cache_is_the_layers_own(kernels):
+    """Each lean layer keeps its CSRs in ``csr_cache``; layers can share one; copies start empty."""
     import pickle
 
     from graph_rma.nn import GraphTransformerEncoder
-    from graph_rma.nn.lean import LayoutCache, share_layout_cache
+    from graph_rma.nn.lean import CSRCache, share_csr_cache
 
     edge_index, g = graph()
     x = torch.randn(N, FEAT, generator=g)
     first, second = RepulsiveGATConv(FEAT, C, heads=H, lean=True), RepulsiveGATv2Conv(FEAT, C, heads=H, lean=True)
-    assert isinstance(first.layout_cache, LayoutCache) and first.layout_cache is not second.layout_cache
+    assert isinstance(first.csr_cache, CSRCache) and first.csr_cache is not second.csr_cache
     first(x, edge_index)
-    assert len(first.layout_cache) == (1 if kernels == "csr" else 0) and len(second.layout_cache) == 0
+    assert len(first.csr_cache) == (1 if kernels == "csr" else 0) and len(second.csr_cache) == 0
     for copied in (copy.deepcopy(first), pickle.loads(pickle.dumps(first))):
-        assert len(copied.layout_cache) == 0 and copied.layout_cache.max_entries == first.layout_cache.max_entries
+        assert len(copied.csr_cache) == 0 and copied.csr_cache.max_entries == first.csr_cache.max_entries
         torch.testing.assert_close(copied(x, edge_index), first(x, edge_index))
     first.reset_cache()
-    assert len(first.layout_cache) == 0
+    assert len(first.csr_cache) == 0
     model = torch.nn.ModuleList([first, second])
-    shared = share_layout_cache(model)
-    assert first.layout_cache is shared and second.layout_cache is shared
+    shared = share_csr_cache(model)
+    assert first.csr_cache is shared and second.csr_cache is shared
     first(x, edge_index), second(x, edge_index)
-    if kernels == "csr":  # both layers add the same self-loops: one edge index, one layout
-        assert len(shared) == 1 and len(next(iter(shared._entries.values())).layouts) == 1
+    if kernels == "csr":  # both layers add the same self-loops: one edge index, one CSR
+        assert len(shared) == 1 and len(next(iter(shared._entries.values())).csrs) == 1
     encoder = GraphTransformerEncoder(16, num_layers=3, heads=2, lean=True)
-    assert len({id(layer.layout_cache) for layer in encoder.layers}) == 1
+    assert len({id(layer.csr_cache) for layer in encoder.layers}) == 1
 
 
 def test_old_import_paths_still_work():
@@ -151,7 +151,7 @@ def test_old_import_paths_still_work():
     from graph_rma.nn import edge_attention, edge_layout
 
     assert edge_attention.gat_attention is ea.gat_attention and edge_attention.gat_forward is ea.gat_forward
-    assert edge_layout.edge_layout is csr.edge_layout and edge_layout.spmm is csr.spmm
+    assert edge_layout.EdgeCSR is csr.EdgeCSR and edge_layout.spmm is csr.spmm  # the old names: test_renames.py
     ei = torch.tensor([[0, 1], [1, 0]])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -177,7 +177,7 @@ def test_csr_dropout_bits_hold_the_drawn_mask(heads, bytes_per_edge):
     from graph_rma.nn.lean import per_head
 
     edge_index, _ = graph()
-    lay = csr.edge_layout(edge_index[0], edge_index[1], N, N)
+    lay = csr.edge_csr(edge_index[0], edge_index[1], N, N)
     torch.manual_seed(3)
     keep, _ = ea.functions.draw_dropout(E, heads, torch.zeros(1), 0.5)
     bits = per_head.pack_mask(keep, lay)
@@ -402,3 +402,19 @@ def test_torch_compile_without_graph_breaks(make):
     conv.eval()
     compiled = torch.compile(conv, backend="eager", fullgraph=True)
     torch.testing.assert_close(compiled(x, edge_index), conv(x, edge_index))
+
+
+def test_a_lean_layer_with_dropattention_and_no_p_takes_the_layers_rate():
+    import graph_rma
+    from graph_rma.nn import RepulsiveGATConv
+
+    x, ei = torch.randn(6, 4), torch.tensor([[0, 1, 2, 3, 4], [1, 2, 3, 4, 5]])
+    outs = []
+    for lean in (False, True):
+        torch.manual_seed(0)
+        conv = RepulsiveGATConv(4, 4, heads=2, dropout=0.2, lean=lean, drop_attention=graph_rma.DropAttention())
+        assert conv.attention_dropout_rate == 0.2
+        torch.manual_seed(1)
+        outs.append(conv(x, ei))
+    assert outs[1].shape == (6, 8)
+    assert torch.allclose(outs[0], outs[1], atol=1e-5)  # the same mask from the same seed on both paths

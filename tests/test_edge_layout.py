@@ -1,24 +1,24 @@
-"""graph_rma.nn.lean.csr and .cache: the CSR layout of edges, its kernels against dense products on hand-made graphs,
-and the layout cache a layer owns."""
+"""graph_rma.nn.lean.csr and .cache: the CSR of edges, its kernels against dense products on hand-made graphs,
+and the CSR cache a layer owns."""
 
 import pytest
 import torch
 
 from graph_rma.nn.lean import cache as caches
-from graph_rma.nn.lean.cache import LayoutCache
-from graph_rma.nn.lean.csr import csr_supported, edge_layout, sddmm, segment_max, segment_sum, spmm, spmm_t
+from graph_rma.nn.lean.cache import CSRCache
+from graph_rma.nn.lean.csr import csr_supported, edge_csr, sddmm, segment_max, segment_sum, spmm, spmm_t
 
 
-def dense(layout, values):
+def dense(csr, values):
     """The ``[num_dst, num_src]`` matrix with ``values`` (CSR order) at the edges (duplicates summed)."""
-    a = torch.zeros(layout.num_dst, layout.num_src, dtype=values.dtype)
-    return a.index_put_((layout.row.long(), layout.col.long()), values, accumulate=True)
+    a = torch.zeros(csr.num_dst, csr.num_src, dtype=values.dtype)
+    return a.index_put_((csr.row.long(), csr.col.long()), values, accumulate=True)
 
 
-def test_layout_of_a_small_graph():
+def test_csr_of_a_small_graph():
     # edges j -> i: 2->0, 0->1, 1->0, 2->1, 0->0 (edge ids 0..4)
     src, dst = torch.tensor([2, 0, 1, 2, 0]), torch.tensor([0, 1, 0, 1, 0])
-    lay = edge_layout(src, dst, 3, 2)
+    lay = edge_csr(src, dst, 3, 2)
     assert lay.perm.tolist() == [0, 2, 4, 1, 3]  # by destination, ties in edge order (stable)
     assert lay.row.tolist() == [0, 0, 0, 1, 1] and lay.crow.tolist() == [0, 3, 5]
     assert lay.col.tolist() == [2, 1, 0, 0, 2]
@@ -28,42 +28,42 @@ def test_layout_of_a_small_graph():
     assert lay.perm.dtype == torch.int32 and lay.col.dtype == torch.int32
 
 
-def test_layout_with_self_loops_as_pyg_leaves_them():
+def test_csr_with_self_loops_as_pyg_leaves_them():
     # edges 0->0, 2->1, 1->0, 2->2: the loops are dropped, then 0->0, 1->1, 2->2 appended: 2->1, 1->0, 0->0, 1->1, 2->2
     src, dst = torch.tensor([0, 2, 1, 2]), torch.tensor([0, 1, 0, 2])
-    lay = edge_layout(src, dst, 3, 3, self_loops=3)
+    lay = edge_csr(src, dst, 3, 3, self_loops=3)
     assert lay.perm.tolist() == [1, 2, 0, 3, 4] and lay.row.tolist() == [0, 0, 1, 1, 2]
     assert lay.col.tolist() == [1, 0, 2, 1, 2] and lay.crow.tolist() == [0, 2, 4, 5]
-    # and on a random graph with repeated edges and loops, the very layout of PyG's edge index (bipartite: loops on
+    # and on a random graph with repeated edges and loops, the very CSR of PyG's edge index (bipartite: loops on
     # the first 4 nodes only)
     from torch_geometric.utils import add_self_loops, remove_self_loops
 
     g = torch.Generator().manual_seed(1)
     ei = torch.stack([torch.randint(0, 6, (40,), generator=g), torch.randint(0, 4, (40,), generator=g)])
     ref, _ = add_self_loops(remove_self_loops(ei)[0], num_nodes=4)
-    got, want = edge_layout(ei[0], ei[1], 6, 4, self_loops=4), edge_layout(ref[0], ref[1], 6, 4)
+    got, want = edge_csr(ei[0], ei[1], 6, 4, self_loops=4), edge_csr(ref[0], ref[1], 6, 4)
     for name, a, b in zip(got._fields, got, want):
         assert (a == b) if isinstance(a, int) else torch.equal(a, b), name
 
 
-def same_layout(a, b):
+def same_csr(a, b):
     return all((x == y) if isinstance(x, int) else torch.equal(x, y) for x, y in zip(a, b))
 
 
-def test_cached_layout_lives_with_its_edge_index():
+def test_cached_csr_lives_with_its_edge_index():
     import gc
 
-    cache = LayoutCache()
+    cache = CSRCache()
     ei = torch.tensor([[0, 2, 1, 2], [0, 1, 0, 2]])
     a = cache.get(ei, 3, 3, 3)
     assert cache.get(ei, 3, 3, 3) is a  # built once
-    assert same_layout(a, edge_layout(ei[0], ei[1], 3, 3, self_loops=3))
-    b = cache.get(ei, 3, 3)  # other self-loops (none): a layout of its own
-    assert b is not a and same_layout(b, edge_layout(ei[0], ei[1], 3, 3))
+    assert same_csr(a, edge_csr(ei[0], ei[1], 3, 3, self_loops=3))
+    b = cache.get(ei, 3, 3)  # other self-loops (none): a CSR of its own
+    assert b is not a and same_csr(b, edge_csr(ei[0], ei[1], 3, 3))
     assert cache.get(ei.clone(), 3, 3, 3) is not a  # another tensor, even with the same values
     ei[0, 1] = 0  # changed in place: rebuilt
     c = cache.get(ei, 3, 3, 3)
-    assert c is not a and same_layout(c, edge_layout(ei[0], ei[1], 3, 3, self_loops=3))
+    assert c is not a and same_csr(c, edge_csr(ei[0], ei[1], 3, 3, self_loops=3))
     del ei, a, b, c
     gc.collect()
     assert len(cache) == 0  # gone with the tensors
@@ -83,9 +83,9 @@ def test_cached_layout_lives_with_its_edge_index():
 
 
 @pytest.mark.parametrize("how", ["data", "numpy", "dlpack", "storage", "set"])
-def test_cached_layout_never_goes_stale_whatever_changes_the_edges(how):
-    """Writes autograd does not see (through .data, a NumPy or DLPack view, the storage) still rebuild the layout."""
-    cache = LayoutCache()
+def test_cached_csr_never_goes_stale_whatever_changes_the_edges(how):
+    """Writes autograd does not see (through .data, a NumPy or DLPack view, the storage) still rebuild the CSR."""
+    cache = CSRCache()
     ei = torch.tensor([[0, 2, 1, 2], [0, 1, 0, 2]])
     a = cache.get(ei, 3, 3, 3)
     version = ei._version
@@ -102,17 +102,17 @@ def test_cached_layout_never_goes_stale_whatever_changes_the_edges(how):
         ei.data = torch.tensor([[1, 2, 1, 2], [0, 1, 0, 2]])
     assert ei._version == version or how == "set"  # invisible to the version counter
     b = cache.get(ei, 3, 3, 3)
-    assert b is not a and same_layout(b, edge_layout(ei[0], ei[1], 3, 3, self_loops=3))
+    assert b is not a and same_csr(b, edge_csr(ei[0], ei[1], 3, 3, self_loops=3))
     assert cache.get(ei, 3, 3, 3) is b  # and kept again once the values stay
 
 
-def test_cached_layouts_stay_within_their_byte_budget():
+def test_cached_csrs_stay_within_their_byte_budget():
     edges = [torch.randint(0, 50, (2, 1000)) for _ in range(4)]
-    probe = LayoutCache()
+    probe = CSRCache()
     probe.get(edges[0], 50, 50)
     one = probe.nbytes
-    assert one == caches._copy(edges[0]).nbytes + edge_layout(edges[0][0], edges[0][1], 50, 50).nbytes
-    cache = LayoutCache(max_bytes=2 * one + 1)
+    assert one == caches._copy(edges[0]).nbytes + edge_csr(edges[0][0], edges[0][1], 50, 50).nbytes
+    cache = CSRCache(max_bytes=2 * one + 1)
     for e in edges:
         cache.get(e, 50, 50)
     assert len(cache) == 2  # the two most recent fit the budget
@@ -127,7 +127,7 @@ def test_kernels_match_dense_products():
     src, dst = torch.randint(0, n_src, (e,), generator=g), torch.randint(0, n_dst, (e,), generator=g)
     dst[:2] = 4  # a repeated edge is summed, not deduplicated
     src[:2] = 6
-    lay = edge_layout(src, dst, n_src, n_dst)
+    lay = edge_csr(src, dst, n_src, n_dst)
     v = torch.rand(e, generator=g, dtype=torch.double)
     x = torch.randn(n_src, c, generator=g, dtype=torch.double)
     gr = torch.randn(n_dst, c, generator=g, dtype=torch.double)
@@ -148,7 +148,7 @@ def test_kernels_match_dense_products():
 
 
 def test_empty_graph_and_support_rules():
-    lay = edge_layout(torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long), 3, 2)
+    lay = edge_csr(torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long), 3, 2)
     x = torch.randn(3, 4)
     assert torch.equal(spmm(lay, x.new_zeros(0), x), torch.zeros(2, 4))
     assert sddmm(lay, torch.randn(2, 4), x).numel() == 0

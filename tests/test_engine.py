@@ -128,3 +128,98 @@ def test_check_resume_refuses_other_settings_and_reports_allowed_changes():
         "for a new run"
     )
     assert isinstance(err.value, ValueError)
+
+
+# ---- issue 33 item 7: one error policy, one classifier for the commands and for one_line_errors ----------------
+def _raise_in(where: str, code: str, **names):
+    """Run ``code`` as if it were a module of ``where`` ("package": a file in graph_rma/; else the user's own file)
+    and return the exception it raises, with its traceback."""
+    import graph_rma
+
+    folder = os.path.dirname(graph_rma.__file__) if where == "package" else os.path.dirname(__file__)
+    try:
+        exec(compile(code, os.path.join(folder, "_simulated.py"), "exec"), dict(names))
+    except Exception as exc:
+        return exc
+    raise AssertionError("no exception")
+
+
+def test_the_classifier_shortens_only_the_mistakes_the_package_raised(tmp_path):
+    import json
+
+    from graph_rma import _errors, parse_variant
+    from graph_rma.data.root import DataNotFoundError
+
+    with pytest.raises(ValueError) as info:
+        parse_variant("bogus")
+    assert _errors.classify(info.value) == (2, str(info.value))  # the package's own ValueError: one line, exit 2
+    assert _errors.classify(_raise_in("user", "raise ValueError('mine')")) is None  # the user's: traceback
+    assert _errors.classify(_raise_in("user", "json.loads('{')", json=json)) is None  # a library the user called
+    # a library error inside the package's code is the package's (a config file that is not JSON)
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(ValueError) as info:
+        training.read_json(tmp_path / "bad.json")
+    assert _errors.classify(info.value)[0] == 2
+    # the user's callback raising inside the package's code is the user's
+    call = _raise_in("package", "def call(f):\n    f()\ncall(f)", f=lambda: (_ for _ in ()).throw(ValueError("cb")))
+    assert isinstance(call, ValueError) and _errors.classify(call) is None
+    # a bug in the package (KeyError, IndexError, a TypeError) keeps its traceback; a missing resource does not
+    assert _errors.classify(_raise_in("package", "raise KeyError('a bug')")) is None
+    assert _errors.classify(_raise_in("package", "raise TypeError('a bug')")) is None
+    assert _errors.classify(_raise_in("package", "raise LookupError('no punkt\\nmore')")) == (1, "no punkt")
+    assert _errors.classify(_raise_in("user", "raise LookupError('no punkt')")) is None
+    # a file-system failure on a named path: one line if the package raised it, the user's own open() a traceback
+    missing = str(tmp_path / "none.txt")
+    assert _errors.classify(_raise_in("package", f"open({missing!r})")) == (1, f"No such file or directory: {missing}")
+    assert _errors.classify(_raise_in("user", f"open({missing!r})")) is None
+    # the package's own error types are one line wherever they were raised (a test's offline download, a stub)
+    assert _errors.classify(_raise_in("user", "raise E('offline')", E=DataNotFoundError)) == (1, "offline")
+    assert _errors.classify(_raise_in("user", "raise E('--x')", E=_errors.UsageError)) == (2, "--x")
+    assert _errors.classify(KeyboardInterrupt()) is None
+
+
+def test_one_line_errors_shows_the_scripts_own_tracebacks(monkeypatch, capsys):
+    """Issue 33 item 7: the helper for scripts used to print one line for every ValueError, the script's own too
+    (hiding its traceback); now only for what the package raised."""
+    import sys
+
+    from graph_rma import parse_variant
+
+    monkeypatch.setattr(sys, "excepthook", sys.__excepthook__)
+    training.one_line_errors("script")
+    hook = sys.excepthook
+    assert hook is not sys.__excepthook__
+    with pytest.raises(ValueError) as info:
+        parse_variant("bogus")
+    hook(type(info.value), info.value, info.value.__traceback__)
+    err = capsys.readouterr().err
+    assert err.startswith("script: ") and "bogus" in err and err.count("\n") == 1 and "Traceback" not in err
+    mine = _raise_in("user", "raise ValueError('a mistake in my own script')")
+    hook(type(mine), mine, mine.__traceback__)
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and "ValueError: a mistake in my own script" in err
+
+
+def test_the_commands_use_the_same_classifier(capsys):
+    from graph_rma.cli._common import UsageError, run_command
+
+    assert UsageError is __import__("graph_rma._errors", fromlist=["UsageError"]).UsageError
+    assert run_command("graph-rma x", lambda: __import__("graph_rma").parse_variant("bogus")) == 2
+    assert capsys.readouterr().err.startswith("graph-rma x: ")
+    mine = _raise_in("user", "raise ValueError('mine')")
+    with pytest.raises(ValueError, match="mine"):  # not raised by the package: a bug, with its traceback
+        run_command("graph-rma x", lambda: (_ for _ in ()).throw(mine))
+    bug = _raise_in("package", "raise KeyError('a bug')")
+    with pytest.raises(KeyError):
+        run_command("graph-rma x", lambda: (_ for _ in ()).throw(bug))
+
+
+def test_a_byte_order_mark_is_not_text(tmp_path):
+    from graph_rma.engine import read_json
+    from graph_rma.engine.files import read_lines
+
+    path = tmp_path / "hyp.txt"
+    path.write_bytes("\ufeffthe cat sat\nline two\n".encode("utf-8"))
+    assert read_lines(path) == ["the cat sat", "line two"]
+    (tmp_path / "a.json").write_bytes('\ufeff{"a": 1}'.encode("utf-8"))
+    assert read_json(tmp_path / "a.json") == {"a": 1}

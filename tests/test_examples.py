@@ -3,6 +3,7 @@ regularised variant really adds its penalty; ``examples/agenda.py`` keeps every 
 
 import copy
 import json
+import re
 import runpy
 import sys
 from pathlib import Path
@@ -52,7 +53,7 @@ def test_cora_example_is_one_benchmark_run(spec, planetoid_cache, monkeypatch, c
     data.x = prepare_features(data.x)
     kwargs = {"in_channels": data.num_features, "out_channels": 7}
     metrics, _, _ = nc.train_run(data, spec, 0, kwargs, epochs=4)
-    assert f"test {100 * metrics['test_acc']:.1f}%" in out and f"best val {100 * metrics['val_acc']:.1f}%" in out
+    assert f"test {100 * metrics['test_metric']:.1f}%" in out and f"best val {100 * metrics['val_metric']:.1f}%" in out
     assert "stopped at epoch 4" in out
 
 
@@ -85,10 +86,12 @@ def test_agenda_example_gives_each_variant_its_own_folder(tmp_path, monkeypatch,
 
 
 @needs_cora
-def test_quickstart_vs_stock_runs_the_readme_setting(planetoid_cache, monkeypatch, capsys):
-    """examples/quickstart_vs_stock.py attaches the README's SVGD setting once per seed (the plain arm gets none)
-    and prints one line per seed and the paired summary (two seeds, one epoch, on Cora)."""
+def test_quickstart_vs_stock_runs_the_readme_setting(planetoid_cache, monkeypatch, capsys, tmp_path):
+    """examples/quickstart_vs_stock.py attaches the README's SVGD setting once per seed (the plain arm gets none),
+    prints one line per seed and the paired summary (two seeds, one epoch, on Cora), writes each seed's results to
+    --out, and a second run keeps the seeds already there."""
     import graph_rma
+    from studies import quickstart
 
     made = []
     real_svgd = graph_rma.SVGD
@@ -100,22 +103,91 @@ def test_quickstart_vs_stock_runs_the_readme_setting(planetoid_cache, monkeypatc
     monkeypatch.setattr(graph_rma, "SVGD", recording_svgd)
     out = _run_example(
         REPO / "examples" / "quickstart_vs_stock.py",
-        ["--seeds", "0-1", "--epochs", "1", "--dataset", "Cora"],
+        ["--seeds", "0-1", "--epochs", "1", "--dataset", "Cora", "--out", str(tmp_path)],
         monkeypatch,
         capsys,
     )
     assert made == [{"alpha": 0.1, "eps": 8, "layers": ["convs.0"]}] * 2  # the README's setting, once per seed
     lines = out.strip().splitlines()
     assert [line.split(":")[0] for line in lines[:2]] == ["seed 0", "seed 1"]
-    assert lines[-1].startswith("mean: plain ") and "wins/ties/losses" in lines[-1]
+    assert "head distance" in lines[0] and lines[-1].startswith("mean over 2 seeds: plain ")
+    assert "wins/ties/losses" in lines[-1]
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["settings"] == {"dataset": "Cora", "alpha": 0.1, "epochs": 1, "patience": 100}
+    assert [r["seed"] for r in results["runs"]] == [0, 1]
+    for r in results["runs"]:  # one epoch: the only epoch is the one kept
+        for arm in ("plain", "repulsive"):
+            assert r[arm]["epochs"] == 1 and 0 <= r[arm]["test_acc"] <= 100 and r[arm]["head_distance"] > 0
+        assert f"plain heads {r['plain']['test_acc']:.1f} % (head distance {r['plain']['head_distance']:.2f})" in out
+    assert quickstart.printed_line(results["runs"][0]).split(": ", 1)[1] in lines[0]  # the README's line, per seed
+
+    made.clear()
+    out = _run_example(
+        REPO / "examples" / "quickstart_vs_stock.py",
+        ["--seeds", "0-2", "--epochs", "1", "--dataset", "Cora", "--out", str(tmp_path)],
+        monkeypatch,
+        capsys,
+    )
+    assert len(made) == 1  # seeds 0 and 1 are kept from --out: only seed 2 trains
+    again = json.loads((tmp_path / "results.json").read_text())
+    assert again["runs"][:2] == results["runs"] and [r["seed"] for r in again["runs"]] == [0, 1, 2]
+    assert out.count("(kept from --out)") == 2 and "mean over 3 seeds" in out
+    rendered = " ".join(quickstart.render(again).split())
+    assert "over seeds and splits 0-2 (`examples/quickstart_vs_stock.py --seeds 0-2`" in rendered
+
+    # another strength into the same folder: refused before any data is read, the results file untouched
+    monkeypatch.setattr(sys, "argv", ["quickstart_vs_stock.py", "--alpha", "0.01", "--out", str(tmp_path)])
+    with pytest.raises(SystemExit) as exc:
+        runpy.run_path(str(REPO / "examples" / "quickstart_vs_stock.py"), run_name="__main__")
+    assert exc.value.code == 2 and "holds runs with other settings" in capsys.readouterr().err
+    assert json.loads((tmp_path / "results.json").read_text()) == again
+
+
+def _readme_quick_start() -> str:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    return readme[readme.index("## Quick start") :].split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_readme_expected_output_is_what_the_committed_results_render_to():
+    """The README's expected quick-start output is rendered from docs/quickstart/results.json, never typed."""
+    from studies import quickstart
+    from studies.pages import block
+
+    results = quickstart.load()
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert block(readme, quickstart.BLOCK).strip("\n") == quickstart.render(results)
+    assert results["settings"] == {"dataset": "chameleon", "alpha": 0.1, "epochs": 1500, "patience": 100}
+    assert [r["split"] for r in results["runs"]] == [r["seed"] % 10 for r in results["runs"]]
+    assert results["runs"][0]["seed"] == 0 and len(results["runs"]) >= 2  # the quick start's own run, and a spread
+
+
+def test_readme_quick_start_prints_the_line_its_expected_output_shows():
+    """The quick start's print and its `run`'s return value, evaluated on a seed's results, give the line
+    studies.quickstart renders as its expected output (so a changed print cannot leave a stale expected line)."""
+    from studies import quickstart
+
+    code = _readme_quick_start()
+    returned = re.search(r"^    return (f\".*\")$", code, re.M).group(1)
+    printed = re.search(r"^print\((f\".*\")\)$", code, re.M).group(1)
+    seed = {
+        "plain": {"test_acc": 61.84, "head_distance": 0.4216},
+        "repulsive": {"test_acc": 53.51, "head_distance": 1.7},
+    }
+
+    def run(repulsive: bool) -> str:
+        arm = seed["repulsive" if repulsive else "plain"]
+        return eval(returned, {}, {"best_test": arm["test_acc"] / 100, "dist": arm["head_distance"]})
+
+    assert eval(printed, {}, {"run": run}) == quickstart.printed_line(seed)
 
 
 def test_readme_quick_start_is_the_example_loop():
     """The README's quick start and examples/quickstart_vs_stock.py build the same model, optimizer, sampler and
     selection rule."""
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    code = readme[readme.index("## Quick start") :].split("```python\n", 1)[1].split("```", 1)[0]
+    code = _readme_quick_start()
     example = (REPO / "examples" / "quickstart_vs_stock.py").read_text(encoding="utf-8")
+    flat = re.sub(r"\(\s+", "(", re.sub(r"\s+", " ", example))  # argparse calls as one line each, as ruff splits them
     assert 'graph_rma.SVGD(model, alpha=0.1, eps=8, layers=["convs.0"]).attach(opt)' in code
     assert 'graph_rma.SVGD(model, alpha=alpha, eps=8, layers=["convs.0"]).attach(opt)' in example
     assert 'p.add_argument("--alpha", type=nonnegative_float, default=0.1' in example
@@ -126,17 +198,17 @@ def test_readme_quick_start_is_the_example_loop():
         'direct_edges(data.edge_index, "reversed", data.num_nodes)',
         "model = graph_rma.convert(model)",
         "if val_loss < best_loss:",
+        "with torch.no_grad(), HeadCapture(model.convs[0]) as heads:",  # the first layer's heads, at the kept epoch
+        "dist = head_distance(heads.outputs[test])",
     ):
         assert part in code and part in example, part
     # the published protocol's budget: 1500 epochs, patience 100 (a 200-epoch cap stopped the repulsive arm early)
-    assert (
-        "for epoch in range(1500)" in code and 'p.add_argument("--epochs", type=positive_int, default=1500' in example
-    )
+    assert "for epoch in range(1500)" in code and 'p.add_argument("--epochs", type=positive_int, default=1500,' in flat
     for part in ("elif (waited := waited + 1) >= ",):
         assert part in code and part in example, part
     # `--seeds` is a list of seeds (ranges A-B) as in every command, and the README's command says so
-    assert "type=seed_list, action=SeedsAction, default=list(range(10))" in example
-    assert "quickstart_vs_stock.py --seeds 0-9`" in readme and "quickstart_vs_stock.py --seeds 10`" not in readme
+    assert "type=seed_list, action=SeedsAction, default=list(range(10))," in flat
+    assert re.search(r"quickstart_vs_stock\.py\s+--seeds\s+\d+-\d+`", readme), "the README's command: seeds A-B"
 
 
 def test_agenda_example_small_prints_the_sizes_it_trains_on(tmp_path, monkeypatch, capsys):

@@ -8,7 +8,7 @@ from conftest import snapshot
 import graph_rma
 from graph_rma.cli import main
 from graph_rma.dropattention import DropAttention
-from graph_rma.models import GAT, ResidualGAT
+from graph_rma.models import ResidualGAT, TwoLayerGAT
 from graph_rma.nn import RepulsiveGATConv
 from graph_rma.tasks.protocols import resolve_protocol
 from graph_rma.variants import parse_variant
@@ -28,7 +28,7 @@ CONSTRUCTORS = [
     ("eps", lambda v: graph_rma.SGLD(_mha(), eps=v)),
     ("max_repulsive_step", lambda v: graph_rma.SVGD(_mha(), max_repulsive_step=v if v is not None else "x")),
     ("p", lambda v: DropAttention(p=v if v is not None else "x")),
-    ("dropout", lambda v: GAT(4, 2, dropout=v if v is not None else "x")),
+    ("dropout", lambda v: TwoLayerGAT(4, 2, dropout=v if v is not None else "x")),
     ("dropout", lambda v: ResidualGAT(4, 2, hidden=8, heads=2, dropout=v if v is not None else "x")),
     ("lr", lambda v: resolve_protocol("ggcn", "chameleon", {"lr": v if v is not None else "x"})),
     ("weight_decay", lambda v: resolve_protocol("ggcn", "chameleon", {"weight_decay": v if v is not None else "x"})),

@@ -576,3 +576,15 @@ def test_features_of_another_dtype_than_the_layer_are_named_in_one_line(cls):
     assert conv.double()(x, ei).dtype == torch.float64  # the layer converted: fine
     with torch.autocast("cpu", dtype=torch.bfloat16):  # under autocast mixed dtypes are the point
         conv.float()(x.float().bfloat16(), ei)
+
+
+@pytest.mark.slow
+def test_a_compiled_layer_given_out_of_range_ids_says_so_in_one_line():
+    from graph_rma.nn import RepulsiveGATConv
+
+    conv = RepulsiveGATConv(4, 4, heads=2, lean=True, add_self_loops=False)
+    compiled = torch.compile(conv, backend="eager", fullgraph=True)  # still one graph: the check is an op
+    x = torch.randn(5, 4)
+    assert compiled(x, torch.tensor([[0, 1], [1, 2]])).shape == (5, 8)
+    with pytest.raises(RuntimeError, match=r"^edge_index: node ids out of range"):
+        compiled(x, torch.tensor([[0, 1, 7], [1, 2, 3]]))

@@ -89,7 +89,7 @@ def test_version_and_cora_run_without_extras(venv):
 
 def test_readme_quick_start_runs(venv):
     """The README's quick start, as a user copies it, offline: it reads the shared data through $GRAPH_RMA_DATA and
-    prints the two accuracies it exists to show."""
+    prints the two accuracies and head distances it exists to show."""
     work = venv / "quick"
     if not (PYG / "wikipedia_network" / "chameleon" / "geom_gcn" / "raw").is_dir():
         pytest.skip("needs $GRAPH_RMA_DATA/pyg (the heterophilous graphs, datasets/heterophilous.md)")
@@ -99,4 +99,5 @@ def test_readme_quick_start_runs(venv):
     code = code.replace("range(1500)", "range(3)")  # three steps show that it runs; 1500 only take longer
     (work / "quick_start.py").write_text(code)
     proc = _run([str(venv / "venv" / "bin" / "python"), "quick_start.py"], cwd=work)
-    assert re.fullmatch(r"test accuracy, split 0: plain heads \d+\.\d %, repulsive heads \d+\.\d %\n", proc.stdout)
+    arm = r"\d+\.\d % \(head distance \d+\.\d\d\)"
+    assert re.fullmatch(rf"test accuracy, split 0: plain heads {arm}, repulsive heads {arm}\n", proc.stdout)

@@ -276,3 +276,103 @@ def test_score_cli_multi_reference(tmp_path, capsys):
         score_cli.main(["--hyp", str(tmp_path / "hyp.txt"), "--ref", str(tmp_path / "short.txt"), "--meteor", "none"])
         == 2
     )
+
+
+def test_score_is_the_same_with_and_without_a_bom(tmp_path, capsys):
+    from graph_rma.cli import main
+    from graph_rma.engine import read_json
+
+    text = "the cat sat on the mat today\na dog ran in the park\n"
+    (tmp_path / "ref.txt").write_text(text)
+    (tmp_path / "plain.txt").write_text(text)
+    (tmp_path / "bom.txt").write_bytes(b"\xef\xbb\xbf" + text.encode())
+    scores = []
+    for hyp in ("plain.txt", "bom.txt"):
+        out = tmp_path / f"{hyp}.json"
+        assert (
+            main(
+                [
+                    "score",
+                    "--hyp",
+                    str(tmp_path / hyp),
+                    "--ref",
+                    str(tmp_path / "ref.txt"),
+                    "--meteor",
+                    "none",
+                    "--tokenize",
+                    "split",
+                    "--json",
+                    str(out),
+                ]
+            )
+            == 0
+        )
+        scores.append(read_json(out))
+    capsys.readouterr()
+    assert scores[0] == scores[1]
+
+
+def test_entity_separator_accepts_the_documented_forms_and_warns_when_nothing_splits(tmp_path, capsys):
+    from graph_rma.cli import main
+    from graph_rma.engine import read_json
+
+    (tmp_path / "h.txt").write_text("the cat sat on the mat\n")
+    values = []
+    for i, line in enumerate(("cat ; mat", "cat; mat", "cat;mat")):
+        (tmp_path / f"e{i}.txt").write_text(line + "\n")
+        out = tmp_path / f"s{i}.json"
+        assert (
+            main(
+                [
+                    "score",
+                    "--hyp",
+                    str(tmp_path / "h.txt"),
+                    "--ref",
+                    str(tmp_path / "h.txt"),
+                    "--entities",
+                    str(tmp_path / f"e{i}.txt"),
+                    "--meteor",
+                    "none",
+                    "--tokenize",
+                    "split",
+                    "--json",
+                    str(out),
+                ]
+            )
+            == 0
+        )
+        values.append(read_json(out)["entity_coverage"])
+    assert values == [100.0] * 3
+    (tmp_path / "comma.txt").write_text("cat , mat\n")
+    capsys.readouterr()
+    assert (
+        main(
+            [
+                "score",
+                "--hyp",
+                str(tmp_path / "h.txt"),
+                "--ref",
+                str(tmp_path / "h.txt"),
+                "--entities",
+                str(tmp_path / "comma.txt"),
+                "--meteor",
+                "none",
+                "--tokenize",
+                "split",
+            ]
+        )
+        == 0
+    )
+    assert "no line of --entities" in capsys.readouterr().err
+
+
+def test_score_without_java_is_one_line(tmp_path, capsys, monkeypatch):
+    from graph_rma.cli import main
+    from graph_rma.metrics import generation
+
+    monkeypatch.setattr(generation, "java_available", lambda: False)
+    (tmp_path / "h.txt").write_text("a b c\n")
+    h = str(tmp_path / "h.txt")
+    assert main(["score", "--hyp", h, "--ref", h, "--meteor", "meteor-1.5", "--tokenize", "split"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "METEOR 1.5 needs Java" in err and "Traceback" not in err and len(err.splitlines()) == 1

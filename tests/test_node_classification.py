@@ -11,7 +11,7 @@ from graph_rma.cli import cora
 from graph_rma.data.planetoid import prepare_features
 from graph_rma.diagnostics import head_distance
 from graph_rma.engine import load_checkpoint, read_json
-from graph_rma.models.gat import GAT
+from graph_rma.models.gat import TwoLayerGAT
 from graph_rma.tasks import node_classification as nc
 
 
@@ -26,29 +26,29 @@ def test_head_distance_hand_checked():
 
 def test_gat_is_the_paper_architecture_and_rebuilds_from_kwargs():
     torch.manual_seed(0)
-    model = GAT(1433, 7)
+    model = TwoLayerGAT(1433, 7)
     assert isinstance(model.conv1, GATConv) and isinstance(model.conv2, GATConv)
     assert (model.conv1.heads, model.conv1.out_channels, model.conv1.concat) == (8, 8, True)
     assert (model.conv2.heads, model.conv2.out_channels, model.conv2.concat) == (1, 7, False)
     assert model.conv1.dropout == model.conv2.dropout == 0.6
     # 1433*64 + 2*64 + 64 (first layer) + 64*7 + 2*7 + 7 (output layer)
     assert sum(p.numel() for p in model.parameters()) == 1433 * 64 + 3 * 64 + 64 * 7 + 3 * 7
-    clone = GAT(**model.model_kwargs)
+    clone = TwoLayerGAT(**model.model_kwargs)
     clone.load_state_dict(model.state_dict())
     x, ei = torch.rand(5, 1433), torch.tensor([[0, 1, 2, 3], [1, 2, 3, 4]])
     model.eval(), clone.eval()
     assert torch.equal(model(x, ei), clone(x, ei))
     with pytest.raises(ValueError, match="heads"):
-        GAT(10, 3, heads=0)
+        TwoLayerGAT(10, 3, heads=0)
     with pytest.raises(ValueError, match="dropout"):
-        GAT(10, 3, dropout=1.5)
+        TwoLayerGAT(10, 3, dropout=1.5)
 
 
 def test_sparse_input_matches_dense_and_drops_only_stored_entries():
     torch.manual_seed(0)
     x = (torch.rand(50, 40) < 0.2).float() * torch.rand(50, 40)
     ei = torch.randint(0, 50, (2, 200))
-    model = GAT(40, 3).eval()
+    model = TwoLayerGAT(40, 3).eval()
     assert torch.allclose(model(x.to_sparse(), ei), model(x, ei), atol=1e-6)
     model.train()
     dropped = model._input_dropout(x.to_sparse().coalesce()).to_dense()
@@ -70,7 +70,7 @@ def test_cli_end_to_end_writes_results_and_checkpoints(tmp_path, planetoid_cache
     assert "| `ma` | 2 |" in table and "| `svgd:alpha=0.1` | 2 |" in table
     assert (out / "accuracy.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     csv_lines = (out / "results.csv").read_text().strip().splitlines()
-    assert len(csv_lines) == 3 and csv_lines[0].startswith("variant,seeds,test_acc_mean,test_acc_std")
+    assert len(csv_lines) == 3 and csv_lines[0].startswith("variant,seeds,test_metric_mean,test_metric_std")
     res = read_json(out / "results.json")
     assert res["seeds"] == [0, 1] and [r["variant"] for r in res["summary"]] == specs
     assert len(res["runs"]) == 4
@@ -86,12 +86,12 @@ def test_cli_end_to_end_writes_results_and_checkpoints(tmp_path, planetoid_cache
             "seed": run["seed"],
         }
         assert ckpt["protocol"] == "gat" and ckpt["model_name"] == "gat" and ckpt["split"] == 0
-        model = GAT(**ckpt["model_kwargs"])
+        model = TwoLayerGAT(**ckpt["model_kwargs"])
         model.load_state_dict(ckpt["model"])
         model.eval()
         with torch.no_grad():
             logits = model(prepare_features(data.x), data.edge_index)
-        for mask, key in ((data.val_mask, "val_acc"), (data.test_mask, "test_acc")):
+        for mask, key in ((data.val_mask, "val_metric"), (data.test_mask, "test_metric")):
             acc = (logits[mask].argmax(-1) == data.y[mask]).float().mean().item()
             assert acc == pytest.approx(ckpt["metrics"][key])
         assert ckpt["metrics"] == run["metrics"]
@@ -168,10 +168,10 @@ def test_every_full_study_variant_builds_on_the_gat():
 
     for spec in NODE_FULL_VARIANTS:
         v = parse_variant(spec)
-        model = GAT(30, 3, drop_attention=v.drop_attention_kwargs)
+        model = TwoLayerGAT(30, 3, drop_attention=v.drop_attention_kwargs)
         if v.drop_attention:
             assert isinstance(model.conv1, RepulsiveGATConv) and model.conv1.drop_attention is not None
-            clone = GAT(**model.model_kwargs)
+            clone = TwoLayerGAT(**model.model_kwargs)
             assert isinstance(clone.conv2, RepulsiveGATConv) and clone.drop_attention == model.drop_attention
         if v.sampler == "ma":
             assert make_sampler(v, model) is None
@@ -188,7 +188,7 @@ def test_head_outputs_are_the_ones_the_diagnostics_capture():
 
     torch.manual_seed(0)
     x, ei = torch.rand(12, 10), torch.randint(0, 12, (2, 40))
-    model = GAT(10, 3)
+    model = TwoLayerGAT(10, 3)
     torch.nn.init.normal_(model.conv1.bias)  # a non-zero bias must not count in the heads' outputs
     model.eval()
     with HeadCapture(model.conv1) as cap:
@@ -227,7 +227,7 @@ def test_early_stopping_rules_by_hand():
         (False, False),
     ]
     assert gat.update(0.4, 2.0) == (False, True)  # third epoch without either
-    assert (gat.best_acc, gat.best_loss) == (0.6, 0.8)
+    assert (gat.best_metric, gat.best_loss) == (0.6, 0.8)
     with pytest.raises(ValueError, match="rule"):
         EarlyStopping("loss")
 
@@ -254,7 +254,7 @@ def test_heterophilous_study_maps_seeds_to_splits_and_pairs_variants(tmp_path, p
     ma, svgd = result["summary"]
     assert "paired_mean" not in ma and svgd["paired_n"] == 2
     diffs = [
-        100 * (s["metrics"]["test_acc"] - m["metrics"]["test_acc"])
+        100 * (s["metrics"]["test_metric"] - m["metrics"]["test_metric"])
         for m, s in zip(result["runs"][:2], result["runs"][2:])
     ]
     assert abs(svgd["paired_mean"] - sum(diffs) / 2) < 1e-9

@@ -61,3 +61,18 @@ def test_cora_study_without_matplotlib_skips_the_plot_in_one_line(tmp_path, plan
     assert err == ["plot skipped (matplotlib not installed): pip install 'graph-rma[plots]'"]
     assert sorted(p.name for p in res["files"]) == ["results.csv", "results.json"]
     assert not (tmp_path / "out" / "accuracy.png").exists() and "| `ma` | 1 |" in res["table"]
+
+
+def test_scoring_work_checks_the_text_metrics_extra_before_it_starts(monkeypatch, tmp_path):
+    """agenda/webnlg evaluate (and train --evaluate) stop at once without the extra, not after decoding."""
+    from graph_rma.engine.optional import MissingExtraError
+    from graph_rma.metrics import generation
+    from graph_rma.tasks import agenda, webnlg
+
+    def missing(module, extra, what):
+        raise MissingExtraError(f"{what} needs {module}", module, extra)
+
+    monkeypatch.setattr(generation, "require", missing)
+    for task in (agenda, webnlg):
+        with pytest.raises(MissingExtraError):
+            task.evaluate(tmp_path / "no-run")  # raised before it looks for a run to decode

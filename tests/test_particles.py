@@ -1,10 +1,8 @@
 import copy
 import math
-import re
 
 import pytest
 import torch
-from conftest import REPO
 from torch import nn
 from torch_geometric.nn import GATConv, GATv2Conv, TransformerConv
 
@@ -613,36 +611,6 @@ def test_repulsion_stays_bounded_for_nearly_identical_or_tiny_heads(case):
     assert unguarded > 1.0
 
 
-DESIGN_CASES = {
-    "equal up to 1e-7 noise": dict(noise=1e-7),
-    "all head parameters scaled 1e-7": dict(scale=1e-7),
-    "all head parameters scaled 1e-20": dict(scale=1e-20),
-}
-
-
-def test_the_design_page_table_is_what_the_papers_equation_gives():
-    """docs/design.md's table of steps without and with the guard, to the digits it shows (its one source is this
-    computation)."""
-    text = (REPO / "docs" / "design.md").read_text(encoding="utf-8")
-    rows = {
-        label: (a, b)
-        for label, a, b in re.findall(
-            r"^\| ((?:equal up to|all head parameters scaled) 1e-\d+(?: noise)?)\s*\| ([\d.e-]+)\s*\| ([\d.e-]+)\s*\|",
-            text,
-            re.M,
-        )
-    }
-    assert set(rows) == set(DESIGN_CASES)
-
-    def shown(value: float, cell: str) -> float:  # the value to the significant digits of the cell: 212, 3.6e-4
-        return float(f"{value:.{len(re.sub(r'e.*|[.]', '', cell))}g}")
-
-    for label, case in DESIGN_CASES.items():
-        unguarded, _ = _one_sgd_step(_near_identical_gatconv(**case), max_repulsive_step=None)
-        guarded, _ = _one_sgd_step(_near_identical_gatconv(**case))
-        assert (shown(unguarded, rows[label][0]), shown(guarded, rows[label][1])) == tuple(map(float, rows[label]))
-
-
 def test_well_separated_heads_follow_the_paper_exactly():
     conv = _near_identical_gatconv()  # random init: well separated
     moved, sampler = _one_sgd_step(conv)
@@ -715,3 +683,47 @@ def test_warmup_keeps_plain_gradients_then_samples_and_resumes():
     assert graph_rma.make_sampler(v, conv).warmup == 50
     with pytest.raises(ValueError, match="warmup"):
         graph_rma.parse_variant("svgd:warmup=-3")
+
+
+def test_flags_are_booleans_never_truthy_strings():
+    model = torch.nn.MultiheadAttention(8, 4)
+    for bad in ("false", "no", "0", 0, None):
+        with pytest.raises(ValueError, match="kernel_grad: expected True or False"):
+            graph_rma.SVGD(model, kernel_grad=bad)
+    assert graph_rma.SVGD(model, kernel_grad=False).kernel_grad is False
+    for name in ("eps", "max_repulsive_step"):
+        with pytest.raises(ValueError, match=f"{name}: expected a positive finite number, got True"):
+            graph_rma.SVGD(model, **{name: True})
+
+
+def test_sampler_state_is_validated_whole_with_the_key_named():
+    sampler = graph_rma.SVGD(torch.nn.MultiheadAttention(8, 4))
+    good = sampler.state_dict()
+    for bad, match in (
+        ({**good, "steps": torch.tensor(-5)}, "'steps' must be an integer >= 0, got -5"),
+        ({**good, "steps": 2.7}, "'steps' must be an integer >= 0, got 2.7"),
+        ({**good, "steps": "x"}, "'steps' must be an integer >= 0"),
+        ({**good, "generator": good["generator"][:10]}, "'generator' must be a CPU torch.Generator"),
+        ({**good, "generator": good["generator"].float()}, "'generator' must be"),
+        ({**good, "extra": 1}, r"unknown key\(s\) \['extra'\]"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            sampler.load_state_dict(bad)
+    assert sampler.steps == 0  # nothing half-applied
+    sampler.load_state_dict({**good, "steps": torch.tensor(7)})
+    assert sampler.steps == 7
+
+
+def test_zero_width_particles_and_meta_models_are_one_line_errors():
+    from graph_rma.particles.kernel import svgd_direction
+
+    with pytest.raises(ValueError, match=r"theta: expected shape \[M, D\] .* got \[3, 0\]"):
+        svgd_direction(torch.zeros(3, 0), torch.zeros(3, 0))
+    with torch.device("meta"):
+        model = torch.nn.MultiheadAttention(8, 4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    graph_rma.SVGD(model).attach(opt)
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)
+    with pytest.raises(ValueError, match="meta device"):
+        opt.step()

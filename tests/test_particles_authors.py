@@ -247,3 +247,14 @@ def test_argument_checks_name_the_argument():
         authors_spos_grad(THETA, GRAD, stepsize=0.0)
     with pytest.raises(ValueError, match="grad"):
         authors_svgd_grad(THETA, GRAD[:2])
+
+
+def test_authors_update_errors_name_w_and_offer_no_missing_option():
+    from graph_rma.particles.authors import AuthorsSVGD
+
+    model = torch.nn.MultiheadAttention(8, 4)
+    with pytest.raises(ValueError, match="w: a negative repulsive weight") as e:
+        AuthorsSVGD(model, w=-1)
+    assert "allow_attraction" not in str(e.value)
+    with pytest.raises(ValueError, match="w: expected a finite repulsive weight"):
+        AuthorsSVGD(model, w=float("nan"))

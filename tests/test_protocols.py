@@ -13,7 +13,7 @@ from torch_geometric.nn import GATConv
 from graph_rma.data.transforms import direct_edges, normalize_features
 from graph_rma.engine import EarlyStopping
 from graph_rma.metrics.classification import roc_auc, score
-from graph_rma.models import GAT, ResidualGAT
+from graph_rma.models import ResidualGAT, TwoLayerGAT
 from graph_rma.tasks import node_classification as nc
 from graph_rma.tasks.protocols import PROTOCOLS, Protocol, default_protocol, resolve_protocol
 
@@ -66,11 +66,11 @@ def test_reversed_edges_make_a_node_attend_over_its_out_links():
 def test_self_loops_option_reaches_both_gat_layers():
     x, ei = torch.randn(4, 3), torch.tensor([[0, 1, 2], [1, 2, 3]])
     for loops, edges in ((True, 3 + 4), (False, 3)):
-        model = GAT(3, 2, hidden_channels=2, heads=2, self_loops=loops).eval()
+        model = TwoLayerGAT(3, 2, hidden_channels=2, heads=2, self_loops=loops).eval()
         _, att, _ = model.forward_with_attention(x, ei)
         assert [a.size(0) for a, _ in att] == [edges, edges]
-        assert GAT(**model.model_kwargs).self_loops is loops
-    assert "self_loops=False" in repr(GAT(3, 2, self_loops=False))
+        assert TwoLayerGAT(**model.model_kwargs).self_loops is loops
+    assert "self_loops=False" in repr(TwoLayerGAT(3, 2, self_loops=False))
 
 
 # ---- presets -------------------------------------------------------------------------------------------------
@@ -154,7 +154,7 @@ def test_metric_and_stopping_rule_follow_the_task():
 
 # ---- the residual GAT ------------------------------------------------------------------------------------------
 def test_residual_gat_is_the_pre_norm_block_around_pygs_gatconv():
-    """h0 = GELU(W_in x); h1 = h0 + W2 GELU(W1 GAT(LN(h0))); out = W_out LN(h1), checked against stock GATConv
+    """h0 = GELU(W_in x); h1 = h0 + W2 GELU(W1 TwoLayerGAT(LN(h0))); out = W_out LN(h1), checked against stock GATConv
     with the same weights (eval mode: dropout off)."""
     torch.manual_seed(0)
     model = ResidualGAT(5, 3, hidden=8, heads=2, layers=1, dropout=0.5).eval()
@@ -277,8 +277,8 @@ def test_a_binary_run_trains_one_logit_and_reports_roc_auc():
     model.eval()
     with torch.no_grad():
         out = model(x, ei).squeeze(-1)
-    assert metrics["test_acc"] == pytest.approx(roc_auc(out[masks[2]], y[masks[2]]))
-    assert metrics["val_acc"] > 0.8
+    assert metrics["test_metric"] == pytest.approx(roc_auc(out[masks[2]], y[masks[2]]))
+    assert metrics["val_metric"] > 0.8
 
 
 def test_a_diverging_run_stops_with_a_clear_error():
@@ -342,7 +342,9 @@ def test_node_command_on_minesweeper_scores_roc_auc(tmp_path, capsys):
     summary = report_checkpoint(out / res["runs"][0]["checkpoint"], tmp_path / "report", plots=False)
     assert summary["task"] == "node" and "diversity" in summary
     # one output logit: the report scores ROC AUC (the run's own test metric), not a softmax over one logit
-    assert summary["metric"] == "roc_auc" and summary["score"] == pytest.approx(res["runs"][0]["metrics"]["test_acc"])
+    assert summary["metric"] == "roc_auc" and summary["score"] == pytest.approx(
+        res["runs"][0]["metrics"]["test_metric"]
+    )
     assert summary["calibration"]["bins"]["count"][-1] < summary["num_nodes"]
 
 
@@ -452,7 +454,7 @@ def test_a_run_trains_on_the_device_asked_for_and_returns_a_cpu_state(device):
 def test_the_lean_option_reaches_every_attention_layer_and_keeps_the_outputs():
     x, ei = torch.randn(8, 5), torch.tensor([[0, 1, 2, 3, 4, 5], [1, 2, 3, 4, 5, 6]])
     for cls, kwargs in (
-        (GAT, {"hidden_channels": 4, "heads": 2}),
+        (TwoLayerGAT, {"hidden_channels": 4, "heads": 2}),
         (ResidualGAT, {"hidden": 8, "heads": 2, "layers": 2}),
     ):
         torch.manual_seed(0)
@@ -475,7 +477,8 @@ def test_runs_saved_before_an_option_existed_are_reused(tmp_path, monkeypatch):
     if not (PYG / "webkb" / "texas" / "raw").is_dir():
         pytest.skip("needs the Geom-GCN raw files")
     out = tmp_path / "out"
-    nc.run_study(["ma"], [0], out, dataset="texas", epochs=2, make_plot=False, progress=False)
+    proto = resolve_protocol(None, "texas", {"epochs": 2})
+    nc.run_study(["ma"], [0], out, dataset="texas", protocol=proto, make_plot=False, progress=False)
     record = next((out / "runs").rglob("seed0.json"))
     saved = json.loads(record.read_text())
     for key in ("lean", "norm", "residual", "pre_linear"):  # as a run of an earlier version wrote it
@@ -484,7 +487,7 @@ def test_runs_saved_before_an_option_existed_are_reused(tmp_path, monkeypatch):
     record.write_text(json.dumps(saved))
     calls = []
     monkeypatch.setattr(nc, "train_run", lambda *a, **k: calls.append(a) or (_ for _ in ()).throw(AssertionError))
-    res = nc.run_study(["ma"], [0], out, dataset="texas", epochs=2, make_plot=False, progress=False, resume=True)
+    res = nc.run_study(["ma"], [0], out, dataset="texas", protocol=proto, make_plot=False, progress=False, resume=True)
     assert calls == [] and len(res["runs"]) == 1
 
 
@@ -541,3 +544,127 @@ def test_a_study_takes_a_protocol_and_records_no_head_distance_for_one_head(tmp_
     assert isinstance(model, nc.ClassicGAT) and metrics["dist"] is None
     rows = nc.summarize([{"variant": "ma", "seed": 0, "metrics": metrics}], ["ma"])
     assert rows[0]["dist_mean"] is None and "| — |" in nc.format_table(rows)
+
+
+# ---- issue 33 item 1: the command line's protocol options are generated from the dataclass ---------------------
+def _protocol_group(parser):
+    return next(g for g in parser._action_groups if g.title == "protocol")
+
+
+def test_every_protocol_field_is_a_node_option_and_every_protocol_option_a_field():
+    """``graph-rma node``'s protocol options are generated from Protocol's fields and their metadata: one option
+    (a --x / --no-x pair for a bool) per field, with the field's help and choices, and no other."""
+    from graph_rma.cli.node import build_parser
+    from graph_rma.tasks.protocols import protocol_fields
+
+    group = _protocol_group(build_parser())
+    by_dest = {}
+    for action in group._group_actions:
+        by_dest.setdefault(action.dest, []).append(action)
+    fields = {f.name: f for f in protocol_fields()}
+    assert set(by_dest) - {"protocol"} == set(fields)
+    for name, f in fields.items():
+        actions, flag = by_dest[name], "--" + name.replace("_", "-")
+        assert actions[0].option_strings == [flag] and actions[0].default is None
+        assert actions[0].help.startswith(f.metadata["help"])
+        if f.metadata["kind"] == "bool":
+            assert [a.option_strings for a in actions] == [[flag], ["--no-" + flag[2:]]]
+            assert (actions[0].const, actions[1].const) == (True, False)
+        elif f.metadata["kind"] == "choice":
+            assert tuple(actions[0].choices) == f.metadata["choices"]
+    # the options given are the overrides of the protocol, and nothing else
+    args = build_parser().parse_args(["--dataset", "cora", "--norm", "layer", "--no-residual", "--sep"])
+    assert (args.norm, args.residual, args.sep, args.lean) == ("layer", False, True, None)
+
+
+def test_a_new_protocol_field_becomes_a_node_option_by_itself(monkeypatch, capsys):
+    """A field added to the dataclass (with its metadata) is an option of ``graph-rma node`` with nothing else
+    written: its help, its kind's argument check, the --x / --no-x pair of a bool."""
+    import dataclasses
+
+    from graph_rma.cli import node
+    from graph_rma.tasks import protocols
+
+    @dataclasses.dataclass(frozen=True)
+    class Extended(Protocol):
+        warmup: int = protocols._field(5, "positive_int", "epochs of linear learning-rate warm-up")
+        jitter: bool = protocols._field(False, "bool", "jitter the features")
+
+    monkeypatch.setattr(
+        node,
+        "protocol_fields",
+        lambda: [f for f in dataclasses.fields(Extended) if f.name not in ("name", "reproduces")],
+    )
+    parser = node.build_parser()
+    args = parser.parse_args(["--dataset", "cora", "--warmup", "3", "--no-jitter"])
+    assert (args.warmup, args.jitter) == (3, False)
+    help_text = " ".join(parser.format_help().split())
+    assert "--warmup WARMUP epochs of linear learning-rate warm-up (default: the protocol's)" in help_text
+    assert "--jitter | --no-jitter" in help_text
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--dataset", "cora", "--warmup", "0"])
+    assert "argument --warmup: expected a positive integer, got '0'" in capsys.readouterr().err
+
+
+def test_the_node_command_hands_run_study_one_protocol(monkeypatch):
+    """``graph-rma node`` resolves the protocol itself (the preset, its settings for the graph as the loader spells
+    it, the options over them) and passes run_study that one object, no per-field keyword arguments."""
+    from graph_rma.cli import main
+
+    seen = {}
+
+    def fake_run_study(variants, seeds, out, **kw):
+        seen.update(kw)
+        return {"summary": [], "interrupted": False}
+
+    monkeypatch.setattr(nc, "run_study", fake_run_study)
+    argv = ["node", "--dataset", "chameleon-filtered", "--protocol", "luo", "--layers", "3", "--no-residual"]
+    assert main([*argv, "--seeds", "0", "--no-plot", "--out", "unused"]) == 0
+    proto = seen["protocol"]
+    assert isinstance(proto, Protocol) and proto == resolve_protocol(
+        "luo", "chameleon_filtered", {"layers": 3, "residual": False}
+    )
+    assert (proto.hidden, proto.weight_decay) == (256, 1e-3)  # chameleon_filtered's own settings, though misspelt
+    assert not set(seen) & {f for f in proto.settings()}
+
+
+def test_run_studys_protocol_field_keywords_are_deprecated_but_still_apply(monkeypatch, tmp_path):
+    """run_study(epochs=2, ...) (a copy of Protocol's fields in the signature) is deprecated: it still overrides the
+    protocol, with a DeprecationWarning naming the replacement; a name that is no field is a TypeError."""
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake_prepare(graph, proto):
+        seen["protocol"] = proto
+        raise Stop
+
+    monkeypatch.setattr(nc, "load_node_graph", lambda *a, **k: None)
+    monkeypatch.setattr(nc, "prepare_graph", fake_prepare)
+    with pytest.warns(DeprecationWarning, match=r"run_study\(epochs=\.\.\., lr=\.\.\.\).*resolve_protocol"):
+        with pytest.raises(Stop):
+            nc.run_study(["ma"], [0], tmp_path, dataset="texas", epochs=2, lr=0.5, progress=False)
+    assert seen["protocol"] == resolve_protocol("ggcn", "texas", {"epochs": 2, "lr": 0.5})
+    with pytest.raises(TypeError, match="unexpected keyword argument 'epoch'"):
+        nc.run_study(["ma"], [0], tmp_path, dataset="texas", epoch=2)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the new form warns about nothing
+        with pytest.raises(Stop):
+            nc.run_study(["ma"], [0], tmp_path, dataset="texas", protocol=seen["protocol"], progress=False)
+
+
+def test_models_built_directly_still_refuse_bad_sizes_in_one_line():
+    """The Protocol validates its fields where they enter; the models keep their own one-line checks (public API,
+    built directly too), one rule for all three (the GAT's copy accepted True as a size)."""
+    for cls, kwargs, match in (
+        (TwoLayerGAT, {"heads": True}, "heads: expected a positive integer, got True"),
+        (TwoLayerGAT, {"hidden_channels": 0}, "hidden_channels: expected a positive integer, got 0"),
+        (TwoLayerGAT, {"dropout": 1.5}, r"dropout: expected a probability in \[0, 1\), got 1.5"),
+        (ResidualGAT, {"hidden": 0}, "hidden: expected a positive integer, got 0"),
+        (nc.ClassicGAT, {"attn_dropout": -0.1}, r"attn_dropout: expected a probability in \[0, 1\)"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            cls(5, 3, **kwargs)

@@ -243,3 +243,10 @@ def test_cli_heads_sets_every_models_number_of_heads(tmp_path, monkeypatch):
     )
     assert rc == 0
     assert seen == {"transformer": [8, 8], "selfattn": [8]}
+
+
+def test_transformer_heads_that_do_not_divide_the_width_are_one_line():
+    from graph_rma.models import TransformerClassifier
+
+    with pytest.raises(ValueError, match=r"heads: the Transformer's width 64 must split evenly .* got 3"):
+        TransformerClassifier(100, 5, heads=3)

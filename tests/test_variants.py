@@ -113,3 +113,13 @@ def test_strict_parsing_accepts_the_documented_spellings():
     assert parse_variant("svgd:kernel_grad=Yes").kernel_grad is True
     assert parse_variant("dropattn:window=3").drop_attention_kwargs["window"] == 3
     assert parse_variant("svgd:alpha=0").alpha == 0.0
+
+
+def test_variant_specs_keep_the_users_exact_float():
+    for spec, value in (("svgd:alpha=0.123456789", 0.123456789), ("spos:alpha=0.1000000001", 0.1000000001)):
+        v = parse_variant(spec)
+        assert v.alpha == value and parse_variant(v.spec).alpha == value and v.spec == spec
+    # values that 6 digits already give exactly keep their short form (existing run names do not change)
+    assert parse_variant("sgld:eps=8,beta=1e7").spec == "sgld:eps=8,beta=1e07"
+    assert parse_variant("reg:kind=frobenius,weight=0.0123456789").reg_weight == 0.0123456789
+    assert parse_variant(parse_variant("reg:kind=frobenius,weight=0.0123456789").spec).reg_weight == 0.0123456789

@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
+from .._errors import UsageError, classify
 from ..argtypes import (
     SeedsAction,
     device,
@@ -60,11 +61,6 @@ __all__ = [
     "strip_markup",
     "variant_spec",
 ]
-
-
-class UsageError(Exception):
-    """A mistake on the command line found by the command itself (e.g. no trained run in ``--out``): one line,
-    exit 2."""
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -131,47 +127,21 @@ def format_preset(name: str, values: Mapping[str, Any]) -> str:
 # ---------------------------------------------------------------------------------------------------------------
 def run_command(prog: str, fn: Callable[[], Optional[int]]) -> int:
     """Call ``fn()`` (parsing the command line and running the command) and return its exit code (argparse's own
-    exits included, so ``main(argv)`` always returns); a user's mistake becomes one line on stderr and exit code 2
-    (``ValueError``, :class:`UsageError`, a refused checkpoint or resume) or 1 (missing data, a missing optional
-    extra). Any other exception propagates with its traceback: it is a bug."""
+    exits included, so ``main(argv)`` always returns); a user's mistake raised by the package becomes one line on
+    stderr and exit code 2 (``ValueError``, :class:`UsageError`, a refused checkpoint or resume) or 1 (missing data,
+    a missing optional extra or tool, a file-system failure on a user's path). Any other exception propagates with
+    its traceback: it is a bug. What is a user's mistake is decided in one place, shared with
+    :func:`graph_rma.engine.one_line_errors` (``graph_rma._errors.classify``)."""
     try:
         return int(fn() or 0)
     except SystemExit as exc:  # argparse: --help (0) or a one-line usage error (2)
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except Exception as exc:
-        # DataNotFoundError / MissingExtraError can only come from their modules once imported: looking them up
-        # in sys.modules keeps a plain usage error from importing torch (engine's package) just to classify it
-        if (
-            _raised(exc, "graph_rma.data.root", "DataNotFoundError")
-            or _raised(exc, "graph_rma.engine.optional", "MissingExtraError")
-            or _raised(exc, "graph_rma.engine.optional", "MissingToolError")
-        ):
-            print(f"{prog}: {exc}", file=sys.stderr)
-            return 1
-        if isinstance(exc, (UsageError, ValueError)):
-            print(f"{prog}: {exc}", file=sys.stderr)
-            return 2
-        if isinstance(exc, LookupError) and _raised_by_package(exc):  # a missing resource (NLTK data): one line
-            print(
-                f"{prog}: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}",
-                file=sys.stderr,
-            )
-            return 1
-        if isinstance(exc, OSError) and exc.filename is not None:  # a file-system failure on a user's path
-            print(f"{prog}: {exc.strerror or exc}: {exc.filename}", file=sys.stderr)
-            return 1
-        raise
-
-
-def _raised_by_package(exc: BaseException) -> bool:
-    from ..engine.errors import raised_by_package  # only once an exception came from the library (torch is loaded)
-
-    return raised_by_package(exc.__traceback__)
-
-
-def _raised(exc: BaseException, module: str, name: str) -> bool:
-    loaded = sys.modules.get(module)
-    return loaded is not None and isinstance(exc, getattr(loaded, name))
+        verdict = classify(exc)
+        if verdict is None:
+            raise
+        print(f"{prog}: {verdict[1]}", file=sys.stderr)
+        return verdict[0]
 
 
 def check_trained_run(out: Path, checkpoint: Optional[Path], prog: str, train_hint: str) -> Path:

@@ -27,7 +27,7 @@ from ..tasks.defaults import (
     NODE_FULL_VARIANTS,
     node_default_variants,
 )
-from ..tasks.protocols import EDGES, FEATURES, METRIC_OPTIONS, MODELS, PROTOCOLS, STOPPING, default_protocol
+from ..tasks.protocols import PROTOCOLS, default_protocol, protocol_fields
 from ._common import (
     Parser,
     UsageError,
@@ -51,6 +51,33 @@ def _dataset(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("expected a graph name, got an empty string")
     return text.strip()
+
+
+#: the argument type of a protocol field's option, by the field's kind (``metadata["kind"]``; choices and bools aside)
+_TYPES = {
+    "positive_int": positive_int,
+    "probability": probability,
+    "positive_float": positive_float,
+    "nonnegative_float": nonnegative_float,
+}
+
+
+def add_protocol_options(group: argparse._ActionsContainer) -> None:
+    """One option per field of :class:`~graph_rma.tasks.protocols.Protocol` (:func:`protocol_fields`), generated
+    from its metadata: ``--<name with dashes>`` with the field's help, its choices or the argument type of its kind;
+    a bool field is the pair ``--x`` / ``--no-x``. Every default is ``None``: the protocol's value."""
+    for f in protocol_fields():
+        flag, kind, text = "--" + f.name.replace("_", "-"), f.metadata["kind"], f.metadata["help"]
+        if kind == "bool":
+            pair = group.add_mutually_exclusive_group()
+            pair.add_argument(flag, dest=f.name, action="store_const", const=True, default=None, help=text)
+            pair.add_argument(
+                "--no-" + flag[2:], dest=f.name, action="store_const", const=False, help=f"the opposite of {flag}"
+            )
+        elif kind == "choice":
+            group.add_argument(flag, dest=f.name, choices=f.metadata["choices"], default=None, help=text)
+        else:
+            group.add_argument(flag, dest=f.name, type=_TYPES[kind], default=None, help=text)
 
 
 def build_parser(prog: str = PROG, doc: Optional[str] = None, default_dataset: Optional[str] = None) -> Parser:
@@ -103,76 +130,7 @@ def build_parser(prog: str = PROG, doc: Optional[str] = None, default_dataset: O
         + "). "
         + " ".join(f"{name}: {proto.reproduces}." for name, proto in PROTOCOLS.items()),
     )
-    g.add_argument(
-        "--features",
-        choices=FEATURES,
-        default=None,
-        help="feature normalisation: none or row (each row divided by its sum)",
-    )
-    g.add_argument(
-        "--edges",
-        choices=EDGES,
-        default=None,
-        help="which neighbours a node attends over: as-stored "
-        "(its in-links, PyG's convention), reversed (its out-links), undirected (both)",
-    )
-    loops = g.add_mutually_exclusive_group()
-    loops.add_argument(
-        "--self-loops",
-        dest="self_loops",
-        action="store_const",
-        const=True,
-        default=None,
-        help="attention layers add self-loops",
-    )
-    loops.add_argument(
-        "--no-self-loops",
-        dest="self_loops",
-        action="store_const",
-        const=False,
-        help="attention layers add no self-loops",
-    )
-    g.add_argument(
-        "--model",
-        choices=MODELS,
-        default=None,
-        help="gat: the 2-layer GAT; residual: Platonov et al.'s "
-        "residual blocks (LayerNorm, attention, feed-forward net)",
-    )
-    g.add_argument("--layers", type=positive_int, default=None, help="residual blocks (model residual)")
-    g.add_argument(
-        "--hidden",
-        type=positive_int,
-        default=None,
-        help="units per head (gat) or the residual stream's width, all heads together (residual)",
-    )
-    g.add_argument("--heads", type=positive_int, default=None, help="attention heads (gat: first layer)")
-    g.add_argument("--out-heads", type=positive_int, default=None, help="heads of the GAT's output layer")
-    g.add_argument("--dropout", type=probability, default=None, help="dropout on features")
-    g.add_argument("--attn-dropout", type=probability, default=None, help="dropout on the attention coefficients")
-    g.add_argument("--v2", action="store_const", const=True, default=None, help="GATv2 attention")
-    g.add_argument(
-        "--lean",
-        action="store_const",
-        const=True,
-        default=None,
-        help="the memory-lean attention path (same results to float rounding; far less memory per edge, "
-        "faster on CPU for large graphs)",
-    )
-    g.add_argument("--lr", type=positive_float, default=None, help="Adam's learning rate")
-    g.add_argument("--weight-decay", type=nonnegative_float, default=None, help="Adam's weight decay")
-    g.add_argument("--epochs", type=positive_int, default=None, help="most epochs (full-batch steps) per run")
-    g.add_argument("--patience", type=positive_int, default=None, help="epochs without improvement before stopping")
-    g.add_argument(
-        "--early-stopping",
-        choices=STOPPING,
-        default=None,
-        help="val_metric: the best validation metric (accuracy or ROC AUC); val_loss: the lowest "
-        "validation loss; gat: the GAT code's rule (accuracy or loss resets the patience)",
-    )
-    g.add_argument(
-        "--metric", choices=METRIC_OPTIONS, default=None, help="auto: ROC AUC for a binary task, accuracy otherwise"
-    )
+    add_protocol_options(g)
     for action in g._group_actions:
         if action.dest != "protocol" and "default:" not in (action.help or ""):
             action.help += " (default: the protocol's)"
@@ -188,38 +146,25 @@ def run(args: argparse.Namespace) -> int:
     """Argument parsing only; the study is graph_rma.tasks.node_classification.run_study."""
     if args.seed is not None:
         raise UsageError("--seed was removed: give the seeds themselves, e.g. --seeds 0 1 2 or --seeds 0-9")
+    from ..data.nodes import canonical_name
     from ..tasks.node_classification import run_study
+    from ..tasks.protocols import resolve_protocol
 
     dataset = args.dataset.lower()
     variants = args.variants if args.variants is not None else node_default_variants(dataset, args.full)
     seeds = args.seeds if args.seeds is not None else range(NODE_FULL_SEEDS if args.full else NODE_DEFAULT_SEEDS)
     out = args.out if args.out is not None else require_out_dir(f"runs/{dataset}")  # before any data is read
+    # the preset (the graph's own without --protocol) with its per-graph settings and the options given over it
+    overrides = {f.name: getattr(args, f.name) for f in protocol_fields()}
+    protocol = resolve_protocol(args.protocol, canonical_name(args.dataset, args.root), overrides)
     result = run_study(
         variants,
         seeds,
         out,
         dataset=args.dataset,
-        protocol=args.protocol,
+        protocol=protocol,
         root=args.root,
         resume=args.resume,
-        epochs=args.epochs,
-        patience=args.patience,
-        early_stopping=args.early_stopping,
-        lr=args.lr,
-        weight_decay=args.weight_decay,
-        hidden=args.hidden,
-        heads=args.heads,
-        out_heads=args.out_heads,
-        layers=args.layers,
-        dropout=args.dropout,
-        attn_dropout=args.attn_dropout,
-        v2=args.v2,
-        features=args.features,
-        edges=args.edges,
-        self_loops=args.self_loops,
-        model=args.model,
-        metric=args.metric,
-        lean=args.lean,
         threads=args.threads,
         make_plot=not args.no_plot,
         device=args.device,

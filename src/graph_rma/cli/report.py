@@ -1,8 +1,9 @@
 """``graph-rma report --checkpoint PATH [--out DIR]``: diagnostics of a trained checkpoint as PNGs + a JSON summary.
 
-Argument parsing and printing only; the report is :func:`graph_rma.tasks.report.report_checkpoint` (the task's
-metric, accuracy, calibration, predictive entropy, head diversity and head redundancy of the chosen attention
-layers) and, for several checkpoints, :func:`graph_rma.tasks.report.compare_reports`.
+Argument parsing only; the report is :mod:`graph_rma.tasks.report`: :func:`~graph_rma.tasks.report.report_checkpoint`
+(the task's metric, accuracy, calibration, predictive entropy, head diversity and head redundancy of the chosen
+attention layers), for several checkpoints :func:`~graph_rma.tasks.report.compare_reports`, and the printed lines
+(:func:`~graph_rma.tasks.report.format_report`).
 
 Checkpoints it reads: node classification (``graph-rma node``/``graph-rma cora``, any graph, and older ``cora``
 ones). A multi-class model (Cora, chameleon, ...) is reported with accuracy and the calibration of its softmax; a
@@ -17,7 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import List, Optional
 
 from ._common import Parser, UsageError, description, out_dir, positive_int, require_out_dir, run_command
 
@@ -51,37 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _print_summary(summary: Dict[str, Any], out: Path) -> None:
-    if summary.get("kind") == "graph_to_text":
-        dev = summary["dev_loss"]
-        print(
-            f"[{summary['variant']}] GraphWriter, epoch {summary['epoch']}, dev loss "
-            f"{'n/a' if dev is None else f'{dev:.4f}'}: encoder head parameter cosine "
-            f"{summary['head_parameter_cosine']:.4f} ({summary['encoder_heads']} heads x "
-            f"{summary['encoder_layers']} layers; attention diversity: graph-rma agenda|webnlg heads)"
-        )
-        print(f"wrote {out}")
-        return
-    cal = summary["calibration"]
-    label = f"[{summary['variant']}] " if summary.get("variant") else ""
-    auc = f"ROC AUC {summary['score']:.4f}  " if summary.get("metric") == "roc_auc" else ""
-    print(
-        f"{label}{auc}accuracy {summary['accuracy']:.4f}  ECE {cal['ece']:.4f}  OE {cal['oe']:.4f}  "
-        f"(test nodes: {summary['num_nodes']}, M={cal['num_bins']})"
-    )
-    drop = "ROC AUC drop" if auc else "drop"
-    for name, d in summary["diversity"].items():
-        drops = summary["redundancy"]["drops"][name]
-        print(
-            f"{label}{name}: Dist {d['dist']:.4f}  Div {d['div']:.4f}  Disagreement {d['disagreement']:.4f}  "
-            f"entropy {d['entropy_mean']:.4f} (uniform {d['uniform_entropy']:.4f})  "
-            f"mean {drop} {sum(drops) / len(drops):.4f}  max {drop} {max(drops):.4f}"
-        )
-    print(f"wrote {out}")
-
-
 def _run(args: argparse.Namespace) -> int:
-    from ..tasks.report import compare_reports, report_checkpoint
+    from ..tasks.report import compare_reports, format_report, report_checkpoint
 
     paths = [Path(p) for p in args.checkpoint]
     for path in paths:
@@ -97,7 +69,8 @@ def _run(args: argparse.Namespace) -> int:
         summaries[path.stem] = report_checkpoint(
             path, where, root=args.root, layers=args.layers, bins=args.bins, plots=not args.no_plots
         )
-        _print_summary(summaries[path.stem], where)
+        print(format_report(summaries[path.stem]))
+        print(f"wrote {where}")
     if len(paths) > 1 and all(s.get("kind") != "graph_to_text" for s in summaries.values()):
         print(f"wrote {compare_reports(summaries, out, plots=not args.no_plots)}")
     return 0

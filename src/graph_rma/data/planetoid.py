@@ -13,7 +13,7 @@ error naming that file. The raw files are pickles; only files with the canonical
 
 The graph is built in memory from the verified raw files with PyG's own reader
 (:func:`torch_geometric.io.planetoid.read_planetoid_data`, what :class:`~torch_geometric.datasets.Planetoid`'s
-``process()`` runs; about 0.1 s for Cora). Nothing is cached: PyG's ``processed/data.pt`` cache is loaded with a
+``process()`` runs). Nothing is cached: PyG's ``processed/data.pt`` cache is loaded with a
 ``weights_only=False`` fallback, i.e. a pickle placed there would run code, so this loader neither writes nor reads
 one, and never writes into the data folder.
 """

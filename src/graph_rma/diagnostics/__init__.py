@@ -8,9 +8,12 @@
 * :mod:`.sweep`: error versus the number of heads.
 * :mod:`.plots`: reliability diagram, drop histograms, entropy CDFs, sweep curves (PNG, Agg).
 * :mod:`.neighbourhood`: one node's neighbourhood with each head's attention, as a networkx graph and a picture.
-* :mod:`.report`: everything above for a node-classification model, written as JSON + PNGs.
+
+The report of a trained model (all of the above, as JSON + PNGs; ``graph-rma report``) is
+:mod:`graph_rma.tasks.report`.
 """
 
+from .._deprecation import renamed
 from .calibration import (
     CalibrationBins,
     calibration_bins,
@@ -24,7 +27,6 @@ from .diversity import attention_disagreement, attention_div, attention_entropy,
 from .neighbourhood import neighbourhood_attention_figure, neighbourhood_attention_graph, plot_neighbourhood_attention
 from .plots import plot_entropy_cdf, plot_head_entropy, plot_head_importance, plot_heads_sweep, reliability_diagram
 from .redundancy import HeadImportance, head_importance, mask_heads
-from .report import node_classification_report
 from .sweep import heads_sweep
 
 __all__ = [
@@ -45,7 +47,6 @@ __all__ = [
     "mask_heads",
     "neighbourhood_attention_figure",
     "neighbourhood_attention_graph",
-    "node_classification_report",
     "num_heads",
     "overconfidence_error",
     "plot_entropy_cdf",
@@ -57,3 +58,6 @@ __all__ = [
     "register_projection_heads",
     "reliability_diagram",
 ]
+
+# node_classification_report moved to graph_rma.tasks.report (the report in one place): one release, with a warning
+__getattr__ = renamed(__name__, {"node_classification_report": "graph_rma.tasks.report:node_classification_report"})

@@ -45,7 +45,8 @@ class HeadImportance:
         return {"baseline": self.baseline, "masked": self.masked, "drops": self.drops}
 
 
-def _resolve_layers(model: nn.Module, layers) -> Dict[str, nn.Module]:
+def resolve_layers(model: nn.Module, layers) -> Dict[str, nn.Module]:
+    """``{name: layer}`` of ``layers``: a submodule name, a module, a list of either, or a mapping (kept as is)."""
     if isinstance(layers, (nn.Module, str)):
         layers = [layers]
     if isinstance(layers, Mapping):
@@ -84,7 +85,7 @@ def head_importance(
     """
     if not callable(evaluate):
         raise ValueError("evaluate: expected a callable returning a number")
-    resolved = _resolve_layers(model, layers)
+    resolved = resolve_layers(model, layers)
     sign = 1.0 if higher_is_better else -1.0
     was_training = model.training
     model.eval()

@@ -5,20 +5,25 @@ from __future__ import annotations
 import math
 from typing import Tuple
 
+from .._deprecation import warn_renamed
+
 __all__ = ["EarlyStopping"]
 
 
 class EarlyStopping:
-    r"""When to keep the model and when to stop, from each epoch's validation accuracy and loss.
+    r"""When to keep the model and when to stop, from each epoch's validation metric and loss.
 
     ``rule="val_acc"`` (this package's default) and ``rule="val_auc"``: keep the epoch with the highest validation
     metric (accuracy, or ROC AUC for a binary task; ties: lower validation loss); stop ``patience`` epochs after the
-    last strict improvement of the metric. The two names differ only in which metric the task passes as ``val_acc``.
+    last strict improvement of the metric. The two names differ only in which metric the task passes as ``val_metric``.
     ``rule="val_loss"`` (the GGCN code's ``full-supervised.py``): keep the epoch with the lowest validation loss;
     stop ``patience`` epochs after the last strict improvement of the loss.
     ``rule="gat"`` (the GAT authors' ``execute_cora.py``): with running maxima/minima :math:`a^*` and :math:`l^*`,
     an epoch with :math:`a \ge a^*` or :math:`l \le l^*` resets the counter (and keeps the model if both hold);
     otherwise the counter grows, and training stops when it reaches ``patience``.
+
+    ``best_metric`` / ``best_loss``: the kept epoch's validation metric and loss (``best_acc``, the old name of
+    ``best_metric``, works for one release with a ``DeprecationWarning``).
     """
 
     RULES = ("val_acc", "val_auc", "val_loss", "gat")
@@ -29,25 +34,37 @@ class EarlyStopping:
         if patience < 1:
             raise ValueError(f"patience: expected >= 1, got {patience}")
         self.rule, self.patience = rule, patience
-        self.best_acc, self.best_loss = -math.inf, math.inf  # of the kept model
-        self.acc_max, self.loss_min = -math.inf, math.inf  # running extremes
+        self.best_metric, self.best_loss = -math.inf, math.inf  # of the kept model
+        self.metric_max, self.loss_min = -math.inf, math.inf  # running extremes
         self.bad = 0
 
-    def update(self, val_acc: float, val_loss: float) -> Tuple[bool, bool]:
+    def update(self, val_metric: float, val_loss: float) -> Tuple[bool, bool]:
         """``(keep, stop)`` for this epoch: keep its model as the selected one; stop training after it.
-        ``val_acc`` is the validation metric (accuracy or ROC AUC) whatever the rule's name."""
+        ``val_metric`` is the validation metric (accuracy or ROC AUC) whatever the rule's name."""
         if self.rule == "val_loss":
             keep = improved = val_loss < self.loss_min
             self.loss_min = min(self.loss_min, val_loss)
         elif self.rule in ("val_acc", "val_auc"):
-            keep = val_acc > self.best_acc or (val_acc == self.best_acc and val_loss < self.best_loss)
-            improved = val_acc > self.acc_max
-            self.acc_max = max(self.acc_max, val_acc)
+            keep = val_metric > self.best_metric or (val_metric == self.best_metric and val_loss < self.best_loss)
+            improved = val_metric > self.metric_max
+            self.metric_max = max(self.metric_max, val_metric)
         else:
-            improved = val_acc >= self.acc_max or val_loss <= self.loss_min
-            keep = val_acc >= self.acc_max and val_loss <= self.loss_min
-            self.acc_max, self.loss_min = max(self.acc_max, val_acc), min(self.loss_min, val_loss)
+            improved = val_metric >= self.metric_max or val_loss <= self.loss_min
+            keep = val_metric >= self.metric_max and val_loss <= self.loss_min
+            self.metric_max, self.loss_min = max(self.metric_max, val_metric), min(self.loss_min, val_loss)
         if keep:
-            self.best_acc, self.best_loss = val_acc, val_loss
+            self.best_metric, self.best_loss = val_metric, val_loss
         self.bad = 0 if improved else self.bad + 1
         return keep, self.bad >= self.patience
+
+    @property
+    def best_acc(self) -> float:
+        """Deprecated name of :attr:`best_metric` (it holds ROC AUC under ``val_auc``)."""
+        warn_renamed("EarlyStopping.best_acc", "EarlyStopping.best_metric")
+        return self.best_metric
+
+    @property
+    def acc_max(self) -> float:
+        """Deprecated name of :attr:`metric_max`, the running maximum of the validation metric."""
+        warn_renamed("EarlyStopping.acc_max", "EarlyStopping.metric_max")
+        return self.metric_max

@@ -9,9 +9,9 @@ scale:
 * ``METEOR``: METEOR 1.5 through the jar shipped in ``pycocoevalcap.meteor`` (``-l en -norm``, the corpus score of
   the jar's ``EVAL`` command, i.e. coco-caption's number), or, as a fallback when Java is missing, the mean over
   hypotheses of ``nltk.translate.meteor_score.meteor_score`` (max over references; WordNet synonyms from
-  ``$GRAPH_RMA_DATA/nltk_data``). The two are **not comparable** (nltk gives much higher numbers, e.g. about 49
-  against 27 on the same sample), so the result always carries ``METEOR_impl`` = ``"meteor-1.5"`` or ``"nltk"``.
-  Published comparisons use METEOR 1.5 only.
+  ``$GRAPH_RMA_DATA/nltk_data``). The two are **not comparable** (nltk gives much higher numbers: the table of
+  docs/metrics.md scores the same texts with both), so the result always carries ``METEOR_impl`` =
+  ``"meteor-1.5"`` or ``"nltk"``. Published comparisons use METEOR 1.5 only.
 * ``ROUGE-1``, ``ROUGE-2``, ``ROUGE-L``: ``rouge-score`` F-measures (``RougeScorer(use_stemmer=False)``, **no
   stemming**), averaged over hypotheses. With several references a hypothesis gets, per ROUGE type, the best
   F-measure over its references (``RougeScorer.score_multi``). rouge-score's own tokenizer keeps only runs of

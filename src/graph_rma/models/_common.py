@@ -1,5 +1,9 @@
-"""What the residual and classic node models share: their constructor checks (one line naming the argument) and
-the rebuild-from-kwargs contract."""
+"""What the node models share: their constructor checks (one line naming the argument; the GAT's too) and the
+residual and classic GATs' rebuild-from-kwargs contract.
+
+The checks stay in the constructors although :class:`graph_rma.tasks.protocols.Protocol` validates the same values
+where a study's configuration enters: a model is public API, and one built directly must refuse nonsense in one
+line too (``hidden_channels=0`` would otherwise build empty layers, ``dropout=1.5`` fail only in ``forward``)."""
 
 from __future__ import annotations
 
@@ -25,19 +29,23 @@ class RebuildableModel(nn.Module):
                 module.reset_parameters()
 
 
-def check_stack(in_channels, out_channels, hidden, heads, layers, dropout, attn_dropout) -> None:
-    """Sizes are positive integers, ``hidden`` splits over the heads, the dropouts are probabilities."""
-    for name, value in (
-        ("in_channels", in_channels),
-        ("out_channels", out_channels),
-        ("hidden", hidden),
-        ("heads", heads),
-        ("layers", layers),
-    ):
+def check_positive_ints(**values: Any) -> None:
+    """Each value is a positive integer (not a bool); a one-line ``ValueError`` naming the first that is not."""
+    for name, value in values.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name}: expected a positive integer, got {value!r}")
-    if hidden % heads:
-        raise ValueError(f"hidden: expected a multiple of heads ({heads}), got {hidden}")
-    for name, value in (("dropout", dropout), ("attn_dropout", attn_dropout)):
+
+
+def check_probabilities(**values: Any) -> None:
+    """Each value is a number in [0, 1); a one-line ``ValueError`` naming the first that is not."""
+    for name, value in values.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
             raise ValueError(f"{name}: expected a probability in [0, 1), got {value!r}")
+
+
+def check_stack(in_channels, out_channels, hidden, heads, layers, dropout, attn_dropout) -> None:
+    """Sizes are positive integers, ``hidden`` splits over the heads, the dropouts are probabilities."""
+    check_positive_ints(in_channels=in_channels, out_channels=out_channels, hidden=hidden, heads=heads, layers=layers)
+    if hidden % heads:
+        raise ValueError(f"hidden: expected a multiple of heads ({heads}), got {hidden}")
+    check_probabilities(dropout=dropout, attn_dropout=attn_dropout)

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..nn.gat_conv import RepulsiveGATConv, RepulsiveGATv2Conv
-from ..nn.lean import share_layout_cache
+from ..nn.lean import share_csr_cache
 from ._common import RebuildableModel, check_stack
 
 __all__ = ["ClassicGAT", "NORMS"]
@@ -105,7 +105,7 @@ class ClassicGAT(RebuildableModel):
         self.residuals = nn.ModuleList(nn.Linear(w, hidden) for w in widths) if self.residual else None
         self.norms = nn.ModuleList(_norm(norm, hidden) for _ in widths)
         self.output = nn.Linear(hidden, out_channels)
-        share_layout_cache(self)  # every lean layer reads the same graph: one layout, built once
+        share_csr_cache(self)  # every lean layer reads the same graph: one CSR of the edges, built once
 
     def _input(self, x: Tensor) -> Tensor:
         if x.is_sparse:

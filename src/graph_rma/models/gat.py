@@ -11,7 +11,10 @@ on the attention coefficients (the paper's Cora setting). The layers are this pa
 until DropAttention is installed (:func:`graph_rma.variants.apply_variant`), so the head layouts of
 :mod:`graph_rma.particles` find ``conv1``'s 8 heads (and ``conv2``'s when ``out_heads > 1``).
 
-``GAT(**model_kwargs)`` rebuilds a model from the ``model_kwargs`` stored in a Cora checkpoint.
+``TwoLayerGAT(**model_kwargs)`` rebuilds a model from the ``model_kwargs`` stored in a Cora checkpoint. It was
+called ``GAT``, the name of PyG's multi-layer ``torch_geometric.nn.models.GAT`` whose positional arguments differ
+(``in_channels, hidden_channels, num_layers, out_channels``); the old name still works for one release, with a
+``DeprecationWarning``.
 """
 
 from __future__ import annotations
@@ -22,14 +25,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .._deprecation import renamed
 from ..dropattention import DropAttention
 from ..nn.gat_conv import RepulsiveGATConv, RepulsiveGATv2Conv
-from ..nn.lean import share_layout_cache
+from ..nn.lean import share_csr_cache
+from ._common import check_positive_ints, check_probabilities
 
-__all__ = ["GAT"]
+__all__ = ["TwoLayerGAT"]
 
 
-class GAT(nn.Module):
+class TwoLayerGAT(nn.Module):
     r"""Two-layer GAT: ``heads`` x ``hidden_channels`` concatenated ELU features, then ``out_heads`` averaged.
 
     Args:
@@ -63,18 +68,14 @@ class GAT(nn.Module):
         lean: bool = False,
     ) -> None:
         super().__init__()
-        for name, value in (
-            ("in_channels", in_channels),
-            ("out_channels", out_channels),
-            ("hidden_channels", hidden_channels),
-            ("heads", heads),
-            ("out_heads", out_heads),
-        ):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name}: expected a positive integer, got {value!r}")
-        for name, value in (("dropout", dropout), ("attn_dropout", attn_dropout)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
-                raise ValueError(f"{name}: expected a probability in [0, 1), got {value!r}")
+        check_positive_ints(
+            in_channels=in_channels,
+            out_channels=out_channels,
+            hidden_channels=hidden_channels,
+            heads=heads,
+            out_heads=out_heads,
+        )
+        check_probabilities(dropout=dropout, attn_dropout=attn_dropout)
         if drop_attention is not None and not isinstance(drop_attention, dict):
             raise ValueError(
                 f"drop_attention: expected None or a dict of DropAttention arguments, got {drop_attention!r}"
@@ -99,11 +100,11 @@ class GAT(nn.Module):
 
         self.conv1 = Conv(in_channels, hidden_channels, heads=heads, **options())
         self.conv2 = Conv(heads * hidden_channels, out_channels, heads=out_heads, concat=False, **options())
-        share_layout_cache(self)  # both lean layers read the same graph: one layout, built once
+        share_csr_cache(self)  # both lean layers read the same graph: one CSR of the edges, built once
 
     @property
     def model_kwargs(self) -> Dict[str, Any]:
-        """The constructor arguments, so that ``GAT(**model.model_kwargs)`` rebuilds the architecture."""
+        """The constructor arguments, so that ``TwoLayerGAT(**model.model_kwargs)`` rebuilds the architecture."""
         return {
             "in_channels": self.in_channels,
             "out_channels": self.out_channels,
@@ -174,3 +175,6 @@ class GAT(nn.Module):
             f"heads={self.heads}, out_heads={self.out_heads}, dropout={self.dropout}, "
             f"attn_dropout={self.attn_dropout}, v2={self.v2}{da}{loops})"
         )
+
+
+__getattr__ = renamed(__name__, {"GAT": f"{__name__}:TwoLayerGAT"})  # the old name, for one release

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..nn.gat_conv import RepulsiveGATConv, RepulsiveGATv2Conv
-from ..nn.lean import share_layout_cache
+from ..nn.lean import share_csr_cache
 from ._common import RebuildableModel, check_stack
 
 __all__ = ["ResidualGAT"]
@@ -99,7 +99,7 @@ class ResidualGAT(RebuildableModel):
         self.ffn_out = nn.ModuleList(nn.Linear(width, hidden) for _ in range(layers))
         self.output_norm = nn.LayerNorm(hidden)
         self.output = nn.Linear(hidden, out_channels)
-        share_layout_cache(self)  # every lean layer reads the same graph: one layout, built once
+        share_csr_cache(self)  # every lean layer reads the same graph: one CSR of the edges, built once
 
     def _block(self, i: int, h: Tensor, edge_index: Tensor, attention: bool):
         z = self.norms[i](h)

@@ -28,11 +28,11 @@ bit-identical outputs. What they add:
   and seen by PyG's ``AttentionExplainer`` are, as in the stock layer, the ones used for aggregation: **after**
   DropAttention (or after plain dropout); in ``eval()`` mode they are the softmax weights.
 * ``lean=True`` computes the attention with :mod:`graph_rma.nn.lean`: no ``[E, heads, out_channels]`` tensor is
-  kept for backward (GAT: per edge only the CSR layout of the edges and the dropout mask; the weights are
+  kept for backward (GAT: per edge only the CSR of the edges and the dropout mask; the weights are
   recomputed in backward), and on CPU the products are sparse-dense kernels; same outputs (to float rounding),
   parameters, ``state_dict`` and dropout / DropAttention draws (CPU). Memory and time against the stock layer are
-  measured in benchmarks/README.md. The CSR layout of an edge index is built once and kept in the layer's
-  ``layout_cache`` while the tensor lives unchanged. Use it for full-batch training on large graphs on CPU.
+  measured in benchmarks/README.md. The CSR of an edge index is built once and kept in the layer's
+  ``csr_cache`` while the tensor lives unchanged. Use it for full-batch training on large graphs on CPU.
 * Bad input (feature size, ``edge_index`` shape or range, ``edge_attr`` size) raises a ``ValueError`` naming the
   argument. The data-dependent range check is skipped under ``torch.compile``, so compiled layers have no graph
   break (with ``add_self_loops=False``).
@@ -56,8 +56,9 @@ from torch_geometric.nn.resolver import aggregation_resolver as aggr_resolver
 from torch_geometric.typing import Adj, OptTensor, Size, SparseTensor
 from torch_geometric.utils import is_torch_sparse_tensor, softmax
 
+from .._deprecation import warn_renamed
 from ..dropattention import DropAttention
-from .lean import LayoutCache, check_lean, gat_forward, gatv2_forward
+from .lean import CSRCache, check_lean, gat_forward, gatv2_forward
 
 __all__ = ["RepulsiveGATConv", "RepulsiveGATv2Conv"]
 
@@ -285,7 +286,7 @@ class _RepulsiveGATMixin:
     def _init_extras(self, drop_attention: Optional[DropAttention], lean: bool) -> None:
         self.drop_attention = _check_drop_attention(drop_attention)
         self.lean = check_lean(self, lean)
-        self.layout_cache = LayoutCache()
+        self.csr_cache = CSRCache()
 
     @classmethod
     def from_stock(cls, conv: torch.nn.Module, **options):
@@ -297,8 +298,24 @@ class _RepulsiveGATMixin:
         )
 
     def reset_cache(self) -> None:
-        """Drop the CSR layouts the lean path keeps (:attr:`layout_cache`)."""
-        self.layout_cache.clear()
+        """Drop the CSRs the lean path keeps (:attr:`csr_cache`)."""
+        self.csr_cache.clear()
+
+    @property
+    def layout_cache(self) -> CSRCache:
+        """Deprecated name of :attr:`csr_cache` (one release)."""
+        warn_renamed(f"{type(self).__name__}.layout_cache", f"{type(self).__name__}.csr_cache")
+        return self.csr_cache
+
+    @layout_cache.setter
+    def layout_cache(self, cache: CSRCache) -> None:
+        warn_renamed(f"{type(self).__name__}.layout_cache", f"{type(self).__name__}.csr_cache")
+        self.csr_cache = cache
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        if "layout_cache" in state:  # a layer pickled before the rename
+            state["csr_cache"] = state.pop("layout_cache")
+        super().__setstate__(state)
 
     @property
     def attention_dropout_rate(self) -> float:
@@ -360,11 +377,11 @@ class RepulsiveGATConv(_RepulsiveGATMixin, GATConv):
         **kwargs (optional): Additional arguments of :class:`torch_geometric.nn.conv.MessagePassing`.
 
     Attributes:
-        layout_cache (graph_rma.nn.lean.LayoutCache): With ``lean=True`` on CPU, the CSR layouts of the edge
-            indexes this layer has seen, built once and kept while each edge index lives and holds the same values:
-            every call compares the edge index with an exact copy kept beside its layout, so a layout of other
-            edges is never used. Assign one cache to several layers (:func:`graph_rma.nn.lean.share_layout_cache`)
-            to build and keep one layout for all of them; :meth:`reset_cache` empties it. A copied or pickled layer
+        csr_cache (graph_rma.nn.lean.CSRCache): With ``lean=True`` on CPU, the CSRs of the edge indexes this
+            layer has seen, built once and kept while each edge index lives and holds the same values: every call
+            compares the edge index with an exact copy kept beside its CSR, so a CSR of other edges is never used.
+            Assign one cache to several layers (:func:`graph_rma.nn.lean.share_csr_cache`) to build and keep one
+            CSR for all of them; :meth:`reset_cache` empties it. A copied or pickled layer
             starts with an empty cache.
 
     Shapes:
@@ -487,7 +504,7 @@ class RepulsiveGATv2Conv(_RepulsiveGATMixin, GATv2Conv):
         **kwargs (optional): Additional arguments of :class:`torch_geometric.nn.conv.MessagePassing`.
 
     Attributes:
-        layout_cache (graph_rma.nn.lean.LayoutCache): The lean path's CSR layouts, as in :class:`RepulsiveGATConv`.
+        csr_cache (graph_rma.nn.lean.CSRCache): The lean path's CSRs, as in :class:`RepulsiveGATConv`.
 
     Shapes:
         - **input:** node features :math:`(|\mathcal{V}|, F_{in})` or

@@ -50,9 +50,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.utils import softmax
 
+from .._deprecation import warn_renamed
 from ..dropattention import DropAttention
 from ..particles import HeadParam, register_head_layout
-from .lean import EdgeLayout, LayoutCache, cached_layout, edge_aggregate, edge_dot, edge_softmax, share_layout_cache
+from .lean import CSRCache, EdgeCSR, cached_csr, edge_aggregate, edge_dot, edge_softmax, share_csr_cache
 
 __all__ = ["GraphTransformerLayer", "GraphTransformerEncoder"]
 
@@ -74,7 +75,7 @@ class GraphTransformerLayer(nn.Module):
         bias: whether the projections have biases.
         lean: compute scores and aggregation with :mod:`graph_rma.nn.lean`, keeping no
             ``[E, H, C / H]`` tensor for backward (same outputs and parameters; for large graphs). On CPU the
-            edges' CSR layout is kept in ``layout_cache`` (a :class:`~graph_rma.nn.lean.LayoutCache`, checked
+            edges' CSR is kept in ``csr_cache`` (a :class:`~graph_rma.nn.lean.CSRCache`, checked
             exactly against the edge index at every call; ``reset_cache()`` empties it).
 
     Shapes:
@@ -128,12 +129,28 @@ class GraphTransformerLayer(nn.Module):
         if not isinstance(lean, bool):
             raise ValueError(f"lean: expected a bool, got {lean!r}")
         self.lean = lean
-        self.layout_cache = LayoutCache()
+        self.csr_cache = CSRCache()
         self.reset_parameters()
 
     def reset_cache(self) -> None:
-        """Drop the CSR layouts the lean path keeps (:attr:`layout_cache`)."""
-        self.layout_cache.clear()
+        """Drop the CSRs the lean path keeps (:attr:`csr_cache`)."""
+        self.csr_cache.clear()
+
+    @property
+    def layout_cache(self) -> CSRCache:
+        """Deprecated name of :attr:`csr_cache` (one release)."""
+        warn_renamed("GraphTransformerLayer.layout_cache", "GraphTransformerLayer.csr_cache")
+        return self.csr_cache
+
+    @layout_cache.setter
+    def layout_cache(self, cache: CSRCache) -> None:
+        warn_renamed("GraphTransformerLayer.layout_cache", "GraphTransformerLayer.csr_cache")
+        self.csr_cache = cache
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        if "layout_cache" in state:  # a layer pickled before the rename
+            state["csr_cache"] = state.pop("layout_cache")
+        super().__setstate__(state)
 
     def reset_parameters(self) -> None:
         for lin in (self.lin_query, self.lin_key, self.lin_value, self.lin_out, self.ffn_in, self.ffn_out):
@@ -148,13 +165,13 @@ class GraphTransformerLayer(nn.Module):
         """The edge scores ``<q_i, k_j> / sqrt(d)`` ``[E, H]`` (before the softmax)."""
         return self._scores(x, edge_index, None)
 
-    def _scores(self, x: Tensor, edge_index: Tensor, layout: Optional[EdgeLayout]) -> Tensor:
+    def _scores(self, x: Tensor, edge_index: Tensor, csr: Optional[EdgeCSR]) -> Tensor:
         N = x.size(0)
         src, dst = edge_index[0], edge_index[1]
         q = self.lin_query(x).view(N, self.heads, self.head_dim)
         k = self.lin_key(x).view(N, self.heads, self.head_dim)
         if self.lean:  # no [E, H, C] gather kept for backward
-            return edge_dot(q, k, src, dst, 1.0 / math.sqrt(self.head_dim), layout)
+            return edge_dot(q, k, src, dst, 1.0 / math.sqrt(self.head_dim), csr)
         return (q[dst] * k[src]).sum(-1) / math.sqrt(self.head_dim)
 
     def attention(self, x: Tensor, edge_index: Tensor) -> Tensor:
@@ -174,9 +191,9 @@ class GraphTransformerLayer(nn.Module):
             raise ValueError(f"edge_index: expected shape [2, E], got {tuple(edge_index.shape)}")
         N = x.size(0)
         src, dst = edge_index[0], edge_index[1]
-        # the lean path's CSR layout of the edges, for the scores and the aggregation (kept with the edge index)
-        layout = cached_layout(self, edge_index, N, N, 0, x) if self.lean else None
-        score = self._scores(x, edge_index, layout)
+        # the lean path's CSR of the edges, for the scores and the aggregation (kept with the edge index)
+        csr = cached_csr(self, edge_index, N, N, 0, x) if self.lean else None
+        score = self._scores(x, edge_index, csr)
         if self.training and self.drop_attention is not None:  # softmax over the surviving edges
             lean = {"softmax_fn": edge_softmax} if self.lean else {}
             weights = self.drop_attention.sparse_softmax(
@@ -189,7 +206,7 @@ class GraphTransformerLayer(nn.Module):
                 weights = F.dropout(alpha, p=self.attention_dropout, training=True)
         v = self.lin_value(x).view(N, self.heads, self.head_dim)
         if self.lean:
-            agg = edge_aggregate(weights, v, src, dst, N, layout=layout)
+            agg = edge_aggregate(weights, v, src, dst, N, csr=csr)
         else:
             msg = weights.unsqueeze(-1) * v[src]
             agg = x.new_zeros(N, self.heads, self.head_dim).index_add_(0, dst, msg)
@@ -248,7 +265,7 @@ class GraphTransformerEncoder(nn.Module):
             GraphTransformerLayer(channels, heads, dropout, attention_dropout, ffn_ratio, drop, lean=lean)
             for drop in drops
         )
-        share_layout_cache(self)  # one CSR layout of the edges for every layer (lean=True)
+        share_csr_cache(self)  # one CSR of the edges for every layer (lean=True)
 
     def reset_parameters(self) -> None:
         for layer in self.layers:

@@ -46,6 +46,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .._deprecation import renamed, warn_renamed
 from ..data.nodes import canonical_name, load_node_graph, select_split
 from ..data.transforms import direct_edges, normalize_features
 from ..diagnostics import head_distance
@@ -67,15 +68,22 @@ from ..engine import (
 from ..engine.optional import MissingExtraError, require
 from ..metrics.classification import score
 from ..models.classic_gat import ClassicGAT
-from ..models.gat import GAT
+from ..models.gat import TwoLayerGAT
 from ..models.residual_gat import ResidualGAT
 from ..variants import apply_variant, parse_variant
-from .defaults import DROPATTN, MA, REG, SGLD, SPOS, SVGD  # noqa: F401 (the variant specs of the study)
+from .defaults import (  # noqa: F401 (the variant specs of the study)
+    CORA_DROPATTN_SPEC,
+    CORA_MA_SPEC,
+    CORA_REG_SPEC,
+    CORA_SGLD_SPEC,
+    CORA_SPOS_SPEC,
+    CORA_SVGD_SPEC,
+)
 from .defaults import NODE_DEFAULT_SEEDS as DEFAULT_SEEDS
 from .defaults import NODE_DEFAULT_VARIANTS as DEFAULT_VARIANTS
 from .protocols import Protocol, protocol_fields, resolve_protocol
 
-MODEL_CLASSES = {"gat": GAT, "residual": ResidualGAT, "classic": ClassicGAT}
+MODEL_CLASSES = {"gat": TwoLayerGAT, "residual": ResidualGAT, "classic": ClassicGAT}
 
 
 def _upgrade(config: Dict[str, Any]) -> Dict[str, Any]:
@@ -186,10 +194,10 @@ def train_run(
 
     ``data`` has ``x`` (dense or sparse), ``edge_index``, ``y`` and the three ``[N]`` masks; ``model`` names the
     architecture built from ``model_kwargs`` (:func:`build_model`); ``early_stopping`` is an
-    :class:`EarlyStopping` rule; ``metric`` is ``"accuracy"`` or ``"roc_auc"`` (``test_acc``/``val_acc`` in the
-    returned metrics hold it, whatever its name). ``progress`` shows a bar over the epochs (validation metric,
-    seconds per epoch). ``device``: where to train (default: ``data``'s device); the returned state dict is on the
-    CPU.
+    :class:`EarlyStopping` rule; ``metric`` is ``"accuracy"`` or ``"roc_auc"`` (the returned metrics'
+    ``test_metric`` and ``val_metric`` hold it, their ``metric`` names it). ``progress`` shows a bar over the epochs
+    (validation metric, seconds per epoch). ``device``: where to train (default: ``data``'s device); the returned
+    state dict is on the CPU.
 
     Raises:
         ValueError: a mask of ``data`` selects no node (nothing to train on, to select the epoch by, or to test);
@@ -292,7 +300,7 @@ def _train(
     x, ei, y = data.x, data.edge_index, data.y
     train_mask, val_mask, test_mask = data.train_mask, data.val_mask, data.test_mask
 
-    best = {"val_acc": -1.0, "val_loss": math.inf, "test_acc": 0.0, "epoch": 0}
+    best = {"val_metric": -1.0, "val_loss": math.inf, "test_metric": 0.0, "epoch": 0}
 
     def cpu_state():
         return {k: v.detach().to("cpu", copy=True) for k, v in net.state_dict().items()}
@@ -334,9 +342,9 @@ def _train(
             keep, stop = stopper.update(val_metric, val_loss)
             if keep:
                 best = {
-                    "val_acc": val_metric,
+                    "val_metric": val_metric,
                     "val_loss": val_loss,
-                    "test_acc": score(logits[test_mask], y[test_mask], metric),
+                    "test_metric": score(logits[test_mask], y[test_mask], metric),
                     "epoch": epoch,
                 }
                 best_state = cpu_state()
@@ -344,7 +352,7 @@ def _train(
                 bar.update()
                 if epoch % 10 == 0 or stop:
                     bar.set_postfix_str(
-                        f"val {100 * val_metric:.1f} best {100 * best['val_acc']:.1f} "
+                        f"val {100 * val_metric:.1f} best {100 * best['val_metric']:.1f} "
                         f"({(time.perf_counter() - start) / epoch:.3f} s/ep)"
                     )
             if stop:
@@ -359,41 +367,77 @@ def _train(
     with torch.no_grad():
         heads = net.head_outputs(x, ei)[test_mask]
         dist = head_distance(heads) if heads.size(-2) > 1 else None  # one head: no distance between heads
-    metrics = {
-        "test_acc": best["test_acc"],
-        "val_acc": best["val_acc"],
-        "val_loss": best["val_loss"],
-        "best_epoch": best["epoch"],
-        "epochs": epoch,
-        "sec_per_epoch": seconds / max(epoch, 1),
-        "dist": dist,
-        "metric": metric,
-        "device": dev.type,
-        "limited_steps": int(getattr(setup.sampler, "limited_steps", 0)),  # SVGD/SPOS steps the repulsion limit capped
-    }
+    metrics = Metrics(
+        {
+            "test_metric": best["test_metric"],
+            "val_metric": best["val_metric"],
+            "val_loss": best["val_loss"],
+            "best_epoch": best["epoch"],
+            "epochs": epoch,
+            "sec_per_epoch": seconds / max(epoch, 1),
+            "dist": dist,
+            "metric": metric,
+            "device": dev.type,
+            "limited_steps": int(
+                getattr(setup.sampler, "limited_steps", 0)
+            ),  # SVGD/SPOS steps the repulsion limit capped
+        }
+    )
     return metrics, best_state, net
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # A study: variants x seeds, resumable
 # ----------------------------------------------------------------------------------------------------------------
+#: Keys of runs and summary rows saved before they said what they hold (``test_acc`` held ROC AUC on binary graphs).
+OLD_METRIC_KEYS = {
+    old: new
+    for o, n in (("test_acc", "test_metric"), ("val_acc", "val_metric"))
+    for old, new in ((o, n), (f"{o}_mean", f"{n}_mean"), (f"{o}_std", f"{n}_std"))
+}
+
+
+class Metrics(dict):
+    """A dict of a run's metrics or a summary row, where an old key (:data:`OLD_METRIC_KEYS`) still reads its new
+    key's value, with a ``DeprecationWarning`` (one release): ``metrics["test_acc"]`` is ``metrics["test_metric"]``.
+    Checkpoints store a plain ``dict`` of it (``weights_only`` loading knows no other class)."""
+
+    def __missing__(self, key: Any) -> Any:
+        new = OLD_METRIC_KEYS.get(key)
+        if new is None or new not in self:
+            raise KeyError(key)
+        warn_renamed(f"the node results' key {key!r}", f"the key {new!r}")
+        return self[new]
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return self[key] if key in self or (key in OLD_METRIC_KEYS and OLD_METRIC_KEYS[key] in self) else default
+
+
+def upgrade_metrics(entry: Dict[str, Any]) -> Metrics:
+    """A run's ``metrics`` or a summary row with the keys of earlier versions renamed (:data:`OLD_METRIC_KEYS`:
+    ``test_acc`` -> ``test_metric``, ``val_acc_mean`` -> ``val_metric_mean``, ...), order kept; a new dict. Every
+    reader of saved node runs (resume, :func:`summarize`, :func:`format_table`, :func:`plot`) goes through it."""
+    return Metrics((OLD_METRIC_KEYS.get(k, k), v) for k, v in entry.items())
+
+
 def summarize(results: List[Dict[str, Any]], variants: Sequence[str]) -> List[Dict[str, Any]]:
     """One row per variant: mean and std over seeds (``std`` is the sample standard deviation), and for every variant
-    after the first the paired difference of test accuracy against the first (``paired_*``: mean and standard error
+    after the first the paired difference of the test metric against the first (``paired_*``: mean and standard error
     in points, wins/ties/losses over the seeds both ran; :func:`graph_rma.engine.paired_comparison`)."""
     rows = []
-    base = {r["seed"]: 100 * r["metrics"]["test_acc"] for r in results if variants and r["variant"] == variants[0]}
+    results = [{**r, "metrics": upgrade_metrics(r["metrics"])} for r in results]  # runs saved with the old keys too
+    base = {r["seed"]: 100 * r["metrics"]["test_metric"] for r in results if variants and r["variant"] == variants[0]}
     for spec in variants:
         runs = [r for r in results if r["variant"] == spec]
         if not runs:
             continue
-        row: Dict[str, Any] = {"variant": spec, "seeds": len(runs)}
-        for key, scale in (("test_acc", 100), ("val_acc", 100), ("dist", 1), ("epochs", 1), ("sec_per_epoch", 1)):
+        row: Dict[str, Any] = Metrics(variant=spec, seeds=len(runs))
+        for key, scale in (("test_metric", 100), ("val_metric", 100), ("dist", 1), ("epochs", 1), ("sec_per_epoch", 1)):
             values = [r["metrics"][key] * scale for r in runs if r["metrics"].get(key) is not None]
             m, s = mean_std(values) if values else (None, None)  # dist: None for single-head models
             row[f"{key}_mean"], row[f"{key}_std"] = m, s
         if spec != variants[0]:
-            pc = paired_comparison(base, {r["seed"]: 100 * r["metrics"]["test_acc"] for r in runs})
+            pc = paired_comparison(base, {r["seed"]: 100 * r["metrics"]["test_metric"] for r in runs})
             row.update({f"paired_{k}": v for k, v in pc.items()})
         rows.append(row)
     return rows
@@ -409,7 +453,7 @@ def format_table(rows: List[Dict[str, Any]], metric: str = "accuracy") -> str:
         f"| variant | seeds | test {m} (%) | paired diff vs first (W/T/L) | val {m} (%) | Dist | epochs | s/epoch |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for r in rows:
+    for r in map(upgrade_metrics, rows):
         paired = "—"
         if "paired_mean" in r and r["paired_n"] > 1:
             paired = (
@@ -417,8 +461,8 @@ def format_table(rows: List[Dict[str, Any]], metric: str = "accuracy") -> str:
                 f"({r['paired_wins']}/{r['paired_ties']}/{r['paired_losses']})"
             )
         lines.append(
-            f"| `{r['variant']}` | {r['seeds']} | {r['test_acc_mean']:.1f} ± {r['test_acc_std']:.1f} | {paired} | "
-            f"{r['val_acc_mean']:.1f} ± {r['val_acc_std']:.1f} | "
+            f"| `{r['variant']}` | {r['seeds']} | {r['test_metric_mean']:.1f} ± {r['test_metric_std']:.1f} | "
+            f"{paired} | {r['val_metric_mean']:.1f} ± {r['val_metric_std']:.1f} | "
             + ("—" if r["dist_mean"] is None else f"{r['dist_mean']:.2f} ± {r['dist_std']:.2f}")
             + " | "
             f"{r['epochs_mean']:.0f} | {r['sec_per_epoch_mean']:.3f} |"
@@ -444,8 +488,8 @@ def plot(
     backend.FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     for k, spec in enumerate(variants):
-        for offset, key, color in ((-0.12, "test_acc", "tab:blue"), (0.12, "val_acc", "tab:orange")):
-            vals = [100 * r["metrics"][key] for r in results if r["variant"] == spec]
+        for offset, key, color in ((-0.12, "test_metric", "tab:blue"), (0.12, "val_metric", "tab:orange")):
+            vals = [100 * upgrade_metrics(r["metrics"])[key] for r in results if r["variant"] == spec]
             if not vals:
                 continue
             m, s = mean_std(vals)
@@ -457,7 +501,7 @@ def plot(
                 fmt="o",
                 color=color,
                 capsize=4,
-                label=("test" if key == "test_acc" else "validation") if k == 0 else None,
+                label=("test" if key == "test_metric" else "validation") if k == 0 else None,
             )
     ax.set_xticks(range(len(variants)))
     names = [parse_variant(v).name for v in variants]
@@ -484,6 +528,25 @@ def _protocol(protocol: Union[None, str, Protocol], dataset: str, overrides: Dic
     return resolve_protocol(protocol, dataset, overrides)
 
 
+def _field_keywords(overrides: Dict[str, Any]) -> Dict[str, Any]:
+    """``run_study``'s deprecated keyword arguments named after protocol fields; a ``TypeError`` for any other name
+    (as for any unknown keyword argument), a ``DeprecationWarning`` when there are some."""
+    known = {f.name for f in protocol_fields()}
+    unknown = [k for k in overrides if k not in known]
+    if unknown:
+        raise TypeError(f"run_study() got an unexpected keyword argument {unknown[0]!r}")
+    if overrides:
+        example = ", ".join(f"{k!r}: {v!r}" for k, v in overrides.items())
+        warnings.warn(
+            f"run_study({', '.join(f'{k}=...' for k in overrides)}): protocol fields as keyword arguments are "
+            f"deprecated; pass protocol=resolve_protocol(name, dataset, {{{example}}}) (graph_rma.tasks.protocols), "
+            f"or dataclasses.replace(protocol, ...) of a Protocol",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+    return overrides
+
+
 def run_study(
     variants: Sequence[str] = DEFAULT_VARIANTS,
     seeds: Sequence[int] = tuple(range(DEFAULT_SEEDS)),
@@ -493,36 +556,21 @@ def run_study(
     protocol: Union[None, str, Protocol] = None,
     root: Optional[str] = None,
     resume: bool = False,
-    epochs: Optional[int] = None,
-    patience: Optional[int] = None,
-    early_stopping: Optional[str] = None,
-    lr: Optional[float] = None,
-    weight_decay: Optional[float] = None,
-    hidden: Optional[int] = None,
-    heads: Optional[int] = None,
-    out_heads: Optional[int] = None,
-    layers: Optional[int] = None,
-    dropout: Optional[float] = None,
-    attn_dropout: Optional[float] = None,
-    v2: Optional[bool] = None,
-    features: Optional[str] = None,
-    edges: Optional[str] = None,
-    self_loops: Optional[bool] = None,
-    model: Optional[str] = None,
-    metric: Optional[str] = None,
-    lean: Optional[bool] = None,
     threads: int = 1,
     make_plot: bool = True,
     progress: bool = True,
     device: Optional[str] = None,
+    **overrides: Any,
 ) -> Dict[str, Any]:
     """Train every variant on every seed (seed-major) under one protocol, resumable; write ``results.json``/``.csv``
     and the plot.
 
     ``protocol`` is a :class:`~graph_rma.tasks.protocols.Protocol` (the whole configuration: a preset with its
     changes, ``resolve_protocol(name, dataset, overrides)``), or names a preset of
-    :data:`graph_rma.tasks.protocols.PROTOCOLS` (``None``: the dataset's default); the keyword arguments from
-    ``epochs`` to ``lean`` override its fields (``None`` keeps the protocol's value).
+    :data:`graph_rma.tasks.protocols.PROTOCOLS` (``None``: the dataset's default, with its per-graph settings).
+    Deprecated: further keyword arguments named after a field of the protocol (``epochs=2``, ``lr=0.01``; ``None``
+    keeps the protocol's value) override it, with a ``DeprecationWarning``; pass
+    ``protocol=resolve_protocol(name, dataset, {"epochs": 2})`` (or ``dataclasses.replace(protocol, epochs=2)``).
     ``device``: ``"cpu"``, ``"cuda"`` (``"cuda:1"``, ...); default: CUDA when available, else the CPU. The device is
     recorded with each run's metrics but is not part of the settings that ``resume`` compares.
     Returns ``{"config", "seeds", "variants", "summary" (one row per variant), "runs", "table" (markdown),
@@ -531,6 +579,7 @@ def run_study(
     """
     from tqdm import tqdm
 
+    overrides = _field_keywords(overrides)  # deprecated; as Python would, an unknown name first
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ValueError(f"threads: expected a positive integer, got {threads!r}")
     seeds = [int(s) for s in seeds]
@@ -540,30 +589,7 @@ def run_study(
         if not 0 <= seed < 2**64:  # torch's seed range
             raise ValueError(f"seeds: expected seeds in [0, 2**64 - 1], got {seed}")
     ds_name = canonical_name(dataset, root)  # validates the name before any data is loaded
-    proto = _protocol(
-        protocol,
-        ds_name,
-        dict(
-            epochs=epochs,
-            patience=patience,
-            early_stopping=early_stopping,
-            lr=lr,
-            weight_decay=weight_decay,
-            hidden=hidden,
-            heads=heads,
-            out_heads=out_heads,
-            layers=layers,
-            dropout=dropout,
-            attn_dropout=attn_dropout,
-            v2=v2,
-            features=features,
-            edges=edges,
-            self_loops=self_loops,
-            model=model,
-            metric=metric,
-            lean=lean,
-        ),
-    )
+    proto = _protocol(protocol, ds_name, overrides)
     torch.set_num_threads(threads)
     dev = resolve_device(device)
     variants = [parse_variant(v).spec for v in variants]  # canonical spec strings (also validates them)
@@ -616,7 +642,7 @@ def run_study(
                     and saved.get("variant") == spec
                 ):
                     if ckpt.is_file():  # a run is finished only when everything it leaves behind is there
-                        results.append(saved)
+                        results.append({**saved, "metrics": upgrade_metrics(saved.get("metrics", {}))})
                         continue
                     differing[f"checkpoint {ckpt.name} missing"] = None
                 elif saved is not None and isinstance(saved.get("config"), dict):
@@ -670,7 +696,7 @@ def run_study(
                     "variant": spec,
                     "seed": seed,
                     "model": state,
-                    "metrics": metrics,
+                    "metrics": dict(metrics),
                 },
             )
             record = {
@@ -683,7 +709,7 @@ def run_study(
             }
             write_json(path, record)  # last: a run counts as finished only once its record exists
             results.append(record)
-            bar.set_postfix_str(f"{parse_variant(spec).name} seed {seed}: test {100 * metrics['test_acc']:.1f}")
+            bar.set_postfix_str(f"{parse_variant(spec).name} seed {seed}: test {100 * metrics['test_metric']:.1f}")
     except KeyboardInterrupt:
         interrupted = True
         print("\ninterrupted: finished runs are saved; rerun with --resume to continue", file=sys.stderr)
@@ -724,3 +750,10 @@ def run_study(
         "files": files,
         "interrupted": interrupted,
     }
+
+
+# Old names of the node benchmark's specs (graph_rma.tasks.defaults.CORA_*_SPEC): one release, with a warning.
+__getattr__ = renamed(
+    __name__,
+    {old: f"graph_rma.tasks.defaults:CORA_{old}_SPEC" for old in ("MA", "REG", "SGLD", "SVGD", "SPOS", "DROPATTN")},
+)

@@ -1,8 +1,9 @@
-"""Diagnostics of a trained checkpoint, per task: the registry of report tasks and the report of one checkpoint.
+"""The report (``graph-rma report``), all of it: the registry of report tasks, the report of one checkpoint, of a
+node-classification model on a split, the comparison of several, and the lines the command prints.
 
 A checkpoint (written by :func:`graph_rma.engine.save_checkpoint`) names its ``task``; the task's builder rebuilds
-the model from ``model_kwargs``, loads the weights and the data, and
-:func:`graph_rma.diagnostics.node_classification_report` measures on the evaluation nodes: the task's metric
+the model from ``model_kwargs``, loads the weights and the data, and :func:`node_classification_report` (which was
+``graph_rma.diagnostics.node_classification_report``) measures on the evaluation nodes: the task's metric
 (accuracy for a multi-class model; ROC AUC for a binary one with one output logit, such as ``graph-rma node``
 trains on minesweeper and tolokers), accuracy, calibration (ECE, OE, reliability diagram; of the softmax, or of the
 sigmoid's confidence for one logit), predictive entropy, head diversity (Dist, Div, Disagreement, entropy) and head
@@ -10,7 +11,7 @@ redundancy (the metric's drop per masked head) of the chosen attention layers.
 
 Tasks: ``node`` (a ``graph-rma node``/``graph-rma cora`` checkpoint: any graph, rebuilt with the run's protocol) and
 ``cora`` (checkpoints of earlier versions: a Planetoid dataset named by the checkpoint's ``dataset``; model
-:class:`graph_rma.models.gat.GAT`). Add one with :func:`register_report_task`.
+:class:`graph_rma.models.TwoLayerGAT`). Add one with :func:`register_report_task`.
 
 From Python::
 
@@ -24,12 +25,38 @@ From the shell: ``graph-rma report`` (see ``graph-rma report --help``).
 
 from __future__ import annotations
 
+import contextlib
+import math
+import os
+import sys
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
-from torch import nn
+import torch
+from torch import Tensor, nn
 
-__all__ = ["ReportInputs", "register_report_task", "report_tasks", "report_checkpoint", "compare_reports"]
+from ..diagnostics.calibration import (
+    calibration_bins,
+    expected_calibration_error,
+    overconfidence_error,
+    predictive_entropy,
+)
+from ..diagnostics.capture import HeadCapture
+from ..diagnostics.diversity import head_diversity
+from ..diagnostics.redundancy import head_importance, resolve_layers
+from ..engine import write_json
+from ..engine.optional import MissingExtraError, require
+from ..metrics.classification import roc_auc
+
+__all__ = [
+    "ReportInputs",
+    "register_report_task",
+    "report_tasks",
+    "report_checkpoint",
+    "node_classification_report",
+    "compare_reports",
+    "format_report",
+]
 
 
 class ReportInputs(dict):
@@ -57,11 +84,11 @@ def report_tasks() -> Sequence[str]:
 
 def _planetoid_task(ckpt: Dict[str, Any], root: Optional[str]) -> ReportInputs:
     from ..data.planetoid import load_planetoid, prepare_features  # the features exactly as the task trained on them
-    from ..models.gat import GAT
+    from ..models.gat import TwoLayerGAT
 
     data = load_planetoid(ckpt.get("dataset", "Cora"), root=root)[0]
     try:
-        model = GAT(**ckpt["model_kwargs"])
+        model = TwoLayerGAT(**ckpt["model_kwargs"])
         model.load_state_dict(ckpt["model"])
     except (TypeError, RuntimeError) as exc:  # settings or weights of another shape than the model they name
         raise ValueError(f"checkpoint settings and weights do not match: {str(exc).strip().splitlines()[0]}") from None
@@ -133,10 +160,9 @@ def report_checkpoint(
         plots: also write the PNGs.
 
     Returns:
-        The summary of :func:`graph_rma.diagnostics.node_classification_report`; ``ValueError`` for a checkpoint
-        without the entries above or of an unknown task.
+        The summary of :func:`node_classification_report`; ``ValueError`` for a checkpoint without the entries
+        above or of an unknown task.
     """
-    from ..diagnostics import node_classification_report
     from ..engine import load_checkpoint
 
     if not isinstance(bins, int) or bins < 1:
@@ -158,7 +184,7 @@ def report_checkpoint(
         "dataset": ckpt.get("dataset"),
         "variant": ckpt.get("variant"),
         "seed": ckpt.get("seed"),
-        "training_metrics": ckpt.get("metrics"),
+        "training_metrics": _training_metrics(ckpt.get("metrics")),
     }
     return node_classification_report(
         inputs["model"],
@@ -174,12 +200,164 @@ def report_checkpoint(
     )
 
 
+def _training_metrics(metrics: Any) -> Any:
+    """A node checkpoint's saved metrics with the keys of earlier versions renamed (``test_acc`` -> ``test_metric``)."""
+    if not isinstance(metrics, dict):
+        return metrics
+    from .node_classification import upgrade_metrics
+
+    return upgrade_metrics(metrics)
+
+
+def _probabilities(logits: Tensor) -> Tensor:
+    """Class probabilities ``[n, K]``: the softmax of ``K >= 2`` logits, ``[1 - sigmoid, sigmoid]`` of one logit."""
+    logits = logits.double()
+    if logits.size(1) == 1:
+        return torch.cat([torch.sigmoid(-logits), torch.sigmoid(logits)], dim=1)
+    return logits.softmax(dim=-1)
+
+
+def node_classification_report(
+    model: nn.Module,
+    x: Tensor,
+    edge_index: Tensor,
+    y: Tensor,
+    mask: Tensor,
+    layers: Union[str, nn.Module, Sequence[Union[str, nn.Module]], Mapping[str, nn.Module]],
+    out_dir: Optional[Union[str, os.PathLike]] = None,
+    num_bins: int = 10,
+    extra: Optional[Dict[str, Any]] = None,
+    plots: bool = True,
+) -> Dict[str, Any]:
+    """The task's metric, accuracy, calibration (ECE, OE, bins), predictive entropy, head diversity and head
+    redundancy of ``layers`` on the nodes selected by ``mask``.
+
+    The metric (``metric`` and ``score`` in the summary) is accuracy for a model with ``K >= 2`` outputs and ROC AUC
+    for a binary model with one output logit (see the module); calibration and entropy are those of the softmax or
+    sigmoid probabilities. Diversity is measured on the selected nodes: Dist over their per-head outputs, attention
+    measures over the attention distributions of their incoming edges. Redundancy masks each head of each layer in
+    turn and records the drop of the metric on the selected nodes.
+
+    With ``out_dir``, writes ``report.json`` and (``plots=True``) ``reliability.png``, ``head_importance.png``,
+    ``head_entropy.png``, ``entropy_cdf.png``. Returns the summary dict (``extra`` is merged in first).
+    """
+    if not isinstance(mask, Tensor) or mask.dtype != torch.bool or mask.dim() != 1:
+        raise ValueError(f"mask: expected a 1-D bool node mask, got {getattr(mask, 'dtype', type(mask))}")
+    if y.dim() != 1 or y.numel() != mask.numel():
+        raise ValueError(f"y: expected node labels of shape [{mask.numel()}], got {list(y.shape)}")
+    idx = mask.nonzero().view(-1)
+    if idx.numel() == 0:
+        raise ValueError("mask: selects no node")
+    resolved = resolve_layers(model, layers)
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad(), contextlib.ExitStack() as stack:
+            caps = {name: stack.enter_context(HeadCapture(layer)) for name, layer in resolved.items()}
+            logits = model(x, edge_index)
+        if not isinstance(logits, Tensor) or logits.dim() != 2 or logits.size(0) != mask.numel():
+            raise ValueError(f"model: expected logits [{mask.numel()}, K], got {getattr(logits, 'shape', logits)}")
+        binary = logits.size(1) == 1
+        metric = "roc_auc" if binary else "accuracy"
+        labels = y[idx]
+
+        def task_score(out: Tensor) -> float:
+            if binary:
+                return roc_auc(out[:, 0], labels)
+            return float((out.argmax(dim=-1) == labels).double().mean())
+
+        probs = _probabilities(logits[idx])
+        acc = float((probs.argmax(dim=-1) == labels).double().mean())
+        score = task_score(logits[idx])
+        bins = calibration_bins(probs, labels, num_bins)
+        ent = predictive_entropy(probs)
+
+        diversity: Dict[str, Any] = {}
+        for name, cap in caps.items():
+            if cap.outputs is None or cap.alpha is None:
+                raise ValueError(f"layers: layer {name!r} was not called by model(x, edge_index)")
+            N = cap.outputs.size(0)
+            sel = mask[cap.index] if cap.index.max() < mask.numel() else None
+            d = head_diversity(
+                outputs=cap.outputs[idx] if N == mask.numel() else cap.outputs,
+                attn=cap.alpha if sel is None else cap.alpha[sel],
+                index=cap.index if sel is None else cap.index[sel],
+                num_nodes=max(N, mask.numel()),
+            )
+            deg = torch.bincount(cap.index, minlength=mask.numel()).double()
+            d["uniform_entropy"] = float(deg[idx].clamp(min=1).log().mean())
+            d["num_heads"] = cap.heads
+            diversity[name] = d
+
+        def evaluate() -> float:
+            return task_score(model(x, edge_index)[idx])
+
+        redundancy = head_importance(model, resolved, evaluate)
+    finally:
+        model.train(was_training)
+
+    summary: Dict[str, Any] = dict(extra or {})
+    summary.update(
+        {
+            "num_nodes": int(idx.numel()),
+            "metric": metric,
+            "score": score,
+            "accuracy": acc,
+            "calibration": {
+                "num_bins": num_bins,
+                "ece": expected_calibration_error(bins),
+                "oe": overconfidence_error(bins),
+                "bins": bins.to_dict(),
+            },
+            "predictive_entropy": {
+                "mean": float(ent.mean()),
+                "median": float(ent.median()),
+                "max_possible": math.log(probs.size(1)),
+            },
+            "diversity": diversity,
+            "redundancy": redundancy.to_dict(),
+        }
+    )
+    if out_dir is not None:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        files = {}
+        if plots:
+            try:
+                require("matplotlib", "plots", "the report's pictures")
+            except MissingExtraError as exc:  # optional: the JSON summary is the report
+                print(f"plots skipped ({exc.module} not installed): {exc.hint}", file=sys.stderr)
+                plots = False
+        if plots:
+            from ..diagnostics.plots import (
+                plot_entropy_cdf,
+                plot_head_entropy,
+                plot_head_importance,
+                reliability_diagram,
+            )
+
+            files["reliability"] = reliability_diagram(bins, path=out / "reliability.png")
+            files["head_importance"] = plot_head_importance(
+                redundancy.drops, path=out / "head_importance.png", metric="ROC AUC" if binary else "accuracy"
+            )
+            first = next(iter(diversity.values()))
+            files["head_entropy"] = plot_head_entropy(
+                {k: v["entropy"] for k, v in diversity.items()},
+                path=out / "head_entropy.png",
+                uniform=first["uniform_entropy"],
+            )
+            files["entropy_cdf"] = plot_entropy_cdf({"test nodes": ent}, path=out / "entropy_cdf.png")
+        files["summary"] = out / "report.json"
+        summary["files"] = {k: str(v) for k, v in files.items()}
+        write_json(out / "report.json", summary)
+    return summary
+
+
 def graph_to_text_report(path: Union[str, Path], out: Union[str, Path]) -> Dict[str, Any]:
     """The report of a GraphWriter checkpoint (``graph-rma agenda|webnlg train``'s ``best.pt`` or
     ``checkpoint.pt``): its variant, epoch and dev loss and how alike its encoder heads' parameters are (mean pairwise
     cosine over head pairs, averaged over layers; no data needed). The attention-based diversity on a split is
     ``graph-rma agenda heads``. Writes ``report.json`` into ``out``."""
-    from ..engine import write_json
     from ..regularizers import parameter_disagreement
     from .graph_to_text import load_model
 
@@ -210,8 +388,7 @@ def compare_reports(summaries: Dict[str, Dict[str, Any]], out: Union[str, Path],
     the metric, per report) and, with ``plots``, ``head_importance_compare.png`` (the paper's Figure 2, side by
     side). ``summaries`` maps a name (e.g. the checkpoint's stem) to a :func:`report_checkpoint` summary; entries are
     labelled by their variant. Returns the path of ``comparison.json``."""
-    from ..diagnostics import plot_head_importance
-    from ..engine import write_json
+    from ..diagnostics.plots import plot_head_importance
 
     def label(name: str) -> str:
         v = summaries[name].get("variant")
@@ -234,10 +411,6 @@ def compare_reports(summaries: Dict[str, Dict[str, Any]], out: Union[str, Path],
     out = Path(out)
     path = write_json(out / "comparison.json", comparison)
     if plots:
-        import sys
-
-        from ..engine.optional import MissingExtraError
-
         drops = {
             label(name): [d for v in s["redundancy"]["drops"].values() for d in v] for name, s in summaries.items()
         }
@@ -249,3 +422,31 @@ def compare_reports(summaries: Dict[str, Dict[str, Any]], out: Union[str, Path],
         except MissingExtraError as exc:  # optional: comparison.json is the comparison
             print(f"plots skipped ({exc.module} not installed): {exc.hint}", file=sys.stderr)
     return path
+
+
+def format_report(summary: Dict[str, Any]) -> str:
+    """The lines ``graph-rma report`` prints for one report (:func:`report_checkpoint`'s summary)."""
+    if summary.get("kind") == "graph_to_text":
+        dev = summary["dev_loss"]
+        return (
+            f"[{summary['variant']}] GraphWriter, epoch {summary['epoch']}, dev loss "
+            f"{'n/a' if dev is None else f'{dev:.4f}'}: encoder head parameter cosine "
+            f"{summary['head_parameter_cosine']:.4f} ({summary['encoder_heads']} heads x "
+            f"{summary['encoder_layers']} layers; attention diversity: graph-rma agenda|webnlg heads)"
+        )
+    cal = summary["calibration"]
+    label = f"[{summary['variant']}] " if summary.get("variant") else ""
+    auc = f"ROC AUC {summary['score']:.4f}  " if summary.get("metric") == "roc_auc" else ""
+    lines: List[str] = [
+        f"{label}{auc}accuracy {summary['accuracy']:.4f}  ECE {cal['ece']:.4f}  OE {cal['oe']:.4f}  "
+        f"(test nodes: {summary['num_nodes']}, M={cal['num_bins']})"
+    ]
+    drop = "ROC AUC drop" if auc else "drop"
+    for name, d in summary["diversity"].items():
+        drops = summary["redundancy"]["drops"][name]
+        lines.append(
+            f"{label}{name}: Dist {d['dist']:.4f}  Div {d['div']:.4f}  Disagreement {d['disagreement']:.4f}  "
+            f"entropy {d['entropy_mean']:.4f} (uniform {d['uniform_entropy']:.4f})  "
+            f"mean {drop} {sum(drops) / len(drops):.4f}  max {drop} {max(drops):.4f}"
+        )
+    return "\n".join(lines)

@@ -24,17 +24,17 @@ less. With :math:`\mathbf{g}_i = \partial L / \partial \mathbf{y}_i`:
     \qquad \text{(edge softmax: its output } \alpha \text{ only)},
 
 and the score's gradient is recomputed from node-level tensors. The autograd Functions here save only those:
-``[E, H]`` weights, boolean dropout masks, the edge index or its CSR layout and node-level tensors. For GAT, whose
+``[E, H]`` weights, boolean dropout masks, the edge index or its CSR and node-level tensors. For GAT, whose
 score (:mod:`~graph_rma.nn.lean.score`) is cheap to recompute from the node features, :func:`gat_attention` goes
 further: with the softmax's log-normaliser per destination and head (``[N, H]``) saved, :math:`\alpha` is
 recomputed in backward, and per edge only the dropout mask is kept.
 
 One strategy per module:
 
-* :mod:`~graph_rma.nn.lean.csr` -- the edges' CSR layout and its sparse-dense kernels;
-  :mod:`~graph_rma.nn.lean.cache` -- :class:`LayoutCache`, the layouts a layer keeps.
+* :mod:`~graph_rma.nn.lean.csr` -- the edges' CSR and its sparse-dense kernels;
+  :mod:`~graph_rma.nn.lean.cache` -- :class:`CSRCache`, the CSRs a layer keeps.
 * :mod:`~graph_rma.nn.lean.per_head` -- on CPU tensors of ``float32``/``float64`` outside :func:`torch.compile`
-  (:func:`csr_supported`), one head at a time over the CSR layout: no ``[E, C]`` tensor at all.
+  (:func:`csr_supported`), one head at a time over the CSR: no ``[E, C]`` tensor at all.
 * :mod:`~graph_rma.nn.lean.chunked` -- elsewhere (GPU, half precision, compiled graphs; GATv2's score always), a
   per-edge ``[E, H, C]`` product formed in chunks of edges (:data:`~graph_rma.nn.lean.chunked.CHUNK_BYTES`,
   :data:`~graph_rma.nn.lean.chunked.MAX_CHUNKS`) and dropped at once. Under :func:`torch.compile` the chunk loop
@@ -50,11 +50,17 @@ One strategy per module:
 Outputs equal the stock layers' to float rounding (sums are taken in another order); the same parameters, the
 same random draws (plain dropout and DropAttention draw their masks at the same point, on the same ``[E, H]``
 shape), the same returned attention weights. Edges need no particular order.
+
+Words: the edges' *CSR* (:class:`EdgeCSR`, kept by a :class:`CSRCache`) is not a *layout*, which in this package
+means only which slices of a layer form each head (:mod:`graph_rma.particles.layouts`). The old names
+(``EdgeLayout``, ``edge_layout``, ``LayoutCache``, ``share_layout_cache``, ``cached_layout``, a layer's
+``layout_cache``, the ``layout=`` keyword) work for one release, with a ``DeprecationWarning``.
 """
 
-from .cache import LayoutCache, share_layout_cache
+from ..._deprecation import renamed
+from .cache import CSRCache, share_csr_cache
 from .chunked import CHUNK_BYTES, MAX_CHUNKS
-from .csr import EdgeLayout, csr_supported, edge_layout, sddmm, segment_max, segment_sum, spmm, spmm_t
+from .csr import EdgeCSR, csr_supported, edge_csr, sddmm, segment_max, segment_sum, spmm, spmm_t
 from .functions import (
     dropped_weights,
     edge_aggregate,
@@ -65,13 +71,13 @@ from .functions import (
     gatv2_scores,
     softmax_aggregate,
 )
-from .layers import attention_softmax, cached_layout, check_lean, dropout_mask, gat_forward, gatv2_forward
+from .layers import attention_softmax, cached_csr, check_lean, dropout_mask, gat_forward, gatv2_forward
 
 __all__ = [
-    "LayoutCache",
-    "share_layout_cache",
-    "EdgeLayout",
-    "edge_layout",
+    "CSRCache",
+    "share_csr_cache",
+    "EdgeCSR",
+    "edge_csr",
     "csr_supported",
     "spmm",
     "spmm_t",
@@ -93,5 +99,17 @@ __all__ = [
     "check_lean",
     "attention_softmax",
     "dropout_mask",
-    "cached_layout",
+    "cached_csr",
 ]
+
+# Old names, from when the edges' CSR was a "layout" (the word now means only the heads' slices): one release.
+__getattr__ = renamed(
+    __name__,
+    {
+        "EdgeLayout": "graph_rma.nn.lean.csr:EdgeCSR",
+        "edge_layout": "graph_rma.nn.lean.csr:edge_csr",
+        "LayoutCache": "graph_rma.nn.lean.cache:CSRCache",
+        "share_layout_cache": "graph_rma.nn.lean.cache:share_csr_cache",
+        "cached_layout": "graph_rma.nn.lean.layers:cached_csr",
+    },
+)

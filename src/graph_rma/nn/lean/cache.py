@@ -1,8 +1,8 @@
-"""The CSR layouts of the edge indexes a layer sees, built once and kept while each edge index lives unchanged.
+"""The CSRs of the edge indexes a layer sees, built once and kept while each edge index lives unchanged.
 
-A :class:`LayoutCache` is owned by a layer (``layer.layout_cache``, as PyG's ``cached=True`` keeps its normalised
+A :class:`CSRCache` is owned by a layer (``layer.csr_cache``, as PyG's ``cached=True`` keeps its normalised
 graph on the layer) and can be shared by several layers that see the same graph: full-batch training passes the
-same edge index at every step, so the two sorts of :func:`~graph_rma.nn.lean.csr.edge_layout` (about a quarter of a
+same edge index at every step, so the two sorts of :func:`~graph_rma.nn.lean.csr.edge_csr` (about a quarter of a
 lean GAT step on CPU) run once.
 """
 
@@ -15,9 +15,10 @@ from typing import Dict, Optional, Tuple
 import torch
 from torch import Tensor
 
-from .csr import EdgeLayout, edge_layout
+from ..._deprecation import renamed
+from .csr import EdgeCSR, edge_csr
 
-__all__ = ["LayoutCache", "share_layout_cache"]
+__all__ = ["CSRCache", "share_csr_cache"]
 
 #: Compare edge indexes in slices of this many columns (no full-size temporary).
 _COMPARE_COLUMNS = 1 << 20
@@ -41,47 +42,47 @@ def _same(edge_index: Tensor, copy: Tensor) -> bool:
 
 
 class _Entry:
-    """One edge index: a weak reference to it, a copy of its values, its layouts by
+    """One edge index: a weak reference to it, a copy of its values, its CSRs by
     ``(num_src, num_dst, self_loops)``."""
 
-    __slots__ = ("ref", "values", "layouts")
+    __slots__ = ("ref", "values", "csrs")
 
     def __init__(self, ref: "weakref.ref[Tensor]", values: Tensor) -> None:
         self.ref, self.values = ref, values
-        self.layouts: Dict[Tuple[int, int, int], EdgeLayout] = {}
+        self.csrs: Dict[Tuple[int, int, int], EdgeCSR] = {}
 
     @property
     def nbytes(self) -> int:
-        return self.values.numel() * self.values.element_size() + sum(lay.nbytes for lay in self.layouts.values())
+        return self.values.numel() * self.values.element_size() + sum(c.nbytes for c in self.csrs.values())
 
 
-class LayoutCache:
-    """:func:`~graph_rma.nn.lean.csr.edge_layout` of ``[2, E]`` edge indexes, each built once and kept while its
+class CSRCache:
+    """:func:`~graph_rma.nn.lean.csr.edge_csr` of ``[2, E]`` edge indexes, each built once and kept while its
     tensor lives and holds the same values.
 
-    Every :meth:`get` compares the tensor's values with a copy kept beside the layout (an exact, chunked
+    Every :meth:`get` compares the tensor's values with a copy kept beside the CSR (an exact, chunked
     comparison: about one pass over the indices, a few milliseconds per million edges), so a change made in any way
-    (in place, through ``.data``, a NumPy or DLPack view, its storage) rebuilds the layout: the cache never returns a
-    layout of other edges. It keeps the layouts (20 bytes per edge) and copies (8 bytes per edge) of the
+    (in place, through ``.data``, a NumPy or DLPack view, its storage) rebuilds the CSR: the cache never returns a
+    CSR of other edges. It keeps the CSRs (20 bytes per edge) and copies (8 bytes per edge) of the
     ``max_entries`` most recently used edge indexes, within ``max_bytes`` (the entry in use is always kept); an
     entry is dropped with its tensor, when it is the oldest of more, or by :meth:`clear`. Tensors made under
     :func:`torch.inference_mode` are not cached. A copy or an unpickled cache starts empty.
 
     Args:
-        max_entries (int, optional): how many edge indexes keep their layouts. (default: ``8``)
-        max_bytes (int, optional): at most this many bytes of layouts and copies. (default: 2 GiB)
+        max_entries (int, optional): how many edge indexes keep their CSRs. (default: ``8``)
+        max_bytes (int, optional): at most this many bytes of CSRs and copies. (default: 2 GiB)
     """
 
     def __init__(self, max_entries: int = 8, max_bytes: int = 2 << 30) -> None:
         self.max_entries, self.max_bytes = int(max_entries), int(max_bytes)
         self._entries: "OrderedDict[int, _Entry]" = OrderedDict()
 
-    def get(self, edge_index: Tensor, num_src: int, num_dst: int, self_loops: int = 0) -> EdgeLayout:
-        """The layout of ``edge_index`` (row 0 sources, row 1 destinations) with ``self_loops`` loops added as PyG
-        adds them (see :func:`~graph_rma.nn.lean.csr.edge_layout`)."""
+    def get(self, edge_index: Tensor, num_src: int, num_dst: int, self_loops: int = 0) -> EdgeCSR:
+        """The CSR of ``edge_index`` (row 0 sources, row 1 destinations) with ``self_loops`` loops added as PyG
+        adds them (see :func:`~graph_rma.nn.lean.csr.edge_csr`)."""
         shape = (int(num_src), int(num_dst), int(self_loops))
         if edge_index.is_inference():
-            return edge_layout(edge_index[0], edge_index[1], *shape)
+            return edge_csr(edge_index[0], edge_index[1], *shape)
         key, entries = id(edge_index), self._entries
         entry = entries.get(key)
         if entry is None or entry.ref() is not edge_index or not _same(edge_index, entry.values):
@@ -89,16 +90,16 @@ class LayoutCache:
             ref = weakref.ref(edge_index, lambda _, key=key: entries.pop(key, None))
             entry = entries[key] = _Entry(ref, _copy(edge_index))
         entries.move_to_end(key)
-        layout = entry.layouts.get(shape)
-        if layout is None:
-            layout = entry.layouts[shape] = edge_layout(edge_index[0], edge_index[1], *shape)
+        csr = entry.csrs.get(shape)
+        if csr is None:
+            csr = entry.csrs[shape] = edge_csr(edge_index[0], edge_index[1], *shape)
         total = self.nbytes
         while len(entries) > 1 and (len(entries) > self.max_entries or total > self.max_bytes):
             total -= entries.popitem(last=False)[1].nbytes
-        return layout
+        return csr
 
     def clear(self) -> None:
-        """Drop every kept layout."""
+        """Drop every kept CSR."""
         self._entries.clear()
 
     def __len__(self) -> int:
@@ -106,7 +107,7 @@ class LayoutCache:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the kept layouts and copies."""
+        """Bytes of the kept CSRs and copies."""
         return sum(e.nbytes for e in self._entries.values())
 
     def __repr__(self) -> str:
@@ -119,15 +120,20 @@ class LayoutCache:
     def __setstate__(self, state: Dict[str, int]) -> None:
         self.__init__(**state)
 
-    def __deepcopy__(self, memo) -> "LayoutCache":
-        return LayoutCache(self.max_entries, self.max_bytes)
+    def __deepcopy__(self, memo) -> "CSRCache":
+        return CSRCache(self.max_entries, self.max_bytes)
 
 
-def share_layout_cache(module: torch.nn.Module, cache: Optional[LayoutCache] = None) -> LayoutCache:
-    """Give every layer of ``module`` that has a ``layout_cache`` one cache (``cache``, or a new one), so that
-    layers seeing the same edge index build and keep its layout once. Returns that cache."""
-    cache = LayoutCache() if cache is None else cache
+def share_csr_cache(module: torch.nn.Module, cache: Optional[CSRCache] = None) -> CSRCache:
+    """Give every layer of ``module`` that has a ``csr_cache`` one cache (``cache``, or a new one), so that
+    layers seeing the same edge index build and keep its CSR once. Returns that cache."""
+    cache = CSRCache() if cache is None else cache
     for m in module.modules():
-        if isinstance(getattr(m, "layout_cache", None), LayoutCache):
-            m.layout_cache = cache
+        if isinstance(getattr(m, "csr_cache", None), CSRCache):
+            m.csr_cache = cache
     return cache
+
+
+__getattr__ = renamed(  # the old names, one release
+    __name__, {"LayoutCache": f"{__name__}:CSRCache", "share_layout_cache": f"{__name__}:share_csr_cache"}
+)

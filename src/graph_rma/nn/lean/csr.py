@@ -9,8 +9,8 @@ to the features is :math:`A^\top \mathbf{g}`, and the gradient with respect to t
 without forming any ``[E, C]`` tensor, and on CPU several times faster than gathering the edges' features and
 scattering the messages back.
 
-:class:`EdgeLayout` holds the edges sorted by destination (rows of :math:`A`) and by source (rows of
-:math:`A^\top`), as ``int32`` indices when they fit: 20 bytes per edge. :func:`edge_layout` builds it with two
+:class:`EdgeCSR` holds the edges sorted by destination (rows of :math:`A`) and by source (rows of
+:math:`A^\top`), as ``int32`` indices when they fit: 20 bytes per edge. :func:`edge_csr` builds it with two
 stable sorts, so sums run in a fixed order and results repeat exactly from run to run, and can add PyG's self-loops
 on the way (without the ``int64`` edge index with loops that ``add_self_loops`` forms). Per-edge quantities in
 *CSR order* are those of edge ``perm[p]`` at position ``p``. The kernels take optional ``out`` / ``buffer``
@@ -29,10 +29,12 @@ from typing import NamedTuple, Optional
 import torch
 from torch import Tensor
 
-__all__ = ["EdgeLayout", "edge_layout", "csr_supported", "spmm", "spmm_t", "sddmm", "segment_max", "segment_sum"]
+from ..._deprecation import renamed
+
+__all__ = ["EdgeCSR", "edge_csr", "csr_supported", "spmm", "spmm_t", "sddmm", "segment_max", "segment_sum"]
 
 
-class EdgeLayout(NamedTuple):
+class EdgeCSR(NamedTuple):
     """The edges as CSR (by destination) and as CSR of the transpose (by source)."""
 
     perm: Tensor  #: ``[E]``: edge at each CSR position (edges sorted by destination, stable)
@@ -63,8 +65,8 @@ def _with_loops(index: Tensor, kept: Optional[Tensor], num_loops: int, dtype: to
     return torch.cat([index.to(dtype), torch.arange(num_loops, dtype=dtype, device=index.device)])
 
 
-def edge_layout(src: Tensor, dst: Tensor, num_src: int, num_dst: int, self_loops: int = 0) -> EdgeLayout:
-    """:class:`EdgeLayout` of the edges ``src[e] -> dst[e]`` (``[E]`` integer tensors).
+def edge_csr(src: Tensor, dst: Tensor, num_src: int, num_dst: int, self_loops: int = 0) -> EdgeCSR:
+    """:class:`EdgeCSR` of the edges ``src[e] -> dst[e]`` (``[E]`` integer tensors).
 
     ``self_loops`` > 0: the edges as PyG's ``remove_self_loops`` and then ``add_self_loops(num_nodes=self_loops)``
     leave them (the edges ``j -> j`` dropped, order kept, then ``i -> i`` for ``i < self_loops`` appended), without
@@ -82,7 +84,7 @@ def edge_layout(src: Tensor, dst: Tensor, num_src: int, num_dst: int, self_loops
     crow_t = _row_pointers(sorted_col, num_src)
     del sorted_col
     perm_t, col_t = order.to(index), row.index_select(0, order)
-    return EdgeLayout(perm, row, _row_pointers(row, num_dst), col, perm_t, crow_t, col_t, int(num_src), int(num_dst))
+    return EdgeCSR(perm, row, _row_pointers(row, num_dst), col, perm_t, crow_t, col_t, int(num_src), int(num_dst))
 
 
 def csr_supported(*tensors: Tensor) -> bool:
@@ -113,38 +115,42 @@ def _times(a: Tensor, dense: Tensor, out: Optional[Tensor]) -> Tensor:
     return torch.addmm(out.zero_(), a, dense.contiguous(), out=out)
 
 
-def spmm(layout: EdgeLayout, values: Tensor, x: Tensor, out: Optional[Tensor] = None) -> Tensor:
+def spmm(csr: EdgeCSR, values: Tensor, x: Tensor, out: Optional[Tensor] = None) -> Tensor:
     r""":math:`\mathbf{y}_i = \sum_{e = (j \to i)} v_e \mathbf{x}_j`: ``values`` ``[E]`` in CSR order, ``x``
     ``[num_src, C]`` -> ``[num_dst, C]`` (written into ``out``, a contiguous ``[num_dst, C]`` tensor, when given)."""
-    return _times(_matrix(layout.crow, layout.col, values, (layout.num_dst, layout.num_src)), x, out)
+    return _times(_matrix(csr.crow, csr.col, values, (csr.num_dst, csr.num_src)), x, out)
 
 
 def spmm_t(
-    layout: EdgeLayout, values: Tensor, g: Tensor, buffer: Optional[Tensor] = None, out: Optional[Tensor] = None
+    csr: EdgeCSR, values: Tensor, g: Tensor, buffer: Optional[Tensor] = None, out: Optional[Tensor] = None
 ) -> Tensor:
     r"""The transposed product :math:`\mathbf{z}_j = \sum_{e = (j \to i)} v_e \mathbf{g}_i`: ``values`` ``[E]`` in
     CSR order, ``g`` ``[num_dst, C]`` -> ``[num_src, C]``. ``buffer``: an ``[E]`` tensor to reorder the values in
     (else a new one); ``out``: as in :func:`spmm`."""
-    reordered = torch.index_select(values, 0, layout.perm_t, out=buffer)
-    return _times(_matrix(layout.crow_t, layout.col_t, reordered, (layout.num_src, layout.num_dst)), g, out)
+    reordered = torch.index_select(values, 0, csr.perm_t, out=buffer)
+    return _times(_matrix(csr.crow_t, csr.col_t, reordered, (csr.num_src, csr.num_dst)), g, out)
 
 
-def sddmm(layout: EdgeLayout, g: Tensor, x: Tensor, out: Optional[Tensor] = None) -> Tensor:
+def sddmm(csr: EdgeCSR, g: Tensor, x: Tensor, out: Optional[Tensor] = None) -> Tensor:
     r""":math:`\langle \mathbf{g}_i, \mathbf{x}_j \rangle` for every edge ``j -> i``, in CSR order: ``g``
     ``[num_dst, C]``, ``x`` ``[num_src, C]`` -> ``[E]`` (written into ``out`` when given)."""
     # beta=0 still multiplies: the input values must be finite
-    values = out.zero_() if out is not None else g.new_zeros(layout.col.numel())
-    pattern = _matrix(layout.crow, layout.col, values, (layout.num_dst, layout.num_src))
+    values = out.zero_() if out is not None else g.new_zeros(csr.col.numel())
+    pattern = _matrix(csr.crow, csr.col, values, (csr.num_dst, csr.num_src))
     # in place: the result is written into `values`, the indices are not copied
     torch.sparse.sampled_addmm(pattern, g.contiguous(), x.contiguous().t(), beta=0.0, out=pattern)
     return values
 
 
-def segment_max(layout: EdgeLayout, values: Tensor) -> Tensor:
+def segment_max(csr: EdgeCSR, values: Tensor) -> Tensor:
     """Per destination, the largest of its edges' ``values`` (``[E]`` in CSR order); ``-inf`` without edges."""
-    return torch.segment_reduce(values, "max", offsets=layout.crow, axis=0, unsafe=True, initial=float("-inf"))
+    return torch.segment_reduce(values, "max", offsets=csr.crow, axis=0, unsafe=True, initial=float("-inf"))
 
 
-def segment_sum(layout: EdgeLayout, values: Tensor) -> Tensor:
+def segment_sum(csr: EdgeCSR, values: Tensor) -> Tensor:
     """Per destination, the sum of its edges' ``values`` (``[E]`` in CSR order)."""
-    return values.new_zeros(layout.num_dst).index_add_(0, layout.row, values)
+    return values.new_zeros(csr.num_dst).index_add_(0, csr.row, values)
+
+
+# The old names (an edge "layout"; "layout" now means only the heads' slices, graph_rma.particles): one release.
+__getattr__ = renamed(__name__, {"EdgeLayout": f"{__name__}:EdgeCSR", "edge_layout": f"{__name__}:edge_csr"})

@@ -1,6 +1,6 @@
-"""The lean path's autograd Functions: each saves only ``[E, H]`` weights or masks, the edge index or layout and
-node-level tensors, and computes with the CSR kernels (:mod:`~graph_rma.nn.lean.per_head`) when it has an edge
-layout, else with the chunked ones (:mod:`~graph_rma.nn.lean.chunked`)."""
+"""The lean path's autograd Functions: each saves only ``[E, H]`` weights or masks, the edge index or its CSR and
+node-level tensors, and computes with the CSR kernels (:mod:`~graph_rma.nn.lean.per_head`) when it has the edges'
+CSR, else with the chunked ones (:mod:`~graph_rma.nn.lean.chunked`)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ from typing import Any, Optional, Tuple
 import torch
 from torch import Tensor
 
-from . import chunked, csr, per_head
-from .csr import EdgeLayout, edge_layout
+from ..._deprecation import renamed, renamed_keywords
+from . import chunked, per_head
+from . import csr as csr_kernels
+from .csr import EdgeCSR, edge_csr
 from .score import node_terms, terms_backward_
 
 __all__ = [
@@ -23,7 +25,7 @@ __all__ = [
     "edge_dot",
     "draw_dropout",
     "dropped_weights",
-    "layout_for",
+    "csr_for",
 ]
 
 
@@ -32,19 +34,19 @@ def _zeros_if(needed: bool, like: Optional[Tensor]) -> Optional[Tensor]:
 
 
 def _edges_if(
-    layout: Optional[EdgeLayout], src: Optional[Tensor], dst: Optional[Tensor]
+    csr: Optional[EdgeCSR], src: Optional[Tensor], dst: Optional[Tensor]
 ) -> Tuple[Optional[Tensor], Optional[Tensor]]:
-    """What backward keeps of the edge index: nothing when it has the CSR layout."""
-    return (None, None) if layout is not None else (src, dst)
+    """What backward keeps of the edge index: nothing when it has the CSR."""
+    return (None, None) if csr is not None else (src, dst)
 
 
-def layout_for(
-    layout: Optional[EdgeLayout], src: Tensor, dst: Tensor, num_src: int, num_dst: int, *tensors: Tensor
-) -> Optional[EdgeLayout]:
-    """The layout to compute with: the given one, else a new one where the CSR kernels apply, else ``None``."""
-    if layout is not None or not csr.csr_supported(*tensors):
-        return layout
-    return edge_layout(src, dst, num_src, num_dst)
+def csr_for(
+    csr: Optional[EdgeCSR], src: Tensor, dst: Tensor, num_src: int, num_dst: int, *tensors: Tensor
+) -> Optional[EdgeCSR]:
+    """The CSR to compute with: the given one, else a new one where the CSR kernels apply, else ``None``."""
+    if csr is not None or not csr_kernels.csr_supported(*tensors):
+        return csr
+    return edge_csr(src, dst, num_src, num_dst)
 
 
 def draw_dropout(E: int, H: int, like: Tensor, p: float) -> Tuple[Optional[Tensor], Optional[Tensor]]:
@@ -71,13 +73,13 @@ class _EdgeAggregate(torch.autograd.Function):
         num_dst: int,
         keep: Optional[Tensor],
         scale: Optional[Tensor],
-        layout: Optional[EdgeLayout] = None,
+        csr: Optional[EdgeCSR] = None,
     ) -> Tensor:
-        ctx.layout, ctx.softmax = layout, False
-        # the CSR kernels need the layout, not the edge index (let the caller's copy with self-loops go)
-        ctx.save_for_backward(w, x, *_edges_if(layout, src, dst), keep, scale)
-        if layout is not None:
-            return per_head.aggregate(layout, w, x, keep, scale)
+        ctx.csr, ctx.softmax = csr, False
+        # the CSR kernels need the CSR, not the edge index (let the caller's copy with self-loops go)
+        ctx.save_for_backward(w, x, *_edges_if(csr, src, dst), keep, scale)
+        if csr is not None:
+            return per_head.aggregate(csr, w, x, keep, scale)
         return chunked.aggregate(w, x, src, dst, num_dst, keep, scale)
 
     @staticmethod
@@ -86,13 +88,14 @@ class _EdgeAggregate(torch.autograd.Function):
         grad = grad.contiguous()
         g_w = torch.empty_like(w) if ctx.needs_input_grad[0] or ctx.softmax else None
         g_x = _zeros_if(ctx.needs_input_grad[1], x)
-        if ctx.layout is not None:
-            per_head.aggregate_backward(ctx.layout, grad, w, x, keep, scale, g_w, g_x, ctx.softmax)
+        if ctx.csr is not None:
+            per_head.aggregate_backward(ctx.csr, grad, w, x, keep, scale, g_w, g_x, ctx.softmax)
         else:
             chunked.aggregate_backward(grad, w, x, src, dst, keep, scale, g_w, g_x, ctx.softmax)
         return g_w, g_x, None, None, None, None, None, None
 
 
+@renamed_keywords(layout="csr")  # the old keyword, one release
 def edge_aggregate(
     w: Tensor,
     x: Tensor,
@@ -101,17 +104,17 @@ def edge_aggregate(
     num_dst: int,
     keep: Optional[Tensor] = None,
     scale: Optional[Tensor] = None,
-    layout: Optional[EdgeLayout] = None,
+    csr: Optional[EdgeCSR] = None,
 ) -> Tensor:
     r""":math:`\mathbf{y}_{i,h} = \sum_{e=(j \to i)} w_{e,h} \mathbf{x}_{j,h}`: ``w`` ``[E, H]``, ``x``
     ``[N_src, H, C]``, ``src``/``dst`` ``[E]`` -> ``[num_dst, H, C]``. Saves ``w``, ``x`` and the indices.
 
     With a boolean ``keep`` ``[E, H]`` and a one-element ``scale``, the weights are ``w * keep * scale``
     (attention dropout fused in: only the boolean mask is kept, not a second ``[E, H]`` float tensor).
-    ``layout``: the edges' :class:`~graph_rma.nn.lean.csr.EdgeLayout` (built here when the CSR kernels apply
+    ``csr``: the edges' :class:`~graph_rma.nn.lean.csr.EdgeCSR` (built here when the CSR kernels apply
     and none is given)."""
-    layout = layout_for(layout, src, dst, x.size(0), num_dst, w, x)
-    return _EdgeAggregate.apply(w, x, src, dst, num_dst, keep, scale, layout)
+    csr = csr_for(csr, src, dst, x.size(0), num_dst, w, x)
+    return _EdgeAggregate.apply(w, x, src, dst, num_dst, keep, scale, csr)
 
 
 class _SoftmaxAggregate(torch.autograd.Function):
@@ -128,17 +131,18 @@ class _SoftmaxAggregate(torch.autograd.Function):
         num_dst: int,
         p: float,
         inplace: bool,
-        layout: Optional[EdgeLayout] = None,
+        csr: Optional[EdgeCSR] = None,
     ) -> Tensor:
         alpha = chunked.softmax(scores, dst, num_dst, inplace=inplace)
         keep, scale = draw_dropout(alpha.size(0), alpha.size(1), alpha, p)
-        out = _EdgeAggregate.forward(ctx, alpha, x, src, dst, num_dst, keep, scale, layout)
+        out = _EdgeAggregate.forward(ctx, alpha, x, src, dst, num_dst, keep, scale, csr)
         ctx.softmax = True
         return out
 
     backward = staticmethod(_EdgeAggregate.backward)
 
 
+@renamed_keywords(layout="csr")  # the old keyword, one release
 def softmax_aggregate(
     scores: Tensor,
     x: Tensor,
@@ -147,14 +151,14 @@ def softmax_aggregate(
     num_dst: int,
     p: float = 0.0,
     inplace: bool = False,
-    layout: Optional[EdgeLayout] = None,
+    csr: Optional[EdgeCSR] = None,
 ) -> Tensor:
     r""":func:`edge_softmax`, attention dropout with probability ``p`` (a mask drawn as ``F.dropout`` draws it on
     CPU) and :func:`edge_aggregate` as one autograd node, which keeps only the softmax output and the boolean mask
-    per edge. ``inplace`` lets the softmax overwrite ``scores`` (a fresh tensor nobody else reads); ``layout`` as in
+    per edge. ``inplace`` lets the softmax overwrite ``scores`` (a fresh tensor nobody else reads); ``csr`` as in
     :func:`edge_aggregate`."""
-    layout = layout_for(layout, src, dst, x.size(0), num_dst, scores, x)
-    return _SoftmaxAggregate.apply(scores, x, src, dst, num_dst, float(p), inplace, layout)
+    csr = csr_for(csr, src, dst, x.size(0), num_dst, scores, x)
+    return _SoftmaxAggregate.apply(scores, x, src, dst, num_dst, float(p), inplace, csr)
 
 
 class _EdgeSoftmax(torch.autograd.Function):
@@ -234,7 +238,7 @@ def gat_scores(
 
 class _GATAttention(torch.autograd.Function):
     """GAT's per-node score terms, scores, edge softmax, plain dropout and aggregation as one node. Per edge it keeps
-    only the dropout mask (as bits with the CSR kernels) and the layout or edge index: the weights are recomputed in
+    only the dropout mask (as bits with the CSR kernels) and the CSR or edge index: the weights are recomputed in
     backward from the node features, the attention vectors and the softmax's log-normaliser per destination."""
 
     @staticmethod
@@ -250,18 +254,18 @@ class _GATAttention(torch.autograd.Function):
         num_dst: int,
         slope: float,
         p: float,
-        layout: Optional[EdgeLayout] = None,
+        csr: Optional[EdgeCSR] = None,
     ) -> Tensor:
-        ctx.layout, ctx.slope = layout, slope
-        E = layout.col.numel() if layout is not None else src.numel()
+        ctx.csr, ctx.slope = csr, slope
+        E = csr.col.numel() if csr is not None else src.numel()
         keep, scale = draw_dropout(E, x.size(1), x, p)
-        if layout is not None:
-            keep = per_head.pack_mask(keep, layout)  # the [E, H] booleans go: 1 byte per edge for 8 heads, not 8
-            out, lse = per_head.gat_forward(layout, x, att_src, x_dst, att_dst, a_edge, slope, keep, scale)
+        if csr is not None:
+            keep = per_head.pack_mask(keep, csr)  # the [E, H] booleans go: 1 byte per edge for 8 heads, not 8
+            out, lse = per_head.gat_forward(csr, x, att_src, x_dst, att_dst, a_edge, slope, keep, scale)
         else:
             a_src, a_dst = node_terms(x, att_src, x_dst, att_dst)
             out, lse = chunked.gat_forward(x, a_src, a_dst, a_edge, src, dst, num_dst, slope, keep, scale)
-        ctx.save_for_backward(x, att_src, x_dst, att_dst, a_edge, *_edges_if(layout, src, dst), keep, scale, lse)
+        ctx.save_for_backward(x, att_src, x_dst, att_dst, a_edge, *_edges_if(csr, src, dst), keep, scale, lse)
         return out
 
     @staticmethod
@@ -272,9 +276,9 @@ class _GATAttention(torch.autograd.Function):
         g_x, g_att_src = _zeros_if(need[0], x), _zeros_if(need[1], att_src)
         g_xd, g_att_dst = _zeros_if(x_dst is not None and need[2], x_dst), _zeros_if(need[3], att_dst)
         g_edge = a_edge.new_empty(a_edge.shape) if a_edge is not None and need[4] else None
-        if ctx.layout is not None:
+        if ctx.csr is not None:
             per_head.gat_backward(
-                ctx.layout,
+                ctx.csr,
                 grad,
                 x,
                 att_src,
@@ -303,6 +307,7 @@ class _GATAttention(torch.autograd.Function):
         return g_x, g_att_src, g_xd, g_att_dst, g_edge, None, None, None, None, None, None
 
 
+@renamed_keywords(layout="csr")  # the old keyword, one release
 def gat_attention(
     x: Tensor,
     att_src: Tensor,
@@ -314,7 +319,7 @@ def gat_attention(
     num_dst: int,
     negative_slope: float,
     p: float = 0.0,
-    layout: Optional[EdgeLayout] = None,
+    csr: Optional[EdgeCSR] = None,
 ) -> Tensor:
     r"""The whole GAT attention, :math:`\mathbf{y}_i = \sum_{e = (j \to i)} \mathrm{drop}(\alpha_e)\,
     \mathbf{x}_j` with :math:`\alpha = \operatorname{softmax}(\mathrm{LeakyReLU}(a_j + b_i + c_e))`
@@ -324,12 +329,12 @@ def gat_attention(
 
     ``x`` ``[N_src, H, C]``, ``att_src`` ``[1, H, C]``; ``x_dst`` ``[N_dst, H, C]`` or ``None`` for ``x`` itself;
     ``att_dst`` ``[1, H, C]`` or ``None`` for no destination term; ``a_edge`` ``[E, H]`` or ``None``. ``src``/``dst``
-    may be ``None`` when ``layout`` is given."""
-    if layout is None:
+    may be ``None`` when ``csr`` is given."""
+    if csr is None:
         assert src is not None and dst is not None
-        layout = layout_for(None, src, dst, x.size(0), num_dst, att_src, x)
+        csr = csr_for(None, src, dst, x.size(0), num_dst, att_src, x)
     return _GATAttention.apply(
-        x, att_src, x_dst, att_dst, a_edge, src, dst, num_dst, float(negative_slope), float(p), layout
+        x, att_src, x_dst, att_dst, a_edge, src, dst, num_dst, float(negative_slope), float(p), csr
     )
 
 
@@ -386,32 +391,33 @@ def gatv2_scores(
 class _EdgeDot(torch.autograd.Function):
     @staticmethod
     def forward(
-        ctx: Any, q: Tensor, k: Tensor, src: Tensor, dst: Tensor, scale: float, layout: Optional[EdgeLayout] = None
+        ctx: Any, q: Tensor, k: Tensor, src: Tensor, dst: Tensor, scale: float, csr: Optional[EdgeCSR] = None
     ) -> Tensor:
-        out = per_head.edge_dot(layout, q, k) if layout is not None else chunked.edge_dot(q, k, src, dst)
-        ctx.save_for_backward(q, k, *_edges_if(layout, src, dst))
-        ctx.scale, ctx.layout = scale, layout
+        out = per_head.edge_dot(csr, q, k) if csr is not None else chunked.edge_dot(q, k, src, dst)
+        ctx.save_for_backward(q, k, *_edges_if(csr, src, dst))
+        ctx.scale, ctx.csr = scale, csr
         return out.mul_(scale)
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor):
         q, k, src, dst = ctx.saved_tensors
         g_q, g_k = _zeros_if(ctx.needs_input_grad[0], q), _zeros_if(ctx.needs_input_grad[1], k)
-        if ctx.layout is not None:
-            per_head.edge_dot_backward(ctx.layout, grad, q, k, ctx.scale, g_q, g_k)
+        if ctx.csr is not None:
+            per_head.edge_dot_backward(ctx.csr, grad, q, k, ctx.scale, g_q, g_k)
         else:
             chunked.edge_dot_backward(grad, q, k, src, dst, ctx.scale, g_q, g_k)
         return g_q, g_k, None, None, None, None
 
 
+@renamed_keywords(layout="csr")  # the old keyword, one release
 def edge_dot(
-    q: Tensor, k: Tensor, src: Tensor, dst: Tensor, scale: float = 1.0, layout: Optional[EdgeLayout] = None
+    q: Tensor, k: Tensor, src: Tensor, dst: Tensor, scale: float = 1.0, csr: Optional[EdgeCSR] = None
 ) -> Tensor:
     r"""Scores :math:`\gamma \langle \mathbf{q}_{i,h}, \mathbf{k}_{j,h} \rangle` ``[E, H]`` for edges ``j -> i``:
-    ``q`` ``[N_dst, H, C]``, ``k`` ``[N_src, H, C]``. Keeps no per-edge tensor; ``layout`` as in
+    ``q`` ``[N_dst, H, C]``, ``k`` ``[N_src, H, C]``. Keeps no per-edge tensor; ``csr`` as in
     :func:`edge_aggregate`."""
-    layout = layout_for(layout, src, dst, k.size(0), q.size(0), q, k)
-    return _EdgeDot.apply(q, k, src, dst, float(scale), layout)
+    csr = csr_for(csr, src, dst, k.size(0), q.size(0), q, k)
+    return _EdgeDot.apply(q, k, src, dst, float(scale), csr)
 
 
 class _Dropped(torch.autograd.Function):
@@ -431,3 +437,6 @@ class _Dropped(torch.autograd.Function):
 def dropped_weights(w: Tensor, keep: Optional[Tensor], scale: Optional[Tensor]) -> Tensor:
     """The attention weights after plain dropout, as the stock layers return them."""
     return w if keep is None else _Dropped.apply(w, keep, scale)
+
+
+__getattr__ = renamed(__name__, {"layout_for": f"{__name__}:csr_for"})  # the old name, one release

@@ -12,9 +12,11 @@ from torch_geometric.typing import SparseTensor
 from torch_geometric.utils import add_self_loops, is_torch_sparse_tensor, remove_self_loops, to_edge_index
 from torch_geometric.utils.sparse import set_sparse_value
 
-from . import csr
-from .csr import EdgeLayout, edge_layout
+from ..._deprecation import renamed
+from . import csr as csr_kernels
+from .csr import EdgeCSR, edge_csr
 from .functions import (
+    csr_for,
     draw_dropout,
     dropped_weights,
     edge_aggregate,
@@ -22,12 +24,11 @@ from .functions import (
     gat_attention,
     gat_scores,
     gatv2_scores,
-    layout_for,
     softmax_aggregate,
 )
 from .score import head_dot
 
-__all__ = ["gat_forward", "gatv2_forward", "check_lean", "attention_softmax", "dropout_mask", "cached_layout"]
+__all__ = ["gat_forward", "gatv2_forward", "check_lean", "attention_softmax", "dropout_mask", "cached_csr"]
 
 
 def check_lean(layer: Any, lean: Any) -> bool:
@@ -71,16 +72,14 @@ def dropout_mask(layer: Any, alpha: Tensor) -> Tuple[Optional[Tensor], Optional[
     return draw_dropout(alpha.size(0), alpha.size(1), alpha, float(layer.dropout))
 
 
-def cached_layout(
-    layer: Any, edge_index: Any, num_src: int, num_dst: int, loops: int, x: Tensor
-) -> Optional[EdgeLayout]:
-    """The CSR layout of a ``[2, E]`` edge index with ``loops`` self-loops added as the stock layers add them, from
-    the layer's ``layout_cache`` (built anew without one), where the CSR kernels apply; else ``None``."""
-    if not isinstance(edge_index, Tensor) or is_torch_sparse_tensor(edge_index) or not csr.csr_supported(x):
+def cached_csr(layer: Any, edge_index: Any, num_src: int, num_dst: int, loops: int, x: Tensor) -> Optional[EdgeCSR]:
+    """The CSR of a ``[2, E]`` edge index with ``loops`` self-loops added as the stock layers add them, from
+    the layer's ``csr_cache`` (built anew without one), where the CSR kernels apply; else ``None``."""
+    if not isinstance(edge_index, Tensor) or is_torch_sparse_tensor(edge_index) or not csr_kernels.csr_supported(x):
         return None
-    cache = getattr(layer, "layout_cache", None)
+    cache = getattr(layer, "csr_cache", None)
     if cache is None:
-        return edge_layout(edge_index[0], edge_index[1], num_src, num_dst, loops)
+        return edge_csr(edge_index[0], edge_index[1], num_src, num_dst, loops)
     return cache.get(edge_index, num_src, num_dst, loops)
 
 
@@ -144,18 +143,16 @@ def _attend(
     res: Optional[Tensor],
     edge_index: Tensor,
     return_attention_weights: Optional[bool],
-    layout: Optional[EdgeLayout] = None,
+    csr: Optional[EdgeCSR] = None,
 ):
     """Softmax, dropout / DropAttention, aggregation and the stock layers' epilogue, from the scores."""
     if getattr(layer, "drop_attention", None) is None and not return_attention_weights:
         p = float(layer.dropout) if layer.training else 0.0
-        out = softmax_aggregate(
-            scores, x_src, src, dst, num_dst, p, inplace=not torch.compiler.is_compiling(), layout=layout
-        )
+        out = softmax_aggregate(scores, x_src, src, dst, num_dst, p, inplace=not torch.compiler.is_compiling(), csr=csr)
         return _finish(layer, out, res, edge_index)
     alpha = attention_softmax(layer, scores, src, dst, num_src, num_dst)
     keep, scale = dropout_mask(layer, alpha)
-    out = edge_aggregate(alpha, x_src, src, dst, num_dst, keep, scale, layout)
+    out = edge_aggregate(alpha, x_src, src, dst, num_dst, keep, scale, csr)
     return _finish(layer, out, res, edge_index, alpha if return_attention_weights else None, keep, scale)
 
 
@@ -213,27 +210,27 @@ def gat_forward(
     p = float(layer.dropout) if layer.training else 0.0  # plain attention dropout, in the fused node
     att_dst = None if x_dst is None else layer.att_dst
     x_dst_term = None if x_dst is x_src else x_dst  # None: the destination term reads x_src itself
-    # The CSR layout straight from the edge index, self-loops included (no [2, E] int64 copy with loops).
-    layout = cached_layout(layer, edge_index, num_src, num_dst, loops, x_src)
-    if fused and layout is not None and (edge_attr is None or layer.lin_edge is None):
+    # The CSR straight from the edge index, self-loops included (no [2, E] int64 copy with loops).
+    csr = cached_csr(layer, edge_index, num_src, num_dst, loops, x_src)
+    if fused and csr is not None and (edge_attr is None or layer.lin_edge is None):
         out = gat_attention(
-            x_src, layer.att_src, x_dst_term, att_dst, None, None, None, num_dst, layer.negative_slope, p, layout
+            x_src, layer.att_src, x_dst_term, att_dst, None, None, None, num_dst, layer.negative_slope, p, csr
         )
         return _finish(layer, out, res, edge_index)
     if loops:
         edge_index, edge_attr = _self_loops(layer, edge_index, edge_attr, loops)
     src, dst, num_src, num_dst = _edges(edge_index, num_src, num_dst)
     a_edge = _gat_edge_term(layer, edge_attr)
-    layout = layout_for(layout, src, dst, num_src, num_dst, x_src)
+    csr = csr_for(csr, src, dst, num_src, num_dst, x_src)
     if fused:
         out = gat_attention(
-            x_src, layer.att_src, x_dst_term, att_dst, a_edge, src, dst, num_dst, layer.negative_slope, p, layout
+            x_src, layer.att_src, x_dst_term, att_dst, a_edge, src, dst, num_dst, layer.negative_slope, p, csr
         )
         return _finish(layer, out, res, edge_index)
     a_src = head_dot(x_src, layer.att_src)
     a_dst = None if x_dst is None else head_dot(x_dst, layer.att_dst)
     scores = gat_scores(a_src, a_dst, a_edge, src, dst, layer.negative_slope)
-    return _attend(layer, scores, x_src, src, dst, num_src, num_dst, res, edge_index, return_attention_weights, layout)
+    return _attend(layer, scores, x_src, src, dst, num_src, num_dst, res, edge_index, return_attention_weights, csr)
 
 
 def gatv2_forward(
@@ -255,7 +252,7 @@ def gatv2_forward(
             raise ValueError("x: GATv2 needs destination features, got (x_src, None)")
         x_r = layer.lin_r(x_r).view(-1, H, C)
     loops = min(x_l.size(0), x_r.size(0)) if layer.add_self_loops and isinstance(edge_index, Tensor) else 0
-    layout = cached_layout(layer, edge_index, x_l.size(0), x_r.size(0), loops, x_l)
+    csr = cached_csr(layer, edge_index, x_l.size(0), x_r.size(0), loops, x_l)
     if loops:
         edge_index, edge_attr = _self_loops(layer, edge_index, edge_attr, loops)
     src, dst, num_src, num_dst = _edges(edge_index, x_l.size(0), x_r.size(0))
@@ -264,5 +261,8 @@ def gatv2_forward(
         attr = edge_attr.view(-1, 1) if edge_attr.dim() == 1 else edge_attr
         w_edge = layer.lin_edge.weight
     scores = gatv2_scores(x_l, x_r, layer.att, attr, w_edge, src, dst, layer.negative_slope)
-    layout = layout_for(layout, src, dst, num_src, num_dst, x_l)
-    return _attend(layer, scores, x_l, src, dst, num_src, num_dst, res, edge_index, return_attention_weights, layout)
+    csr = csr_for(csr, src, dst, num_src, num_dst, x_l)
+    return _attend(layer, scores, x_l, src, dst, num_src, num_dst, res, edge_index, return_attention_weights, csr)
+
+
+__getattr__ = renamed(__name__, {"cached_layout": f"{__name__}:cached_csr"})  # the old name, one release

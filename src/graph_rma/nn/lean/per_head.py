@@ -2,9 +2,9 @@ r"""The lean path's CSR kernels, one head at a time: CPU tensors of ``float32``/
 :func:`torch.compile` (:func:`~graph_rma.nn.lean.csr.csr_supported`).
 
 The aggregation, its transpose and :math:`\langle \mathbf{g}_{i,h}, \mathbf{x}_{j,h} \rangle` are sparse-dense
-products over the edges' :class:`~graph_rma.nn.lean.csr.EdgeLayout`, one head at a time: no ``[E, C]`` tensor is
+products over the edges' :class:`~graph_rma.nn.lean.csr.EdgeCSR`, one head at a time: no ``[E, C]`` tensor is
 formed at all, per-edge temporaries are ``[E]`` vectors in CSR order (allocated once per call and reused by every
-head), and backward keeps the layout (20 bytes per edge) instead of the edge index. Dropout masks are as in
+head), and backward keeps the CSR (20 bytes per edge) instead of the edge index. Dropout masks are as in
 :mod:`graph_rma.nn.lean.chunked` (``keep`` ``[E, H]`` in edge order, ``scale``), except that the fused GAT keeps
 its mask as bits (:func:`pack_mask`: one byte per edge for up to 8 heads, not 8); gradients are written into the
 tensors the caller passes.
@@ -18,23 +18,23 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .csr import EdgeLayout, sddmm, segment_max, segment_sum, spmm, spmm_t
+from .csr import EdgeCSR, sddmm, segment_max, segment_sum, spmm, spmm_t
 from .score import leaky_relu_backward_, logits, node_terms, terms_backward_
 
 
-def _mask(keep: Optional[Tensor], layout: EdgeLayout, h: int) -> Optional[Tensor]:
+def _mask(keep: Optional[Tensor], csr: EdgeCSR, h: int) -> Optional[Tensor]:
     """Head ``h``'s boolean dropout mask in CSR order."""
-    return None if keep is None else keep[:, h].index_select(0, layout.perm)
+    return None if keep is None else keep[:, h].index_select(0, csr.perm)
 
 
-def pack_mask(keep: Optional[Tensor], layout: EdgeLayout) -> Optional[Tensor]:
+def pack_mask(keep: Optional[Tensor], csr: EdgeCSR) -> Optional[Tensor]:
     """The boolean dropout mask ``keep`` ``[E, H]`` as bits in CSR order: ``[E, ceil(H / 8)]`` bytes, bit ``h % 8``
     of column ``h // 8`` keeping head ``h``."""
     if keep is None:
         return None
     bits = torch.zeros(keep.size(0), (keep.size(1) + 7) // 8, dtype=torch.uint8, device=keep.device)
     for h in range(keep.size(1)):
-        bits[:, h // 8].bitwise_or_(keep[:, h].index_select(0, layout.perm).to(torch.uint8).bitwise_left_shift_(h % 8))
+        bits[:, h // 8].bitwise_or_(keep[:, h].index_select(0, csr.perm).to(torch.uint8).bitwise_left_shift_(h % 8))
     return bits
 
 
@@ -63,23 +63,23 @@ def _drop_(v: Tensor, mask: Optional[Tensor], scale: Optional[Tensor], buffer: O
     return v.mul_(mask if buffer is None else buffer.copy_(mask)).mul_(scale)
 
 
-def _softmax_backward_(layout: EdgeLayout, grad: Tensor, alpha: Tensor, buffer: Optional[Tensor] = None) -> Tensor:
+def _softmax_backward_(csr: EdgeCSR, grad: Tensor, alpha: Tensor, buffer: Optional[Tensor] = None) -> Tensor:
     r""":math:`\alpha_e (g_e - \sum_{e' \to i} \alpha_{e'} g_{e'})` for one head in CSR order, in ``grad``'s
     buffer (the edge softmax's backward; ``buffer``: an ``[E]`` work vector, else a new one)."""
     grad.mul_(alpha)
-    per_edge = torch.index_select(segment_sum(layout, grad), 0, layout.row, out=buffer)
+    per_edge = torch.index_select(segment_sum(csr, grad), 0, csr.row, out=buffer)
     return grad.sub_(per_edge.mul_(alpha))
 
 
-def aggregate(layout: EdgeLayout, w: Tensor, x: Tensor, keep: Optional[Tensor], scale: Optional[Tensor]) -> Tensor:
-    out = x.new_empty(layout.num_dst, x.size(1), x.size(2))
+def aggregate(csr: EdgeCSR, w: Tensor, x: Tensor, keep: Optional[Tensor], scale: Optional[Tensor]) -> Tensor:
+    out = x.new_empty(csr.num_dst, x.size(1), x.size(2))
     for h in range(x.size(1)):
-        out[:, h] = spmm(layout, _drop_(w[:, h].index_select(0, layout.perm), _mask(keep, layout, h), scale), x[:, h])
+        out[:, h] = spmm(csr, _drop_(w[:, h].index_select(0, csr.perm), _mask(keep, csr, h), scale), x[:, h])
     return out
 
 
 def aggregate_backward(
-    layout: EdgeLayout,
+    csr: EdgeCSR,
     grad: Tensor,
     w: Tensor,
     x: Tensor,
@@ -91,16 +91,16 @@ def aggregate_backward(
 ) -> None:
     """As :func:`graph_rma.nn.lean.chunked.aggregate_backward`, head by head."""
     for h in range(x.size(1)):
-        m, v = _mask(keep, layout, h), w[:, h].index_select(0, layout.perm)
+        m, v = _mask(keep, csr, h), w[:, h].index_select(0, csr.perm)
         if g_x is not None:
-            g_x[:, h] = spmm_t(layout, v if m is None else v * m * scale, grad[:, h])
+            g_x[:, h] = spmm_t(csr, v if m is None else v * m * scale, grad[:, h])
         if g_w is not None:
-            gv = _drop_(sddmm(layout, grad[:, h], x[:, h]), m, scale)
-            g_w[:, h].index_put_((layout.perm,), _softmax_backward_(layout, gv, v) if softmax else gv)
+            gv = _drop_(sddmm(csr, grad[:, h], x[:, h]), m, scale)
+            g_w[:, h].index_put_((csr.perm,), _softmax_backward_(csr, gv, v) if softmax else gv)
 
 
 def gat_forward(
-    layout: EdgeLayout,
+    csr: EdgeCSR,
     x: Tensor,
     att_src: Tensor,
     x_dst: Optional[Tensor],
@@ -113,7 +113,7 @@ def gat_forward(
     r"""The fused GAT attention one head at a time from end to end (score terms, scores, softmax, dropout
     (:func:`pack_mask`'s ``bits``), product): ``(out [num_dst, H, C], lse [num_dst, H])`` with the softmax's
     log-normaliser :math:`\log \sum_{e' \to i} \exp s_{e'}`, from which backward recomputes the weights."""
-    E, H, C, num_dst = layout.col.numel(), x.size(1), x.size(2), layout.num_dst
+    E, H, C, num_dst = csr.col.numel(), x.size(1), x.size(2), csr.num_dst
     lse = x.new_empty(num_dst, H)
     w, tmp = x.new_empty(2, E).unbind(0)  # the per-edge work space, one block
     bit = None if bits is None else bits.new_empty(E)  # one head's mask
@@ -122,19 +122,19 @@ def gat_forward(
     for h in range(H):
         a, b = node_terms(x, att_src, x_dst, att_dst, h)
         c = None if a_edge is None else a_edge[:, h]
-        F.leaky_relu_(logits(a, b, c, layout.col, layout.row, layout.perm, w, tmp), slope)
-        m = segment_max(layout, w)
-        w.sub_(torch.index_select(m, 0, layout.row, out=tmp)).exp_()
-        z = segment_sum(layout, w).add_(1e-16)
-        w.div_(torch.index_select(z, 0, layout.row, out=tmp))  # as PyG's softmax: exp(s - max) / (sum + 1e-16)
+        F.leaky_relu_(logits(a, b, c, csr.col, csr.row, csr.perm, w, tmp), slope)
+        m = segment_max(csr, w)
+        w.sub_(torch.index_select(m, 0, csr.row, out=tmp)).exp_()
+        z = segment_sum(csr, w).add_(1e-16)
+        w.div_(torch.index_select(z, 0, csr.row, out=tmp))  # as PyG's softmax: exp(s - max) / (sum + 1e-16)
         lse[:, h] = z.log_().add_(m)
         _drop_(w, _unpack(bits, h, bit), scale, tmp)
-        out[:, h] = spmm(layout, w, x_h.copy_(x[:, h]), out_h)
+        out[:, h] = spmm(csr, w, x_h.copy_(x[:, h]), out_h)
     return out, lse
 
 
 def gat_backward(
-    layout: EdgeLayout,
+    csr: EdgeCSR,
     grad: Tensor,
     x: Tensor,
     att_src: Tensor,
@@ -154,7 +154,7 @@ def gat_backward(
     """:func:`gat_forward`'s backward head by head into the given gradients. Three ``[E]`` work vectors and two of
     bytes, allocated once, hold every per-edge temporary; the score terms' gradients (``[N]`` per head) go
     straight into those of the features and attention vectors."""
-    E, H, C = layout.col.numel(), x.size(1), x.size(2)
+    E, H, C = csr.col.numel(), x.size(1), x.size(2)
     want_src = g_x is not None or g_att_src is not None  # dL/da, for the source features or att_src
     want_dst = att_dst is not None and (
         g_att_dst is not None or g_xd is not None or (x_dst is None and g_x is not None)
@@ -167,38 +167,38 @@ def gat_backward(
         g_h.copy_(grad[:, h])
         x_h.copy_(x[:, h])
         a, b = node_terms(x, att_src, x_dst, att_dst, h)
-        logits(a, b, None if a_edge is None else a_edge[:, h], layout.col, layout.row, layout.perm, s, t1)
+        logits(a, b, None if a_edge is None else a_edge[:, h], csr.col, csr.row, csr.perm, s, t1)
         del a, b
         torch.gt(s, 0, out=positive)  # where LeakyReLU's slope is 1
         F.leaky_relu_(s, slope)  # the softmax weight, recomputed from the score and the log-normaliser
-        s.sub_(torch.index_select(lse[:, h], 0, layout.row, out=t1)).exp_()
+        s.sub_(torch.index_select(lse[:, h], 0, csr.row, out=t1)).exp_()
         m = _unpack(bits, h, bit)
         if g_x is not None:
-            g_x[:, h] = spmm_t(layout, _drop_(t1.copy_(s), m, scale, t2), g_h, t2, gx_h)
+            g_x[:, h] = spmm_t(csr, _drop_(t1.copy_(s), m, scale, t2), g_h, t2, gx_h)
         if not (want_src or want_dst or g_edge is not None):
             continue
-        ga = _drop_(sddmm(layout, g_h, x_h, t1), m, scale, t2)  # dL/dalpha
-        gs = leaky_relu_backward_(_softmax_backward_(layout, ga, s, t2), positive, slope, s)  # dL/d(logits)
-        g_a = gs.new_zeros(x.size(0)).index_add_(0, layout.col, gs) if want_src else None
-        g_b = segment_sum(layout, gs) if want_dst else None
+        ga = _drop_(sddmm(csr, g_h, x_h, t1), m, scale, t2)  # dL/dalpha
+        gs = leaky_relu_backward_(_softmax_backward_(csr, ga, s, t2), positive, slope, s)  # dL/d(logits)
+        g_a = gs.new_zeros(x.size(0)).index_add_(0, csr.col, gs) if want_src else None
+        g_b = segment_sum(csr, gs) if want_dst else None
         terms_backward_(g_a, g_b, x, att_src, x_dst, att_dst, g_x, g_att_src, g_xd, g_att_dst, h)
         if g_edge is not None:
-            g_edge[:, h].index_put_((layout.perm,), gs)
+            g_edge[:, h].index_put_((csr.perm,), gs)
 
 
-def edge_dot(layout: EdgeLayout, q: Tensor, k: Tensor) -> Tensor:
-    out = q.new_empty(layout.col.numel(), q.size(1))
+def edge_dot(csr: EdgeCSR, q: Tensor, k: Tensor) -> Tensor:
+    out = q.new_empty(csr.col.numel(), q.size(1))
     for h in range(q.size(1)):
-        out[:, h].index_put_((layout.perm,), sddmm(layout, q[:, h], k[:, h]))
+        out[:, h].index_put_((csr.perm,), sddmm(csr, q[:, h], k[:, h]))
     return out
 
 
 def edge_dot_backward(
-    layout: EdgeLayout, grad: Tensor, q: Tensor, k: Tensor, scale: float, g_q: Optional[Tensor], g_k: Optional[Tensor]
+    csr: EdgeCSR, grad: Tensor, q: Tensor, k: Tensor, scale: float, g_q: Optional[Tensor], g_k: Optional[Tensor]
 ) -> None:
     for h in range(q.size(1)):
-        v = grad[:, h].index_select(0, layout.perm).mul_(scale)
+        v = grad[:, h].index_select(0, csr.perm).mul_(scale)
         if g_q is not None:
-            g_q[:, h] = spmm(layout, v, k[:, h])
+            g_q[:, h] = spmm(csr, v, k[:, h])
         if g_k is not None:
-            g_k[:, h] = spmm_t(layout, v, q[:, h])
+            g_k[:, h] = spmm_t(csr, v, q[:, h])

@@ -1,0 +1,124 @@
+"""The results summary of the README and the docs home: one table rendered from the results pages' committed
+results files (docs/<page>/results.json), so that neither summary types a measured figure.
+
+    python -m studies.render     # renders this block on both pages, with every other generated block
+
+A row per comparison of plain and repulsive heads: the Cora study's two early-stopping rules, each evidence entry
+of the baselines page whose final runs are in, AGENDA and WebNLG. The verdicts follow the pages' own: a paired
+difference within 2 standard errors is noise, and one seed tells nothing apart.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Dict, List
+
+from graph_rma.engine import mean_std, paired_comparison
+from studies import baselines, cora
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+PAGES = ("cora", "baselines", "agenda", "webnlg")  # the results files a row reads
+
+
+def load() -> Dict[str, Dict]:
+    """The committed results of the pages the summary reads, by page name."""
+    return {name: json.loads((DOCS / name / "results.json").read_text()) for name in PAGES}
+
+
+def _ms(values: List[float]) -> str:
+    m, s = mean_std(values)
+    return f"{m:.2f} ± {s:.2f}"
+
+
+def _paired(pc: Dict) -> str:
+    return f"{pc['mean']:+.2f} ± {pc['se']:.2f} ({pc['wins']}/{pc['ties']}/{pc['losses']})"
+
+
+def _cora_rows(results: Dict, link: str) -> List[str]:
+    rows = []
+    pub_m, pub_s, _ = cora.PUBLISHED["ma"]
+    for stage, rule in (("full", "validation-accuracy early stopping"), ("gat", "the GAT code's early stopping")):
+        ma, sv, sp = (cora._by(results[stage], s) for s in ("ma", cora.SVGD, cora.SPOS))
+        tests = [[r["test"] for r in runs] for runs in (ma, sv, sp)]
+        p_sv, p_sp = cora._paired(ma, sv), cora._paired(ma, sp)
+        setting = f"{len(ma)} paired seeds, {rule}"
+        if abs(mean_std(tests[0])[0] - pub_m) <= pub_s:
+            setting += f" (plain reproduces the published {pub_m} ± {pub_s})"
+        verdicts = " and ".join(dict.fromkeys(cora._verdict(p) for p in (p_sv, p_sp)))
+        rows.append(
+            f"| Cora (GAT), test accuracy % | {setting} | {cora._ms(tests[0])} | SVGD {cora._ms(tests[1])}, SPOS "
+            f"{cora._ms(tests[2])} | paired {_paired(p_sv)} / {_paired(p_sp)}: {verdicts} | [Cora]({link}cora.md) |"
+        )
+    return rows
+
+
+def _baseline_rows(results: Dict, link: str) -> List[str]:
+    rows = []
+    for (dataset, protocol), arms in baselines.EVIDENCE.items():
+        finals = baselines.evidence_finals(results, dataset, protocol)
+        if "plain" not in finals or "svgd" not in finals:
+            continue  # not run yet: the baselines page says so
+        (plain_setting, plain), (svgd_setting, svgd) = finals["plain"], finals["svgd"]
+        runs = [
+            r for e in results["evidence"] if (e["dataset"], e["protocol"]) == (dataset, protocol) for r in e["final"]
+        ]
+        metric = "ROC AUC" if runs[0]["metric"] == "roc_auc" else "test accuracy %"
+        as_published = [
+            r["test"]
+            for row in results["reproduction"]
+            if (row["dataset"], row["protocol"]) == (dataset, protocol)
+            for r in row["runs"]
+        ]
+        pub, pub_std, _ = baselines.REPRODUCE[(dataset, protocol)]
+        published = f"{pub:.2f}" + (f" ± {pub_std:.2f}" if pub_std is not None else "")
+        plain_cell = f"{_ms(list(plain.values()))} (`{plain_setting}`"
+        plain_cell += f"; as published: {_ms(as_published)})" if as_published else ")"
+        pc = paired_comparison(plain, svgd)
+        select = baselines.SELECT_SEEDS
+        rows.append(
+            f"| {dataset} (`{protocol}` protocol; published plain GAT {published}), {metric} | {pc['n']} paired "
+            f"seeds, each arm chosen on validation seeds {select[0]}-{select[-1]} from {len(arms['plain'])} "
+            f"settings | {plain_cell} | SVGD {_ms(list(svgd.values()))} (`{svgd_setting}`) | paired {_paired(pc)}: "
+            f"{cora._verdict(pc)} | [baselines]({link}baselines.md) |"
+        )
+    return rows
+
+
+def _one_seed(task: str, rows: List[Dict]) -> Dict[str, Dict]:
+    by = {("ma" if r["variant"] == "ma" else "svgd"): r for r in rows}
+    if len(rows) != 2:
+        raise ValueError(f"{task}: expected one plain and one repulsive run, got {[r['variant'] for r in rows]}")
+    return by
+
+
+def _generation_rows(agenda: Dict, webnlg: Dict, link: str) -> List[str]:
+    a = _one_seed("agenda", agenda["agenda"])
+    w = _one_seed("webnlg", webnlg["webnlg"])
+    cells = {k: " / ".join(f"{r['test'][m]:.2f}" for m in ("BLEU-4", "METEOR")) for k, r in a.items()}
+    subsets = ("all", "seen", "unseen")
+    bleu = {k: " / ".join(f"{r['test'][s]['BLEU-4']:.2f}" for s in subsets) for k, r in w.items()}
+    diffs = [w["svgd"]["test"][s]["BLEU-4"] - w["ma"]["test"][s]["BLEU-4"] for s in subsets]
+    trend = "lower on every subset" if max(diffs) < 0 else "higher on every subset" if min(diffs) > 0 else "mixed"
+    return [
+        f"| AGENDA, BLEU-4 / METEOR 1.5 | 1 seed, CPU preset | {cells['ma']} | SVGD {cells['svgd']} | one seed: no "
+        f"difference to tell | [AGENDA]({link}agenda.md) |",
+        f"| WebNLG 2017, BLEU-4 all / seen / unseen | 1 seed, CPU preset, all training data | {bleu['ma']} | SVGD "
+        f"{bleu['svgd']} | one seed: {trend} | [WebNLG]({link}webnlg.md) |",
+    ]
+
+
+def render_summary(results: Dict[str, Dict], link: str) -> str:
+    """The table; ``link``: the path from the page to docs/ (``docs/`` from the README, empty from docs/)."""
+    lines = [
+        "| task | setting | plain heads | repulsive heads | verdict | page |",
+        "| --- | --- | --- | --- | --- | --- |",
+        *_baseline_rows(results["baselines"], link),
+        *_cora_rows(results["cora"], link),
+        *_generation_rows(results["agenda"], results["webnlg"], link),
+    ]
+    files = ", ".join(f"[{name}/results.json]({link}{name}/results.json)" for name in PAGES)
+    return "\n".join(lines) + f"\n\nGenerated by `python -m studies.render` from {files}."
+
+
+BLOCK = "results-summary"
