@@ -22,6 +22,7 @@ from torch_geometric.nn import GATConv
 import graph_rma
 from graph_rma.data.nodes import load_node_graph, select_split
 from graph_rma.tasks import node_classification as nc
+from graph_rma.tasks.node_training import _loss
 from graph_rma.tasks.protocols import resolve_protocol
 
 from .common import add_json_option, compare, save_if_asked
@@ -56,7 +57,7 @@ def _epoch(model, data, sampler=None):
         model.train()
         opt.zero_grad()
         out = model(data.x, data.edge_index)
-        nc._loss(out[train], y[train]).backward()
+        _loss(out[train], y[train]).backward()
         opt.step()
         model.eval()
         with torch.no_grad():

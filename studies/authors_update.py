@@ -40,7 +40,7 @@ def run(out: Path, stages: List[str]) -> None:
     for stage in stages or STAGES:
         start = time.perf_counter()
         if stage == "cora":
-            run_study(CORA, SEEDS, out / "cora", resume=True, make_plot=False, progress=False)
+            run_study("gat", CORA, SEEDS, out / "cora", resume=True, make_plot=False, progress=False)
         elif stage == "trec":
             run_benchmark(["trec"], models=["selfattn"], variants=TREC, seeds=SEEDS, out=out / "trec")
         else:

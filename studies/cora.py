@@ -23,6 +23,7 @@ import torch_geometric
 from graph_rma.engine import mean_std, paired_comparison
 from graph_rma.tasks.defaults import NODE_FULL_VARIANTS
 from graph_rma.tasks.node_classification import run_study, upgrade_metrics
+from graph_rma.tasks.protocols import resolve_protocol
 from graph_rma.variants import parse_variant
 from studies.pages import cli, renderer
 
@@ -82,13 +83,15 @@ def run(out: Path, stages: List[str], threads: int = 1) -> None:
         if stage == "tuning":
             for heads in sorted({h for _, h in TUNING}):
                 specs = [s for s, h in TUNING if h == heads]
-                run_study(specs, TUNING_SEEDS, out / "tuning" / f"out_heads{heads}", out_heads=heads, **common)
+                gat = resolve_protocol("gat", "Cora", {"out_heads": heads})
+                run_study(gat, specs, TUNING_SEEDS, out / "tuning" / f"out_heads{heads}", **common)
         elif stage == "full":
-            run_study(NODE_FULL_VARIANTS, FINAL_SEEDS, out / "full", **common)
+            run_study("gat", NODE_FULL_VARIANTS, FINAL_SEEDS, out / "full", **common)
         elif stage == "combo":
-            run_study(COMBO, FINAL_SEEDS, out / "combo", **common)
+            run_study("gat", COMBO, FINAL_SEEDS, out / "combo", **common)
         else:
-            run_study(GAT_RULE, FINAL_SEEDS, out / "gat", early_stopping="gat", **common)
+            gat = resolve_protocol("gat", "Cora", {"early_stopping": "gat"})
+            run_study(gat, GAT_RULE, FINAL_SEEDS, out / "gat", **common)
 
 
 def _runs(folder: Path) -> List[Dict]:

@@ -43,7 +43,7 @@ def sweep_errors(spec: str) -> Dict:
 
 
 def run(out: Path) -> None:
-    study = run_study(VARIANTS, [0], out / "demo", make_plot=False, progress=False)
+    study = run_study("gat", VARIANTS, [0], out / "demo", make_plot=False, progress=False)
     reports = {}
     for record in study["runs"]:
         name = "plain" if record["variant"] == "ma" else "svgd"

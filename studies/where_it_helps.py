@@ -39,7 +39,7 @@ from graph_rma.variants import parse_variant
 
 def run_study(*args, **kwargs):
     """This study ran under the GAT paper's Cora protocol on every graph (before per-graph protocols existed)."""
-    return _run_study(*args, protocol="gat", **kwargs)
+    return _run_study("gat", *args, **kwargs)
 
 
 SELECT_SEEDS = list(range(100, 110))

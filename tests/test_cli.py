@@ -62,7 +62,8 @@ def test_building_every_parser_and_its_help_imports_no_torch():
         "            [s.format_help() for s in a.choices.values()]\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'torch_geometric', 'numpy')\n"
         "               or m.startswith('graph_rma.tasks.') and m not in ('graph_rma.tasks.defaults',\n"
-        "                                                           'graph_rma.tasks.protocols'))\n"
+        "               'graph_rma.tasks.protocols', 'graph_rma.tasks.generator_config',\n"
+        "               'graph_rma.tasks.config_fields'))\n"
         "print(heavy)\n"
     )
     r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
@@ -296,7 +297,7 @@ def test_default_variants_follow_the_validated_settings(monkeypatch):
 
     seen = {}
 
-    def fake_run_study(variants, seeds, out, **kw):
+    def fake_run_study(protocol, variants, seeds, out, **kw):
         seen[kw["dataset"]] = list(variants)
         return {"summary": [], "interrupted": False}
 

@@ -183,7 +183,7 @@ def test_a_seed_outside_torchs_range_is_one_line():
         seed_everything("1")
     seed_everything(2**64 - 1)  # the largest seed torch takes
     with pytest.raises(ValueError, match=r"seeds: expected seeds in \[0, 2\*\*64 - 1\]"):
-        run_study(["ma"], [2**70], "unused", dataset="cora")
+        run_study(None, ["ma"], [2**70], "unused", dataset="cora")
 
 
 @pytest.mark.parametrize("device", ["mps", "meta", "xpu", "cpu:1", "gpu"])
@@ -192,7 +192,7 @@ def test_the_tasks_refuse_devices_they_do_not_run_on_naming_the_argument(device,
     from graph_rma.tasks.text_classification import run_benchmark
 
     with pytest.raises(ValueError, match=f"^device: expected cpu, cuda or cuda:N, got '{device}'"):
-        run_study(["ma"], [0], tmp_path / "o", dataset="cora", device=device)  # before any data is read
+        run_study(None, ["ma"], [0], tmp_path / "o", dataset="cora", device=device)  # before any data is read
     with pytest.raises(ValueError, match=f"^device: expected cpu, cuda or cuda:N, got '{device}'"):
         run_benchmark(["trec"], ["selfattn"], ["ma"], [0], tmp_path / "t", device=device)
     assert list(tmp_path.iterdir()) == []

@@ -236,11 +236,11 @@ def test_early_stopping_rules_by_hand():
 @pytest.mark.slow
 def test_heterophilous_study_maps_seeds_to_splits_and_pairs_variants(tmp_path, planetoid_cache):
     result = nc.run_study(
+        nc.resolve_protocol(None, "texas", {"epochs": 3}),
         ["ma", "svgd:alpha=0.5"],
         seeds=[3, 13],
         out=tmp_path,
         dataset="texas",
-        epochs=3,
         make_plot=False,
         progress=False,
     )

@@ -54,9 +54,10 @@ def test_generation_metrics_without_the_extra_say_which_extra(monkeypatch):
 @needs_cora
 def test_cora_study_without_matplotlib_skips_the_plot_in_one_line(tmp_path, planetoid_cache, monkeypatch, capsys):
     from graph_rma.tasks.node_classification import run_study
+    from graph_rma.tasks.protocols import resolve_protocol
 
     _hide(monkeypatch, "matplotlib")
-    res = run_study(["ma"], [0], tmp_path / "out", epochs=2, progress=False)
+    res = run_study(resolve_protocol("gat", "cora", {"epochs": 2}), ["ma"], [0], tmp_path / "out", progress=False)
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["plot skipped (matplotlib not installed): pip install 'graph-rma[plots]'"]
     assert sorted(p.name for p in res["files"]) == ["results.csv", "results.json"]

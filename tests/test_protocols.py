@@ -13,7 +13,7 @@ from torch_geometric.nn import GATConv
 from graph_rma.data.transforms import direct_edges, normalize_features
 from graph_rma.engine import EarlyStopping
 from graph_rma.metrics.classification import roc_auc, score
-from graph_rma.models import ResidualGAT, TwoLayerGAT
+from graph_rma.models import ClassicGAT, ResidualGAT, TwoLayerGAT
 from graph_rma.tasks import node_classification as nc
 from graph_rma.tasks.protocols import PROTOCOLS, Protocol, default_protocol, resolve_protocol
 
@@ -478,7 +478,7 @@ def test_runs_saved_before_an_option_existed_are_reused(tmp_path, monkeypatch):
         pytest.skip("needs the Geom-GCN raw files")
     out = tmp_path / "out"
     proto = resolve_protocol(None, "texas", {"epochs": 2})
-    nc.run_study(["ma"], [0], out, dataset="texas", protocol=proto, make_plot=False, progress=False)
+    nc.run_study(proto, ["ma"], [0], out, dataset="texas", make_plot=False, progress=False)
     record = next((out / "runs").rglob("seed0.json"))
     saved = json.loads(record.read_text())
     for key in ("lean", "norm", "residual", "pre_linear"):  # as a run of an earlier version wrote it
@@ -487,7 +487,7 @@ def test_runs_saved_before_an_option_existed_are_reused(tmp_path, monkeypatch):
     record.write_text(json.dumps(saved))
     calls = []
     monkeypatch.setattr(nc, "train_run", lambda *a, **k: calls.append(a) or (_ for _ in ()).throw(AssertionError))
-    res = nc.run_study(["ma"], [0], out, dataset="texas", protocol=proto, make_plot=False, progress=False, resume=True)
+    res = nc.run_study(proto, ["ma"], [0], out, dataset="texas", make_plot=False, progress=False, resume=True)
     assert calls == [] and len(res["runs"]) == 1
 
 
@@ -511,7 +511,7 @@ def test_luo_protocol_applies_each_graphs_settings_then_the_overrides():
     assert set(DATASET_SETTINGS["luo"]) == {"minesweeper", "chameleon_filtered"}
     name, kwargs = mine.model_settings(7, 2, "roc_auc")
     assert name == "classic" and kwargs["out_channels"] == 1 and kwargs["layers"] == 15 and kwargs["norm"] == "batch"
-    assert isinstance(nc.build_model(name, kwargs), nc.ClassicGAT)
+    assert isinstance(nc.build_model(name, kwargs), ClassicGAT)
     with pytest.raises(ValueError, match="norm: expected one of"):
         resolve_protocol("luo", "minesweeper", {"norm": "group"})
     with pytest.raises(ValueError, match="hidden: the classic GAT splits hidden over the heads"):
@@ -541,7 +541,7 @@ def test_a_study_takes_a_protocol_and_records_no_head_distance_for_one_head(tmp_
     proto = dataclasses.replace(PROTOCOLS["luo"], layers=2, hidden=8, epochs=3, patience=3)
     name, kwargs = proto.model_settings(6, 3, "accuracy")
     metrics, _, model = nc.train_run(data, "ma", 0, kwargs, epochs=3, patience=3, model=name)
-    assert isinstance(model, nc.ClassicGAT) and metrics["dist"] is None
+    assert isinstance(model, ClassicGAT) and metrics["dist"] is None
     rows = nc.summarize([{"variant": "ma", "seed": 0, "metrics": metrics}], ["ma"])
     assert rows[0]["dist_mean"] is None and "| — |" in nc.format_table(rows)
 
@@ -613,8 +613,8 @@ def test_the_node_command_hands_run_study_one_protocol(monkeypatch):
 
     seen = {}
 
-    def fake_run_study(variants, seeds, out, **kw):
-        seen.update(kw)
+    def fake_run_study(protocol, variants, seeds, out, **kw):
+        seen.update(kw, protocol=protocol)
         return {"summary": [], "interrupted": False}
 
     monkeypatch.setattr(nc, "run_study", fake_run_study)
@@ -644,16 +644,70 @@ def test_run_studys_protocol_field_keywords_are_deprecated_but_still_apply(monke
     monkeypatch.setattr(nc, "prepare_graph", fake_prepare)
     with pytest.warns(DeprecationWarning, match=r"run_study\(epochs=\.\.\., lr=\.\.\.\).*resolve_protocol"):
         with pytest.raises(Stop):
-            nc.run_study(["ma"], [0], tmp_path, dataset="texas", epochs=2, lr=0.5, progress=False)
+            nc.run_study(None, ["ma"], [0], tmp_path, dataset="texas", epochs=2, lr=0.5, progress=False)
     assert seen["protocol"] == resolve_protocol("ggcn", "texas", {"epochs": 2, "lr": 0.5})
     with pytest.raises(TypeError, match="unexpected keyword argument 'epoch'"):
-        nc.run_study(["ma"], [0], tmp_path, dataset="texas", epoch=2)
+        nc.run_study(None, ["ma"], [0], tmp_path, dataset="texas", epoch=2)
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the new form warns about nothing
         with pytest.raises(Stop):
-            nc.run_study(["ma"], [0], tmp_path, dataset="texas", protocol=seen["protocol"], progress=False)
+            nc.run_study(seen["protocol"], ["ma"], [0], tmp_path, dataset="texas", progress=False)
+
+
+def test_run_study_takes_the_protocol_first_and_the_old_order_for_one_release_with_a_warning(monkeypatch, tmp_path):
+    """Issue 33 item 1: run_study(protocol, variants, seeds, out, *, resume, device, ...). The order of earlier
+    versions, run_study(variants, seeds, out, ..., protocol=...), recognised by the list of variants first, still runs
+    the same study, with a DeprecationWarning pointing at the caller; a variant spec given first is a ValueError
+    saying the protocol comes first."""
+    import dataclasses
+    import inspect
+    import warnings
+
+    assert list(inspect.signature(nc.run_study).parameters)[:6] == [
+        "protocol",
+        "variants",
+        "seeds",
+        "out",
+        "resume",
+        "device",
+    ]
+    torch.manual_seed(0)
+    n = 40
+    graph = Data(
+        x=torch.rand(n, 6),
+        edge_index=torch.randint(0, n, (2, 160)),
+        y=torch.arange(n) % 3,
+        train_mask=torch.arange(n) < 20,
+        val_mask=(torch.arange(n) >= 20) & (torch.arange(n) < 30),
+        test_mask=torch.arange(n) >= 30,
+    )
+    monkeypatch.setattr(nc, "load_node_graph", lambda *a, **k: graph)  # no data read: a small random graph
+    proto = dataclasses.replace(resolve_protocol("ggcn", "texas"), epochs=2, hidden=4, heads=2)
+    kw = dict(dataset="texas", make_plot=False, progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the new order warns about nothing
+        new = nc.run_study(proto, ["ma", "svgd:alpha=0.1"], [0, 1], tmp_path / "new", **kw)
+        with pytest.raises(ValueError, match="seeds: expected seeds in"):  # a preset's name first: the new order
+            nc.run_study("GGCN", ["ma"], [2**70], tmp_path / "name", **kw)
+    with pytest.warns(
+        DeprecationWarning, match=r"run_study\(variants, seeds, out, \.\.\., protocol=\.\.\.\)"
+    ) as caught:
+        old = nc.run_study(["ma", "svgd:alpha=0.1"], [0, 1], tmp_path / "old", protocol=proto, **kw)
+    assert [w.filename for w in caught.list if w.category is DeprecationWarning] == [__file__]  # the caller's line
+    assert (old["config"], old["variants"], old["seeds"]) == (new["config"], new["variants"], new["seeds"])
+    strip = [{**r["metrics"], "sec_per_epoch": None} for r in new["runs"]]
+    assert [{**r["metrics"], "sec_per_epoch": None} for r in old["runs"]] == strip
+    assert (tmp_path / "old" / "results.json").is_file() and not (tmp_path / "runs").exists()
+    with pytest.warns(DeprecationWarning, match="protocol comes first"):  # the old order by keyword and position
+        nc.run_study(["ma"], seeds=[0], out=tmp_path / "kw", protocol=proto, **kw)
+    with pytest.raises(TypeError, match="multiple values for argument 'seeds'"):
+        nc.run_study(["ma"], [0], seeds=[1], protocol=proto, **kw)
+    with pytest.raises(ValueError, match=r"got the variant spec 'svgd'; run_study's first argument is the protocol"):
+        nc.run_study("svgd", ["ma"], [0], tmp_path / "x", **kw)
+    with pytest.raises(ValueError, match=r"^protocol: expected one of .*got 'nope'"):
+        nc.run_study("nope", ["ma"], [0], tmp_path / "x", **kw)
 
 
 def test_models_built_directly_still_refuse_bad_sizes_in_one_line():
@@ -664,7 +718,7 @@ def test_models_built_directly_still_refuse_bad_sizes_in_one_line():
         (TwoLayerGAT, {"hidden_channels": 0}, "hidden_channels: expected a positive integer, got 0"),
         (TwoLayerGAT, {"dropout": 1.5}, r"dropout: expected a probability in \[0, 1\), got 1.5"),
         (ResidualGAT, {"hidden": 0}, "hidden: expected a positive integer, got 0"),
-        (nc.ClassicGAT, {"attn_dropout": -0.1}, r"attn_dropout: expected a probability in \[0, 1\)"),
+        (ClassicGAT, {"attn_dropout": -0.1}, r"attn_dropout: expected a probability in \[0, 1\)"),
     ):
         with pytest.raises(ValueError, match=match):
             cls(5, 3, **kwargs)

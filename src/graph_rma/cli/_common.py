@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Dict, Iterable, Mapping, Optional
 
 from .._errors import UsageError, classify
 from ..argtypes import (
@@ -42,9 +42,11 @@ from ..argtypes import (
 
 __all__ = [
     "HelpFormatter",
+    "KIND_TYPES",
     "Parser",
     "SeedsAction",
     "UsageError",
+    "add_config_options",
     "device",
     "format_preset",
     "nonnegative_float",
@@ -115,6 +117,40 @@ def add_seeds(parser: argparse.ArgumentParser, default_help: str) -> None:
         metavar="S",
         help=f"the seeds, each a number or a range A-B, e.g. --seeds 0 1 2 or --seeds 0-9 (default: {default_help})",
     )
+
+
+#: the argument type of a configuration field's option, by the field's kind (``metadata["kind"]``,
+#: :data:`graph_rma.tasks.config_fields.KINDS`; choices and bools aside)
+KIND_TYPES: Dict[str, Callable[[str], Any]] = {
+    "positive_int": positive_int,
+    "optional_positive_int": positive_int,
+    "probability": probability,
+    "positive_float": positive_float,
+    "nonnegative_float": nonnegative_float,
+    "finite_float": float,
+}
+
+
+def add_config_options(group: argparse._ActionsContainer, config_fields: Iterable[Any], note: str = "") -> None:
+    """One option per field of a configuration dataclass (:mod:`graph_rma.tasks.config_fields`), generated from its
+    metadata: ``--<name with dashes>`` with the field's help (and ``note`` after it), its choices or the argument
+    type of its kind (:data:`KIND_TYPES`); a bool field is the pair ``--x`` / ``--no-x``; a field whose metadata says
+    ``option=False`` has none. Every default is ``None``: the configuration's value."""
+    for f in config_fields:
+        if not f.metadata.get("option", True):
+            continue
+        flag, kind = "--" + f.name.replace("_", "-"), f.metadata["kind"]
+        text = f.metadata["help"] + (f" {note}" if note else "")
+        if kind == "bool":
+            pair = group.add_mutually_exclusive_group()
+            pair.add_argument(flag, dest=f.name, action="store_const", const=True, default=None, help=text)
+            pair.add_argument(
+                "--no-" + flag[2:], dest=f.name, action="store_const", const=False, help=f"the opposite of {flag}"
+            )
+        elif kind == "choice":
+            group.add_argument(flag, dest=f.name, choices=f.metadata["choices"], default=None, help=text)
+        else:
+            group.add_argument(flag, dest=f.name, type=KIND_TYPES[kind], default=None, help=text)
 
 
 def format_preset(name: str, values: Mapping[str, Any]) -> str:

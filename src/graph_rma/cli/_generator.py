@@ -1,6 +1,7 @@
 """What ``graph-rma agenda`` and ``graph-rma webnlg`` share: their parsers and the ``train`` command under torchrun.
 
-Nothing here imports torch or the tasks at the top: the parsers are built from :mod:`graph_rma.tasks.defaults`.
+Nothing here imports torch or the tasks at the top: the parsers are built from :mod:`graph_rma.tasks.defaults` and,
+option by option, from the fields of :class:`graph_rma.tasks.generator_config.GeneratorConfig`.
 """
 
 from __future__ import annotations
@@ -11,40 +12,20 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Sequence
 
 from ..tasks.defaults import METEOR_CHOICES, SCORER_HELP, SCORERS
+from ..tasks.generator_config import DECODING_FIELDS, generator_fields, resolve_config
 from ._common import (
     Parser,
+    add_config_options,
     check_trained_run,
     description,
     device,
     format_preset,
-    nonnegative_float,
     nonnegative_int,
     out_dir,
-    positive_float,
     positive_int,
-    probability,
     require_out_dir,
     seed,
     variant_spec,
-)
-
-#: (option, type, help) of the training settings a preset sets and the command line may override
-_CONFIG_OPTIONS = (
-    ("hidden", positive_int, "model width"),
-    ("layers", positive_int, "graph-transformer blocks"),
-    ("heads", positive_int, "encoder heads (the particles of the repulsive variants)"),
-    ("epochs", positive_int, "epochs (more epochs on an existing run continue it)"),
-    ("batch_size", positive_int, "global batch size (records per optimizer step)"),
-    ("min_freq", positive_int, "vocabulary: words seen at least this often"),
-    ("max_target_len", positive_int, "truncate training texts to this many tokens"),
-    ("beam", positive_int, "beam size for decoding (1 = greedy)"),
-    ("max_len", positive_int, "longest decoded text"),
-    ("lr", positive_float, "learning rate"),
-    ("dropout", probability, "dropout"),
-    ("attention_dropout", probability, "dropout on attention weights"),
-    ("clip", nonnegative_float, "gradient norm clipping (0: none)"),
-    ("momentum", nonnegative_float, "SGD momentum"),
-    ("length_penalty", float, "beam search length penalty"),
 )
 
 
@@ -120,9 +101,7 @@ def generator_parser(
         default=save_every,
         help="checkpoint every N optimizer steps (0: at the end of each epoch only)",
     )
-    for key, kind, text in _CONFIG_OPTIONS:
-        t.add_argument("--" + key.replace("_", "-"), type=kind, default=None, help=f"{text} (default: the preset's)")
-    t.add_argument("--optimizer", choices=["adam", "sgd"], default=None, help="optimizer (default: the preset's)")
+    add_config_options(t, generator_fields(), "(default: the preset's)")  # one per field of GeneratorConfig
     t.add_argument("--evaluate", action="store_true", help="after training, decode and score the test split")
     for cmd in ("generate", "evaluate"):
         what = (
@@ -133,9 +112,8 @@ def generator_parser(
         g = sub.add_parser(cmd, parents=[common], description=brief(cmd, what), help=what)
         g.add_argument("--split", default="test", choices=list(splits), help="the split")
         g.add_argument("--checkpoint", type=Path, default=None, help="the model (default: OUT/best.pt)")
-        g.add_argument("--beam", type=positive_int, default=None, help="beam size, 1 = greedy (default: the run's)")
-        g.add_argument("--max-len", type=positive_int, default=None, help="longest decoded text (default: the run's)")
-        g.add_argument("--length-penalty", type=float, default=None, help="length penalty (default: the run's)")
+        decoding = [f for f in generator_fields() if f.name in DECODING_FIELDS]
+        add_config_options(g, decoding, "(default: the run's)")  # --beam, --max-len, --length-penalty
         g.add_argument("--batch-size", type=positive_int, default=32, help=f"{unit} decoded at once")
         g.add_argument("--limit", type=positive_int, default=None, help=f"only the first N {unit} (default: all)")
         if cmd == "evaluate":
@@ -184,13 +162,11 @@ def trained_checkpoint(args: argparse.Namespace, name: str) -> Path:
 
 
 def preset_config(args: argparse.Namespace, presets: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
-    """The chosen preset with every option given on the command line put over it."""
-    config = dict(presets[args.preset])
-    for key in list(config):
-        val = getattr(args, key, None)
-        if val is not None:
-            config[key] = val
-    return config
+    """The chosen preset with every option given on the command line put over it, validated by
+    :class:`~graph_rma.tasks.generator_config.GeneratorConfig` (a bad value: one line naming the setting); the
+    trainer's mapping."""
+    overrides = {f.name: getattr(args, f.name, None) for f in generator_fields() if f.metadata["option"]}
+    return resolve_config(presets[args.preset], overrides)
 
 
 def generation_kwargs(args: argparse.Namespace, progress: bool) -> Dict[str, Any]:

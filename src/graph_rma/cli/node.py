@@ -31,14 +31,12 @@ from ..tasks.protocols import PROTOCOLS, default_protocol, protocol_fields
 from ._common import (
     Parser,
     UsageError,
+    add_config_options,
     add_seeds,
     description,
     device,
-    nonnegative_float,
     out_dir,
-    positive_float,
     positive_int,
-    probability,
     require_out_dir,
     run_command,
     variant_spec,
@@ -53,31 +51,12 @@ def _dataset(text: str) -> str:
     return text.strip()
 
 
-#: the argument type of a protocol field's option, by the field's kind (``metadata["kind"]``; choices and bools aside)
-_TYPES = {
-    "positive_int": positive_int,
-    "probability": probability,
-    "positive_float": positive_float,
-    "nonnegative_float": nonnegative_float,
-}
-
-
 def add_protocol_options(group: argparse._ActionsContainer) -> None:
     """One option per field of :class:`~graph_rma.tasks.protocols.Protocol` (:func:`protocol_fields`), generated
-    from its metadata: ``--<name with dashes>`` with the field's help, its choices or the argument type of its kind;
-    a bool field is the pair ``--x`` / ``--no-x``. Every default is ``None``: the protocol's value."""
-    for f in protocol_fields():
-        flag, kind, text = "--" + f.name.replace("_", "-"), f.metadata["kind"], f.metadata["help"]
-        if kind == "bool":
-            pair = group.add_mutually_exclusive_group()
-            pair.add_argument(flag, dest=f.name, action="store_const", const=True, default=None, help=text)
-            pair.add_argument(
-                "--no-" + flag[2:], dest=f.name, action="store_const", const=False, help=f"the opposite of {flag}"
-            )
-        elif kind == "choice":
-            group.add_argument(flag, dest=f.name, choices=f.metadata["choices"], default=None, help=text)
-        else:
-            group.add_argument(flag, dest=f.name, type=_TYPES[kind], default=None, help=text)
+    from its metadata (:func:`~graph_rma.cli._common.add_config_options`): ``--<name with dashes>`` with the field's
+    help, its choices or the argument type of its kind; a bool field is the pair ``--x`` / ``--no-x``. Every default
+    is ``None``: the protocol's value."""
+    add_config_options(group, protocol_fields())
 
 
 def build_parser(prog: str = PROG, doc: Optional[str] = None, default_dataset: Optional[str] = None) -> Parser:
@@ -158,16 +137,16 @@ def run(args: argparse.Namespace) -> int:
     overrides = {f.name: getattr(args, f.name) for f in protocol_fields()}
     protocol = resolve_protocol(args.protocol, canonical_name(args.dataset, args.root), overrides)
     result = run_study(
+        protocol,
         variants,
         seeds,
         out,
-        dataset=args.dataset,
-        protocol=protocol,
-        root=args.root,
         resume=args.resume,
+        device=args.device,
+        dataset=args.dataset,
+        root=args.root,
         threads=args.threads,
         make_plot=not args.no_plot,
-        device=args.device,
     )
     if result["summary"]:
         c = result["config"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Tuple
 
 from .._deprecation import renamed
+from .generator_config import AGENDA_CONFIGS, WEBNLG_CONFIGS, preset_dicts
 
 # ---- node classification (graph-rma cora) ---------------------------------------------------------------------
 # Chosen on validation accuracy only, seeds 100-102 (docs/cora.md lists every configuration
@@ -89,101 +90,10 @@ TEXT_DEFAULT = {"datasets": ["trec"], "seeds": 2, "epochs": 6}
 TEXT_FULL = {"datasets": ["trec", "mr"], "seeds": 5, "epochs": 15}
 
 # ---- graph to text (graph-rma agenda / webnlg) ----------------------------------------------------------------
-AGENDA_PRESETS: Dict[str, Dict[str, Any]] = {
-    # small enough to train and evaluate on 2 CPU cores in minutes (offline protocol; run time in docs/agenda.md)
-    "cpu": dict(
-        hidden=128,
-        layers=2,
-        heads=4,
-        dropout=0.1,
-        attention_dropout=0.1,
-        decoder_heads=4,
-        epochs=8,
-        batch_size=24,
-        optimizer="adam",
-        lr=2e-3,
-        momentum=0.9,
-        clip=1.0,
-        min_freq=3,
-        max_target_len=120,
-        beam=2,
-        max_len=150,
-        length_penalty=1.0,
-    ),
-    # GraphWriter's configuration (pargs.py / train.py of rikdz/GraphWriter): hidden 500, 6 blocks, 4 heads,
-    # SGD lr 0.1 momentum 0.9, gradient clipping 1, batch 32, 20 epochs, vocabulary cut at 5 occurrences
-    "full": dict(
-        hidden=500,
-        layers=6,
-        heads=4,
-        dropout=0.1,
-        attention_dropout=0.1,
-        decoder_heads=4,
-        epochs=20,
-        batch_size=32,
-        optimizer="sgd",
-        lr=0.1,
-        momentum=0.9,
-        clip=1.0,
-        min_freq=5,
-        max_target_len=None,
-        beam=4,
-        max_len=200,
-        length_penalty=1.0,
-    ),
-}
-WEBNLG_PRESETS: Dict[str, Dict[str, Any]] = {
-    # trains and evaluates on 2 CPU cores in minutes (its measured run time is in docs/webnlg.md)
-    "cpu": dict(
-        hidden=128,
-        layers=2,
-        heads=4,
-        dropout=0.1,
-        attention_dropout=0.1,
-        decoder_heads=4,
-        epochs=2,
-        batch_size=32,
-        optimizer="adam",
-        lr=2e-3,
-        momentum=0.9,
-        clip=1.0,
-        min_freq=2,
-        max_target_len=60,
-        beam=1,
-        max_len=60,
-        length_penalty=1.0,
-    ),
-    # GraphWriter's configuration (AGENDA's "full" preset), with WebNLG's smaller vocabulary cut and shorter texts
-    "full": {**AGENDA_PRESETS["full"], "min_freq": 2, "max_len": 100},
-    # Aimed at the WebNLG 2017 challenge's baseline: measured against the BLEU table of Gardent et al., INLG 2017 ("The
-    # WebNLG Challenge: Generating Text from RDF Data"; the baseline's seen-category BLEU, checked against the
-    # organisers' own output file eval/bleu3ref-Baseline_old-cat.txt of webnlg-automatic-evaluation) and against GCN_EC
-    # (Marcheggiani & Perez-Beltrachini, INLG 2018), scored with `--scorer webnlg2017`. Nothing in it was chosen on
-    # test: a wider model than `cpu` that still trains on one CPU thread, the challenge baseline's dropout (OpenNMT's
-    # default), every training text kept whole (the longest has 70 tokens), enough epochs for the learning rate to be
-    # halved several times on dev loss (OpenNMT's decay rule), best.pt by dev loss; beam search with GNMT's length
-    # penalty, whose beam and penalty are decoding options to set on dev (`generate --split dev`) after training.
-    "webnlg2017": dict(
-        hidden=256,
-        layers=3,
-        heads=4,
-        dropout=0.3,
-        attention_dropout=0.1,
-        decoder_heads=4,
-        epochs=30,
-        batch_size=32,
-        optimizer="adam",
-        lr=1e-3,
-        momentum=0.9,
-        clip=1.0,
-        min_freq=2,
-        max_target_len=None,
-        beam=5,
-        max_len=80,
-        length_penalty=1.0,
-        lr_schedule={"kind": "plateau", "factor": 0.5, "patience": 0, "min_lr": 1e-5},
-    ),
-}
+# The presets are GeneratorConfig instances (graph_rma.tasks.generator_config, where each is explained); here they
+# are the plain mappings the trainer takes and the runs save (the tasks' PRESETS), validated when they were built.
+AGENDA_PRESETS: Dict[str, Dict[str, Any]] = preset_dicts(AGENDA_CONFIGS)  # cpu, full
+WEBNLG_PRESETS: Dict[str, Dict[str, Any]] = preset_dicts(WEBNLG_CONFIGS)  # cpu, full, webnlg2017
 #: What each WebNLG preset is for, shown by ``graph-rma webnlg train --help``.
 WEBNLG_PRESET_HELP: Dict[str, str] = {
     "cpu": "trains and scores on 2 CPU cores in minutes",

@@ -29,7 +29,9 @@ identical gradients with identical noise on every rank. Rank 0 alone writes file
 checkpoint keeps every rank's RNG state (:func:`graph_rma.engine.rng_state`), so resuming with the same ``N`` is
 exact. Training ends by checking that the replicas are bitwise equal (``replica_sha1`` in ``train.json``).
 
-Decoding (:func:`decode_records`) is batched greedy or beam search; :func:`load_model` restores ``best.pt``.
+The model of a configuration and its use outside training (:func:`build_model`, :func:`load_model`, which
+restores ``best.pt``, :func:`dev_loss`, :func:`decode_records`: batched greedy or beam search,
+:func:`head_diversity`) live in :mod:`graph_rma.tasks.graph_to_text_model` and are importable from here.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Mapping, Optional, Union
 
 import torch
 from torch import nn
@@ -50,7 +52,6 @@ from tqdm.auto import tqdm
 from ..data.graph_text import (
     EncodedRecord,
     GraphTextEncoder,
-    GraphTextRecord,
     GraphTextSplits,
     Vocab,
     build_vocab,
@@ -68,8 +69,28 @@ from ..engine import (
 )
 from ..engine.distributed import all_reduce_sum, barrier, gather_objects, rank_and_world, replica_fingerprints, shard
 from ..models.graphwriter import GraphWriter
-from ..regularizers import disagreement, parameter_disagreement
 from ..variants import Variant, apply_variant, parse_variant
+from .generator_config import (
+    LR_SCHEDULES,
+    OPTIONAL_FIELDS,
+    REQUIRED_FIELDS,
+    GeneratorConfig,
+    check_lr_schedule,
+    saved_config,
+)
+from .graph_to_text_model import (  # noqa: F401 (the model's side, importable from here)
+    EncoderFactory,
+    PathLike,
+    _batches,
+    _device,
+    _to,
+    build_model,
+    decode_records,
+    decode_settings,
+    dev_loss,
+    head_diversity,
+    load_model,
+)
 
 __all__ = [
     "CONFIG_KEYS",
@@ -90,50 +111,15 @@ __all__ = [
     "train",
 ]
 
-#: The keys of a training configuration (the presets of :mod:`graph_rma.tasks.agenda` and ``.webnlg``).
-CONFIG_KEYS = (
-    "hidden",
-    "layers",
-    "heads",
-    "dropout",
-    "attention_dropout",
-    "decoder_heads",
-    "epochs",
-    "batch_size",
-    "optimizer",
-    "lr",
-    "momentum",
-    "clip",
-    "min_freq",
-    "max_target_len",
-    "beam",
-    "max_len",
-    "length_penalty",
-)
+#: The keys every training configuration gives (:data:`graph_rma.tasks.generator_config.REQUIRED_FIELDS`).
+CONFIG_KEYS = REQUIRED_FIELDS
 #: Settings that may change when a run is resumed: more (or fewer, down to the epochs done) epochs, and the decoding
 #: options (used only by generate/evaluate). Anything else differing from the checkpoint is refused.
 RESUMABLE_CHANGES = ("epochs", "beam", "max_len", "length_penalty")
-#: Keys a configuration may leave out (absent = off): the learning-rate schedule.
-OPTIONAL_CONFIG_KEYS = ("lr_schedule",)
-#: The kinds of ``config["lr_schedule"]`` and the settings each takes (all required).
-LR_SCHEDULES: Dict[str, Tuple[str, ...]] = {"plateau": ("factor", "patience", "min_lr")}
+#: Keys a configuration may leave out (absent = their default, off): the learning-rate schedule.
+OPTIONAL_CONFIG_KEYS = OPTIONAL_FIELDS
 
-PathLike = Union[str, Path]
 VocabBuilder = Callable[..., Vocab]  # (records, min_freq=...) -> Vocab
-EncoderFactory = Callable[..., GraphTextEncoder]  # (vocab, relation_names, max_target_len=None) -> encoder
-
-
-def _device(device: Optional[str]) -> torch.device:
-    return torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-
-
-def _to(batch: Dict[str, Any], device: torch.device) -> Dict[str, Any]:
-    return {k: v.to(device) for k, v in batch.items()}
-
-
-def _batches(n: int, size: int, generator: Optional[torch.Generator] = None) -> List[List[int]]:
-    order = torch.randperm(n, generator=generator).tolist() if generator is not None else list(range(n))
-    return [order[i : i + size] for i in range(0, n, size)]
 
 
 def run_folder(out: PathLike, variant: Union[str, Variant]) -> Path:
@@ -152,47 +138,14 @@ def check_variant(variant: Union[str, Variant]) -> Variant:
     return v
 
 
-def check_config(config: Dict[str, Any]) -> None:
-    """A ``ValueError`` naming the first setting of ``config`` that cannot train (a count below 1, a missing key)."""
-    missing = [k for k in CONFIG_KEYS if k not in config]
-    if missing:
-        raise ValueError(f"config: missing {', '.join(missing)}")
-    unknown = [k for k in config if k not in CONFIG_KEYS and k not in OPTIONAL_CONFIG_KEYS]
-    if unknown:
-        raise ValueError(
-            f"config: unknown setting {', '.join(map(str, unknown))} (expected the keys of CONFIG_KEYS "
-            f"and optionally {', '.join(OPTIONAL_CONFIG_KEYS)})"
-        )
-    _check_lr_schedule(config.get("lr_schedule"))
-    for key in ("hidden", "layers", "heads", "decoder_heads", "epochs", "batch_size", "beam", "max_len"):
-        if not isinstance(config[key], int) or config[key] < 1:
-            raise ValueError(f"{key}: expected a positive integer, got {config[key]!r}")
-    for key in ("lr", "min_freq"):
-        if config[key] <= 0:
-            raise ValueError(f"{key}: expected a positive number, got {config[key]!r}")
-    for key in ("dropout", "attention_dropout"):
-        if not 0 <= config[key] < 1:
-            raise ValueError(f"{key}: expected a probability in [0, 1), got {config[key]!r}")
+def check_config(config: Mapping[str, Any]) -> Dict[str, Any]:
+    """``config`` checked by :class:`~graph_rma.tasks.generator_config.GeneratorConfig` (a ``ValueError`` naming the
+    first setting that cannot train: a count below 1, a missing or unknown key) and returned as the trainer's mapping
+    (:meth:`~graph_rma.tasks.generator_config.GeneratorConfig.to_dict`)."""
+    return GeneratorConfig.from_mapping(config).to_dict()
 
 
-def _check_lr_schedule(spec: Any) -> None:
-    if spec is None:
-        return
-    if not isinstance(spec, dict) or spec.get("kind") not in LR_SCHEDULES:
-        raise ValueError(f"lr_schedule: expected None or a dict with kind in {sorted(LR_SCHEDULES)}, got {spec!r}")
-    want = set(LR_SCHEDULES[spec["kind"]])
-    have = set(spec) - {"kind"}
-    if have != want:
-        raise ValueError(
-            f"lr_schedule: kind {spec['kind']} takes exactly {', '.join(sorted(want))}; got "
-            f"{', '.join(sorted(have)) or 'none'}"
-        )
-    if not 0 < spec["factor"] < 1:
-        raise ValueError(f"lr_schedule: factor expected in (0, 1), got {spec['factor']!r}")
-    if not isinstance(spec["patience"], int) or isinstance(spec["patience"], bool) or spec["patience"] < 0:
-        raise ValueError(f"lr_schedule: patience expected a non-negative integer, got {spec['patience']!r}")
-    if not isinstance(spec["min_lr"], (int, float)) or spec["min_lr"] < 0:
-        raise ValueError(f"lr_schedule: min_lr expected a non-negative number, got {spec['min_lr']!r}")
+_check_lr_schedule = check_lr_schedule
 
 
 def build_lr_scheduler(
@@ -206,20 +159,6 @@ def build_lr_scheduler(
     _check_lr_schedule(spec)
     return torch.optim.lr_scheduler.ReduceLROnPlateau(
         optimizer, mode="min", factor=spec["factor"], patience=spec["patience"], threshold=0.0, min_lr=spec["min_lr"]
-    )
-
-
-def build_model(config: Dict[str, Any], vocab_size: int, num_relations: int) -> GraphWriter:
-    """GraphWriter of ``config``'s size, without any variant (apply one with :func:`graph_rma.apply_variant`)."""
-    return GraphWriter(
-        vocab_size,
-        num_relations,
-        hidden=config["hidden"],
-        num_layers=config["layers"],
-        heads=config["heads"],
-        dropout=config["dropout"],
-        attention_dropout=config["attention_dropout"],
-        decoder_heads=config["decoder_heads"],
     )
 
 
@@ -245,28 +184,6 @@ class _LossForward(nn.Module):
 
 def _target_tokens(item: EncodedRecord) -> int:
     return int((torch.as_tensor(item.target_out) != 0).sum())
-
-
-@torch.no_grad()
-def dev_loss(model: GraphWriter, items: Sequence[EncodedRecord], batch_size: int) -> float:
-    """Token-level teacher-forced NLL on ``items`` (eval mode); under torch.distributed each rank scores its share
-    of the batches and the sums are all-reduced."""
-    was = model.training
-    model.eval()
-    total, tokens = 0.0, 0
-    device = next(model.parameters()).device
-    rank, world = rank_and_world()
-    for b, idx in enumerate(_batches(len(items), batch_size)):
-        if b % world != rank:
-            continue
-        batch = _to(collate([items[i] for i in idx]), device)
-        n = int((batch["target_out"] != 0).sum())
-        total += float(model.loss(batch)) * n
-        tokens += n
-    if world > 1:
-        total, tokens = all_reduce_sum(torch.tensor([total, float(tokens)], dtype=torch.float64)).tolist()
-    model.train(was)
-    return total / max(tokens, 1)
 
 
 def _train_loss(
@@ -316,7 +233,7 @@ def train(
         make_encoder: ``(vocab, relation_names, max_target_len=None) -> encoder`` (e.g. WebNLG's relation texts).
     """
     v = check_variant(variant)
-    check_config(config)
+    config = check_config(config)
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"out: {out} is a file, not a folder")
@@ -331,10 +248,11 @@ def train(
     ckpt = load_checkpoint(ckpt_path) if ckpt_path.exists() else None
     if ckpt is not None:
         # the same run, or refuse (engine.check_resume); more epochs and decoding options are applied
+        saved = saved_config(ckpt["config"])  # saved by any version: a setting it lacks takes its default
         data = {"train_records": len(train_recs), "dev_records": len(dev_recs)}
         data = {k: n for k, n in data.items() if k in ckpt}  # checkpoints of older versions did not keep them
         changes = check_resume(
-            {**ckpt["config"], "variant": ckpt["variant"], "seed": ckpt["seed"], **{k: ckpt[k] for k in data}},
+            {**saved, "variant": ckpt["variant"], "seed": ckpt["seed"], **{k: ckpt[k] for k in data}},
             {**config, "variant": v.spec, "seed": seed, **data},
             may_change=RESUMABLE_CHANGES,
             where=str(ckpt_path),
@@ -349,7 +267,7 @@ def train(
                 print(f"resume {out}: {line} (applied)", file=sys.stderr, flush=True)
             if not changes and ckpt["epoch"] >= config["epochs"] and ckpt["batch"] == 0:
                 print(f"resume {out}: already trained {ckpt['epoch']} epochs; nothing to do", file=sys.stderr)
-        config = {**ckpt["config"], **{k: config[k] for k in RESUMABLE_CHANGES if k in config}}
+        config = {**saved, **{k: config[k] for k in RESUMABLE_CHANGES if k in config}}
         vocab = Vocab.from_list(ckpt["vocab"])
     else:
         seed_everything(seed)
@@ -525,76 +443,3 @@ def train(
     if main_rank:
         write_json(out / "train.json", summary)
     return summary
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Decoding and evaluation helpers
-# ----------------------------------------------------------------------------------------------------------------
-def load_model(path: PathLike, device: Optional[str] = None) -> Tuple[GraphWriter, Vocab, Dict[str, Any]]:
-    """``(model in eval mode, vocabulary, checkpoint dict)`` from ``best.pt`` or ``checkpoint.pt``."""
-    ck = load_checkpoint(path)
-    vocab = Vocab.from_list(ck["vocab"])
-    model = build_model(ck["config"], len(vocab), len(ck["relations"]))
-    model.load_state_dict(ck["model"])
-    model.to(_device(device)).eval()
-    return model, vocab, ck
-
-
-def decode_settings(
-    cfg: Dict[str, Any], beam: Optional[int], max_len: Optional[int], length_penalty: Optional[float]
-) -> Tuple[int, int, float]:
-    """Beam size, maximum length and length penalty: the arguments, else the training configuration's."""
-    return (
-        beam or cfg["beam"],
-        max_len or cfg["max_len"],
-        cfg["length_penalty"] if length_penalty is None else length_penalty,
-    )
-
-
-def decode_records(
-    model: GraphWriter,
-    enc: GraphTextEncoder,
-    recs: Sequence[GraphTextRecord],
-    beam: int,
-    max_len: int,
-    length_penalty: float,
-    batch_size: int = 32,
-    progress: bool = True,
-    desc: str = "decoding",
-) -> Tuple[List[str], List[str]]:
-    """Batched greedy (``beam == 1``) or beam-search decoding of ``recs``; returns (relexicalised, delexicalised)
-    texts, one per record."""
-    dev = next(model.parameters()).device
-    items = enc.encode_all(recs)
-    hyps: List[List[int]] = []
-    for idx in tqdm(_batches(len(items), batch_size), desc=desc, disable=not progress, leave=False):
-        batch = _to(collate([items[i] for i in idx]), dev)
-        if beam == 1:
-            hyps += model.greedy(batch, max_len=max_len)
-        else:
-            hyps += model.beam_search(batch, beam_size=beam, max_len=max_len, length_penalty=length_penalty)
-    relex = [enc.decode(h, r) for h, r in zip(hyps, recs)]
-    delex = [enc.decode(h, r, relex=False) for h, r in zip(hyps, recs)]
-    return relex, delex
-
-
-@torch.no_grad()
-def head_diversity(
-    checkpoint: PathLike,
-    records: Sequence[GraphTextRecord],
-    make_encoder: EncoderFactory = GraphTextEncoder,
-    device: Optional[str] = None,
-) -> Dict[str, Any]:
-    """How alike the encoder's heads are (mean pairwise cosine similarity over head pairs, as in
-    :func:`graph_rma.regularizers.disagreement`): of the head parameters (query/key/value rows), averaged over
-    layers, and of the attention weights ``[E, H]`` on ``records``, per layer."""
-    model, vocab, ck = load_model(checkpoint, device)
-    items = make_encoder(vocab, ck["relations"]).encode_all(records)
-    memory = model.encode(_to(collate(items), next(model.parameters()).device), return_attention=True)
-    return {
-        "variant": ck["variant"],
-        "epoch": ck["epoch"],
-        "records": len(items),
-        "head_parameter_cosine": float(parameter_disagreement(model.encoder)),
-        "attention_cosine": [float(disagreement(alpha.t(), head_dim=0)) for alpha, _ in memory["attention"]],
-    }

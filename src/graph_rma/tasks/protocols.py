@@ -29,8 +29,11 @@ it enters. A preset may also set fields per graph (:data:`DATASET_SETTINGS`: Luo
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Dict, Mapping, Optional, Tuple
+
+from .config_fields import KINDS as KINDS  # re-exported: the kinds a field may take
+from .config_fields import check_value, config_field
 
 __all__ = [
     "Protocol",
@@ -54,12 +57,9 @@ FEATURES: Tuple[str, ...] = ("none", "row")  # graph_rma.data.transforms.FEATURE
 EDGES: Tuple[str, ...] = ("as-stored", "reversed", "undirected")  # graph_rma.data.transforms.EDGE_OPTIONS
 NORMS: Tuple[str, ...] = ("batch", "layer", "none")  # graph_rma.models.classic_gat.NORMS
 
-#: the kinds of value a field takes (its ``metadata["kind"]``), checked by :meth:`Protocol.__post_init__`
-KINDS = ("choice", "bool", "positive_int", "probability", "positive_float", "nonnegative_float")
-
-
-def _field(default: Any, kind: str, help: str, choices: Tuple[str, ...] = ()) -> Any:
-    return field(default=default, metadata={"kind": kind, "help": help, "choices": choices})
+# a field with its help and kind (graph_rma.tasks.config_fields.KINDS), and the check __post_init__ applies to it
+_field = config_field  # (default, kind, help, choices=())
+_check = check_value  # (name, value, metadata): a one-line ValueError naming the field
 
 
 @dataclass(frozen=True)
@@ -176,25 +176,6 @@ class Protocol:
 def protocol_fields():
     """The settings fields of :class:`Protocol` (all but ``name`` and ``reproduces``), in order."""
     return [f for f in fields(Protocol) if f.name not in ("name", "reproduces")]
-
-
-def _check(name: str, value: Any, meta: Mapping[str, Any]) -> None:
-    kind = meta["kind"]
-    number = not isinstance(value, bool) and isinstance(value, (int, float))
-    if kind == "choice" and value not in meta["choices"]:
-        raise ValueError(f"{name}: expected one of {meta['choices']}, got {value!r}")
-    if kind == "bool" and not isinstance(value, bool):
-        raise ValueError(f"{name}: expected True or False, got {value!r}")
-    if kind == "positive_int" and (not number or not isinstance(value, int) or value < 1):
-        raise ValueError(f"{name}: expected a positive integer, got {value!r}")
-    if kind == "probability" and (not number or not 0 <= value < 1):
-        raise ValueError(f"{name}: expected a probability in [0, 1), got {value!r}")
-    if kind in ("positive_float", "nonnegative_float"):
-        finite = number and value == value and abs(value) != float("inf")
-        if not finite or (value <= 0 if kind == "positive_float" else value < 0):
-            raise ValueError(
-                f"{name}: expected a finite number {'> 0' if kind == 'positive_float' else '>= 0'}, got {value!r}"
-            )
 
 
 PROTOCOLS: Dict[str, Protocol] = {

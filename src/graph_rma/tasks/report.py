@@ -110,7 +110,7 @@ def _node_task(ckpt: Dict[str, Any], root: Optional[str]) -> ReportInputs:
     from dataclasses import fields
 
     from ..data.nodes import load_node_graph, select_split
-    from .node_classification import build_model, prepare_graph
+    from .node_training import build_model, prepare_graph
     from .protocols import Protocol
 
     for key in ("dataset", "settings", "model_name", "split"):
@@ -204,7 +204,7 @@ def _training_metrics(metrics: Any) -> Any:
     """A node checkpoint's saved metrics with the keys of earlier versions renamed (``test_acc`` -> ``test_metric``)."""
     if not isinstance(metrics, dict):
         return metrics
-    from .node_classification import upgrade_metrics
+    from .node_results import upgrade_metrics
 
     return upgrade_metrics(metrics)
 

@@ -1,0 +1,148 @@
+"""The GraphWriter of a graph-to-text configuration and what uses it outside the training loop: building it
+(:func:`build_model`), restoring a trained one (:func:`load_model`, from ``best.pt`` or ``checkpoint.pt``), the dev
+loss (:func:`dev_loss`, token-level teacher-forced NLL, also what :func:`~graph_rma.tasks.graph_to_text.train`
+selects ``best.pt`` by), batched greedy or beam-search decoding (:func:`decode_records`) and how alike the
+encoder's heads are (:func:`head_diversity`). Every name is also importable from
+:mod:`graph_rma.tasks.graph_to_text`, the trainer.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+import torch
+from tqdm.auto import tqdm
+
+from ..data.graph_text import EncodedRecord, GraphTextEncoder, GraphTextRecord, Vocab, collate
+from ..engine import load_checkpoint
+from ..engine.distributed import all_reduce_sum, rank_and_world
+from ..models.graphwriter import GraphWriter
+from ..regularizers import disagreement, parameter_disagreement
+from .generator_config import saved_config
+
+PathLike = Union[str, Path]
+EncoderFactory = Callable[..., GraphTextEncoder]  # (vocab, relation_names, max_target_len=None) -> encoder
+
+
+def _device(device: Optional[str]) -> torch.device:
+    return torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+
+
+def _to(batch: Dict[str, Any], device: torch.device) -> Dict[str, Any]:
+    return {k: v.to(device) for k, v in batch.items()}
+
+
+def _batches(n: int, size: int, generator: Optional[torch.Generator] = None) -> List[List[int]]:
+    order = torch.randperm(n, generator=generator).tolist() if generator is not None else list(range(n))
+    return [order[i : i + size] for i in range(0, n, size)]
+
+
+def build_model(config: Dict[str, Any], vocab_size: int, num_relations: int) -> GraphWriter:
+    """GraphWriter of ``config``'s size, without any variant (apply one with :func:`graph_rma.apply_variant`)."""
+    return GraphWriter(
+        vocab_size,
+        num_relations,
+        hidden=config["hidden"],
+        num_layers=config["layers"],
+        heads=config["heads"],
+        dropout=config["dropout"],
+        attention_dropout=config["attention_dropout"],
+        decoder_heads=config["decoder_heads"],
+    )
+
+
+@torch.no_grad()
+def dev_loss(model: GraphWriter, items: Sequence[EncodedRecord], batch_size: int) -> float:
+    """Token-level teacher-forced NLL on ``items`` (eval mode); under torch.distributed each rank scores its share
+    of the batches and the sums are all-reduced."""
+    was = model.training
+    model.eval()
+    total, tokens = 0.0, 0
+    device = next(model.parameters()).device
+    rank, world = rank_and_world()
+    for b, idx in enumerate(_batches(len(items), batch_size)):
+        if b % world != rank:
+            continue
+        batch = _to(collate([items[i] for i in idx]), device)
+        n = int((batch["target_out"] != 0).sum())
+        total += float(model.loss(batch)) * n
+        tokens += n
+    if world > 1:
+        total, tokens = all_reduce_sum(torch.tensor([total, float(tokens)], dtype=torch.float64)).tolist()
+    model.train(was)
+    return total / max(tokens, 1)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Decoding and evaluation helpers
+# ----------------------------------------------------------------------------------------------------------------
+def load_model(path: PathLike, device: Optional[str] = None) -> Tuple[GraphWriter, Vocab, Dict[str, Any]]:
+    """``(model in eval mode, vocabulary, checkpoint dict)`` from ``best.pt`` or ``checkpoint.pt``."""
+    ck = load_checkpoint(path)
+    ck["config"] = saved_config(ck["config"])  # saved by any version: a setting it lacks takes its default
+    vocab = Vocab.from_list(ck["vocab"])
+    model = build_model(ck["config"], len(vocab), len(ck["relations"]))
+    model.load_state_dict(ck["model"])
+    model.to(_device(device)).eval()
+    return model, vocab, ck
+
+
+def decode_settings(
+    cfg: Dict[str, Any], beam: Optional[int], max_len: Optional[int], length_penalty: Optional[float]
+) -> Tuple[int, int, float]:
+    """Beam size, maximum length and length penalty: the arguments, else the training configuration's."""
+    return (
+        beam or cfg["beam"],
+        max_len or cfg["max_len"],
+        cfg["length_penalty"] if length_penalty is None else length_penalty,
+    )
+
+
+def decode_records(
+    model: GraphWriter,
+    enc: GraphTextEncoder,
+    recs: Sequence[GraphTextRecord],
+    beam: int,
+    max_len: int,
+    length_penalty: float,
+    batch_size: int = 32,
+    progress: bool = True,
+    desc: str = "decoding",
+) -> Tuple[List[str], List[str]]:
+    """Batched greedy (``beam == 1``) or beam-search decoding of ``recs``; returns (relexicalised, delexicalised)
+    texts, one per record."""
+    dev = next(model.parameters()).device
+    items = enc.encode_all(recs)
+    hyps: List[List[int]] = []
+    for idx in tqdm(_batches(len(items), batch_size), desc=desc, disable=not progress, leave=False):
+        batch = _to(collate([items[i] for i in idx]), dev)
+        if beam == 1:
+            hyps += model.greedy(batch, max_len=max_len)
+        else:
+            hyps += model.beam_search(batch, beam_size=beam, max_len=max_len, length_penalty=length_penalty)
+    relex = [enc.decode(h, r) for h, r in zip(hyps, recs)]
+    delex = [enc.decode(h, r, relex=False) for h, r in zip(hyps, recs)]
+    return relex, delex
+
+
+@torch.no_grad()
+def head_diversity(
+    checkpoint: PathLike,
+    records: Sequence[GraphTextRecord],
+    make_encoder: EncoderFactory = GraphTextEncoder,
+    device: Optional[str] = None,
+) -> Dict[str, Any]:
+    """How alike the encoder's heads are (mean pairwise cosine similarity over head pairs, as in
+    :func:`graph_rma.regularizers.disagreement`): of the head parameters (query/key/value rows), averaged over
+    layers, and of the attention weights ``[E, H]`` on ``records``, per layer."""
+    model, vocab, ck = load_model(checkpoint, device)
+    items = make_encoder(vocab, ck["relations"]).encode_all(records)
+    memory = model.encode(_to(collate(items), next(model.parameters()).device), return_attention=True)
+    return {
+        "variant": ck["variant"],
+        "epoch": ck["epoch"],
+        "records": len(items),
+        "head_parameter_cosine": float(parameter_disagreement(model.encoder)),
+        "attention_cosine": [float(disagreement(alpha.t(), head_dim=0)) for alpha, _ in memory["attention"]],
+    }

@@ -1,0 +1,91 @@
+"""Reading a node study's results: the metric keys of earlier versions (:func:`upgrade_metrics`), one summary
+row per variant (:func:`summarize`: mean and std over seeds, the paired difference against the first variant) and
+its markdown table (:func:`format_table`). Re-exported by :mod:`graph_rma.tasks.node_classification`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Sequence
+
+from .._deprecation import warn_renamed
+from ..engine import mean_std, paired_comparison
+
+#: Keys of runs and summary rows saved before they said what they hold (``test_acc`` held ROC AUC on binary graphs).
+OLD_METRIC_KEYS = {
+    old: new
+    for o, n in (("test_acc", "test_metric"), ("val_acc", "val_metric"))
+    for old, new in ((o, n), (f"{o}_mean", f"{n}_mean"), (f"{o}_std", f"{n}_std"))
+}
+
+
+class Metrics(dict):
+    """A dict of a run's metrics or a summary row, where an old key (:data:`OLD_METRIC_KEYS`) still reads its new
+    key's value, with a ``DeprecationWarning`` (one release): ``metrics["test_acc"]`` is ``metrics["test_metric"]``.
+    Checkpoints store a plain ``dict`` of it (``weights_only`` loading knows no other class)."""
+
+    def __missing__(self, key: Any) -> Any:
+        new = OLD_METRIC_KEYS.get(key)
+        if new is None or new not in self:
+            raise KeyError(key)
+        warn_renamed(f"the node results' key {key!r}", f"the key {new!r}")
+        return self[new]
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return self[key] if key in self or (key in OLD_METRIC_KEYS and OLD_METRIC_KEYS[key] in self) else default
+
+
+def upgrade_metrics(entry: Dict[str, Any]) -> Metrics:
+    """A run's ``metrics`` or a summary row with the keys of earlier versions renamed (:data:`OLD_METRIC_KEYS`:
+    ``test_acc`` -> ``test_metric``, ``val_acc_mean`` -> ``val_metric_mean``, ...), order kept; a new dict. Every
+    reader of saved node runs (resume, :func:`summarize`, :func:`format_table`, :func:`plot`) goes through it."""
+    return Metrics((OLD_METRIC_KEYS.get(k, k), v) for k, v in entry.items())
+
+
+def summarize(results: List[Dict[str, Any]], variants: Sequence[str]) -> List[Dict[str, Any]]:
+    """One row per variant: mean and std over seeds (``std`` is the sample standard deviation), and for every variant
+    after the first the paired difference of the test metric against the first (``paired_*``: mean and standard error
+    in points, wins/ties/losses over the seeds both ran; :func:`graph_rma.engine.paired_comparison`)."""
+    rows = []
+    results = [{**r, "metrics": upgrade_metrics(r["metrics"])} for r in results]  # runs saved with the old keys too
+    base = {r["seed"]: 100 * r["metrics"]["test_metric"] for r in results if variants and r["variant"] == variants[0]}
+    for spec in variants:
+        runs = [r for r in results if r["variant"] == spec]
+        if not runs:
+            continue
+        row: Dict[str, Any] = Metrics(variant=spec, seeds=len(runs))
+        for key, scale in (("test_metric", 100), ("val_metric", 100), ("dist", 1), ("epochs", 1), ("sec_per_epoch", 1)):
+            values = [r["metrics"][key] * scale for r in runs if r["metrics"].get(key) is not None]
+            m, s = mean_std(values) if values else (None, None)  # dist: None for single-head models
+            row[f"{key}_mean"], row[f"{key}_std"] = m, s
+        if spec != variants[0]:
+            pc = paired_comparison(base, {r["seed"]: 100 * r["metrics"]["test_metric"] for r in runs})
+            row.update({f"paired_{k}": v for k, v in pc.items()})
+        rows.append(row)
+    return rows
+
+
+METRIC_LABELS = {"accuracy": "acc", "roc_auc": "ROC AUC"}
+
+
+def format_table(rows: List[Dict[str, Any]], metric: str = "accuracy") -> str:
+    """A markdown table of :func:`summarize`'s rows; the paired column compares each variant with the first row."""
+    m = METRIC_LABELS.get(metric, metric)
+    lines = [
+        f"| variant | seeds | test {m} (%) | paired diff vs first (W/T/L) | val {m} (%) | Dist | epochs | s/epoch |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in map(upgrade_metrics, rows):
+        paired = "—"
+        if "paired_mean" in r and r["paired_n"] > 1:
+            paired = (
+                f"{r['paired_mean']:+.2f} ± {r['paired_se']:.2f} "
+                f"({r['paired_wins']}/{r['paired_ties']}/{r['paired_losses']})"
+            )
+        lines.append(
+            f"| `{r['variant']}` | {r['seeds']} | {r['test_metric_mean']:.1f} ± {r['test_metric_std']:.1f} | "
+            f"{paired} | {r['val_metric_mean']:.1f} ± {r['val_metric_std']:.1f} | "
+            + ("—" if r["dist_mean"] is None else f"{r['dist_mean']:.2f} ± {r['dist_std']:.2f}")
+            + " | "
+            f"{r['epochs_mean']:.0f} | {r['sec_per_epoch_mean']:.3f} |"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,320 @@
+r"""One node-classification run (:func:`train_run`): the protocol's graph, model and metric, then Adam, one
+full-batch step per epoch, the validation metric and loss after each step, the epoch the protocol's early-stopping
+rule keeps (:class:`~graph_rma.engine.EarlyStopping`), and that epoch's test metric: accuracy, or ROC AUC for a
+binary task (one output, binary cross-entropy). A training loss that is not finite raises
+:class:`TrainingDiverged`.
+
+The study over variants and seeds that calls it is :func:`graph_rma.tasks.node_classification.run_study`, which
+re-exports every name of this module.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import sys
+import time
+import warnings
+from typing import Any, Dict, Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..data.transforms import direct_edges, normalize_features
+from ..diagnostics import head_distance
+from ..engine import EarlyStopping, device_memory, resolve_device, seed_everything
+from ..metrics.classification import score
+from ..models.classic_gat import ClassicGAT
+from ..models.gat import TwoLayerGAT
+from ..models.residual_gat import ResidualGAT
+from ..variants import apply_variant, parse_variant
+from .node_results import Metrics
+from .protocols import Protocol
+
+MODEL_CLASSES = {"gat": TwoLayerGAT, "residual": ResidualGAT, "classic": ClassicGAT}
+
+
+class TrainingDiverged(ValueError):
+    """The training loss became NaN or infinite (learning rate too high, or a bad input)."""
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The protocol: graph, model, metric
+# ----------------------------------------------------------------------------------------------------------------
+def prepare_graph(data, protocol: Protocol):
+    """``data`` (as :func:`graph_rma.data.nodes.load_node_graph` returns it) with the protocol's features and edge
+    direction (:mod:`graph_rma.data.transforms`); masks and labels unchanged.
+
+    Raises:
+        ValueError: the feature matrix ``x`` holds NaN or infinite entries (training on them could only diverge).
+    """
+    check_features(data.x)
+    out = copy.copy(data)
+    out.x = normalize_features(data.x, protocol.features)
+    out.edge_index = direct_edges(data.edge_index, protocol.edges, data.y.size(0))
+    return out
+
+
+def check_features(x: torch.Tensor) -> None:
+    """``ValueError`` naming the feature matrix when ``x`` (dense or sparse) holds NaN or infinite entries: training
+    on them can only diverge, and the divergence would blame the learning rate."""
+    values = x.coalesce().values() if x.is_sparse else x
+    bad = ~torch.isfinite(values)
+    if bool(bad.any()):
+        where = ""
+        if not x.is_sparse and bad.dim() == 2:
+            where = f", the first in row {int(bad.any(dim=1).nonzero()[0, 0])} (node)"
+        raise ValueError(
+            f"x: the feature matrix holds {int(bad.sum())} NaN or infinite entries{where}; fix or drop "
+            f"them before training"
+        )
+
+
+def resolve_metric(protocol: Protocol, num_classes: int) -> Tuple[str, str]:
+    """``(metric, early-stopping rule)``: ``auto`` is ROC AUC for two classes and accuracy otherwise;
+    ``val_metric`` is ``val_auc`` or ``val_acc`` accordingly."""
+    metric = protocol.metric
+    if metric == "auto":
+        metric = "roc_auc" if num_classes == 2 else "accuracy"
+    if metric == "roc_auc" and num_classes != 2:
+        raise ValueError(f"metric: roc_auc needs a binary task, this graph has {num_classes} classes")
+    rule = protocol.early_stopping
+    if rule == "val_metric":
+        rule = "val_auc" if metric == "roc_auc" else "val_acc"
+    if (rule, metric) in (("val_auc", "accuracy"), ("val_acc", "roc_auc")):
+        raise ValueError(f"early_stopping: {rule} does not match the metric {metric} (use val_metric)")
+    return metric, rule
+
+
+def model_settings(protocol: Protocol, in_channels: int, num_classes: int, metric: str) -> Tuple[str, Dict[str, Any]]:
+    """``(model name, constructor arguments)`` of the protocol's model (:meth:`Protocol.model_settings`)."""
+    return protocol.model_settings(in_channels, num_classes, metric)
+
+
+def build_model(model: str, model_kwargs: Dict[str, Any]) -> nn.Module:
+    """The model named ``model`` (a key of :data:`MODEL_CLASSES`) from its constructor arguments."""
+    if model not in MODEL_CLASSES:
+        raise ValueError(f"model: expected one of {tuple(MODEL_CLASSES)}, got {model!r}")
+    return MODEL_CLASSES[model](**model_kwargs)
+
+
+def _loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    if logits.size(-1) == 1:  # a binary task scored with ROC AUC: one logit, binary cross-entropy
+        return F.binary_cross_entropy_with_logits(logits.squeeze(-1), y.float())
+    return F.cross_entropy(logits, y)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# One run
+# ----------------------------------------------------------------------------------------------------------------
+def train_run(
+    data,
+    spec: str,
+    seed: int,
+    model_kwargs: Dict[str, Any],
+    epochs: int = 1000,
+    patience: int = 100,
+    lr: float = 0.005,
+    weight_decay: float = 5e-4,
+    early_stopping: str = "val_acc",
+    *,
+    model: str = "gat",
+    metric: str = "accuracy",
+    progress: bool = False,
+    device: Optional[str] = None,
+):
+    """Train one model with variant ``spec`` from ``seed``; returns ``(metrics, best_state_dict, model)``.
+
+    ``data`` has ``x`` (dense or sparse), ``edge_index``, ``y`` and the three ``[N]`` masks; ``model`` names the
+    architecture built from ``model_kwargs`` (:func:`build_model`); ``early_stopping`` is an
+    :class:`EarlyStopping` rule; ``metric`` is ``"accuracy"`` or ``"roc_auc"`` (the returned metrics'
+    ``test_metric`` and ``val_metric`` hold it, their ``metric`` names it). ``progress`` shows a bar over the epochs
+    (validation metric, seconds per epoch). ``device``: where to train (default: ``data``'s device); the returned
+    state dict is on the CPU.
+
+    Raises:
+        ValueError: a mask of ``data`` selects no node (nothing to train on, to select the epoch by, or to test);
+            ``device`` is not a CPU or an existing CUDA device; the run ran out of memory (naming the sizes).
+        TrainingDiverged: the training loss became NaN or infinite.
+    """
+    variant = parse_variant(spec)
+    for name in ("train_mask", "val_mask", "test_mask"):
+        if not bool(getattr(data, name).any()):
+            raise ValueError(f"data: {name} selects no node (a split needs training, validation and test nodes)")
+    seed_everything(seed)
+    dev = resolve_device(device) if device is not None else data.x.device
+    try:
+        return _train(
+            data,
+            variant,
+            spec,
+            seed,
+            model_kwargs,
+            epochs,
+            patience,
+            lr,
+            weight_decay,
+            early_stopping,
+            model,
+            metric,
+            progress,
+            dev,
+        )
+    except (MemoryError, RuntimeError) as exc:  # torch.OutOfMemoryError (CUDA) is a RuntimeError
+        if not isinstance(exc, MemoryError) and not _out_of_memory(exc):
+            raise
+        raise ValueError(
+            f"out of memory training {spec} (seed {seed}) on {dev}: {model} with {_sizes(model_kwargs)} "
+            f"on {data.num_nodes} nodes and {data.edge_index.size(1)} edges does not fit; lower the "
+            f"hidden size or the number of heads (or use the lean attention path)"
+        ) from None
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    text = str(exc)
+    return (
+        isinstance(exc, getattr(torch, "OutOfMemoryError", ()))
+        or "out of memory" in text
+        or "can't allocate memory" in text
+    )
+
+
+def _sizes(model_kwargs: Dict[str, Any]) -> str:
+    keys = ("in_channels", "hidden_channels", "hidden", "heads", "out_heads", "layers", "out_channels")
+    return ", ".join(f"{k}={model_kwargs[k]}" for k in keys if k in model_kwargs)
+
+
+def check_model_fits(model: str, model_kwargs: Dict[str, Any], device: torch.device) -> int:
+    """Refuse a model whose training state cannot fit in ``device``'s memory, before anything is allocated: the
+    model is built on the ``meta`` device (no memory), and its float32 weights, gradients and Adam's two moments
+    (4 x 4 bytes per parameter) are compared with :func:`graph_rma.engine.device_memory`. Returns the number of
+    parameters.
+
+    Raises:
+        ValueError: bad constructor arguments (the model's own error), or a model too large, naming its sizes.
+    """
+    with torch.device("meta"):
+        net = build_model(model, model_kwargs)
+    count = sum(p.numel() for p in net.parameters())
+    have = device_memory(device)
+    need = 16 * count
+    if have is not None and need > have:
+        raise ValueError(
+            f"model: {model} with {_sizes(model_kwargs)} has {count:,} parameters, "
+            f"{need / 2**30:,.1f} GiB with their gradients and Adam's state: more than the "
+            f"{have / 2**30:,.1f} GiB of memory of {device}; lower the hidden size or the number of heads"
+        )
+    return count
+
+
+def _train(
+    data,
+    variant,
+    spec: str,
+    seed: int,
+    model_kwargs: Dict[str, Any],
+    epochs: int,
+    patience: int,
+    lr: float,
+    weight_decay: float,
+    early_stopping: str,
+    model: str,
+    metric: str,
+    progress: bool,
+    dev: torch.device,
+):
+    """:func:`train_run`'s body, once the arguments are checked and the generators seeded."""
+    net = build_model(model, model_kwargs).to(dev)
+    data = data.to(dev)
+    optimizer = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay)
+    with warnings.catch_warnings():  # the 1-head output layer is not a particle group; that is expected
+        warnings.filterwarnings("ignore", message=".*fewer than 2; not a particle group")
+        setup = apply_variant(variant, net, optimizer, seed=seed)
+    x, ei, y = data.x, data.edge_index, data.y
+    train_mask, val_mask, test_mask = data.train_mask, data.val_mask, data.test_mask
+
+    best = {"val_metric": -1.0, "val_loss": math.inf, "test_metric": 0.0, "epoch": 0}
+
+    def cpu_state():
+        return {k: v.detach().to("cpu", copy=True) for k, v in net.state_dict().items()}
+
+    best_state = cpu_state()
+    stopper = EarlyStopping(early_stopping, patience)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(
+            total=epochs, desc="epochs", unit="ep", file=sys.stderr, leave=False, dynamic_ncols=True, mininterval=1.0
+        )
+    start, epoch = time.perf_counter(), 0
+    try:
+        for epoch in range(1, epochs + 1):
+            net.train()
+            optimizer.zero_grad()
+            if variant.reg is not None:
+                logits, attention, head_out = net.forward_with_attention(x, ei)
+                loss = _loss(logits[train_mask], y[train_mask])
+                loss = loss + setup.penalty(net, attention=attention[:1], head_outputs=[head_out])
+            else:
+                logits = net(x, ei)
+                loss = _loss(logits[train_mask], y[train_mask])
+            if not torch.isfinite(loss):
+                raise TrainingDiverged(
+                    f"training diverged at epoch {epoch} (seed {seed}, {spec}): the loss is {float(loss)}; lower "
+                    f"the learning rate ({lr}) or check the inputs"
+                )
+            loss.backward()
+            optimizer.step()
+
+            net.eval()
+            with torch.no_grad():
+                logits = net(x, ei)
+                val_loss = float(_loss(logits[val_mask], y[val_mask]))
+                val_metric = score(logits[val_mask], y[val_mask], metric)
+            keep, stop = stopper.update(val_metric, val_loss)
+            if keep:
+                best = {
+                    "val_metric": val_metric,
+                    "val_loss": val_loss,
+                    "test_metric": score(logits[test_mask], y[test_mask], metric),
+                    "epoch": epoch,
+                }
+                best_state = cpu_state()
+            if bar is not None:
+                bar.update()
+                if epoch % 10 == 0 or stop:
+                    bar.set_postfix_str(
+                        f"val {100 * val_metric:.1f} best {100 * best['val_metric']:.1f} "
+                        f"({(time.perf_counter() - start) / epoch:.3f} s/ep)"
+                    )
+            if stop:
+                break
+    finally:
+        if bar is not None:
+            bar.close()
+    seconds = time.perf_counter() - start
+
+    net.load_state_dict(best_state)
+    net.eval()
+    with torch.no_grad():
+        heads = net.head_outputs(x, ei)[test_mask]
+        dist = head_distance(heads) if heads.size(-2) > 1 else None  # one head: no distance between heads
+    metrics = Metrics(
+        {
+            "test_metric": best["test_metric"],
+            "val_metric": best["val_metric"],
+            "val_loss": best["val_loss"],
+            "best_epoch": best["epoch"],
+            "epochs": epoch,
+            "sec_per_epoch": seconds / max(epoch, 1),
+            "dist": dist,
+            "metric": metric,
+            "device": dev.type,
+            "limited_steps": int(
+                getattr(setup.sampler, "limited_steps", 0)
+            ),  # SVGD/SPOS steps the repulsion limit capped
+        }
+    )
+    return metrics, best_state, net
