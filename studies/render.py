@@ -6,7 +6,8 @@ results summary of the README and the docs home.
 
 Run from the repository root. Each page's blocks are its driver's renderers (``python -m studies.<driver> report``
 writes the results file, then the same blocks), benchmarks/README.md's are ``benchmarks.report``'s, and the summary
-is :mod:`studies.summary`; the README's expected quick-start output is :mod:`studies.quickstart`'s (from
+is :mod:`studies.summary`; docs/webnlg.md has :mod:`studies.graph_to_text`'s blocks and :mod:`studies.webnlg2017`'s
+(from docs/webnlg2017/results.json); the README's expected quick-start output is :mod:`studies.quickstart`'s (from
 docs/quickstart/results.json, which examples/quickstart_vs_stock.py writes). Not rendered here:
 docs/where-it-helps/, the earlier sweep's tables, which its driver writes from its runs (no results file is
 committed for them).
@@ -22,7 +23,18 @@ from typing import Callable, Dict, List
 
 from benchmarks import report as bench
 from graph_rma.engine import one_line_errors
-from studies import authors_update, baselines, cora, diagnostics, graph_to_text, metrics, quickstart, summary, text
+from studies import (
+    authors_update,
+    baselines,
+    cora,
+    diagnostics,
+    graph_to_text,
+    metrics,
+    quickstart,
+    summary,
+    text,
+    webnlg2017,
+)
 from studies.pages import render_blocks, splice
 
 REPO = Path(__file__).resolve().parents[1]
@@ -52,6 +64,8 @@ def renderers() -> Dict[str, Callable[[str], str]]:
     }
     for task in graph_to_text.TASKS:
         pages[f"docs/{task}.md"] = lambda t, task=task: graph_to_text.render(task, t, _results(task))
+    webnlg = pages["docs/webnlg.md"]  # its challenge-baseline block is studies.webnlg2017's, from docs/webnlg2017/
+    pages["docs/webnlg.md"] = lambda t: webnlg2017.render(webnlg(t), _results("webnlg2017"))
     return pages
 
 

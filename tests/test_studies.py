@@ -73,6 +73,23 @@ def test_graph_to_text_pages_are_what_their_committed_results_render_to(task):
         assert scores["METEOR_impl"] == "meteor-1.5" and scores["n"] == r["records"] > 0
 
 
+def test_webnlg2017_block_is_what_its_committed_results_render_to():
+    """docs/webnlg.md's challenge-baseline block comes from docs/webnlg2017/results.json (studies.webnlg2017),
+    with the decoded test outputs committed beside it once the test set is scored."""
+    study = _load("webnlg2017")
+    results = json.loads((REPO / "docs" / "webnlg2017" / "results.json").read_text())
+    page = (REPO / "docs" / "webnlg.md").read_text()
+    assert study.render(page, results) == page
+    assert [g["setting"] for g in results["grid"]] == [study.setting_name(s) for s in study.GRID]
+    if results["test"] is not None:
+        committed = json.loads((REPO / "docs" / "webnlg2017" / "test.json").read_text())
+        hyp = REPO / "docs" / "webnlg2017" / "hyp.test.txt"
+        assert committed["hyp_sha256"] == study._sha256(hyp) and committed["setting"] == results["choice"]["setting"]
+        rows = study.read_meta(REPO / "docs" / "webnlg2017" / "meta.test.tsv")
+        assert len(rows) == len(hyp.read_text(encoding="utf-8").splitlines()) == results["test"]["scores"]["all"]["n"]
+        assert sum(r["seen"] for r in rows) == results["test"]["scores"]["seen"]["n"]
+
+
 def test_text_page_is_what_its_committed_results_render_to():
     """docs/text.md's summary and tables come from docs/text/results.json."""
     study = _load("text")
@@ -230,6 +247,9 @@ def test_baselines_report_from_a_folder_without_runs_keeps_the_committed_results
         ("baselines", ["final", "plane"], "rows: unknown arm 'plane'"),
         ("baselines", ["reproduce", "--out", "{tmp}/file.md"], "is a file, not a folder"),
         ("metrics", ["report", "--page", "{tmp}/missing.md"], "argument --page: no such page"),
+        ("webnlg2017", ["report", "--page", "{tmp}/missing.md"], "argument --page: no such page"),
+        ("webnlg2017", ["report"], "argument --page: no such page docs/webnlg.md"),
+        ("webnlg2017", ["test", "--threads", "0"], "argument --threads: expected a positive integer"),
     ],
 )
 def test_study_drivers_refuse_bad_arguments_in_one_line_and_write_nothing(driver, args, word, tmp_path):

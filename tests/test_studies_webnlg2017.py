@@ -1,0 +1,269 @@
+"""studies.webnlg2017: the challenge-baseline driver's rules (choice on dev, one test decode) on hand-made files, and
+the whole driver (dev -> choose -> test -> report -> rescore) on the tiny WebNLG fixture."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, REPO
+
+from studies import webnlg2017 as study
+from studies.graph_to_text import PUBLISHED
+
+FIXTURE = FIXTURES / "webnlg_tiny"
+
+
+def _fake_run(tmp_path: Path, bleus=None, epochs_done=2, epochs=2) -> Path:
+    """A run folder with a stand-in best.pt (only its bytes matter to choose and test) and, for each BLEU given,
+    that setting's dev record and scores as `dev` writes them."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "best.pt").write_bytes(b"weights of epoch 2")
+    (run / "config.json").write_text(json.dumps({"config": {"epochs": epochs}, "variant": "ma", "seed": 0}))
+    (run / "train.json").write_text(json.dumps({"history": [{"epoch": e + 1} for e in range(epochs_done)]}))
+    sha = study._sha256(run / "best.pt")
+    for setting, bleu in zip(study.GRID, bleus or []):
+        folder = run / "decode" / study.setting_name(setting)
+        folder.mkdir(parents=True)
+        record = {"setting": study.setting_name(setting), "checkpoint": {"sha256": sha, "epoch": 2, "dev_loss": 1.5}}
+        (folder / "decoded.dev.json").write_text(json.dumps(record))
+        (folder / "metrics.dev.webnlg2017.json").write_text(json.dumps({"all": {"BLEU": bleu}, "unseen": None}))
+    return run
+
+
+def test_the_grid_is_the_issues():
+    assert [study.setting_name(s) for s in study.GRID] == ["beam5-lp0.6", "beam5-lp1.0", "beam5-lp1.4", "beam10-lp1.0"]
+
+
+def test_pick_takes_the_highest_and_the_earlier_on_a_tie():
+    assert study.pick([40.0, 42.5, 42.5, 41.0]) == 1
+    assert study.pick([3.0, 1.0, 2.0]) == 0 and study.pick([1.0, 1.0]) == 0 and study.pick([0.0, 0.5]) == 1
+
+
+def test_choose_takes_the_highest_dev_bleu_and_reads_no_test_file(tmp_path):
+    run = _fake_run(tmp_path, [40.0, 42.5, 42.5, 41.0])
+    test = run / "decode" / "test"
+    test.mkdir()
+    (test / "metrics.test.webnlg2017.json").write_text("not json: choose must not open it")
+    choice = study.choose(run)
+    assert choice["setting"] == "beam5-lp1.0" and (choice["beam"], choice["length_penalty"]) == (5, 1.0)
+    assert choice["dev_BLEU"] == 42.5
+    assert json.loads((run / "decode" / "choice.json").read_text()) == choice
+
+
+def test_choose_refuses_an_unscored_setting_and_another_checkpoint(tmp_path):
+    run = _fake_run(tmp_path, [40.0, 42.5, 41.0])
+    with pytest.raises(SystemExit, match="dev not scored for beam10-lp1.0: run `python -m studies.webnlg2017 dev`"):
+        study.choose(run)
+    (run / "decode" / "beam10-lp1.0").mkdir()
+    (run / "decode" / "beam10-lp1.0" / "metrics.dev.webnlg2017.json").write_text('{"all": {"BLEU": 50.0}}')
+    with pytest.raises(SystemExit, match="dev not scored for beam10-lp1.0"):  # scores without a decode record
+        study.choose(run)
+    (run / "decode" / "beam10-lp1.0" / "decoded.dev.json").write_text(
+        (run / "decode" / "beam5-lp0.6" / "decoded.dev.json").read_text()
+    )
+    (run / "best.pt").write_bytes(b"weights of epoch 3")  # training went on after dev was decoded
+    with pytest.raises(SystemExit, match="decoded from another best.pt"):
+        study.choose(run)
+    assert not (run / "decode" / "choice.json").exists()
+
+
+def test_dev_refuses_a_run_that_is_still_training(tmp_path):
+    run = _fake_run(tmp_path, epochs_done=1, epochs=30)
+    with pytest.raises(SystemExit, match="trained 1 of 30 epochs; wait for `graph-rma webnlg train` to finish"):
+        study.dev(run, root="/nonexistent")
+    assert not (run / "decode").exists()
+    with pytest.raises(SystemExit, match="no such checkpoint"):
+        study.dev(tmp_path / "nothing", root="/nonexistent")
+
+
+def test_test_refuses_before_choose_another_checkpoint_and_another_setting(tmp_path):
+    run = _fake_run(tmp_path, [40.0, 42.5, 42.5, 41.0])
+    results = tmp_path / "results"
+    kwargs = dict(root="/nonexistent", meteor="none", progress=False)  # a refusal reads no data
+    with pytest.raises(SystemExit, match="no setting chosen: run `python -m studies.webnlg2017 choose` first"):
+        study.decode_test(run, results, **kwargs)
+    choice = study.choose(run)
+    # the test set was decoded (or its decoding started) with another setting: no second decode
+    claim = run / "decode" / "test" / "claim.json"
+    claim.parent.mkdir()
+    claim.write_text(json.dumps({"setting": "beam10-lp1.0", "checkpoint": choice["checkpoint"]}))
+    with pytest.raises(SystemExit, match="decoded with beam10-lp1.0; one test decode per final run"):
+        study.decode_test(run, results, **kwargs)
+    claim.unlink()
+    # the committed record of this run's test decode names another setting
+    results.mkdir()
+    (results / "test.json").write_text(json.dumps({"setting": "beam5-lp0.6", "checkpoint": choice["checkpoint"]}))
+    with pytest.raises(SystemExit, match="test.json: the test set was decoded with beam5-lp0.6"):
+        study.decode_test(run, results, **kwargs)
+    # the committed outputs are another checkpoint's (another run's): not overwritten
+    other = dict(choice["checkpoint"], sha256="0" * 64, path="runs/webnlg2017/ma-s1/best.pt")
+    (results / "test.json").write_text(json.dumps({"setting": choice["setting"], "checkpoint": other}))
+    with pytest.raises(SystemExit, match="holds the test decode of another checkpoint .*ma-s1/best.pt"):
+        study.decode_test(run, results, **kwargs)
+    (results / "test.json").unlink()
+    (run / "best.pt").write_bytes(b"weights of epoch 3")
+    with pytest.raises(SystemExit, match="not the checkpoint dev was decoded from"):
+        study.decode_test(run, results, **kwargs)
+    assert not claim.exists() and sorted(p.name for p in results.iterdir()) == []
+
+
+def _results(seen_bleu):
+    res = study.not_run()
+    scores = {"BLEU": seen_bleu, "METEOR": 40.0, "TER": 45.0, "n": 971}
+    res["choice"] = {"setting": "beam5-lp1.0", "beam": 5, "length_penalty": 1.0, "dev_BLEU": 60.0, "rule": "r"}
+    res["test"] = {
+        "setting": "beam5-lp1.0",
+        "beam": 5,
+        "length_penalty": 1.0,
+        "seconds": 60.0,
+        "date": "2030-01-01 00:00 UTC",
+        "scores": {"seen": scores, "unseen": dict(scores, BLEU=20.0, METEOR=None), "all": dict(scores, BLEU=40.0)},
+    }
+    return res
+
+
+def test_acceptance_is_gcn_ecs_published_seen_bleu():
+    gcn = [s["BLEU seen"] for name, s, _ in PUBLISHED["webnlg"] if name.startswith("GCN_EC")]
+    assert gcn == [study.target()] == [55.9]
+    assert study.acceptance(study.not_run()) is None
+    assert study.acceptance(_results(55.9)) is True and study.acceptance(_results(55.89)) is False
+    text = study.render_results(_results(55.89))
+    assert "**not met** (55.89, -0.01)" in text
+    assert "| 55.89 | 20.00 | 40.00 | 40.00 | n/a | 40.00 | 45.00 | 45.00 | 45.00 |" in text
+    assert "**met** (56.00, +0.10)" in study.render_results(_results(56.0))
+
+
+def test_before_any_run_the_block_says_so():
+    text = study.render_results(study.not_run())
+    assert text.count("not run yet") == len(study.GRID) + 1 and "not decided" in text and "Chosen: not yet" in text
+    for name, scores, _ in PUBLISHED["webnlg"]:
+        assert f"| {name} | {scores['BLEU seen']:g} |" in text  # the published rows, from their one source
+
+
+@pytest.mark.slow
+def test_the_driver_end_to_end_on_the_fixture(tmp_path, monkeypatch, capsys):
+    """Train one epoch, then dev -> choose -> test -> report -> rescore into tmp paths; every step resumes."""
+    pytest.importorskip("sacrebleu")
+    from graph_rma.cli import score as score_cli
+    from graph_rma.data.webnlg import load_webnlg_splits
+    from graph_rma.tasks import webnlg as task
+
+    monkeypatch.setattr(sys, "excepthook", sys.excepthook)  # main() installs one_line_errors for the process
+    splits = load_webnlg_splits(FIXTURE)
+    small = dict(task.PRESETS["webnlg2017"], hidden=16, layers=1, heads=2, decoder_heads=2, epochs=1, batch_size=3)
+    run, results = tmp_path / "run", tmp_path / "results"
+    task.train(dict(small, min_freq=1, max_len=12), run, variant="ma", seed=0, progress=False, splits=splits)
+    kwargs = dict(root=FIXTURE, meteor="none", progress=False)
+
+    study.dev(run, **kwargs)
+    for setting in study.GRID:
+        folder = run / "decode" / study.setting_name(setting)
+        record = json.loads((folder / "decoded.dev.json").read_text())
+        assert (record["beam"], record["length_penalty"], record["max_len"], record["entries"]) == (
+            setting["beam"],
+            setting["length_penalty"],
+            12,
+            1,
+        )
+        assert record["checkpoint"]["sha256"] == study._sha256(run / "best.pt") and record["checkpoint"]["epoch"] == 1
+        metrics = json.loads((folder / "metrics.dev.webnlg2017.json").read_text())
+        assert metrics["scorer"] == "webnlg2017" and metrics["all"]["n"] == 1 and metrics["unseen"] is None
+        assert len((folder / "hyp.dev.txt").read_text().split("\n")) == 2  # one entry
+    # resumable: a setting decoded but not scored is only scored; a scored one is skipped
+    lp14 = run / "decode" / "beam5-lp1.4"
+    (lp14 / "metrics.dev.webnlg2017.json").unlink()
+    stamps = {p: p.stat().st_mtime_ns for p in (run / "decode").rglob("*") if p.is_file()}
+    study.dev(run, **kwargs)
+    assert (lp14 / "metrics.dev.webnlg2017.json").is_file()
+    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps
+
+    assert study.main(["choose", "--run", str(run)]) == 0
+    choice = json.loads((run / "decode" / "choice.json").read_text())
+    bleus = [
+        json.loads((run / "decode" / n / "metrics.dev.webnlg2017.json").read_text())["all"]["BLEU"]
+        for n in map(study.setting_name, study.GRID)
+    ]
+    assert choice["setting"] == study.setting_name(study.GRID[study.pick(bleus)])
+
+    scores = study.decode_test(run, results, **kwargs)
+    decoded = json.loads((run / "decode" / "test" / "decoded.test.json").read_text())
+    assert (decoded["beam"], decoded["length_penalty"]) == (choice["beam"], choice["length_penalty"])
+    hyp = (results / "hyp.test.txt").read_text()
+    assert hyp == (run / "decode" / "test" / "hyp.test.txt").read_text() and len(hyp.split("\n")) == 3
+    assert (results / "meta.test.tsv").read_text().splitlines()[1:] == [
+        f"{i + 1}\t{r['eid']}\t{r['category']}\t{'seen' if r['seen'] else 'unseen'}"
+        for i, r in enumerate(json.loads((run / "decode" / "test" / "refs.test.json").read_text()))
+    ]
+    committed = json.loads((results / "test.json").read_text())
+    assert committed["setting"] == choice["setting"] and committed["hyp_sha256"] == study._sha256(
+        results / "hyp.test.txt"
+    )
+    assert [scores[s]["n"] for s in ("seen", "unseen", "all")] == [1, 1, 2]
+    # run again: nothing is decoded again
+    before = (run / "decode" / "test" / "decoded.test.json").stat().st_mtime_ns
+    assert study.decode_test(run, results, **kwargs) == scores
+    assert (run / "decode" / "test" / "decoded.test.json").stat().st_mtime_ns == before
+    # a different choice now (e.g. another grid) is refused: one test decode per final run
+    other = next(s for s in map(study.setting_name, study.GRID) if s != choice["setting"])
+    (run / "decode" / "choice.json").write_text(json.dumps(dict(choice, setting=other)))
+    with pytest.raises(SystemExit, match="one test decode per final run"):
+        study.decode_test(run, results, **kwargs)
+    (run / "decode" / "choice.json").write_text(json.dumps(choice))
+
+    page = tmp_path / "webnlg.md"
+    page.write_text((REPO / "docs" / "webnlg.md").read_text())
+    data = study.report(run, page, results)
+    assert json.loads((results / "results.json").read_text()) == data
+    assert study.render(page.read_text(), data) == page.read_text()
+    assert data["test"]["scores"]["seen"]["BLEU"] == round(scores["seen"]["BLEU"], 4)
+    assert [g["dev"]["BLEU"] for g in data["grid"]] == [round(b, 4) for b in bleus]
+    assert data["conditions"]["epochs_trained"] == 1 and data["conditions"]["threads"] == 1
+    block = page.read_text().split("webnlg2017-results:start -->")[1]
+    assert ("**met**" if data["test"]["scores"]["seen"]["BLEU"] >= 55.9 else "**not met**") in block
+    assert "not run yet" not in block
+
+    # rescoring from the committed files alone (and the WebNLG release's references)
+    export = tmp_path / "export"
+    capsys.readouterr()
+    assert (
+        study.main(
+            ["rescore", "--results", str(results), "--root", str(FIXTURE), "--meteor", "none", "--export", str(export)]
+        )
+        == 0
+    )
+    assert "the same as results.json" in capsys.readouterr().out
+    again = study.rescore(results, FIXTURE, "none")
+    assert {s: again[s]["BLEU"] for s in again} == {s: scores[s]["BLEU"] for s in ("all", "seen", "unseen")}
+    for subset in ("seen", "unseen", "all"):  # graph-rma score on one subset's files gives the same numbers
+        refs = [a for j in (1, 2, 3) for a in ("--ref", str(export / f"ref{j}.{subset}.txt"))]
+        out = tmp_path / f"score.{subset}.json"
+        assert (
+            score_cli.main(
+                [
+                    "--scorer",
+                    "webnlg2017",
+                    "--meteor",
+                    "none",
+                    "--hyp",
+                    str(export / f"hyp.{subset}.txt"),
+                    *refs,
+                    "--json",
+                    str(out),
+                ]
+            )
+            == 0
+        )
+        by_cli = json.loads(out.read_text())
+        assert (by_cli["BLEU"], by_cli["TER"], by_cli["n"]) == (
+            scores[subset]["BLEU"],
+            scores[subset]["TER"],
+            scores[subset]["n"],
+        )
+    # a changed hypothesis is caught: the seen entry's line replaced by its first reference
+    lines = (results / "hyp.test.txt").read_text().split("\n")
+    lines[0] = splits.test[0].references[0]
+    (results / "hyp.test.txt").write_text("\n".join(lines))
+    assert study.main(["rescore", "--results", str(results), "--root", str(FIXTURE), "--meteor", "none"]) == 1
+    assert "differs from results.json: seen BLEU" in capsys.readouterr().out
