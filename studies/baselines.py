@@ -50,6 +50,14 @@ REPRODUCE: Dict[Tuple[str, str], Tuple[Optional[float], Optional[float], str]] =
     ("tolokers", "luo"): (None, None, "none: a row of our own (tolokers is not in Luo et al.'s paper)"),
 }
 ORDER = list(REPRODUCE)
+
+
+def published_cell(dataset: str, protocol: str) -> str:
+    """The published number of a row as its tables show it: ``mean ± std``, ``mean`` or ``—`` (a row of our own)."""
+    pub, pub_std, _ = REPRODUCE[(dataset, protocol)]
+    return "—" if pub is None else f"{pub:.2f}" + (f" ± {pub_std:.2f}" if pub_std is not None else "")
+
+
 # protocol fields a row sets beyond its preset: on tolokers' million edges the memory-lean attention path (equal to
 # float rounding) makes an epoch several times faster on CPU (the node table of benchmarks/README.md)
 ROW_OVERRIDES: Dict[Tuple[str, str], Dict] = {
@@ -183,6 +191,9 @@ def select_small(out: Path, threads: int) -> None:
             f"{overrides}: validation ROC AUC {row['val_metric_mean']:.2f} +- {row['val_metric_std']:.2f} "
             f"({row['sec_per_epoch_mean']:.3f} s/epoch)"
         )
+
+
+EVIDENCE_NAMES = ", ".join(f"{d}:{q}" for d, q in EVIDENCE)  # what --evidence accepts
 
 
 def _entries(only: Optional[Tuple[str, str]]) -> List[Tuple[str, str]]:
@@ -332,8 +343,8 @@ def render_reproduction(results: Dict) -> str:
         "| --- | --- | ---: | ---: | ---: | ---: | --- | ---: |",
     ]
     for row in results["reproduction"]:
-        pub, pub_std, cite = REPRODUCE[(row["dataset"], row["protocol"])]
-        published = "—" if pub is None else f"{pub:.2f}" + (f" ± {pub_std:.2f}" if pub_std is not None else "")
+        pub, _, cite = REPRODUCE[(row["dataset"], row["protocol"])]
+        published = published_cell(row["dataset"], row["protocol"])
         runs = row["runs"]
         if not runs:
             lines.append(f"| {row['dataset']} | `{row['protocol']}` | 0 | not run yet | {published} | — | {cite} | — |")
@@ -388,8 +399,8 @@ def render_evidence(results: Dict) -> str:
                 sel.append(f"| {arm} | `{e['setting']}` | {scores[i]:.2f} | {'yes' if i == best else ''} |")
             if mine[best]["final"]:
                 finals[arm] = (mine[best]["setting"], {r["seed"]: r["test"] for r in mine[best]["final"]})
-        pub, pub_std, cite = REPRODUCE[(dataset, protocol)]
-        published = f"{pub:.2f}" + (f" ± {pub_std:.2f}" if pub_std is not None else "")
+        cite = REPRODUCE[(dataset, protocol)][2]
+        published = published_cell(dataset, protocol)
         out.append(
             f"### {dataset}, `{protocol}` protocol\n\nPublished plain GAT on this graph and protocol: "
             f'{published} ({cite}); ours is the row "plain, as published" below and the reproduction '
@@ -463,8 +474,7 @@ def main() -> None:
     p.add_argument(
         "--evidence",
         metavar="DATASET:PROTOCOL",
-        help="select, final: only this evidence entry (default: all), one of "
-        + ", ".join(f"{d}:{q}" for d, q in EVIDENCE),
+        help="select, final: only this evidence entry (default: all), one of " + EVIDENCE_NAMES,
     )
     p.add_argument(
         "--seeds",
@@ -482,9 +492,7 @@ def main() -> None:
     if a.evidence is not None:
         only = tuple(a.evidence.split(":", 1))
         if only not in EVIDENCE:
-            p.error(
-                f"--evidence: unknown entry {a.evidence!r}; choose from {', '.join(f'{d}:{q}' for d, q in EVIDENCE)}"
-            )
+            p.error(f"--evidence: unknown entry {a.evidence!r}; choose from {EVIDENCE_NAMES}")
     arms = sorted({arm for key in _entries(only) for arm in EVIDENCE[key]})
     if a.step == "reproduce":
         for row in a.rows:

@@ -70,8 +70,7 @@ def _baseline_rows(results: Dict, link: str) -> List[str]:
             if (row["dataset"], row["protocol"]) == (dataset, protocol)
             for r in row["runs"]
         ]
-        pub, pub_std, _ = baselines.REPRODUCE[(dataset, protocol)]
-        published = f"{pub:.2f}" + (f" ± {pub_std:.2f}" if pub_std is not None else "")
+        published = baselines.published_cell(dataset, protocol)
         plain_cell = f"{_ms(list(plain.values()))} (`{plain_setting}`"
         plain_cell += f"; as published: {_ms(as_published)})" if as_published else ")"
         pc = paired_comparison(plain, svgd)
