@@ -57,8 +57,9 @@ PUBLISHED = {
         (
             "GCN_EC encoder (Marcheggiani & Perez-Beltrachini, INLG 2018)",
             {"BLEU seen": 55.9},
-            "BLEU 55.9 listed for the paper's WebNLG result; that it is the seen-category test set is from "
-            "memory, not verified",
+            "BLEU 55.9 listed for the paper's WebNLG result (paperswithcode); seen categories: the authors' "
+            "diegma/graph-2-text README prepares and relexicalises the test partition with `-c seen` (its "
+            "unseen branch is commented out); the paper's table itself not read here",
         ),
         (
             "CGE-LW (Ribeiro et al., TACL 2020)",
