@@ -1,0 +1,517 @@
+"""Repulsive encoder heads against the reproduced plain generator on WebNLG 2017 (issue 37, item 4; docs/webnlg.md,
+"Repulsion on the reproduced baseline").
+
+    python -m studies.webnlg2017_evidence plan                 # what is done, what is left, and the commands
+    python -m studies.webnlg2017_evidence select [ARM INDEX]   # the selection runs (all, or one), resumable
+    python -m studies.webnlg2017_evidence choose               # per arm, the lowest dev loss -> OUT/choice.json
+    python -m studies.webnlg2017_evidence final ARM SEED       # one final run, resumable
+    python -m studies.webnlg2017_evidence test ARM SEED        # its test set decoded once, outputs committed
+    python -m studies.webnlg2017_evidence report               # -> docs/webnlg2017/evidence/results.json -> the block
+
+Every run is ``graph-rma webnlg train --preset webnlg2017`` in a child process (``OMP_NUM_THREADS=1`` unless set),
+so a stopped run resumes from its ``checkpoint.pt`` when the same step is run again; two steps can run at once.
+
+The rules, written before any run of this study:
+
+* ARMS: the plain arm tries the preset and more dropout (0.4 instead of 0.3); the repulsive arm tries SVGD over
+  every encoder layer's heads at two strengths (``svgd:alpha=0.1``, the package's earlier generator setting, and
+  ``svgd:alpha=0.01``). Two settings each: an equal tuning budget.
+* Selection: each setting trains SELECT_EPOCHS epochs with seed SELECT_SEED (not a final seed); within each arm the
+  setting with the lowest dev loss (teacher-forced, the quantity ``best.pt`` is kept by) wins, a tie going to the
+  earlier setting. No BLEU and no test file is read.
+* Finals: each arm's chosen setting with seeds FINAL_SEEDS, FINAL_EPOCHS epochs each (the baseline's learning rate
+  reached its floor, and its dev loss its lowest, well before that). When the plain arm chooses the preset, its
+  seed-0 final is the baseline run itself (``runs/webnlg2017/ma-s0``, trained 30 epochs), provided its ``best.pt``
+  comes from one of the first FINAL_EPOCHS epochs (:func:`final` and :func:`decode_final` refuse otherwise), and
+  its test outputs are the baseline's (docs/webnlg2017/).
+* Decoding: every final run's test set is decoded once with the setting the baseline chose on dev
+  (``runs/webnlg2017/ma-s0/decode/choice.json``), the same for both arms; decoding is not re-chosen per run.
+* Report: per arm and subset (seen, unseen, all), BLEU, METEOR and TER as mean and std over the seeds; SVGD minus
+  plain paired by seed, mean difference with its standard error, and wins/ties/losses on BLEU. Every setting is
+  reported, the selection runs included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from graph_rma.argtypes import out_dir
+from graph_rma.engine import mean_std, one_line_errors, paired_comparison, write_json
+from graph_rma.tasks.defaults import METEOR_CHOICES
+from studies import webnlg2017 as baseline
+from studies.pages import page_file, render_blocks
+
+ARMS: Dict[str, List[Tuple[str, Dict]]] = {
+    "plain": [("ma", {}), ("ma", {"dropout": 0.4})],
+    "svgd": [("svgd:alpha=0.1", {}), ("svgd:alpha=0.01", {})],
+}
+SELECT_SEED = 100
+SELECT_EPOCHS = 10
+FINAL_SEEDS = (0, 1, 2)
+FINAL_EPOCHS = 20
+OUT = Path("runs/webnlg2017/evidence")
+RESULTS = Path("docs/webnlg2017/evidence")
+PAGE = baseline.PAGE
+BLOCK = "webnlg2017-evidence"
+METRICS = ("BLEU", "METEOR", "TER")
+
+
+def label(spec: str, overrides: Dict) -> str:
+    """``ma``, ``ma [dropout=0.4]``: a setting as the page names it."""
+    extra = ",".join(f"{k}={v}" for k, v in sorted(overrides.items()))
+    return spec + (f" [{extra}]" if extra else "")
+
+
+def _read(path: Path) -> Dict:
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def _setting(arm: str, index: int) -> Tuple[str, Dict]:
+    if arm not in ARMS:
+        raise SystemExit(f"arm: unknown arm {arm!r}; choose from {', '.join(ARMS)}")
+    if not 0 <= index < len(ARMS[arm]):
+        raise SystemExit(f"{arm}: no setting {index}; its settings are 0 to {len(ARMS[arm]) - 1}")
+    return ARMS[arm][index]
+
+
+def select_dir(out: Path, arm: str, index: int) -> Path:
+    return out / "select" / f"{arm}-{index}"
+
+
+def is_baseline(arm: str, index: int, seed: int) -> bool:
+    """Whether this final is the baseline run: the plain arm's preset with seed 0."""
+    return arm == "plain" and ARMS[arm][index] == ("ma", {}) and seed == 0
+
+
+def final_dir(out: Path, arm: str, index: int, seed: int, base: Path = baseline.RUN) -> Path:
+    return base if is_baseline(arm, index, seed) else out / "final" / f"{arm}-s{seed}"
+
+
+def final_results(results: Path, arm: str, index: int, seed: int, base_results: Path = baseline.RESULTS) -> Path:
+    """Where a final run's test outputs are committed."""
+    return base_results if is_baseline(arm, index, seed) else results / f"{arm}-s{seed}"
+
+
+def train_command(spec: str, overrides: Dict, seed: int, epochs: int, folder: Path, root=None, quiet=False):
+    """The ``graph-rma webnlg train`` command of one run (its options from the preset plus ``overrides``)."""
+    cmd = [sys.executable, "-m", "graph_rma.cli", "webnlg", "train", "--preset", "webnlg2017", "--variant", spec]
+    cmd += ["--seed", str(seed), "--epochs", str(epochs), "--out", str(folder), "--save-every", "100"]
+    for key, value in sorted(overrides.items()):
+        cmd += [f"--{key.replace('_', '-')}", str(value)]
+    if root is not None:
+        cmd += ["--root", str(root)]
+    return cmd + (["--quiet"] if quiet else [])
+
+
+def trained(run: Path) -> Optional[List[Dict]]:
+    """The epochs of a finished run (``train.json``'s history, every epoch of its configuration), else ``None``."""
+    config, train = _read(run / "config.json"), _read(run / "train.json")
+    history = train.get("history", [])
+    return history if config and len(history) >= config["config"]["epochs"] else None
+
+
+def _train(cmd: List[str], run: Path) -> None:
+    if trained(run) is not None:
+        print(f"{run}: trained", file=sys.stderr)
+        return
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", "1")
+    print(f"{run}: training ({' '.join(cmd[2:])})", file=sys.stderr, flush=True)
+    subprocess.run(cmd, check=True, env=env)
+
+
+def select(out: Path, only: Optional[Tuple[str, int]] = None, root=None, quiet=False) -> None:
+    """Train the selection runs (all, or ``only=(arm, index)``), each resumable."""
+    todo = [only] if only else [(arm, i) for arm in ARMS for i in range(len(ARMS[arm]))]
+    for arm, index in todo:
+        spec, overrides = _setting(arm, index)
+        folder = select_dir(out, arm, index)
+        _train(train_command(spec, overrides, SELECT_SEED, SELECT_EPOCHS, folder, root, quiet), folder)
+
+
+def lowest(history: Sequence[Dict]) -> Dict:
+    """The epoch with the lowest dev loss (a tie: the earlier)."""
+    return min(history, key=lambda h: (h["dev_loss"], h["epoch"]))
+
+
+def pick(losses: Sequence[float]) -> int:
+    """The index of the lowest dev loss; a tie goes to the earlier setting."""
+    return min(range(len(losses)), key=lambda i: (losses[i], i))
+
+
+def choose(out: Path) -> Dict:
+    """Write and return ``OUT/choice.json``: per arm the setting whose selection run reached the lowest dev loss.
+    Refuses (``SystemExit``) while a selection run is unfinished; reads no BLEU and no test file."""
+    missing = [f"{a} {i}" for a in ARMS for i in range(len(ARMS[a])) if trained(select_dir(out, a, i)) is None]
+    if missing:
+        raise SystemExit(
+            f"selection runs not finished: {', '.join(missing)} (python -m studies.webnlg2017_evidence "
+            "select ARM INDEX)"
+        )
+    choice: Dict = {"rule": "per arm, the lowest dev loss of its selection runs; a tie: the earlier setting"}
+    for arm, settings in ARMS.items():
+        best = [lowest(trained(select_dir(out, arm, i))) for i in range(len(settings))]
+        k = pick([b["dev_loss"] for b in best])
+        choice[arm] = {
+            "index": k,
+            "setting": label(*settings[k]),
+            "dev_loss": best[k]["dev_loss"],
+            "epoch": best[k]["epoch"],
+        }
+    choice["date"] = _now()
+    write_json(out / "choice.json", choice)
+    for arm in ARMS:
+        print(f"{arm}: {choice[arm]['setting']} (dev loss {choice[arm]['dev_loss']:.4f})")
+    return choice
+
+
+def chosen(out: Path, arm: str) -> int:
+    choice = _read(out / "choice.json")
+    if not choice:
+        raise SystemExit("no setting chosen: run `python -m studies.webnlg2017_evidence choose` first")
+    if arm not in ARMS:
+        raise SystemExit(f"arm: unknown arm {arm!r}; choose from {', '.join(ARMS)}")
+    return choice[arm]["index"]
+
+
+def within_budget(base: Path) -> Dict:
+    """The baseline run's best epoch, when it stands for the plain arm's seed-0 final: ``SystemExit`` unless the run
+    is finished and its lowest dev loss (its ``best.pt``) came within the finals' FINAL_EPOCHS epochs."""
+    history = trained(base)
+    if history is None:
+        raise SystemExit(f"{base}: the baseline run is not finished; it trains with the command on docs/webnlg.md")
+    best = lowest(history)
+    if best["epoch"] > FINAL_EPOCHS:
+        raise SystemExit(
+            f"{base}: best.pt is from epoch {best['epoch']}, beyond the finals' {FINAL_EPOCHS}; it cannot stand for "
+            "the plain arm's seed 0 (rules: studies/webnlg2017_evidence.py)"
+        )
+    return best
+
+
+def final(out: Path, arm: str, seed: int, root=None, quiet=False, base: Path = baseline.RUN) -> Path:
+    """Train one final run (the arm's chosen setting, ``seed``), resumable; the baseline run is not trained here."""
+    if seed not in FINAL_SEEDS:
+        raise SystemExit(f"seed: the final seeds are {', '.join(map(str, FINAL_SEEDS))}, not {seed}")
+    index = chosen(out, arm)
+    folder = final_dir(out, arm, index, seed, base)
+    if is_baseline(arm, index, seed):
+        within_budget(folder)
+        print(f"{folder}: the baseline run, trained", file=sys.stderr)
+        return folder
+    spec, overrides = ARMS[arm][index]
+    _train(train_command(spec, overrides, seed, FINAL_EPOCHS, folder, root, quiet), folder)
+    return folder
+
+
+def decode_final(
+    out: Path,
+    arm: str,
+    seed: int,
+    results: Path = RESULTS,
+    base: Path = baseline.RUN,
+    base_results: Path = baseline.RESULTS,
+    **decode,
+) -> Dict:
+    """Decode a final run's test set once with the baseline's decoding setting, score it and copy its outputs to
+    ``results/<arm>-s<seed>/`` (:func:`studies.webnlg2017.decode_test`, which refuses a second setting)."""
+    index = chosen(out, arm)
+    run = final_dir(out, arm, index, seed, base)
+    best = baseline.finished(run)
+    if is_baseline(arm, index, seed):
+        within_budget(run)
+    choice = _read(base / "decode" / "choice.json")
+    if not choice:
+        raise SystemExit(f"{base}: the baseline has not chosen its decoding yet (python -m studies.webnlg2017 choose)")
+    if not is_baseline(arm, index, seed):
+        record = _read(run / "decode" / "choice.json")
+        if record and record["setting"] != choice["setting"]:
+            raise SystemExit(
+                f"{run / 'decode' / 'choice.json'}: {record['setting']}, not the baseline's {choice['setting']}"
+            )
+        if not record:
+            write_json(
+                run / "decode" / "choice.json",
+                {
+                    **{k: choice[k] for k in ("setting", "beam", "length_penalty")},
+                    "dev_BLEU": None,
+                    "rule": f"the decoding the baseline ({base}) chose on dev, the same for every final run",
+                    "checkpoint": baseline._checkpoint(best),
+                    "date": _now(),
+                },
+            )
+    return baseline.decode_test(run, final_results(results, arm, index, seed, base_results), **decode)
+
+
+def _selection(out: Path, committed: Dict) -> List[Dict]:
+    kept = {(r["arm"], r["index"]): r for r in committed.get("selection", [])}
+    rows = []
+    for arm, settings in ARMS.items():
+        for i, (spec, overrides) in enumerate(settings):
+            history = trained(select_dir(out, arm, i))
+            if history is None:
+                rows.append(
+                    kept.get((arm, i)) or {"arm": arm, "index": i, "setting": label(spec, overrides), "dev_loss": None}
+                )
+                continue
+            best = lowest(history)
+            seconds = [h["seconds"] for h in history]
+            rows.append(
+                {
+                    "arm": arm,
+                    "index": i,
+                    "setting": label(spec, overrides),
+                    "dev_loss": round(best["dev_loss"], 4),
+                    "epoch": best["epoch"],
+                    "epochs": len(history),
+                    "seconds_per_epoch": round(sum(seconds) / len(seconds), 1),
+                }
+            )
+    return rows
+
+
+def collect(
+    out: Path = OUT, results: Path = RESULTS, base: Path = baseline.RUN, base_results: Path = baseline.RESULTS
+) -> Dict:
+    """The study's results: the selection runs, the choice and every final run's test scores. What a machine does
+    not hold (a run folder, a decode) keeps its entry of the committed ``results/results.json``."""
+    committed = _read(results / "results.json")
+    data: Dict = {
+        "selection": _selection(out, committed),
+        "choice": _read(out / "choice.json") or committed.get("choice"),
+        "finals": [],
+    }
+    kept = {(r["arm"], r["seed"]): r for r in committed.get("finals", [])}
+    for arm in ARMS:
+        if not data["choice"]:
+            break
+        index = data["choice"][arm]["index"]
+        for seed in FINAL_SEEDS:
+            run = final_dir(out, arm, index, seed, base)
+            folder = run / "decode" / "test"
+            record = _read(folder / "decoded.test.json")
+            scores = _read(folder / f"metrics.test.{baseline.SCORER}.json")
+            if not (record and scores):
+                if (arm, seed) in kept:
+                    data["finals"].append(kept[(arm, seed)])
+                continue
+            history = _read(run / "train.json").get("history", [])
+            where = final_results(results, arm, index, seed, base_results)
+            data["finals"].append(
+                {
+                    "arm": arm,
+                    "seed": seed,
+                    "setting": label(*ARMS[arm][index]),
+                    "run": str(run),
+                    "epochs_trained": len(history),
+                    "best_epoch": record["checkpoint"]["epoch"],
+                    "decoding": record["setting"],
+                    "scores": {
+                        s: baseline._rounded({m: scores[s][m] for m in (*METRICS, "n")}) for s in baseline.SUBSETS
+                    },
+                    "hyp": str(where / "hyp.test.txt"),
+                    "threads": record["threads"],
+                    "torch": record["torch"],
+                    "date": record["date"],
+                }
+            )
+    return data
+
+
+def not_run() -> Dict:
+    return {"selection": _selection(Path("/nonexistent"), {}), "choice": None, "finals": []}
+
+
+def _per_arm(data: Dict, subset: str, metric: str) -> Dict[str, Dict[int, float]]:
+    out: Dict[str, Dict[int, float]] = {arm: {} for arm in ARMS}
+    for f in data["finals"]:
+        value = f["scores"][subset][metric]
+        if value is not None:
+            out[f["arm"]][f["seed"]] = value
+    return out
+
+
+def _ms(values) -> str:
+    if not values:
+        return "–"
+    m, s = mean_std(list(values))
+    return f"{m:.2f} ± {s:.2f}" if len(values) > 1 else f"{m:.2f}"
+
+
+def render_evidence(data: Dict) -> str:
+    choice = data.get("choice")
+    lines = [
+        f"Selection (seed {SELECT_SEED}, {SELECT_EPOCHS} epochs; within each arm the lowest dev loss wins):",
+        "",
+        "| arm | setting | lowest dev loss (epoch) | seconds per epoch | chosen |",
+        "| --- | --- | ---: | ---: | --- |",
+    ]
+    for r in data["selection"]:
+        mark = "yes" if choice and choice[r["arm"]]["index"] == r["index"] else ""
+        if r["dev_loss"] is None:
+            lines.append(f"| {r['arm']} | `{r['setting']}` | not run yet | | |")
+        else:
+            lines.append(
+                f"| {r['arm']} | `{r['setting']}` | {r['dev_loss']:.4f} ({r['epoch']}) | "
+                f"{r['seconds_per_epoch']:.0f} | {mark} |"
+            )
+    seeds = ", ".join(map(str, FINAL_SEEDS))
+    lines += [
+        "",
+        f"Finals (seeds {seeds}; test decoded once per run with the baseline's decoding; mean ± std over "
+        "the seeds done):",
+        "",
+        "| arm | setting | seeds done | BLEU seen | BLEU unseen | BLEU all | METEOR all | TER all |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for arm in ARMS:
+        if not choice:
+            lines.append(f"| {arm} | not chosen yet | 0 | | | | | |")
+            continue
+        cells = [
+            _ms(_per_arm(data, s, m)[arm].values())
+            for m, s in (("BLEU", "seen"), ("BLEU", "unseen"), ("BLEU", "all"), ("METEOR", "all"), ("TER", "all"))
+        ]
+        done = len(_per_arm(data, "all", "BLEU")[arm])
+        lines.append(
+            f"| {arm} | `{choice[arm]['setting']}` | {done} of {len(FINAL_SEEDS)} | " + " | ".join(cells) + " |"
+        )
+    lines += [
+        "",
+        "SVGD minus plain, paired by seed (mean difference ± standard error; W/T/L: seeds where SVGD is "
+        "higher / equal / lower; for TER lower is better):",
+        "",
+        "| subset | BLEU | W/T/L (BLEU) | METEOR | TER |",
+        "| --- | ---: | --- | ---: | ---: |",
+    ]
+    paired = {}
+    for subset in baseline.SUBSETS:
+        row = {}
+        for m in METRICS:
+            arms = _per_arm(data, subset, m)
+            row[m] = paired_comparison(arms["plain"], arms["svgd"])
+        paired[subset] = row
+        b = row["BLEU"]
+
+        def cell(pc):
+            if pc["n"] == 0:
+                return "–"
+            return f"{pc['mean']:+.2f} ± {pc['se']:.2f}" if pc["n"] > 1 else f"{pc['mean']:+.2f} (one seed)"
+
+        wtl = f"{b['wins']}/{b['ties']}/{b['losses']}" if b["n"] else "–"
+        lines.append(f"| {subset} | {cell(b)} | {wtl} | {cell(row['METEOR'])} | {cell(row['TER'])} |")
+    n = paired["all"]["BLEU"]["n"]
+    lines.append("")
+    if n < len(FINAL_SEEDS):
+        lines.append(
+            f"Not decided: {n} of {len(FINAL_SEEDS)} seeds paired so far "
+            "(`python -m studies.webnlg2017_evidence plan` lists what is left)."
+        )
+    else:
+        b = paired["all"]["BLEU"]
+        lines.append(
+            f"On all test entries SVGD minus plain is {b['mean']:+.2f} ± {b['se']:.2f} BLEU over {n} "
+            f"paired seeds ({b['wins']}/{b['ties']}/{b['losses']})."
+        )
+    lines.append("")
+    lines.append(
+        "Generated by `python -m studies.webnlg2017_evidence report` from "
+        "[webnlg2017/evidence/results.json](webnlg2017/evidence/results.json)."
+    )
+    return "\n".join(lines)
+
+
+BLOCKS = {BLOCK: render_evidence}
+
+
+def render(page_text: str, data: Dict) -> str:
+    return render_blocks(page_text, data, BLOCKS)
+
+
+def report(
+    out: Path = OUT,
+    page: Path = PAGE,
+    results: Path = RESULTS,
+    base: Path = baseline.RUN,
+    base_results: Path = baseline.RESULTS,
+) -> Dict:
+    data = collect(out, results, base, base_results)
+    text = render(page.read_text(encoding="utf-8"), data)  # a page without the block writes nothing
+    write_json(results / "results.json", data)
+    page.write_text(text, encoding="utf-8")
+    print(f"wrote {page} and {results / 'results.json'}")
+    return data
+
+
+def plan(out: Path = OUT, base: Path = baseline.RUN) -> List[str]:
+    """The steps left, in order, as commands (nothing when the study is complete)."""
+    me = "python -m studies.webnlg2017_evidence"
+    left = [
+        f"OMP_NUM_THREADS=1 {me} select {a} {i}"
+        for a in ARMS
+        for i in range(len(ARMS[a]))
+        if trained(select_dir(out, a, i)) is None
+    ]
+    if left:
+        return left
+    choice = _read(out / "choice.json")
+    if not choice:
+        return [f"{me} choose"]
+    for arm in ARMS:
+        for seed in FINAL_SEEDS:
+            run = final_dir(out, arm, choice[arm]["index"], seed, base)
+            if trained(run) is None:
+                left.append(f"OMP_NUM_THREADS=1 {me} final {arm} {seed}")
+            elif not (run / "decode" / "test" / "decoded.test.json").is_file():
+                left.append(f"OMP_NUM_THREADS=1 {me} test {arm} {seed}")
+    return left + [f"{me} report"]
+
+
+def main(argv=None) -> int:
+    one_line_errors()
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("step", choices=["plan", "select", "choose", "final", "test", "report"])
+    p.add_argument("arm", nargs="?", choices=list(ARMS), help="select, final, test: the arm")
+    p.add_argument("number", nargs="?", type=int, help="select: the setting's index; final, test: the seed")
+    p.add_argument("--out", type=out_dir, default=OUT, help=f"the study's run folder (default: {OUT})")
+    p.add_argument("--results", type=out_dir, default=RESULTS, help=f"committed results (default: {RESULTS})")
+    p.add_argument("--page", type=page_file, default=PAGE, help=f"report: the page (default: {PAGE})")
+    p.add_argument("--root", default=None, help="WebNLG folder (default: $GRAPH_RMA_DATA/webnlg)")
+    p.add_argument(
+        "--meteor", default="auto", choices=[m for m in METEOR_CHOICES if m != "nltk"], help="test: METEOR 1.5"
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    a = p.parse_args(argv)
+    if a.step in ("final", "test") and (a.arm is None or a.number is None):
+        p.error(f"{a.step} needs ARM and SEED, e.g. `{a.step} svgd 0`")
+    if a.step == "select" and (a.arm is None) != (a.number is None):
+        p.error("select takes both ARM and INDEX (one run) or neither (every selection run)")
+    if a.step == "plan":
+        for line in plan(a.out) or ["nothing left: the study is complete"]:
+            print(line)
+    elif a.step == "select":
+        select(a.out, (a.arm, a.number) if a.arm else None, a.root, a.quiet)
+    elif a.step == "choose":
+        choose(a.out)
+    elif a.step == "final":
+        final(a.out, a.arm, a.number, a.root, a.quiet)
+    elif a.step == "test":
+        decode_final(a.out, a.arm, a.number, a.results, root=a.root, meteor=a.meteor, progress=not a.quiet)
+    else:
+        report(a.out, a.page, a.results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,228 @@
+"""studies.webnlg2017_evidence: the rules of the repulsion-vs-plain study on WebNLG 2017 (selection by dev loss,
+finals, the baseline standing for plain seed 0 only within the finals' budget, decoding held to the baseline's),
+the paired report on hand-checked numbers, and the whole study on the tiny WebNLG fixture."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, REPO
+
+from studies import webnlg2017 as base
+from studies import webnlg2017_evidence as ev
+
+FIXTURE = FIXTURES / "webnlg_tiny"
+
+
+def _run(folder: Path, losses, epochs=None, best=b"weights") -> Path:
+    """A finished (or, with ``epochs`` above ``len(losses)``, unfinished) run folder with these dev losses."""
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps({"config": {"epochs": epochs or len(losses)}, "variant": "ma"}))
+    history = [{"epoch": e + 1, "dev_loss": x, "seconds": 10.0 * (e + 1)} for e, x in enumerate(losses)]
+    (folder / "train.json").write_text(json.dumps({"history": history}))
+    (folder / "best.pt").write_bytes(best)
+    return folder
+
+
+def test_the_arms_have_an_equal_budget_and_the_seeds_are_disjoint():
+    assert len({len(settings) for settings in ev.ARMS.values()}) == 1
+    assert ev.SELECT_SEED not in ev.FINAL_SEEDS and len(ev.FINAL_SEEDS) >= 3
+    assert ev.label("ma", {"dropout": 0.4}) == "ma [dropout=0.4]" and ev.label("svgd:alpha=0.1", {}) == "svgd:alpha=0.1"
+
+
+def test_the_train_command_is_the_presets_with_the_settings_options():
+    cmd = ev.train_command("ma", {"dropout": 0.4}, 100, 10, Path("runs/x"), root="/data")
+    assert cmd[1:5] == ["-m", "graph_rma.cli", "webnlg", "train"]
+    text = " ".join(cmd[5:])
+    assert (
+        text == "--preset webnlg2017 --variant ma --seed 100 --epochs 10 --out runs/x --save-every 100 "
+        "--dropout 0.4 --root /data"
+    )
+    from graph_rma.cli import webnlg as cli  # the options exist: the CLI parses them
+
+    args = cli._parser().parse_args(cmd[4:])
+    assert (args.dropout, args.epochs, args.seed, args.preset) == (0.4, 10, 100, "webnlg2017")
+
+
+def test_choose_takes_the_lowest_dev_loss_per_arm_and_the_earlier_on_a_tie(tmp_path):
+    out = tmp_path / "out"
+    _run(ev.select_dir(out, "plain", 0), [2.0, 1.50, 1.6])
+    _run(ev.select_dir(out, "plain", 1), [2.0, 1.55, 1.50])  # the same lowest loss, later setting: loses the tie
+    _run(ev.select_dir(out, "svgd", 0), [2.0, 1.7])
+    with pytest.raises(SystemExit, match=r"selection runs not finished: svgd 1 \(python -m"):
+        ev.choose(out)
+    _run(ev.select_dir(out, "svgd", 1), [1.9, 1.65, 1.66], epochs=4)
+    with pytest.raises(SystemExit, match="not finished: svgd 1"):  # 3 of 4 epochs: unfinished
+        ev.choose(out)
+    (ev.select_dir(out, "svgd", 1) / "config.json").write_text(json.dumps({"config": {"epochs": 3}}))
+    choice = ev.choose(out)
+    assert (choice["plain"]["index"], choice["plain"]["epoch"], choice["plain"]["dev_loss"]) == (0, 2, 1.5)
+    assert (choice["svgd"]["index"], choice["svgd"]["setting"], choice["svgd"]["epoch"]) == (1, "svgd:alpha=0.01", 2)
+    assert json.loads((out / "choice.json").read_text()) == choice
+    assert (
+        ev.pick([1.0, 0.5, 0.5]) == 1
+        and ev.lowest([{"epoch": 1, "dev_loss": 1}, {"epoch": 2, "dev_loss": 1}])["epoch"] == 1
+    )
+
+
+def test_the_baseline_stands_for_plain_seed_0_only_within_the_finals_budget(tmp_path):
+    out, runs = tmp_path / "out", tmp_path / "runs"
+    assert ev.final_dir(out, "plain", 0, 0, runs / "ma-s0") == runs / "ma-s0"
+    assert ev.final_dir(out, "plain", 0, 1, runs / "ma-s0") == out / "final" / "plain-s1"
+    assert ev.final_dir(out, "plain", 1, 0, runs / "ma-s0") == out / "final" / "plain-s0"  # more dropout: its own
+    assert ev.final_dir(out, "svgd", 0, 0, runs / "ma-s0") == out / "final" / "svgd-s0"
+    assert ev.final_results(tmp_path / "ev", "plain", 0, 0, tmp_path / "b") == tmp_path / "b"
+    assert ev.final_results(tmp_path / "ev", "svgd", 0, 2, tmp_path / "b") == tmp_path / "ev" / "svgd-s2"
+
+    with pytest.raises(SystemExit, match="the baseline run is not finished"):
+        ev.within_budget(_run(runs / "unfinished", [2.0, 1.5], epochs=30))
+    late = [2.0] * 20 + [1.9] + [2.0] * 9  # lowest dev loss at epoch 21 of 30
+    with pytest.raises(SystemExit, match="best.pt is from epoch 21, beyond the finals' 20"):
+        ev.within_budget(_run(runs / "late", late))
+    assert ev.within_budget(_run(runs / "ma-s0", [2.0] * 11 + [1.3] + [1.4] * 18))["epoch"] == 12
+
+    (out).mkdir()
+    (out / "choice.json").write_text(json.dumps({"plain": {"index": 0}, "svgd": {"index": 0}}))
+    with pytest.raises(SystemExit, match="the final seeds are 0, 1, 2, not 7"):
+        ev.final(out, "svgd", 7, base=runs / "ma-s0")
+    assert ev.final(out, "plain", 0, base=runs / "ma-s0") == runs / "ma-s0"  # nothing trained
+    with pytest.raises(SystemExit, match="beyond the finals' 20"):
+        ev.final(out, "plain", 0, base=runs / "late")
+
+
+def test_a_final_is_decoded_with_the_baselines_setting_only(tmp_path, monkeypatch):
+    out, runs = tmp_path / "out", tmp_path / "runs"
+    (out).mkdir()
+    (out / "choice.json").write_text(json.dumps({"plain": {"index": 0}, "svgd": {"index": 1}}))
+    baseline_run = _run(runs / "ma-s0", [1.5, 1.4])
+    svgd = _run(out / "final" / "svgd-s1", [1.6, 1.5], best=b"svgd weights")
+    calls = []
+    monkeypatch.setattr(base, "decode_test", lambda run, results, **kw: calls.append((run, results)) or {"ok": 1})
+    monkeypatch.setattr(base, "_checkpoint", lambda best: {"path": str(best), "sha256": "abc", "epoch": 2})
+    kwargs = dict(results=tmp_path / "ev", base=baseline_run, base_results=tmp_path / "b")
+    with pytest.raises(SystemExit, match="the baseline has not chosen its decoding yet"):
+        ev.decode_final(out, "svgd", 1, **kwargs)
+    choice = {"setting": "beam5-lp1.4", "beam": 5, "length_penalty": 1.4, "dev_BLEU": 60.0}
+    (baseline_run / "decode").mkdir()
+    (baseline_run / "decode" / "choice.json").write_text(json.dumps(choice))
+    assert ev.decode_final(out, "svgd", 1, **kwargs) == {"ok": 1}
+    assert calls == [(svgd, tmp_path / "ev" / "svgd-s1")]
+    record = json.loads((svgd / "decode" / "choice.json").read_text())
+    assert (record["setting"], record["beam"], record["length_penalty"], record["dev_BLEU"]) == (
+        "beam5-lp1.4",
+        5,
+        1.4,
+        None,
+    )
+    assert record["checkpoint"]["path"] == str(svgd / "best.pt")
+    # the baseline's setting changed after this run's choice was written: refused, nothing decoded
+    (baseline_run / "decode" / "choice.json").write_text(json.dumps(dict(choice, setting="beam10-lp1.0")))
+    with pytest.raises(SystemExit, match="beam5-lp1.4, not the baseline's beam10-lp1.0"):
+        ev.decode_final(out, "svgd", 1, **kwargs)
+    assert len(calls) == 1
+    # plain seed 0 is the baseline: its own test decode, into the baseline's results
+    (baseline_run / "decode" / "choice.json").write_text(json.dumps(choice))
+    ev.decode_final(out, "plain", 0, **kwargs)
+    assert calls[-1] == (baseline_run, tmp_path / "b") and not (baseline_run / "decode" / "test").exists()
+
+
+def _final(arm, seed, bleu_all, bleu_seen=50.0, ter=40.0):
+    s = {"BLEU": bleu_all, "METEOR": 38.0, "TER": ter, "n": 1862}
+    return {"arm": arm, "seed": seed, "scores": {"all": s, "seen": dict(s, BLEU=bleu_seen), "unseen": dict(s)}}
+
+
+def test_the_report_pairs_by_seed_hand_checked():
+    data = ev.not_run()
+    data["choice"] = {"plain": {"index": 0, "setting": "ma"}, "svgd": {"index": 1, "setting": "svgd:alpha=0.01"}}
+    data["finals"] = [_final("plain", s, b) for s, b in ((0, 50.0), (1, 52.0), (2, 54.0))]
+    data["finals"] += [_final("svgd", s, b, ter=41.0) for s, b in ((0, 49.0), (1, 53.0))]
+    text = ev.render_evidence(data)
+    assert (
+        "| plain | `ma` | 3 of 3 | 50.00 ± 0.00 | 52.00 ± 2.00 | 52.00 ± 2.00 | 38.00 ± 0.00 | 40.00 ± 0.00 |" in text
+    )
+    assert "| svgd | `svgd:alpha=0.01` | 2 of 3 |" in text
+    # seeds 0 and 1 paired: differences -1 and +1 -> mean 0, sd sqrt(2), se 1
+    assert "| all | +0.00 ± 1.00 | 1/0/1 | +0.00 ± 0.00 | +1.00 ± 0.00 |" in text
+    assert "Not decided: 2 of 3 seeds paired" in text
+    data["finals"].append(_final("svgd", 2, 53.0))
+    text = ev.render_evidence(data)
+    # differences -1, +1, -1: mean -1/3, sd sqrt(4/3), se 2/3
+    assert "| all | -0.33 ± 0.67 | 1/0/2 |" in text
+    assert "On all test entries SVGD minus plain is -0.33 ± 0.67 BLEU over 3 paired seeds (1/0/2)." in text
+    assert "| seen | +0.00 ± 0.00 | 0/3/0 |" in text
+
+
+def test_before_any_run_the_block_says_so_and_plan_starts_with_selection(tmp_path):
+    text = ev.render_evidence(ev.not_run())
+    assert text.count("not run yet") == 4 and text.count("not chosen yet") == 2 and "Not decided: 0 of 3" in text
+    assert ev.plan(tmp_path / "out", tmp_path / "base") == [
+        f"OMP_NUM_THREADS=1 python -m studies.webnlg2017_evidence select {a} {i}"
+        for a in ("plain", "svgd")
+        for i in (0, 1)
+    ]
+    committed = json.loads((REPO / "docs" / "webnlg2017" / "evidence" / "results.json").read_text())
+    assert (
+        ev.render(ev.PAGE.read_text() if ev.PAGE.is_absolute() else (REPO / ev.PAGE).read_text(), committed)
+        == (REPO / ev.PAGE).read_text()
+    )
+
+
+@pytest.mark.slow
+def test_the_study_end_to_end_on_the_fixture(tmp_path, monkeypatch):
+    """select -> choose -> final -> test -> report with tiny settings (children of the real CLI) into tmp paths."""
+    pytest.importorskip("sacrebleu")
+    monkeypatch.setattr(sys, "excepthook", sys.excepthook)
+    tiny = dict(hidden=16, layers=1, heads=2, decoder_heads=2, batch_size=3, min_freq=1, max_len=12)
+    monkeypatch.setattr(
+        ev,
+        "ARMS",
+        {
+            "plain": [("ma", dict(tiny)), ("ma", dict(tiny, dropout=0.4))],
+            "svgd": [("svgd:alpha=0.1", dict(tiny)), ("svgd:alpha=0.01", dict(tiny))],
+        },
+    )
+    monkeypatch.setattr(ev, "SELECT_EPOCHS", 1)
+    monkeypatch.setattr(ev, "FINAL_EPOCHS", 1)
+    monkeypatch.setattr(ev, "FINAL_SEEDS", (0,))
+    out, results, root = tmp_path / "out", tmp_path / "results", str(FIXTURE)
+    common = ["--out", str(out), "--results", str(results), "--root", root, "--quiet"]
+    assert ev.main(["select", *common]) == 0
+    for arm in ev.ARMS:
+        for i in range(2):
+            config = json.loads((ev.select_dir(out, arm, i) / "config.json").read_text())
+            assert config["seed"] == ev.SELECT_SEED and config["config"]["epochs"] == 1
+            assert config["config"]["dropout"] == ev.ARMS[arm][i][1].get("dropout", 0.3)
+    stamp = (ev.select_dir(out, "svgd", 1) / "train.json").stat().st_mtime_ns
+    assert ev.main(["select", "svgd", "1", *common]) == 0  # finished: not trained again
+    assert (ev.select_dir(out, "svgd", 1) / "train.json").stat().st_mtime_ns == stamp
+    assert ev.main(["choose", *common]) == 0
+    choice = json.loads((out / "choice.json").read_text())
+
+    # the baseline's decoding choice (its run is not needed for a final of another arm)
+    fake_base = tmp_path / "base"
+    (fake_base / "decode").mkdir(parents=True)
+    (fake_base / "decode" / "choice.json").write_text(
+        json.dumps({"setting": "beam5-lp0.6", "beam": 5, "length_penalty": 0.6})
+    )
+    monkeypatch.setattr(base, "RUN", fake_base)
+    run = ev.final(out, "svgd", 0, root=root, quiet=True, base=fake_base)
+    assert json.loads((run / "config.json").read_text())["variant"] == ev.ARMS["svgd"][choice["svgd"]["index"]][0]
+    scores = ev.decode_final(
+        out, "svgd", 0, results, base=fake_base, base_results=tmp_path / "b", root=root, meteor="none", progress=False
+    )
+    decoded = json.loads((run / "decode" / "test" / "decoded.test.json").read_text())
+    assert (decoded["beam"], decoded["length_penalty"]) == (5, 0.6)
+    assert (results / "svgd-s0" / "hyp.test.txt").is_file() and (results / "svgd-s0" / "meta.test.tsv").is_file()
+
+    page = tmp_path / "webnlg.md"
+    page.write_text((REPO / "docs" / "webnlg.md").read_text())
+    data = ev.report(out, page, results, base=fake_base, base_results=tmp_path / "b")
+    assert [f["arm"] for f in data["finals"]] == ["svgd"] and data["finals"][0]["scores"]["all"]["BLEU"] == round(
+        scores["all"]["BLEU"], 4
+    )
+    assert all(r["dev_loss"] is not None for r in data["selection"])
+    assert ev.render(page.read_text(), data) == page.read_text() and "| svgd |" in page.read_text()
+    # a machine without the runs keeps the committed entries
+    again = ev.collect(tmp_path / "elsewhere", results, fake_base, tmp_path / "b")
+    assert again["finals"] == data["finals"] and again["selection"] == data["selection"]
