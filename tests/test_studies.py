@@ -5,6 +5,7 @@ import json
 import os
 import sys
 import warnings
+from pathlib import Path
 
 import pytest
 from conftest import REPO
@@ -35,6 +36,18 @@ def test_where_it_helps_grid_builds_on_gat_and_gatv2(v2):
                 assert [g.num_heads for g in setup.sampler.groups] == [8]
             else:
                 assert setup.sampler is None and v.reg == "frobenius"
+
+
+def test_where_it_helps_runs_under_the_gat_protocol_without_deprecated_keywords(monkeypatch):
+    study = _load("where_it_helps")
+    seen = {}
+    monkeypatch.setattr(study, "_run_study", lambda *a, **k: seen.update(args=a, kwargs=k) or {})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the old order or a protocol field as a keyword would warn
+        study.run_study(["ma"], [0], Path("out"), dataset="texas", v2=True, resume=True)
+    protocol, *rest = seen["args"]
+    assert (protocol.name, protocol.v2, rest) == ("gat", True, [["ma"], [0], Path("out")])
+    assert seen["kwargs"] == {"dataset": "texas", "resume": True}
 
 
 def test_baselines_page_is_what_its_committed_results_render_to():
