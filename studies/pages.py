@@ -64,13 +64,14 @@ def check_defaults(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         parser.error(f"argument {'--page' if args.step == 'report' else '--out'}: {exc}")
 
 
-def publish(page: Path, results: Dict, blocks: Dict[str, Callable[[Dict], str]]) -> None:
-    """Commit ``results`` beside the page (``docs/<page>/results.json``) and render the page's blocks from them;
-    the page is read and rendered first, so a missing page or block writes nothing."""
-    text = render_blocks(page.read_text(), results, blocks)
-    write_json(page.parent / page.stem / "results.json", results)
-    page.write_text(text)
-    print(f"wrote {page} and {page.parent / page.stem / 'results.json'}")
+def publish(page: Path, results: Dict, blocks: Dict[str, Callable[[Dict], str]], to: Optional[Path] = None) -> None:
+    """Commit ``results`` to ``to`` (default: beside the page, ``docs/<page>/results.json``) and render the page's
+    blocks from them; the page is read and rendered first, so a missing page or block writes nothing."""
+    to = page.parent / page.stem / "results.json" if to is None else to
+    text = render_blocks(page.read_text(encoding="utf-8"), results, blocks)
+    write_json(to, results)
+    page.write_text(text, encoding="utf-8")
+    print(f"wrote {page} and {to}")
 
 
 def cli(

@@ -53,7 +53,7 @@ from graph_rma.argtypes import device, out_dir, positive_int
 from graph_rma.engine import atomic_write_text, one_line_errors, read_lines, write_json
 from graph_rma.tasks.defaults import METEOR_CHOICES
 from studies.graph_to_text import PUBLISHED
-from studies.pages import page_file, render_blocks
+from studies.pages import page_file, publish, renderer
 
 #: The decoding settings tried on dev, in order (an earlier entry wins a tie). Written before any run (issue 37).
 GRID: List[Dict] = [
@@ -507,21 +507,14 @@ def render_results(results: Dict) -> str:
 
 
 BLOCKS = {BLOCK: render_results}
-
-
-def render(page_text: str, results: Dict) -> str:
-    """The page with its generated block rendered from ``results``."""
-    return render_blocks(page_text, results, BLOCKS)
+render = renderer(BLOCKS)  # render(page_text, results): the page with its generated block rendered from results
 
 
 def report(run: Path, page: Path = PAGE, results: Path = RESULTS) -> Dict:
     """Write ``results/results.json`` from :func:`collect` and render the page's block from it; the page is
     rendered first, so a page without the block writes nothing."""
     data = collect(run, results)
-    text = render(page.read_text(encoding="utf-8"), data)
-    write_json(results / "results.json", data)
-    page.write_text(text, encoding="utf-8")
-    print(f"wrote {page} and {results / 'results.json'}")
+    publish(page, data, BLOCKS, results / "results.json")
     return data
 
 

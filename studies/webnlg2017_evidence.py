@@ -46,7 +46,7 @@ from graph_rma.argtypes import out_dir
 from graph_rma.engine import mean_std, one_line_errors, paired_comparison, write_json
 from graph_rma.tasks.defaults import METEOR_CHOICES
 from studies import webnlg2017 as baseline
-from studies.pages import page_file, render_blocks
+from studies.pages import page_file, publish, renderer
 
 ARMS: Dict[str, List[Tuple[str, Dict]]] = {
     "plain": [("ma", {}), ("ma", {"dropout": 0.4})],
@@ -433,10 +433,7 @@ def render_evidence(data: Dict) -> str:
 
 
 BLOCKS = {BLOCK: render_evidence}
-
-
-def render(page_text: str, data: Dict) -> str:
-    return render_blocks(page_text, data, BLOCKS)
+render = renderer(BLOCKS)  # render(page_text, results): the page with its generated block rendered from results
 
 
 def report(
@@ -446,11 +443,10 @@ def report(
     base: Path = baseline.RUN,
     base_results: Path = baseline.RESULTS,
 ) -> Dict:
+    """Write ``results/results.json`` from :func:`collect` and render the page's block from it (a page without
+    the block writes nothing)."""
     data = collect(out, results, base, base_results)
-    text = render(page.read_text(encoding="utf-8"), data)  # a page without the block writes nothing
-    write_json(results / "results.json", data)
-    page.write_text(text, encoding="utf-8")
-    print(f"wrote {page} and {results / 'results.json'}")
+    publish(page, data, BLOCKS, results / "results.json")
     return data
 
 
