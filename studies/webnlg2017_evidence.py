@@ -333,7 +333,8 @@ def not_run() -> Dict:
     return {"selection": _selection(Path("/nonexistent"), {}), "choice": None, "finals": []}
 
 
-def _per_arm(data: Dict, subset: str, metric: str) -> Dict[str, Dict[int, float]]:
+def per_arm(data: Dict, subset: str, metric: str) -> Dict[str, Dict[int, float]]:
+    """Per arm, ``{seed: value}`` of ``metric`` on ``subset`` over the final runs in ``data``."""
     out: Dict[str, Dict[int, float]] = {arm: {} for arm in ARMS}
     for f in data["finals"]:
         value = f["scores"][subset][metric]
@@ -380,10 +381,10 @@ def render_evidence(data: Dict) -> str:
             lines.append(f"| {arm} | not chosen yet | 0 | | | | | |")
             continue
         cells = [
-            _ms(_per_arm(data, s, m)[arm].values())
+            _ms(per_arm(data, s, m)[arm].values())
             for m, s in (("BLEU", "seen"), ("BLEU", "unseen"), ("BLEU", "all"), ("METEOR", "all"), ("TER", "all"))
         ]
-        done = len(_per_arm(data, "all", "BLEU")[arm])
+        done = len(per_arm(data, "all", "BLEU")[arm])
         lines.append(
             f"| {arm} | `{choice[arm]['setting']}` | {done} of {len(FINAL_SEEDS)} | " + " | ".join(cells) + " |"
         )
@@ -399,7 +400,7 @@ def render_evidence(data: Dict) -> str:
     for subset in baseline.SUBSETS:
         row = {}
         for m in METRICS:
-            arms = _per_arm(data, subset, m)
+            arms = per_arm(data, subset, m)
             row[m] = paired_comparison(arms["plain"], arms["svgd"])
         paired[subset] = row
         b = row["BLEU"]

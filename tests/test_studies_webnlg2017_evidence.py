@@ -226,3 +226,35 @@ def test_the_study_end_to_end_on_the_fixture(tmp_path, monkeypatch):
     # a machine without the runs keeps the committed entries
     again = ev.collect(tmp_path / "elsewhere", results, fake_base, tmp_path / "b")
     assert again["finals"] == data["finals"] and again["selection"] == data["selection"]
+
+
+def test_the_summary_shows_the_strongest_webnlg_baseline_and_the_evidence_on_it():
+    from studies import summary
+
+    results = summary.load()
+    weak = summary.render_summary(results, "docs/")
+    assert "| WebNLG 2017, BLEU-4 all / seen / unseen | 1 seed, CPU preset" in weak  # nothing stronger scored yet
+    assert summary._webnlg2017_row(base.not_run(), ev.not_run(), "") is None
+
+    scored = base.not_run()
+    s = {"BLEU": 56.0, "METEOR": 40.0, "TER": 40.0, "n": 971}
+    scored["test"] = {"scores": {"seen": s, "unseen": dict(s, BLEU=20.0), "all": dict(s, BLEU=40.0)}}
+    row = summary._webnlg2017_row(scored, ev.not_run(), "")
+    assert "| 56.00 / 20.00 / 40.00 | not measured on this baseline yet | the plain generator reaches GCN_EC's" in row
+    scored["test"]["scores"]["seen"]["BLEU"] = 55.0
+    assert "the plain generator is below GCN_EC's published seen BLEU 55.9" in summary._webnlg2017_row(
+        scored, ev.not_run(), ""
+    )
+
+    evidence = ev.not_run()
+    evidence["finals"] = [_final("plain", 0, 50.0), _final("svgd", 0, 49.0)]
+    assert "one seed: no difference to tell" in summary._webnlg2017_row(scored, evidence, "")
+    evidence["finals"] += [_final("plain", 1, 52.0), _final("svgd", 1, 50.0)]
+    row = summary._webnlg2017_row(scored, evidence, "")
+    # all-subset differences -1 and -2: mean -1.5, se 0.5 -> z = -3, a loss
+    assert "| 2 paired seeds, each arm chosen on dev from 2 settings" in row
+    assert "| 50.00 ± 0.00 / 51.00 ± 1.41 / 51.00 ± 1.41 | SVGD 50.00 ± 0.00 / 49.50 ± 0.71 / 49.50 ± 0.71 |" in row
+    assert "paired (all) -1.50 ± 0.50 (0/0/2): a loss" in row
+    results["webnlg2017"], results["webnlg2017/evidence"] = scored, evidence
+    table = summary.render_summary(results, "")
+    assert row in table and "CPU preset, all training data" not in table  # the strong row replaces the weak one
