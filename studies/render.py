@@ -34,6 +34,7 @@ from studies import (
     summary,
     text,
     webnlg2017,
+    webnlg2017_diagnosis,
     webnlg2017_evidence,
 )
 from studies.pages import render_blocks, splice
@@ -67,7 +68,10 @@ def renderers() -> Dict[str, Callable[[str], str]]:
         pages[f"docs/{task}.md"] = lambda t, task=task: graph_to_text.render(task, t, _results(task))
     webnlg = pages["docs/webnlg.md"]  # its challenge-baseline block is studies.webnlg2017's, from docs/webnlg2017/
     pages["docs/webnlg.md"] = lambda t: webnlg2017_evidence.render(
-        webnlg2017.render(webnlg(t), _results("webnlg2017")), _results("webnlg2017/evidence")
+        webnlg2017_diagnosis.render(
+            webnlg2017.render(webnlg(t), _results("webnlg2017")), _results("webnlg2017/diagnosis")
+        ),
+        _results("webnlg2017/evidence"),
     )
     return pages
 

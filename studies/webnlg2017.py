@@ -74,12 +74,16 @@ META_HEADER = "line\teid\tcategory\tsubset"
 
 
 def setting_name(setting: Dict) -> str:
-    """``beam5-lp1.0``: the setting's folder under ``RUN/decode``."""
-    return f"beam{setting['beam']}-lp{setting['length_penalty']:.1f}"
+    """``beam5-lp1.0`` (``beam5-lp1.4-nr3`` with repeated 3-grams blocked): the setting's folder under
+    ``RUN/decode``."""
+    n = setting.get("no_repeat_ngram", 0)
+    return f"beam{setting['beam']}-lp{setting['length_penalty']:.1f}" + (f"-nr{n}" if n else "")
 
 
 def _describe(setting: Dict) -> str:
-    return f"beam {setting['beam']}, length penalty {setting['length_penalty']:.1f}"
+    n = setting.get("no_repeat_ngram", 0)
+    text = f"beam {setting['beam']}, length penalty {setting['length_penalty']:.1f}"
+    return text + (f", no repeated {n}-gram" if n else "")
 
 
 def _read(path: Path) -> Dict:
@@ -148,6 +152,7 @@ def _decode(folder: Path, split: str, setting: Dict, best: Path, args: Dict) -> 
             checkpoint=best,
             beam=setting["beam"],
             length_penalty=setting["length_penalty"],
+            no_repeat_ngram=setting.get("no_repeat_ngram", 0),
             progress=args["progress"],
             splits=args["splits"](),
             device=args["device"],

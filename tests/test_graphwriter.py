@@ -129,3 +129,37 @@ def test_relation_text_changes_the_relation_node_start_vector():
     g2.node_tokens[rel, 0] = vocab.stoi["runway"]
     other["graph"] = g2
     assert not torch.allclose(model.encode(other)["nodes"], out)
+
+
+def test_repeated_ngram_bans_by_hand():
+    from graph_rma.models.graphwriter import repeated_ngram_bans
+
+    seq = [1, 2, 3, 1, 2]
+    assert repeated_ngram_bans(seq, 3) == [3]  # (1, 2) was followed by 3
+    assert repeated_ngram_bans(seq, 2) == [3]  # (2,) was followed by 3
+    assert repeated_ngram_bans(seq, 1) == [1, 2, 3]  # no id twice
+    assert repeated_ngram_bans(seq, 4) == []  # (3, 1, 2) never seen before
+    assert repeated_ngram_bans([5, 5, 5], 2) == [5] and repeated_ngram_bans([7], 3) == []
+    assert repeated_ngram_bans([4, 9, 4, 8, 4], 2) == [8, 9]
+
+
+def _has_repeat(seq, n):
+    grams = [tuple(seq[i : i + n]) for i in range(len(seq) - n + 1)]
+    return len(grams) != len(set(grams))
+
+
+def test_no_repeat_ngram_blocks_repeats_in_greedy_and_beam_search(data):
+    splits, vocab, enc = data
+    torch.manual_seed(3)
+    fresh = GraphWriter(len(vocab), 7, hidden=32, num_layers=1, heads=2).eval()  # untrained: it loops
+    b = collate(enc.encode_all(splits.test + splits.dev))
+    plain = fresh.greedy(b, max_len=30)
+    assert any(_has_repeat(s, 2) for s in plain)  # the case the option exists for
+    for n in (1, 2, 3):
+        for out in (fresh.greedy(b, max_len=30, no_repeat_ngram=n), fresh.beam_search(b, 3, 30, no_repeat_ngram=n)):
+            assert len(out) == len(plain) and not any(_has_repeat(s, n) for s in out)
+    assert fresh.greedy(b, max_len=30, no_repeat_ngram=0) == plain  # 0: off, the default
+    assert fresh.beam_search(b, 1, 30, no_repeat_ngram=2) == fresh.greedy(b, max_len=30, no_repeat_ngram=2)
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="no_repeat_ngram: expected an integer >= 0"):
+            fresh.beam_search(b, 2, 5, no_repeat_ngram=bad)

@@ -262,6 +262,23 @@ def test_the_driver_end_to_end_on_the_fixture(tmp_path, monkeypatch, capsys):
             scores[subset]["TER"],
             scores[subset]["n"],
         )
+    # the diagnosis: dev decoded again with repeated n-grams blocked, never test; then its numbers from the files
+    from studies import webnlg2017_diagnosis as diagnosis
+
+    test_files = {p: p.stat().st_mtime_ns for p in (run / "decode" / "test").iterdir()}
+    diagnosis.run(run, root=FIXTURE, meteor="none", progress=False)
+    for n in diagnosis.NGRAMS:
+        folder = run / "decode" / f"{choice['setting']}-nr{n}"
+        assert json.loads((folder / "decode.dev.json").read_text())["no_repeat_ngram"] == n
+    assert {p: p.stat().st_mtime_ns for p in (run / "decode" / "test").iterdir()} == test_files
+    found = diagnosis.collect(run, tmp_path / "diagnosis", results)
+    assert [r["after_test"] for r in found["dev"]] == [False] * len(study.GRID) + [True] * len(diagnosis.NGRAMS)
+    assert [r["BLEU"] for r in found["dev"][: len(bleus)]] == [round(b, 4) for b in bleus]
+    seen = [r for r in splits.test if r.seen]
+    assert [c["category"] for c in found["test"]["categories"]] == sorted({r.category for r in seen})
+    assert sum(c["entries"] for c in found["test"]["categories"]) == len(seen) == scores["seen"]["n"]
+    assert "| beam" in diagnosis.render_diagnosis(found)
+
     # a changed hypothesis is caught: the seen entry's line replaced by its first reference
     lines = (results / "hyp.test.txt").read_text().split("\n")
     lines[0] = splits.test[0].references[0]

@@ -31,7 +31,7 @@ The hidden state starts from the global node's final state (as in GraphWriter); 
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -272,8 +272,12 @@ class GraphWriter(nn.Module):
         return logp
 
     @torch.no_grad()
-    def greedy(self, batch: Dict[str, Tensor], max_len: int = 200, ban_unk: bool = True) -> List[List[int]]:
-        """Greedy decoding; returns output ids per example (ending with ``</s>`` unless ``max_len`` was hit)."""
+    def greedy(
+        self, batch: Dict[str, Tensor], max_len: int = 200, ban_unk: bool = True, no_repeat_ngram: int = 0
+    ) -> List[List[int]]:
+        """Greedy decoding; returns output ids per example (ending with ``</s>`` unless ``max_len`` was hit).
+        ``no_repeat_ngram``: as in :meth:`beam_search`."""
+        _check_no_repeat(no_repeat_ngram)
         memory = self.encode(batch)
         state = self.init_state(memory)
         B = state[0].size(0)
@@ -283,6 +287,8 @@ class GraphWriter(nn.Module):
         for _ in range(max_len):
             state, o = self.step(state, self.input_ids(token, memory), memory)
             logp = self._banned(self.log_probs(o, memory), ban_unk)
+            if no_repeat_ngram and seqs:
+                _ban(logp, torch.stack(seqs, 1).tolist(), no_repeat_ngram)
             token = logp.argmax(-1).masked_fill(done, self.pad_id)
             seqs.append(token)
             done = done | (token == self.eos_id)
@@ -299,11 +305,15 @@ class GraphWriter(nn.Module):
         max_len: int = 200,
         length_penalty: float = 1.0,
         ban_unk: bool = True,
+        no_repeat_ngram: int = 0,
     ) -> List[List[int]]:
         r"""Batched beam search. Hypotheses are ranked during search by total log-probability; finished ones stay
         in the beam (extended by padding at no cost). The best of the final beam is chosen by
         :math:`\log p / \mathrm{lp}(|y|)` with GNMT's :math:`\mathrm{lp}(n) = ((5 + n) / 6)^{\texttt{length\_penalty}}`
-        (``0`` = raw log-probability). ``beam_size=1`` is greedy decoding."""
+        (``0`` = raw log-probability). ``beam_size=1`` is greedy decoding. ``no_repeat_ngram`` ``n > 0``: no
+        hypothesis contains the same ``n`` output ids twice (a copied entity is one id; transformers'
+        ``no_repeat_ngram_size``, OpenNMT's ``block_ngram_repeat``); ``0`` (default) blocks nothing."""
+        _check_no_repeat(no_repeat_ngram)
         if beam_size < 1:
             raise ValueError(f"beam_size: expected >= 1, got {beam_size}")
         if max_len < 1:
@@ -329,6 +339,8 @@ class GraphWriter(nn.Module):
         for _ in range(max_len):
             state, o = self.step(state, self.input_ids(token, memory), memory)
             logp = self._banned(self.log_probs(o, memory), ban_unk)
+            if no_repeat_ngram and seqs.size(1):
+                _ban(logp, seqs.tolist(), no_repeat_ngram)
             W = logp.size(-1)
             logp[done] = float("-inf")
             logp[done, self.pad_id] = 0.0
@@ -347,6 +359,28 @@ class GraphWriter(nn.Module):
         best = (scores / lp).argmax(dim=1)
         chosen = seqs.view(B, K, -1)[torch.arange(B, device=dev), best].tolist()
         return [_strip(s, self.eos_id, self.pad_id) for s in chosen]
+
+
+def repeated_ngram_bans(seq: Sequence[int], n: int) -> List[int]:
+    """The ids that would complete an ``n``-gram already in ``seq`` (after its last ``n - 1`` ids); with ``n = 1``,
+    every id in ``seq``. Sorted, without duplicates."""
+    if len(seq) < n - 1:
+        return []
+    prefix = tuple(seq[len(seq) - n + 1 :]) if n > 1 else ()
+    return sorted({seq[i + n - 1] for i in range(len(seq) - n + 1) if tuple(seq[i : i + n - 1]) == prefix})
+
+
+def _ban(logp: Tensor, seqs: List[List[int]], n: int) -> None:
+    """In place: ``-inf`` for each row's :func:`repeated_ngram_bans` (rows of ``logp`` are the sequences)."""
+    for row, seq in enumerate(seqs):
+        banned = repeated_ngram_bans(seq, n)
+        if banned:
+            logp[row, banned] = float("-inf")
+
+
+def _check_no_repeat(n: int) -> None:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"no_repeat_ngram: expected an integer >= 0 (0: off), got {n!r}")
 
 
 def _strip(seq: List[int], eos: int, pad: int) -> List[int]:

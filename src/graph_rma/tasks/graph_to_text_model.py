@@ -109,18 +109,21 @@ def decode_records(
     batch_size: int = 32,
     progress: bool = True,
     desc: str = "decoding",
+    no_repeat_ngram: int = 0,
 ) -> Tuple[List[str], List[str]]:
     """Batched greedy (``beam == 1``) or beam-search decoding of ``recs``; returns (relexicalised, delexicalised)
-    texts, one per record."""
+    texts, one per record. ``no_repeat_ngram``: see :meth:`GraphWriter.beam_search` (0: off)."""
     dev = next(model.parameters()).device
     items = enc.encode_all(recs)
     hyps: List[List[int]] = []
     for idx in tqdm(_batches(len(items), batch_size), desc=desc, disable=not progress, leave=False):
         batch = _to(collate([items[i] for i in idx]), dev)
         if beam == 1:
-            hyps += model.greedy(batch, max_len=max_len)
+            hyps += model.greedy(batch, max_len=max_len, no_repeat_ngram=no_repeat_ngram)
         else:
-            hyps += model.beam_search(batch, beam_size=beam, max_len=max_len, length_penalty=length_penalty)
+            hyps += model.beam_search(
+                batch, beam_size=beam, max_len=max_len, length_penalty=length_penalty, no_repeat_ngram=no_repeat_ngram
+            )
     relex = [enc.decode(h, r) for h, r in zip(hyps, recs)]
     delex = [enc.decode(h, r, relex=False) for h, r in zip(hyps, recs)]
     return relex, delex

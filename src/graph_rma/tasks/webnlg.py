@@ -102,10 +102,12 @@ def generate(
     progress: bool = True,
     splits: Optional[GraphTextSplits] = None,
     device: Optional[str] = None,
+    no_repeat_ngram: int = 0,
 ) -> Dict[str, Path]:
     """Decode one record per entry of ``split`` with the best model; writes ``hyp.<split>.txt`` (relexicalised,
     lower-cased tokens), ``hyp.<split>.delex.txt``, ``refs.<split>.json`` (per line of the hypotheses: eid,
-    category, seen, all references) and ``side_by_side.<split>.tsv``."""
+    category, seen, all references) and ``side_by_side.<split>.tsv``. ``no_repeat_ngram``: no output contains an
+    ``n``-gram twice (:meth:`~graph_rma.models.graphwriter.GraphWriter.beam_search`; 0, the default: off)."""
     out = Path(out)
     ckpt_path = Path(checkpoint) if checkpoint else out / "best.pt"
     model, vocab, ck = g2t.load_model(ckpt_path, device)
@@ -122,6 +124,7 @@ def generate(
         batch_size,
         progress,
         desc=f"decoding {split}",
+        no_repeat_ngram=no_repeat_ngram,
     )
     paths = {
         "hyp": out / f"hyp.{split}.txt",
@@ -148,6 +151,7 @@ def generate(
             "beam": beam,
             "max_len": max_len,
             "length_penalty": length_penalty,
+            "no_repeat_ngram": no_repeat_ngram,
             "entries": len(recs),
             "checkpoint": str(ckpt_path),
         },

@@ -1,0 +1,222 @@
+"""Why the reproduced WebNLG 2017 generator falls short of its acceptance line (issue 37: "find out why before tuning
+further"): where it loses to the challenge baseline, and whether its outputs loop (docs/webnlg.md, "Why it falls
+short").
+
+    python -m studies.webnlg2017_diagnosis run       # dev decoded again with repeated n-grams blocked (NGRAMS)
+    python -m studies.webnlg2017_diagnosis report    # -> docs/webnlg2017/diagnosis/results.json -> the block
+
+Everything here comes after the test set was decoded once, and nothing here chooses a setting: ``run`` decodes dev
+only (the chosen setting of ``RUN/decode/choice.json`` with ``no_repeat_ngram`` n, into ``RUN/decode/<setting>/``),
+never test. ``report`` measures, from the files of ``studies.webnlg2017``:
+
+* repetition: the share of outputs holding some 4-gram twice, per dev decoding setting, for the committed test
+  outputs, and for the first reference of each entry (tokenised as the challenge's scorer does);
+* per seen category, the test BLEU of the committed outputs beside the challenge baseline's (the organisers' own
+  per-category output files, :data:`BASELINE_BY_CATEGORY`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+from graph_rma.argtypes import out_dir
+from graph_rma.engine import one_line_errors, read_lines
+from graph_rma.tasks.defaults import METEOR_CHOICES
+from studies import webnlg2017 as base
+from studies.pages import page_file, publish, renderer
+
+NGRAMS = (3, 4)  # the chosen setting again on dev, with repeated 3-grams, then 4-grams, blocked
+REPEAT = 4  # an output "loops" when it holds some 4-gram twice
+RESULTS = Path("docs/webnlg2017/diagnosis")
+BLOCK = "webnlg2017-diagnosis"
+#: The challenge baseline's test BLEU per seen category: the organisers' multi-bleu.perl output files.
+BASELINE_BY_CATEGORY = {
+    "Airport": 65.83,
+    "Astronaut": 47.65,
+    "Building": 51.31,
+    "City": 37.31,
+    "ComicsCharacter": 42.95,
+    "Food": 46.91,
+    "Monument": 55.15,
+    "SportsTeam": 52.35,
+    "University": 57.67,
+    "WrittenWork": 61.42,
+}
+BASELINE_SOURCE = (
+    "eval/bleu3ref-Baseline_<category>.txt of webnlg-automatic-evaluation-v2 (the organisers' files, in the "
+    "abevieiramota/challenge-webnlg snapshot the data card names)"
+)
+
+
+def repeats(tokens: Sequence[str], n: int = REPEAT) -> bool:
+    """Whether some ``n``-gram occurs twice in ``tokens``."""
+    grams = [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
+    return len(grams) != len(set(grams))
+
+
+def looping(lines: Sequence[str], reference: bool = False) -> float:
+    """The share (%) of ``lines`` that :func:`repeats`, each tokenised as the challenge's scorer does."""
+    from graph_rma.metrics.webnlg2017 import tokenize_webnlg2017
+
+    if not lines:
+        return float("nan")
+    return 100.0 * sum(repeats(tokenize_webnlg2017(x, reference=reference).split()) for x in lines) / len(lines)
+
+
+def settings(run: Path) -> List[Dict]:
+    """The diagnosis's dev settings: the run's chosen setting with each of :data:`NGRAMS` blocked."""
+    choice = base._read(run / "decode" / "choice.json")
+    if not choice:
+        raise SystemExit(f"{run}: no decoding chosen yet (python -m studies.webnlg2017 choose)")
+    return [{"beam": choice["beam"], "length_penalty": choice["length_penalty"], "no_repeat_ngram": n} for n in NGRAMS]
+
+
+def run(run_dir: Path, root=None, meteor: str = "auto", progress: bool = True, splits=None) -> None:
+    """Decode and score dev with each of :func:`settings` (resumable: a scored setting is skipped)."""
+    best = base.finished(run_dir)
+    args = base._args(best, root, meteor, 1, None, progress, splits)
+    for setting in settings(run_dir):
+        folder = run_dir / "decode" / base.setting_name(setting)
+        if (folder / f"metrics.dev.{base.SCORER}.json").is_file():
+            print(f"{base.setting_name(setting)}: done", file=sys.stderr)
+            continue
+        print(f"{base.setting_name(setting)}: decoding dev", file=sys.stderr, flush=True)
+        base._decode(folder, "dev", setting, best, args)
+
+
+def _dev_row(run_dir: Path, setting: Dict, after_test: bool) -> Optional[Dict]:
+    folder = run_dir / "decode" / base.setting_name(setting)
+    metrics = base._read(folder / f"metrics.dev.{base.SCORER}.json")
+    if not metrics:
+        return None
+    hyps = read_lines(folder / "hyp.dev.txt")
+    return {
+        "setting": base.setting_name(setting),
+        "description": base._describe(setting),
+        "after_test": after_test,
+        "BLEU": round(metrics["all"]["BLEU"], 4),
+        "brevity_penalty": round(metrics["all"]["BLEU_bp"], 4),
+        "looping": round(looping(hyps), 2),
+    }
+
+
+def collect(run_dir: Path = base.RUN, results: Path = RESULTS, committed_outputs: Path = base.RESULTS) -> Dict:
+    """The diagnosis's numbers; without the run folder, the committed ``results/results.json`` is kept."""
+    test_refs = run_dir / "decode" / "test" / "refs.test.json"
+    if not test_refs.is_file():
+        print(f"{test_refs}: not here; the committed diagnosis is kept", file=sys.stderr)
+        return base._read(results / "results.json") or {"dev": [], "references": None, "test": None}
+    dev = [r for s in base.GRID if (r := _dev_row(run_dir, s, False))]
+    dev += [r for s in settings(run_dir) if (r := _dev_row(run_dir, s, True))]
+    dev_refs = json.loads((run_dir / "decode" / base.setting_name(base.GRID[0]) / "refs.dev.json").read_text())
+    refs = json.loads(test_refs.read_text(encoding="utf-8"))
+    hyps = read_lines(committed_outputs / "hyp.test.txt")
+    meta = base.read_meta(committed_outputs / "meta.test.tsv")
+    if [m["eid"] for m in meta] != [r["eid"] for r in refs]:
+        raise SystemExit(f"{committed_outputs}: the committed outputs are not those of {run_dir}")
+    by_category: Dict[str, List[int]] = defaultdict(list)
+    for i, r in enumerate(refs):
+        if r["seen"]:
+            by_category[r["category"]].append(i)
+    from graph_rma.metrics.webnlg2017 import score_webnlg2017
+
+    categories = []
+    for category, rows in sorted(by_category.items()):
+        s = score_webnlg2017([hyps[i] for i in rows], [refs[i]["references"] for i in rows], meteor="none")
+        categories.append(
+            {
+                "category": category,
+                "entries": len(rows),
+                "BLEU": round(s["BLEU"], 4),
+                "brevity_penalty": round(s["BLEU_bp"], 4),
+                "looping": round(looping([hyps[i] for i in rows]), 2),
+                "baseline_BLEU": BASELINE_BY_CATEGORY.get(category),
+            }
+        )
+    seen = [i for i, r in enumerate(refs) if r["seen"]]
+    return {
+        "dev": dev,
+        "references": {
+            "dev": round(looping([r["references"][0] for r in dev_refs], reference=True), 2),
+            "test_seen": round(looping([refs[i]["references"][0] for i in seen], reference=True), 2),
+        },
+        "test": {"looping_seen": round(looping([hyps[i] for i in seen]), 2), "categories": categories},
+    }
+
+
+def render_diagnosis(data: Dict) -> str:
+    if not data.get("test"):
+        return "Not run yet (`python -m studies.webnlg2017_diagnosis run`, then `report`)."
+    lines = [
+        f'Dev, every decoding setting of the run (outputs holding some {REPEAT}-gram twice: "looping"):',
+        "",
+        "| decoding setting | when | dev BLEU | brevity penalty | looping outputs |",
+        "| --- | --- | ---: | ---: | ---: |",
+    ]
+    for r in data["dev"]:
+        when = "after the test decode (diagnosis; never chosen)" if r["after_test"] else "the grid, before test"
+        lines.append(
+            f"| {r['description']} | {when} | {r['BLEU']:.2f} | {r['brevity_penalty']:.3f} | {r['looping']:.1f}% |"
+        )
+    refs, test = data["references"], data["test"]
+    lines += [
+        "",
+        f"Looping in the references (the first of each entry): {refs['dev']:.1f}% on dev, {refs['test_seen']:.1f}% "
+        f"on the seen test entries; in the committed test outputs (seen entries): {test['looping_seen']:.1f}%.",
+        "",
+        "Seen test entries per category, the committed outputs beside the challenge baseline's:",
+        "",
+        "| category | entries | BLEU, ours | BLEU, challenge baseline | ours − baseline | brevity penalty, ours | "
+        "looping outputs, ours |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for c in test["categories"]:
+        b = c["baseline_BLEU"]
+        diff = "–" if b is None else f"{c['BLEU'] - b:+.2f}"
+        lines.append(
+            f"| {c['category']} | {c['entries']} | {c['BLEU']:.2f} | {'–' if b is None else f'{b:.2f}'} | {diff} | "
+            f"{c['brevity_penalty']:.3f} | {c['looping']:.1f}% |"
+        )
+    lines += [
+        "",
+        f"The baseline's column: {BASELINE_SOURCE}. Generated by `python -m studies.webnlg2017_diagnosis report` from "
+        "[webnlg2017/diagnosis/results.json](webnlg2017/diagnosis/results.json).",
+    ]
+    return "\n".join(lines)
+
+
+BLOCKS = {BLOCK: render_diagnosis}
+render = renderer(BLOCKS)  # render(page_text, results): the page with its generated block rendered from results
+
+
+def report(run_dir: Path = base.RUN, page: Path = base.PAGE, results: Path = RESULTS) -> Dict:
+    data = collect(run_dir, results)
+    publish(page, data, BLOCKS, results / "results.json")
+    return data
+
+
+def main(argv=None) -> int:
+    one_line_errors()
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("step", choices=["run", "report"])
+    p.add_argument("--run", type=out_dir, default=base.RUN, help=f"the finished run (default: {base.RUN})")
+    p.add_argument("--results", type=out_dir, default=RESULTS, help=f"committed results (default: {RESULTS})")
+    p.add_argument("--page", type=page_file, default=base.PAGE, help=f"report: the page (default: {base.PAGE})")
+    p.add_argument("--root", default=None, help="WebNLG folder (default: $GRAPH_RMA_DATA/webnlg)")
+    p.add_argument("--meteor", default="auto", choices=[m for m in METEOR_CHOICES if m != "nltk"])
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    a = p.parse_args(argv)
+    if a.step == "run":
+        run(a.run, a.root, a.meteor, not a.quiet)
+    else:
+        report(a.run, a.page, a.results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""studies.webnlg2017_diagnosis: looping measured by hand, the block rendered from hand-made numbers, and the
+committed diagnosis kept on a machine without the run (its end-to-end run is in test_studies_webnlg2017.py)."""
+
+import json
+
+import pytest
+from conftest import REPO
+
+from studies import webnlg2017_diagnosis as diagnosis
+
+
+def test_repeats_and_looping_by_hand():
+    assert diagnosis.repeats("a b c d a b c d".split()) and not diagnosis.repeats("a b c d a b c e".split())
+    assert diagnosis.repeats("x y x y".split(), n=2) and not diagnosis.repeats("a b".split())
+    # tokenised as the challenge's scorer does: "U.S." is four tokens, "1,000" three
+    lines = ["the u.s. and the u.s. and more", "one two three four", "a b c d e a b c d"]
+    assert diagnosis.looping(lines) == pytest.approx(200 / 3)
+    assert diagnosis.looping(["The U.S. and the U.S. and"], reference=True) == 100.0
+
+
+def test_settings_are_the_chosen_one_with_repeats_blocked(tmp_path):
+    with pytest.raises(SystemExit, match="no decoding chosen yet"):
+        diagnosis.settings(tmp_path)
+    (tmp_path / "decode").mkdir()
+    (tmp_path / "decode" / "choice.json").write_text(json.dumps({"beam": 5, "length_penalty": 1.4}))
+    assert diagnosis.settings(tmp_path) == [
+        {"beam": 5, "length_penalty": 1.4, "no_repeat_ngram": n} for n in diagnosis.NGRAMS
+    ]
+
+
+def test_the_block_from_hand_made_numbers():
+    assert "Not run yet" in diagnosis.render_diagnosis({"dev": [], "references": None, "test": None})
+    data = {
+        "dev": [
+            {
+                "description": "beam 5, length penalty 1.4",
+                "after_test": False,
+                "BLEU": 54.0,
+                "brevity_penalty": 0.99,
+                "looping": 16.0,
+            },
+            {
+                "description": "beam 5, length penalty 1.4, no repeated 3-gram",
+                "after_test": True,
+                "BLEU": 55.0,
+                "brevity_penalty": 0.96,
+                "looping": 6.5,
+            },
+        ],
+        "references": {"dev": 3.3, "test_seen": 2.5},
+        "test": {
+            "looping_seen": 17.0,
+            "categories": [
+                {
+                    "category": "Monument",
+                    "entries": 33,
+                    "BLEU": 41.5,
+                    "brevity_penalty": 1.0,
+                    "looping": 45.5,
+                    "baseline_BLEU": 55.15,
+                },
+                {
+                    "category": "Elsewhere",
+                    "entries": 2,
+                    "BLEU": 10.0,
+                    "brevity_penalty": 1.0,
+                    "looping": 0.0,
+                    "baseline_BLEU": None,
+                },
+            ],
+        },
+    }
+    text = diagnosis.render_diagnosis(data)
+    assert "| beam 5, length penalty 1.4 | the grid, before test | 54.00 | 0.990 | 16.0% |" in text
+    assert (
+        "| beam 5, length penalty 1.4, no repeated 3-gram | after the test decode (diagnosis; never chosen) |" in text
+    )
+    assert "| Monument | 33 | 41.50 | 55.15 | -13.65 | 1.000 | 45.5% |" in text
+    assert "| Elsewhere | 2 | 10.00 | – | – | 1.000 | 0.0% |" in text
+    assert "3.3% on dev, 2.5% on the seen test entries; in the committed test outputs (seen entries): 17.0%." in text
+
+
+def test_without_the_run_the_committed_diagnosis_is_kept_and_rendered(tmp_path):
+    committed = json.loads((REPO / "docs" / "webnlg2017" / "diagnosis" / "results.json").read_text())
+    results = REPO / "docs" / "webnlg2017" / "diagnosis"
+    assert diagnosis.collect(tmp_path / "no-run", results) == committed
+    page = (REPO / "docs" / "webnlg.md").read_text()
+    assert diagnosis.render(page, committed) == page
+    assert {c["category"] for c in committed["test"]["categories"]} <= set(diagnosis.BASELINE_BY_CATEGORY)
