@@ -48,7 +48,7 @@ BASELINE_BY_CATEGORY = {
     "WrittenWork": 61.42,
 }
 BASELINE_SOURCE = (
-    "eval/bleu3ref-Baseline_<category>.txt of webnlg-automatic-evaluation-v2 (the organisers' files, in the "
+    "`eval/bleu3ref-Baseline_<category>.txt` of webnlg-automatic-evaluation-v2 (the organisers' files, in the "
     "abevieiramota/challenge-webnlg snapshot the data card names)"
 )
 
