@@ -165,7 +165,7 @@ def _row(text: str) -> Tuple[str, str]:
     return row  # type: ignore[return-value]
 
 
-def _settings_name(spec: str, overrides: Dict) -> str:
+def settings_name(spec: str, overrides: Dict) -> str:
     extra = ",".join(f"{k}={v}" for k, v in sorted(overrides.items()))
     return spec + (f" [{extra}]" if extra else "")
 
@@ -175,7 +175,7 @@ def _arm_dir(out: Path, stage: str, dataset: str, protocol: str, spec: str, over
 
     if stage == "final" and spec == "ma" and not overrides and (dataset, protocol) in REPRODUCE:
         return _row_dir(out, dataset, protocol)  # the published protocol's final runs are the reproduction row's
-    return out / stage / f"{dataset}-{protocol}" / slug(_settings_name(spec, overrides))
+    return out / stage / f"{dataset}-{protocol}" / slug(settings_name(spec, overrides))
 
 
 SMALL_BASE = {
@@ -250,8 +250,8 @@ def chosen(out: Path, dataset: str, protocol: str, arm: str) -> Tuple[str, Dict,
         res = _load(_arm_dir(out, "select", dataset, protocol, spec, overrides))
         runs = res.get("runs", [])
         if len(runs) < len(SELECT_SEEDS):
-            raise SystemExit(f"selection incomplete for {_settings_name(spec, overrides)}: run `select` first")
-        scores.append((_settings_name(spec, overrides), mean_std([100 * r["metrics"]["val_metric"] for r in runs])[0]))
+            raise SystemExit(f"selection incomplete for {settings_name(spec, overrides)}: run `select` first")
+        scores.append((settings_name(spec, overrides), mean_std([100 * r["metrics"]["val_metric"] for r in runs])[0]))
     best = max(range(len(scores)), key=lambda i: (scores[i][1], -i))
     spec, overrides = EVIDENCE[(dataset, protocol)][arm][best]
     return spec, overrides, scores
@@ -263,7 +263,7 @@ def final(out: Path, threads: int, arms: List[str], only: Optional[Tuple[str, st
             if arms and arm not in arms:
                 continue
             spec, overrides, _ = chosen(out, dataset, protocol, arm)
-            print(f"{dataset} {arm}: {_settings_name(spec, overrides)}", file=sys.stderr)
+            print(f"{dataset} {arm}: {settings_name(spec, overrides)}", file=sys.stderr)
             run_study(
                 _protocol(dataset, protocol, overrides),
                 [spec],
@@ -316,7 +316,7 @@ def collect(out: Path) -> Dict:
     for (dataset, protocol), arms in EVIDENCE.items():
         for arm, settings in arms.items():
             for spec, overrides in settings:
-                name = _settings_name(spec, overrides)
+                name = settings_name(spec, overrides)
                 kept = old_evidence.get((dataset, protocol, arm, name), {})
                 evidence.append(
                     {

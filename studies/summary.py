@@ -100,8 +100,8 @@ def _webnlg2017_row(base: Dict, evidence: Dict, link: str) -> Optional[str]:
         return None
     subsets = ("seen", "unseen", "all")
     target = f"GCN_EC's published seen BLEU {webnlg2017.target():g}"
-    arms = {arm: webnlg2017_evidence.per_arm(evidence, "all", "BLEU")[arm] for arm in ("plain", "svgd")}
     by_subset = {s: webnlg2017_evidence.per_arm(evidence, s, "BLEU") for s in subsets}
+    arms = {arm: by_subset["all"][arm] for arm in ("plain", "svgd")}
     if arms["plain"] and arms["svgd"]:
         cells = {arm: " / ".join(_ms(list(by_subset[s][arm].values())) for s in subsets) for arm in arms}
         pc = paired_comparison(arms["plain"], arms["svgd"])

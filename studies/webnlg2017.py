@@ -109,6 +109,13 @@ def _best(run: Path) -> Path:
     return best
 
 
+def trained(run: Path) -> Optional[List[Dict]]:
+    """The epochs of a finished run (``train.json``'s history, every epoch of its configuration), else ``None``."""
+    config, train = _read(run / "config.json"), _read(run / "train.json")
+    history = train.get("history", [])
+    return history if config and len(history) >= config["config"]["epochs"] else None
+
+
 def finished(run: Path) -> Path:
     """``RUN/best.pt`` of a run that has trained every epoch of its configuration (``train.json`` says so);
     ``SystemExit`` naming what is missing otherwise."""
@@ -116,9 +123,8 @@ def finished(run: Path) -> Path:
     config, train = _read(run / "config.json"), _read(run / "train.json")
     if not config:
         raise SystemExit(f"{run / 'config.json'}: missing; {run} is not a run folder of graph-rma webnlg train")
-    epochs = config["config"]["epochs"]
-    done = len(train.get("history", []))
-    if done < epochs:
+    if trained(run) is None:
+        epochs, done = config["config"]["epochs"], len(train.get("history", []))
         state = f"trained {done} of {epochs} epochs" if train else f"no train.json yet (written after epoch {epochs})"
         raise SystemExit(f"{run}: {state}; wait for `graph-rma webnlg train` to finish (its best.pt can still change)")
     return best
@@ -214,13 +220,15 @@ def dev(
     device: Optional[str] = None,
     progress: bool = True,
     splits=None,
+    settings: Optional[Sequence[Dict]] = None,
 ) -> None:
-    """Decode and score the dev split with every setting of :data:`GRID` not yet scored, each into
-    ``RUN/decode/<setting>/`` (``hyp.dev.txt``, ``metrics.dev.webnlg2017.json``, ``decoded.dev.json``, ...)."""
+    """Decode and score the dev split with every setting of ``settings`` (default :data:`GRID`) not yet scored,
+    each into ``RUN/decode/<setting>/`` (``hyp.dev.txt``, ``metrics.dev.webnlg2017.json``, ``decoded.dev.json``,
+    ...)."""
     best = finished(run)
     sha = _sha256(best)
     todo = []
-    for setting in GRID:
+    for setting in GRID if settings is None else settings:
         folder = run / "decode" / setting_name(setting)
         record = _read(folder / "decoded.dev.json")
         if record and record["checkpoint"]["sha256"] != sha:

@@ -78,15 +78,7 @@ def settings(run: Path) -> List[Dict]:
 
 def run(run_dir: Path, root=None, meteor: str = "auto", progress: bool = True, splits=None) -> None:
     """Decode and score dev with each of :func:`settings` (resumable: a scored setting is skipped)."""
-    best = base.finished(run_dir)
-    args = base._args(best, root, meteor, 1, None, progress, splits)
-    for setting in settings(run_dir):
-        folder = run_dir / "decode" / base.setting_name(setting)
-        if (folder / f"metrics.dev.{base.SCORER}.json").is_file():
-            print(f"{base.setting_name(setting)}: done", file=sys.stderr)
-            continue
-        print(f"{base.setting_name(setting)}: decoding dev", file=sys.stderr, flush=True)
-        base._decode(folder, "dev", setting, best, args)
+    base.dev(run_dir, root, meteor, progress=progress, splits=splits, settings=settings(run_dir))
 
 
 def _dev_row(run_dir: Path, setting: Dict, after_test: bool) -> Optional[Dict]:

@@ -34,8 +34,6 @@ The rules, written before any run of this study:
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import os
 import subprocess
 import sys
@@ -46,6 +44,7 @@ from graph_rma.argtypes import out_dir
 from graph_rma.engine import mean_std, one_line_errors, paired_comparison, write_json
 from graph_rma.tasks.defaults import METEOR_CHOICES
 from studies import webnlg2017 as baseline
+from studies.baselines import settings_name
 from studies.pages import page_file, publish, renderer
 
 ARMS: Dict[str, List[Tuple[str, Dict]]] = {
@@ -63,18 +62,7 @@ BLOCK = "webnlg2017-evidence"
 METRICS = ("BLEU", "METEOR", "TER")
 
 
-def label(spec: str, overrides: Dict) -> str:
-    """``ma``, ``ma [dropout=0.4]``: a setting as the page names it."""
-    extra = ",".join(f"{k}={v}" for k, v in sorted(overrides.items()))
-    return spec + (f" [{extra}]" if extra else "")
-
-
-def _read(path: Path) -> Dict:
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+label = settings_name  # ``ma``, ``ma [dropout=0.4]``: a setting as the page names it
 
 
 def _setting(arm: str, index: int) -> Tuple[str, Dict]:
@@ -114,15 +102,8 @@ def train_command(spec: str, overrides: Dict, seed: int, epochs: int, folder: Pa
     return cmd + (["--quiet"] if quiet else [])
 
 
-def trained(run: Path) -> Optional[List[Dict]]:
-    """The epochs of a finished run (``train.json``'s history, every epoch of its configuration), else ``None``."""
-    config, train = _read(run / "config.json"), _read(run / "train.json")
-    history = train.get("history", [])
-    return history if config and len(history) >= config["config"]["epochs"] else None
-
-
 def _train(cmd: List[str], run: Path) -> None:
-    if trained(run) is not None:
+    if baseline.trained(run) is not None:
         print(f"{run}: trained", file=sys.stderr)
         return
     env = dict(os.environ)
@@ -153,7 +134,7 @@ def pick(losses: Sequence[float]) -> int:
 def choose(out: Path) -> Dict:
     """Write and return ``OUT/choice.json``: per arm the setting whose selection run reached the lowest dev loss.
     Refuses (``SystemExit``) while a selection run is unfinished; reads no BLEU and no test file."""
-    missing = [f"{a} {i}" for a in ARMS for i in range(len(ARMS[a])) if trained(select_dir(out, a, i)) is None]
+    missing = [f"{a} {i}" for a in ARMS for i in range(len(ARMS[a])) if baseline.trained(select_dir(out, a, i)) is None]
     if missing:
         raise SystemExit(
             f"selection runs not finished: {', '.join(missing)} (python -m studies.webnlg2017_evidence "
@@ -161,7 +142,7 @@ def choose(out: Path) -> Dict:
         )
     choice: Dict = {"rule": "per arm, the lowest dev loss of its selection runs; a tie: the earlier setting"}
     for arm, settings in ARMS.items():
-        best = [lowest(trained(select_dir(out, arm, i))) for i in range(len(settings))]
+        best = [lowest(baseline.trained(select_dir(out, arm, i))) for i in range(len(settings))]
         k = pick([b["dev_loss"] for b in best])
         choice[arm] = {
             "index": k,
@@ -169,7 +150,7 @@ def choose(out: Path) -> Dict:
             "dev_loss": best[k]["dev_loss"],
             "epoch": best[k]["epoch"],
         }
-    choice["date"] = _now()
+    choice["date"] = baseline._now()
     write_json(out / "choice.json", choice)
     for arm in ARMS:
         print(f"{arm}: {choice[arm]['setting']} (dev loss {choice[arm]['dev_loss']:.4f})")
@@ -177,7 +158,7 @@ def choose(out: Path) -> Dict:
 
 
 def chosen(out: Path, arm: str) -> int:
-    choice = _read(out / "choice.json")
+    choice = baseline._read(out / "choice.json")
     if not choice:
         raise SystemExit("no setting chosen: run `python -m studies.webnlg2017_evidence choose` first")
     if arm not in ARMS:
@@ -188,7 +169,7 @@ def chosen(out: Path, arm: str) -> int:
 def within_budget(base: Path) -> Dict:
     """The baseline run's best epoch, when it stands for the plain arm's seed-0 final: ``SystemExit`` unless the run
     is finished and its lowest dev loss (its ``best.pt``) came within the finals' FINAL_EPOCHS epochs."""
-    history = trained(base)
+    history = baseline.trained(base)
     if history is None:
         raise SystemExit(f"{base}: the baseline run is not finished; it trains with the command on docs/webnlg.md")
     best = lowest(history)
@@ -231,11 +212,11 @@ def decode_final(
     best = baseline.finished(run)
     if is_baseline(arm, index, seed):
         within_budget(run)
-    choice = _read(base / "decode" / "choice.json")
+    choice = baseline._read(base / "decode" / "choice.json")
     if not choice:
         raise SystemExit(f"{base}: the baseline has not chosen its decoding yet (python -m studies.webnlg2017 choose)")
     if not is_baseline(arm, index, seed):
-        record = _read(run / "decode" / "choice.json")
+        record = baseline._read(run / "decode" / "choice.json")
         if record and record["setting"] != choice["setting"]:
             raise SystemExit(
                 f"{run / 'decode' / 'choice.json'}: {record['setting']}, not the baseline's {choice['setting']}"
@@ -248,7 +229,7 @@ def decode_final(
                     "dev_BLEU": None,
                     "rule": f"the decoding the baseline ({base}) chose on dev, the same for every final run",
                     "checkpoint": baseline._checkpoint(best),
-                    "date": _now(),
+                    "date": baseline._now(),
                 },
             )
     return baseline.decode_test(run, final_results(results, arm, index, seed, base_results), **decode)
@@ -259,7 +240,7 @@ def _selection(out: Path, committed: Dict) -> List[Dict]:
     rows = []
     for arm, settings in ARMS.items():
         for i, (spec, overrides) in enumerate(settings):
-            history = trained(select_dir(out, arm, i))
+            history = baseline.trained(select_dir(out, arm, i))
             if history is None:
                 rows.append(
                     kept.get((arm, i)) or {"arm": arm, "index": i, "setting": label(spec, overrides), "dev_loss": None}
@@ -286,10 +267,10 @@ def collect(
 ) -> Dict:
     """The study's results: the selection runs, the choice and every final run's test scores. What a machine does
     not hold (a run folder, a decode) keeps its entry of the committed ``results/results.json``."""
-    committed = _read(results / "results.json")
+    committed = baseline._read(results / "results.json")
     data: Dict = {
         "selection": _selection(out, committed),
-        "choice": _read(out / "choice.json") or committed.get("choice"),
+        "choice": baseline._read(out / "choice.json") or committed.get("choice"),
         "finals": [],
     }
     kept = {(r["arm"], r["seed"]): r for r in committed.get("finals", [])}
@@ -300,13 +281,13 @@ def collect(
         for seed in FINAL_SEEDS:
             run = final_dir(out, arm, index, seed, base)
             folder = run / "decode" / "test"
-            record = _read(folder / "decoded.test.json")
-            scores = _read(folder / f"metrics.test.{baseline.SCORER}.json")
+            record = baseline._read(folder / "decoded.test.json")
+            scores = baseline._read(folder / f"metrics.test.{baseline.SCORER}.json")
             if not (record and scores):
                 if (arm, seed) in kept:
                     data["finals"].append(kept[(arm, seed)])
                 continue
-            history = _read(run / "train.json").get("history", [])
+            history = baseline._read(run / "train.json").get("history", [])
             where = final_results(results, arm, index, seed, base_results)
             data["finals"].append(
                 {
@@ -458,17 +439,17 @@ def plan(out: Path = OUT, base: Path = baseline.RUN) -> List[str]:
         f"OMP_NUM_THREADS=1 {me} select {a} {i}"
         for a in ARMS
         for i in range(len(ARMS[a]))
-        if trained(select_dir(out, a, i)) is None
+        if baseline.trained(select_dir(out, a, i)) is None
     ]
     if left:
         return left
-    choice = _read(out / "choice.json")
+    choice = baseline._read(out / "choice.json")
     if not choice:
         return [f"{me} choose"]
     for arm in ARMS:
         for seed in FINAL_SEEDS:
             run = final_dir(out, arm, choice[arm]["index"], seed, base)
-            if trained(run) is None:
+            if baseline.trained(run) is None:
                 left.append(f"OMP_NUM_THREADS=1 {me} final {arm} {seed}")
             elif not (run / "decode" / "test" / "decoded.test.json").is_file():
                 left.append(f"OMP_NUM_THREADS=1 {me} test {arm} {seed}")
