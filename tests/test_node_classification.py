@@ -377,3 +377,84 @@ def test_node_command_refuses_a_graph_it_cannot_train_on_in_one_line(what, array
     assert "Traceback" not in err and len(err.splitlines()) == 1
     assert __import__("re").search(match, err), err
     assert not out.exists()
+
+
+def _small_graph(seed: int = 0):
+    from torch_geometric.data import Data
+
+    g = torch.Generator().manual_seed(seed)
+    n = 40
+    edge_index = torch.randint(0, n, (2, 160), generator=g)
+    x = torch.randn(n, 6, generator=g)
+    y = x[:, :3].argmax(dim=1)  # learnable: the validation loss falls for many epochs
+    masks = torch.zeros(3, n, dtype=torch.bool)
+    masks[torch.arange(n) % 3, torch.arange(n)] = True
+    return Data(
+        x=x,
+        edge_index=edge_index,
+        y=y,
+        train_mask=masks[0],
+        val_mask=masks[1],
+        test_mask=masks[2],
+    )
+
+
+@pytest.mark.parametrize("kill_at", [12, 26])  # before the kept epoch (the dynamics) and after it (the kept state)
+@pytest.mark.parametrize("spec", ["ma", "spos:alpha=0.1,eps=8"])
+def test_a_killed_run_continues_from_its_last_save_and_ends_as_an_uninterrupted_run(
+    kill_at, spec, tmp_path, monkeypatch, capsys
+):
+    from graph_rma.tasks import node_training as nt
+
+    data, kwargs = _small_graph(), {"in_channels": 6, "out_channels": 3, "heads": 4}
+    # dropout and SPOS noise draw from generators every epoch; the kept epoch is a late one
+    settings = dict(epochs=30, patience=1000, lr=0.01, early_stopping="val_loss")
+    whole, whole_state, _ = nt.train_run(data, spec, 0, kwargs, **settings)
+
+    partial = tmp_path / "run.partial.pt"
+    real, saves = nt.save_checkpoint, []
+
+    def killed_after_a_save(path, state):
+        real(path, state)
+        saves.append(state["epoch"])
+        if len(saves) == kill_at:
+            raise KeyboardInterrupt  # as a kill right after the save of that epoch
+
+    monkeypatch.setattr(nt, "save_checkpoint", killed_after_a_save)
+    with pytest.raises(KeyboardInterrupt):
+        nt.train_run(data, spec, 0, kwargs, partial=partial, save_every_s=0, **settings)
+    assert saves == list(range(1, kill_at + 1)) and partial.is_file()
+    monkeypatch.setattr(nt, "save_checkpoint", real)
+
+    resumed, resumed_state, _ = nt.train_run(data, spec, 0, kwargs, partial=partial, save_every_s=0, **settings)
+    assert f"{partial}: continuing the unfinished run after epoch {kill_at}" in capsys.readouterr().err
+    assert not partial.exists()  # finished: nothing left to continue
+    timing = ("sec_per_epoch",)
+    assert {k: v for k, v in resumed.items() if k not in timing} == {k: v for k, v in whole.items() if k not in timing}
+    assert 20 < whole["best_epoch"] < 26 and all(torch.equal(resumed_state[k], whole_state[k]) for k in whole_state)
+
+
+def test_a_saved_run_with_other_settings_is_not_continued(tmp_path, monkeypatch, capsys):
+    from graph_rma.tasks import node_training as nt
+
+    data, kwargs = _small_graph(), {"in_channels": 6, "out_channels": 3, "heads": 2}
+    partial = tmp_path / "run.partial.pt"
+    real = nt.save_checkpoint
+
+    def killed_after_the_first_save(path, state):
+        real(path, state)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(nt, "save_checkpoint", killed_after_the_first_save)
+    with pytest.raises(KeyboardInterrupt):
+        nt.train_run(data, "ma", 0, kwargs, epochs=5, partial=partial, save_every_s=0)
+    monkeypatch.setattr(nt, "save_checkpoint", real)
+    other_split = copy.copy(data)
+    other_split.train_mask, other_split.val_mask = data.val_mask, data.train_mask
+    fresh, _, _ = nt.train_run(other_split, "ma", 1, kwargs, epochs=5)
+    got, _, _ = nt.train_run(other_split, "ma", 1, kwargs, epochs=5, partial=partial)
+    assert (
+        f"{partial}: an unfinished run with other settings (seed, data); the run starts again"
+        in capsys.readouterr().err
+    )
+    assert got["val_loss"] == fresh["val_loss"] and got["epochs"] == 5 and not partial.exists()

@@ -20,10 +20,13 @@ accuracy, or ROC AUC for a binary task (one output, binary cross-entropy). A tra
 the study with a one-line error; finished runs stay saved.
 
 Each finished (variant, seed) run is written atomically (``runs/<variant>/seed<k>.json`` and a checkpoint in
-``checkpoints/``), so an interrupted study keeps its finished runs and ``--resume`` skips them. The summary is a
-table (mean +- std over seeds of the test and validation metric, the paired difference of each variant against
-the first with its standard error and wins/ties/losses, head diversity *Dist*, epochs, seconds per epoch),
-``results.json``, ``results.csv`` and ``accuracy.png``.
+``checkpoints/``), so an interrupted study keeps its finished runs and ``--resume`` skips them; the run in progress
+is saved at most every minute (``checkpoints/<variant>_seed<k>.partial.pt``), and ``--resume`` continues it from its
+last save, ending as an uninterrupted run would (a study started without ``--resume`` starts it afresh).
+
+The summary is a table (mean +- std over seeds of the test and validation metric, the paired difference of each
+variant against the first with its standard error and wins/ties/losses, head diversity *Dist*, epochs, seconds per
+epoch), ``results.json``, ``results.csv`` and ``accuracy.png``.
 
 From Python::
 
@@ -302,6 +305,9 @@ def run_study(
             bar.set_postfix_str(f"{parse_variant(spec).name} seed {seed}")
             split = seed % n_splits  # a dataset with fixed splits: seed s trains on split s mod splits
             data = select_split(graph, split)
+            partial = ckpt.with_name(f"{ckpt.stem}.partial.pt")
+            if not resume:
+                partial.unlink(missing_ok=True)  # without --resume every run starts afresh
             metrics, state, net = train_run(
                 data,
                 spec,
@@ -316,6 +322,7 @@ def run_study(
                 metric=metric_name,
                 progress=progress,
                 device=str(dev),
+                partial=partial,
             )
             save_checkpoint(
                 ckpt,
@@ -346,7 +353,11 @@ def run_study(
             bar.set_postfix_str(f"{parse_variant(spec).name} seed {seed}: test {100 * metrics['test_metric']:.1f}")
     except KeyboardInterrupt:
         interrupted = True
-        print("\ninterrupted: finished runs are saved; rerun with --resume to continue", file=sys.stderr)
+        print(
+            "\ninterrupted: finished runs are saved, the one in progress up to its last save; rerun with --resume to "
+            "continue",
+            file=sys.stderr,
+        )
     finally:
         bar.close()
 

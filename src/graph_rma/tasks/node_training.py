@@ -4,6 +4,13 @@ rule keeps (:class:`~graph_rma.engine.EarlyStopping`), and that epoch's test met
 binary task (one output, binary cross-entropy). A training loss that is not finite raises
 :class:`TrainingDiverged`.
 
+A long run survives being killed: given a ``partial`` file, :func:`train_run` saves everything the run needs to go
+on (weights, Adam's state, the sampler's noise generator, the early-stopping counters, the kept epoch and its
+weights, every RNG state) at most every ``save_every_s`` seconds, and a later call with the same file and the same
+settings continues from the last save and ends exactly as an uninterrupted run would. The file is removed when the
+run finishes; one saved with other settings (another variant, seed, model, split or schedule) is ignored with a
+line on stderr.
+
 The study over variants and seeds that calls it is :func:`graph_rma.tasks.node_classification.run_study`, which
 re-exports every name of this module.
 """
@@ -11,10 +18,12 @@ re-exports every name of this module.
 from __future__ import annotations
 
 import copy
+import hashlib
 import math
 import sys
 import time
 import warnings
+from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
 import torch
@@ -23,7 +32,18 @@ from torch import nn
 
 from ..data.transforms import direct_edges, normalize_features
 from ..diagnostics import head_distance
-from ..engine import EarlyStopping, device_memory, resolve_device, seed_everything
+from ..engine import (
+    CheckpointError,
+    EarlyStopping,
+    PathLike,
+    device_memory,
+    load_checkpoint,
+    resolve_device,
+    rng_state,
+    save_checkpoint,
+    seed_everything,
+    set_rng_state,
+)
 from ..metrics.classification import score
 from ..models.classic_gat import ClassicGAT
 from ..models.gat import TwoLayerGAT
@@ -123,6 +143,8 @@ def train_run(
     metric: str = "accuracy",
     progress: bool = False,
     device: Optional[str] = None,
+    partial: Optional[PathLike] = None,
+    save_every_s: float = 60.0,
 ):
     """Train one model with variant ``spec`` from ``seed``; returns ``(metrics, best_state_dict, model)``.
 
@@ -132,6 +154,9 @@ def train_run(
     ``test_metric`` and ``val_metric`` hold it, their ``metric`` names it). ``progress`` shows a bar over the epochs
     (validation metric, seconds per epoch). ``device``: where to train (default: ``data``'s device); the returned
     state dict is on the CPU.
+    ``partial``: a file where the unfinished run is saved (at most every ``save_every_s`` seconds, after a whole
+    epoch); when it holds a run with the same settings, training continues from it (see the module docstring).
+    ``None``: nothing is saved.
 
     Raises:
         ValueError: a mask of ``data`` selects no node (nothing to train on, to select the epoch by, or to test);
@@ -160,6 +185,8 @@ def train_run(
             metric,
             progress,
             dev,
+            None if partial is None else Path(partial),
+            save_every_s,
         )
     except (MemoryError, RuntimeError) as exc:  # torch.OutOfMemoryError (CUDA) is a RuntimeError
         if not isinstance(exc, MemoryError) and not _out_of_memory(exc):
@@ -223,6 +250,8 @@ def _train(
     metric: str,
     progress: bool,
     dev: torch.device,
+    partial: Optional[Path],
+    save_every_s: float,
 ):
     """:func:`train_run`'s body, once the arguments are checked and the generators seeded."""
     net = build_model(model, model_kwargs).to(dev)
@@ -241,16 +270,66 @@ def _train(
 
     best_state = cpu_state()
     stopper = EarlyStopping(early_stopping, patience)
+    identity = {
+        "variant": spec,
+        "seed": seed,
+        "model": model,
+        "model_kwargs": model_kwargs,
+        "epochs": epochs,
+        "patience": patience,
+        "lr": lr,
+        "weight_decay": weight_decay,
+        "early_stopping": early_stopping,
+        "metric": metric,
+        "data": _fingerprint(data),
+    }
+    first, done_seconds = 1, 0.0
+    saved = _read_partial(partial, identity) if partial is not None else None
+    if saved is not None:
+        net.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        setup.load_state_dict(saved["sampler"])
+        if setup.sampler is not None:
+            setup.sampler.limited_steps = int(saved["limited_steps"])
+        vars(stopper).update(saved["stopper"])
+        best, best_state = dict(saved["best"]), saved["best_state"]
+        first, done_seconds = int(saved["epoch"]) + 1, float(saved["seconds"])
+        set_rng_state(saved["rng"])
+
+    def save_partial(epoch: int, seconds: float) -> None:
+        state = {
+            "identity": identity,
+            "epoch": epoch,
+            "seconds": seconds,
+            "model": cpu_state(),
+            "optimizer": optimizer.state_dict(),
+            "sampler": setup.state_dict(),
+            "limited_steps": int(getattr(setup.sampler, "limited_steps", 0)),
+            "stopper": {k: v for k, v in vars(stopper).items() if k not in ("rule", "patience")},
+            "best": best,
+            "best_state": best_state,
+            "rng": rng_state(),
+        }
+        save_checkpoint(partial, state)
+
     bar = None
     if progress:
         from tqdm import tqdm
 
         bar = tqdm(
-            total=epochs, desc="epochs", unit="ep", file=sys.stderr, leave=False, dynamic_ncols=True, mininterval=1.0
+            total=epochs,
+            initial=first - 1,
+            desc="epochs",
+            unit="ep",
+            file=sys.stderr,
+            leave=False,
+            dynamic_ncols=True,
+            mininterval=1.0,
         )
-    start, epoch = time.perf_counter(), 0
+    start, epoch = time.perf_counter(), first - 1
+    last_save = start
     try:
-        for epoch in range(1, epochs + 1):
+        for epoch in range(first, epochs + 1):
             net.train()
             optimizer.zero_grad()
             if variant.reg is not None:
@@ -287,14 +366,18 @@ def _train(
                 if epoch % 10 == 0 or stop:
                     bar.set_postfix_str(
                         f"val {100 * val_metric:.1f} best {100 * best['val_metric']:.1f} "
-                        f"({(time.perf_counter() - start) / epoch:.3f} s/ep)"
+                        f"({(time.perf_counter() - start) / (epoch - first + 1):.3f} s/ep)"
                     )
             if stop:
                 break
+            now = time.perf_counter()
+            if partial is not None and epoch < epochs and now - last_save >= save_every_s:
+                save_partial(epoch, done_seconds + now - start)
+                last_save = time.perf_counter()
     finally:
         if bar is not None:
             bar.close()
-    seconds = time.perf_counter() - start
+    seconds = done_seconds + time.perf_counter() - start
 
     net.load_state_dict(best_state)
     net.eval()
@@ -317,4 +400,39 @@ def _train(
             ),  # SVGD/SPOS steps the repulsion limit capped
         }
     )
+    if partial is not None:
+        partial.unlink(missing_ok=True)  # the run is finished: nothing left to continue
     return metrics, best_state, net
+
+
+def _fingerprint(data) -> str:
+    """A short digest of the graph a run trains on (sizes, edges, labels, the three masks), so that a saved partial
+    run is continued only on the same graph and split."""
+    digest = hashlib.sha1()
+    for tensor in (data.edge_index, data.y, data.train_mask, data.val_mask, data.test_mask):
+        digest.update(str(tuple(tensor.shape)).encode())
+        digest.update(tensor.detach().to("cpu").contiguous().numpy().tobytes())
+    digest.update(str(tuple(data.x.shape)).encode())
+    return digest.hexdigest()[:16]
+
+
+def _read_partial(path: Path, identity: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """The saved state of the unfinished run in ``path`` when it has the settings ``identity``; ``None`` (with a line
+    on stderr saying why) when there is none, it is unreadable, or it was saved with other settings."""
+    if not path.is_file():
+        return None
+    try:
+        saved = load_checkpoint(path)
+    except CheckpointError as exc:
+        print(f"{exc}; the run starts again", file=sys.stderr)
+        return None
+    if saved.get("identity") != identity:
+        old = saved.get("identity") or {}
+        differ = [k for k in identity if old.get(k) != identity[k]] or ["(unknown)"]
+        print(
+            f"{path}: an unfinished run with other settings ({', '.join(differ)}); the run starts again",
+            file=sys.stderr,
+        )
+        return None
+    print(f"{path}: continuing the unfinished run after epoch {saved['epoch']}", file=sys.stderr)
+    return saved
