@@ -170,6 +170,7 @@ def _decode(folder: Path, split: str, setting: Dict, best: Path, args: Dict) -> 
             {
                 "setting": setting_name(setting),
                 **{k: decoded[k] for k in ("beam", "length_penalty", "max_len", "entries")},
+                "no_repeat_ngram": decoded.get("no_repeat_ngram", 0),
                 "checkpoint": args["checkpoint"](),
                 "seconds": seconds,
                 "threads": torch.get_num_threads(),
@@ -253,39 +254,39 @@ def pick(scores: Sequence[float]) -> int:
     return max(range(len(scores)), key=lambda i: (scores[i], -i))
 
 
-def dev_scores(run: Path) -> List[Optional[Dict]]:
-    """Per setting of :data:`GRID`: its dev record and scores (``{"record", "metrics"}``), ``None`` if not scored."""
+def dev_scores(run: Path, grid: Sequence[Dict] = GRID) -> List[Optional[Dict]]:
+    """Per setting of ``grid``: its dev record and scores (``{"record", "metrics"}``), ``None`` if not scored."""
     rows: List[Optional[Dict]] = []
-    for setting in GRID:
+    for setting in grid:
         folder = run / "decode" / setting_name(setting)
         record, metrics = _read(folder / "decoded.dev.json"), _read(folder / f"metrics.dev.{SCORER}.json")
         rows.append({"record": record, "metrics": metrics} if record and metrics else None)
     return rows
 
 
-def choose(run: Path) -> Dict:
-    """Write and return ``RUN/decode/choice.json``: the setting of :data:`GRID` with the highest BLEU on all dev
-    entries (ties: the earlier). Refuses (``SystemExit``) while a setting is not scored or when one was decoded from
-    another ``best.pt`` than the run's. Reads no test file."""
+def choose(run: Path, grid: Sequence[Dict] = GRID, to: Optional[Path] = None) -> Dict:
+    """Write (to ``to``, default ``RUN/decode/choice.json``) and return the setting of ``grid`` (default
+    :data:`GRID`) with the highest BLEU on all dev entries (ties: the earlier). Refuses (``SystemExit``) while a
+    setting is not scored or when one was decoded from another ``best.pt`` than the run's. Reads no test file."""
     sha = _sha256(_best(run))
-    rows = dev_scores(run)
-    missing = [setting_name(s) for s, r in zip(GRID, rows) if r is None]
+    rows = dev_scores(run, grid)
+    missing = [setting_name(s) for s, r in zip(grid, rows) if r is None]
     if missing:
         raise SystemExit(f"dev not scored for {', '.join(missing)}: run `python -m studies.webnlg2017 dev` first")
-    other = [setting_name(s) for s, r in zip(GRID, rows) if r["record"]["checkpoint"]["sha256"] != sha]
+    other = [setting_name(s) for s, r in zip(grid, rows) if r["record"]["checkpoint"]["sha256"] != sha]
     if other:
         raise SystemExit(f"{', '.join(other)}: decoded from another best.pt than {run / 'best.pt'}; run `dev` again")
     scores = [r["metrics"]["all"]["BLEU"] for r in rows]
     best = pick(scores)
     choice = {
-        "setting": setting_name(GRID[best]),
-        **GRID[best],
+        "setting": setting_name(grid[best]),
+        **grid[best],
         "dev_BLEU": scores[best],
         "rule": "the highest BLEU on all dev entries; ties: the earlier setting of the grid",
         "checkpoint": rows[best]["record"]["checkpoint"],
         "date": _now(),
     }
-    write_json(run / "decode" / "choice.json", choice)
+    write_json(to or run / "decode" / "choice.json", choice)
     print(f"chosen: {choice['setting']} (dev BLEU {scores[best]:.2f})")
     return choice
 
@@ -329,6 +330,7 @@ def decode_test(
         folder.mkdir(parents=True, exist_ok=True)
         write_json(folder / "claim.json", {"setting": choice["setting"], "checkpoint": choice["checkpoint"]})
     setting = {k: choice[k] for k in ("beam", "length_penalty")}
+    setting["no_repeat_ngram"] = choice.get("no_repeat_ngram", 0)
     _decode(folder, "test", setting, best, _args(best, root, meteor, threads, device, progress, splits))
     record = _read(folder / "decoded.test.json")
     refs = json.loads((folder / "refs.test.json").read_text(encoding="utf-8"))

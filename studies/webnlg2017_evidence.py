@@ -4,6 +4,7 @@
     python -m studies.webnlg2017_evidence plan                 # what is done, what is left, and the commands
     python -m studies.webnlg2017_evidence select [ARM INDEX]   # the selection runs (all, or one), resumable
     python -m studies.webnlg2017_evidence choose               # per arm, the lowest dev loss -> OUT/choice.json
+    python -m studies.webnlg2017_evidence decoding             # DECODE_GRID on the baseline's dev -> OUT/decoding.json
     python -m studies.webnlg2017_evidence final ARM SEED       # one final run, resumable
     python -m studies.webnlg2017_evidence test ARM SEED        # its test set decoded once, outputs committed
     python -m studies.webnlg2017_evidence report               # -> docs/webnlg2017/evidence/results.json -> the block
@@ -20,12 +21,19 @@ The rules, written before any run of this study:
   setting with the lowest dev loss (teacher-forced, the quantity ``best.pt`` is kept by) wins, a tie going to the
   earlier setting. No BLEU and no test file is read.
 * Finals: each arm's chosen setting with seeds FINAL_SEEDS, FINAL_EPOCHS epochs each (the baseline's learning rate
-  reached its floor, and its dev loss its lowest, well before that). When the plain arm chooses the preset, its
-  seed-0 final is the baseline run itself (``runs/webnlg2017/ma-s0``, trained 30 epochs), provided its ``best.pt``
-  comes from one of the first FINAL_EPOCHS epochs (:func:`final` and :func:`decode_final` refuse otherwise), and
-  its test outputs are the baseline's (docs/webnlg2017/).
-* Decoding: every final run's test set is decoded once with the setting the baseline chose on dev
-  (``runs/webnlg2017/ma-s0/decode/choice.json``), the same for both arms; decoding is not re-chosen per run.
+  reached its floor, and its dev loss its lowest, well before that), every one a fresh run.
+* Decoding: every final run's test set is decoded once with one setting, the same for both arms, not re-chosen per
+  run: the setting of DECODE_GRID with the highest BLEU on all dev entries of the baseline run
+  (``runs/webnlg2017/ma-s0``; ties: the earlier setting), written to ``OUT/decoding.json``.
+
+Amended on 2026-11-26, after the selection had started and before any final run or any decoding of this study
+(the rules above are the amended ones). Before: decoding held to the baseline's own choice from its GRID (no
+blocking of repeated n-grams), and the plain arm's seed-0 final was the baseline run itself when the preset won.
+Why: the baseline's diagnosis (docs/webnlg.md, "Why it falls short", on dev) found looping outputs that blocking
+repeated n-grams cures, so DECODE_GRID adds blocking to the baseline's GRID; and the baseline run's test set had
+already been decoded with the old setting, so no final reuses it: every final's test set is decoded exactly once,
+under this rule. The grid was written after the baseline's test score and its diagnosis were read (the test
+outputs of the runs it is applied to have not been decoded).
 * Report: per arm and subset (seen, unseen, all), BLEU, METEOR and TER as mean and std over the seeds; SVGD minus
   plain paired by seed, mean difference with its standard error, and wins/ties/losses on BLEU. Every setting is
   reported, the selection runs included.
@@ -51,6 +59,12 @@ ARMS: Dict[str, List[Tuple[str, Dict]]] = {
     "plain": [("ma", {}), ("ma", {"dropout": 0.4})],
     "svgd": [("svgd:alpha=0.1", {}), ("svgd:alpha=0.01", {})],
 }
+#: The decoding settings the baseline run tries on dev for every final (an earlier entry wins a tie): the
+#: baseline's GRID, then beam 5 with repeated 3-grams or 4-grams blocked at three length penalties.
+DECODE_GRID: List[Dict] = [
+    *baseline.GRID,
+    *({"beam": 5, "length_penalty": lp, "no_repeat_ngram": n} for n in (3, 4) for lp in (1.0, 1.4, 1.8)),
+]
 SELECT_SEED = 100
 SELECT_EPOCHS = 10
 FINAL_SEEDS = (0, 1, 2)
@@ -77,18 +91,13 @@ def select_dir(out: Path, arm: str, index: int) -> Path:
     return out / "select" / f"{arm}-{index}"
 
 
-def is_baseline(arm: str, index: int, seed: int) -> bool:
-    """Whether this final is the baseline run: the plain arm's preset with seed 0."""
-    return arm == "plain" and ARMS[arm][index] == ("ma", {}) and seed == 0
+def final_dir(out: Path, arm: str, seed: int) -> Path:
+    return out / "final" / f"{arm}-s{seed}"
 
 
-def final_dir(out: Path, arm: str, index: int, seed: int, base: Path = baseline.RUN) -> Path:
-    return base if is_baseline(arm, index, seed) else out / "final" / f"{arm}-s{seed}"
-
-
-def final_results(results: Path, arm: str, index: int, seed: int, base_results: Path = baseline.RESULTS) -> Path:
+def final_results(results: Path, arm: str, seed: int) -> Path:
     """Where a final run's test outputs are committed."""
-    return base_results if is_baseline(arm, index, seed) else results / f"{arm}-s{seed}"
+    return results / f"{arm}-s{seed}"
 
 
 def train_command(spec: str, overrides: Dict, seed: int, epochs: int, folder: Path, root=None, quiet=False):
@@ -166,73 +175,52 @@ def chosen(out: Path, arm: str) -> int:
     return choice[arm]["index"]
 
 
-def within_budget(base: Path) -> Dict:
-    """The baseline run's best epoch, when it stands for the plain arm's seed-0 final: ``SystemExit`` unless the run
-    is finished and its lowest dev loss (its ``best.pt``) came within the finals' FINAL_EPOCHS epochs."""
-    history = baseline.trained(base)
-    if history is None:
-        raise SystemExit(f"{base}: the baseline run is not finished; it trains with the command on docs/webnlg.md")
-    best = lowest(history)
-    if best["epoch"] > FINAL_EPOCHS:
-        raise SystemExit(
-            f"{base}: best.pt is from epoch {best['epoch']}, beyond the finals' {FINAL_EPOCHS}; it cannot stand for "
-            "the plain arm's seed 0 (rules: studies/webnlg2017_evidence.py)"
-        )
-    return best
-
-
-def final(out: Path, arm: str, seed: int, root=None, quiet=False, base: Path = baseline.RUN) -> Path:
-    """Train one final run (the arm's chosen setting, ``seed``), resumable; the baseline run is not trained here."""
+def final(out: Path, arm: str, seed: int, root=None, quiet=False) -> Path:
+    """Train one final run (the arm's chosen setting, ``seed``), resumable."""
     if seed not in FINAL_SEEDS:
         raise SystemExit(f"seed: the final seeds are {', '.join(map(str, FINAL_SEEDS))}, not {seed}")
-    index = chosen(out, arm)
-    folder = final_dir(out, arm, index, seed, base)
-    if is_baseline(arm, index, seed):
-        within_budget(folder)
-        print(f"{folder}: the baseline run, trained", file=sys.stderr)
-        return folder
-    spec, overrides = ARMS[arm][index]
+    spec, overrides = ARMS[arm][chosen(out, arm)]
+    folder = final_dir(out, arm, seed)
     _train(train_command(spec, overrides, seed, FINAL_EPOCHS, folder, root, quiet), folder)
     return folder
 
 
-def decode_final(
-    out: Path,
-    arm: str,
-    seed: int,
-    results: Path = RESULTS,
-    base: Path = baseline.RUN,
-    base_results: Path = baseline.RESULTS,
-    **decode,
-) -> Dict:
-    """Decode a final run's test set once with the baseline's decoding setting, score it and copy its outputs to
-    ``results/<arm>-s<seed>/`` (:func:`studies.webnlg2017.decode_test`, which refuses a second setting)."""
-    index = chosen(out, arm)
-    run = final_dir(out, arm, index, seed, base)
+def decoding(out: Path, base: Path = baseline.RUN, **decode) -> Dict:
+    """Decode and score the baseline run's dev split with every setting of DECODE_GRID not yet scored (under
+    ``BASE/decode/``, resumable), then write and return ``OUT/decoding.json``: the setting with the highest BLEU on
+    all dev entries. Reads no test file."""
+    baseline.dev(base, settings=DECODE_GRID, **decode)
+    return baseline.choose(base, DECODE_GRID, to=out / "decoding.json")
+
+
+def decode_final(out: Path, arm: str, seed: int, results: Path = RESULTS, **decode) -> Dict:
+    """Decode a final run's test set once with the study's decoding setting (``OUT/decoding.json``), score it and
+    copy its outputs to ``results/<arm>-s<seed>/`` (:func:`studies.webnlg2017.decode_test`, which refuses a second
+    setting)."""
+    run = final_dir(out, arm, seed)
     best = baseline.finished(run)
-    if is_baseline(arm, index, seed):
-        within_budget(run)
-    choice = baseline._read(base / "decode" / "choice.json")
+    choice = baseline._read(out / "decoding.json")
     if not choice:
-        raise SystemExit(f"{base}: the baseline has not chosen its decoding yet (python -m studies.webnlg2017 choose)")
-    if not is_baseline(arm, index, seed):
-        record = baseline._read(run / "decode" / "choice.json")
-        if record and record["setting"] != choice["setting"]:
-            raise SystemExit(
-                f"{run / 'decode' / 'choice.json'}: {record['setting']}, not the baseline's {choice['setting']}"
-            )
-        if not record:
-            write_json(
-                run / "decode" / "choice.json",
-                {
-                    **{k: choice[k] for k in ("setting", "beam", "length_penalty")},
-                    "dev_BLEU": None,
-                    "rule": f"the decoding the baseline ({base}) chose on dev, the same for every final run",
-                    "checkpoint": baseline._checkpoint(best),
-                    "date": baseline._now(),
-                },
-            )
-    return baseline.decode_test(run, final_results(results, arm, index, seed, base_results), **decode)
+        raise SystemExit(
+            f"{out / 'decoding.json'}: the decoding is not chosen yet (python -m studies.webnlg2017_evidence decoding)"
+        )
+    keys = ("setting", "beam", "length_penalty", "no_repeat_ngram")
+    record = baseline._read(run / "decode" / "choice.json")
+    if record and record["setting"] != choice["setting"]:
+        raise SystemExit(f"{run / 'decode' / 'choice.json'}: {record['setting']}, not the study's {choice['setting']}")
+    if not record:
+        write_json(
+            run / "decode" / "choice.json",
+            {
+                **{k: choice.get(k, 0) for k in keys},
+                "dev_BLEU": None,
+                "rule": f"the decoding the baseline run chose on dev ({out / 'decoding.json'}), the same for every "
+                "final run",
+                "checkpoint": baseline._checkpoint(best),
+                "date": baseline._now(),
+            },
+        )
+    return baseline.decode_test(run, final_results(results, arm, seed), **decode)
 
 
 def _selection(out: Path, committed: Dict) -> List[Dict]:
@@ -262,15 +250,14 @@ def _selection(out: Path, committed: Dict) -> List[Dict]:
     return rows
 
 
-def collect(
-    out: Path = OUT, results: Path = RESULTS, base: Path = baseline.RUN, base_results: Path = baseline.RESULTS
-) -> Dict:
+def collect(out: Path = OUT, results: Path = RESULTS) -> Dict:
     """The study's results: the selection runs, the choice and every final run's test scores. What a machine does
     not hold (a run folder, a decode) keeps its entry of the committed ``results/results.json``."""
     committed = baseline._read(results / "results.json")
     data: Dict = {
         "selection": _selection(out, committed),
         "choice": baseline._read(out / "choice.json") or committed.get("choice"),
+        "decoding": _decoding(baseline._read(out / "decoding.json")) or committed.get("decoding"),
         "finals": [],
     }
     kept = {(r["arm"], r["seed"]): r for r in committed.get("finals", [])}
@@ -279,7 +266,7 @@ def collect(
             break
         index = data["choice"][arm]["index"]
         for seed in FINAL_SEEDS:
-            run = final_dir(out, arm, index, seed, base)
+            run = final_dir(out, arm, seed)
             folder = run / "decode" / "test"
             record = baseline._read(folder / "decoded.test.json")
             scores = baseline._read(folder / f"metrics.test.{baseline.SCORER}.json")
@@ -288,7 +275,7 @@ def collect(
                     data["finals"].append(kept[(arm, seed)])
                 continue
             history = baseline._read(run / "train.json").get("history", [])
-            where = final_results(results, arm, index, seed, base_results)
+            where = final_results(results, arm, seed)
             data["finals"].append(
                 {
                     "arm": arm,
@@ -310,8 +297,15 @@ def collect(
     return data
 
 
+def _decoding(choice: Dict) -> Optional[Dict]:
+    """What the report keeps of ``OUT/decoding.json``."""
+    if not choice:
+        return None
+    return {k: choice[k] for k in ("setting", "dev_BLEU", "rule")}
+
+
 def not_run() -> Dict:
-    return {"selection": _selection(Path("/nonexistent"), {}), "choice": None, "finals": []}
+    return {"selection": _selection(Path("/nonexistent"), {}), "choice": None, "decoding": None, "finals": []}
 
 
 def per_arm(data: Dict, subset: str, metric: str) -> Dict[str, Dict[int, float]]:
@@ -349,10 +343,14 @@ def render_evidence(data: Dict) -> str:
                 f"{r['seconds_per_epoch']:.0f} | {mark} |"
             )
     seeds = ", ".join(map(str, FINAL_SEEDS))
+    grid = ", ".join(f"`{baseline.setting_name(g)}`" for g in DECODE_GRID)
+    dec = data.get("decoding")
+    chosen_text = f"`{dec['setting']}` (dev BLEU {dec['dev_BLEU']:.2f})" if dec else "not chosen yet"
     lines += [
         "",
-        f"Finals (seeds {seeds}; test decoded once per run with the baseline's decoding; mean ± std over "
-        "the seeds done):",
+        f"Decoding, one setting for every final, chosen on the baseline run's dev from {grid}: {chosen_text}.",
+        "",
+        f"Finals (seeds {seeds}; the test set decoded once per run; mean ± std over the seeds done):",
         "",
         "| arm | setting | seeds done | BLEU seen | BLEU unseen | BLEU all | METEOR all | TER all |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
@@ -418,23 +416,19 @@ BLOCKS = {BLOCK: render_evidence}
 render = renderer(BLOCKS)  # render(page_text, results): the page with its generated block rendered from results
 
 
-def report(
-    out: Path = OUT,
-    page: Path = PAGE,
-    results: Path = RESULTS,
-    base: Path = baseline.RUN,
-    base_results: Path = baseline.RESULTS,
-) -> Dict:
+def report(out: Path = OUT, page: Path = PAGE, results: Path = RESULTS) -> Dict:
     """Write ``results/results.json`` from :func:`collect` and render the page's block from it (a page without
     the block writes nothing)."""
-    data = collect(out, results, base, base_results)
+    data = collect(out, results)
     publish(page, data, BLOCKS, results / "results.json")
     return data
 
 
-def plan(out: Path = OUT, base: Path = baseline.RUN) -> List[str]:
-    """The steps left, in order, as commands (nothing when the study is complete)."""
+def plan(out: Path = OUT) -> List[str]:
+    """The steps left, in order, as commands (nothing when the study is complete); the decoding's step is
+    independent of the selection and comes first while it is left."""
     me = "python -m studies.webnlg2017_evidence"
+    first = [] if (out / "decoding.json").is_file() else [f"OMP_NUM_THREADS=1 {me} decoding"]
     left = [
         f"OMP_NUM_THREADS=1 {me} select {a} {i}"
         for a in ARMS
@@ -442,13 +436,14 @@ def plan(out: Path = OUT, base: Path = baseline.RUN) -> List[str]:
         if baseline.trained(select_dir(out, a, i)) is None
     ]
     if left:
-        return left
+        return first + left
     choice = baseline._read(out / "choice.json")
     if not choice:
-        return [f"{me} choose"]
+        return first + [f"{me} choose"]
+    left = first
     for arm in ARMS:
         for seed in FINAL_SEEDS:
-            run = final_dir(out, arm, choice[arm]["index"], seed, base)
+            run = final_dir(out, arm, seed)
             if baseline.trained(run) is None:
                 left.append(f"OMP_NUM_THREADS=1 {me} final {arm} {seed}")
             elif not (run / "decode" / "test" / "decoded.test.json").is_file():
@@ -459,7 +454,7 @@ def plan(out: Path = OUT, base: Path = baseline.RUN) -> List[str]:
 def main(argv=None) -> int:
     one_line_errors()
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("step", choices=["plan", "select", "choose", "final", "test", "report"])
+    p.add_argument("step", choices=["plan", "select", "choose", "decoding", "final", "test", "report"])
     p.add_argument("arm", nargs="?", choices=list(ARMS), help="select, final, test: the arm")
     p.add_argument("number", nargs="?", type=int, help="select: the setting's index; final, test: the seed")
     p.add_argument("--out", type=out_dir, default=OUT, help=f"the study's run folder (default: {OUT})")
@@ -467,7 +462,10 @@ def main(argv=None) -> int:
     p.add_argument("--page", type=page_file, default=PAGE, help=f"report: the page (default: {PAGE})")
     p.add_argument("--root", default=None, help="WebNLG folder (default: $GRAPH_RMA_DATA/webnlg)")
     p.add_argument(
-        "--meteor", default="auto", choices=[m for m in METEOR_CHOICES if m != "nltk"], help="test: METEOR 1.5"
+        "--meteor",
+        default="auto",
+        choices=[m for m in METEOR_CHOICES if m != "nltk"],
+        help="decoding, test: METEOR 1.5",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     a = p.parse_args(argv)
@@ -482,6 +480,8 @@ def main(argv=None) -> int:
         select(a.out, (a.arm, a.number) if a.arm else None, a.root, a.quiet)
     elif a.step == "choose":
         choose(a.out)
+    elif a.step == "decoding":
+        decoding(a.out, root=a.root, meteor=a.meteor, progress=not a.quiet)
     elif a.step == "final":
         final(a.out, a.arm, a.number, a.root, a.quiet)
     elif a.step == "test":

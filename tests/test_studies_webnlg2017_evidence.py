@@ -1,5 +1,5 @@
 """studies.webnlg2017_evidence: the rules of the repulsion-vs-plain study on WebNLG 2017 (selection by dev loss,
-finals, the baseline standing for plain seed 0 only within the finals' budget, decoding held to the baseline's),
+fresh finals, one decoding chosen on the baseline run's dev from the baseline's grid plus n-gram blocking),
 the paired report on hand-checked numbers, and the whole study on the tiny WebNLG fixture."""
 
 import json
@@ -66,65 +66,63 @@ def test_choose_takes_the_lowest_dev_loss_per_arm_and_the_earlier_on_a_tie(tmp_p
     )
 
 
-def test_the_baseline_stands_for_plain_seed_0_only_within_the_finals_budget(tmp_path):
-    out, runs = tmp_path / "out", tmp_path / "runs"
-    assert ev.final_dir(out, "plain", 0, 0, runs / "ma-s0") == runs / "ma-s0"
-    assert ev.final_dir(out, "plain", 0, 1, runs / "ma-s0") == out / "final" / "plain-s1"
-    assert ev.final_dir(out, "plain", 1, 0, runs / "ma-s0") == out / "final" / "plain-s0"  # more dropout: its own
-    assert ev.final_dir(out, "svgd", 0, 0, runs / "ma-s0") == out / "final" / "svgd-s0"
-    assert ev.final_results(tmp_path / "ev", "plain", 0, 0, tmp_path / "b") == tmp_path / "b"
-    assert ev.final_results(tmp_path / "ev", "svgd", 0, 2, tmp_path / "b") == tmp_path / "ev" / "svgd-s2"
-
-    with pytest.raises(SystemExit, match="the baseline run is not finished"):
-        ev.within_budget(_run(runs / "unfinished", [2.0, 1.5], epochs=30))
-    late = [2.0] * 20 + [1.9] + [2.0] * 9  # lowest dev loss at epoch 21 of 30
-    with pytest.raises(SystemExit, match="best.pt is from epoch 21, beyond the finals' 20"):
-        ev.within_budget(_run(runs / "late", late))
-    assert ev.within_budget(_run(runs / "ma-s0", [2.0] * 11 + [1.3] + [1.4] * 18))["epoch"] == 12
-
-    (out).mkdir()
+def test_every_final_is_a_fresh_run_and_the_decoding_grid_extends_the_baselines(tmp_path):
+    out = tmp_path / "out"
+    assert ev.final_dir(out, "plain", 0) == out / "final" / "plain-s0"  # not the baseline run (its test was decoded)
+    assert ev.final_results(tmp_path / "ev", "svgd", 2) == tmp_path / "ev" / "svgd-s2"
+    assert ev.DECODE_GRID[: len(base.GRID)] == base.GRID
+    names = [base.setting_name(g) for g in ev.DECODE_GRID[len(base.GRID) :]]
+    assert names == [f"beam5-lp{lp}-nr{n}" for n in (3, 4) for lp in ("1.0", "1.4", "1.8")]
+    out.mkdir()
     (out / "choice.json").write_text(json.dumps({"plain": {"index": 0}, "svgd": {"index": 0}}))
     with pytest.raises(SystemExit, match="the final seeds are 0, 1, 2, not 7"):
-        ev.final(out, "svgd", 7, base=runs / "ma-s0")
-    assert ev.final(out, "plain", 0, base=runs / "ma-s0") == runs / "ma-s0"  # nothing trained
-    with pytest.raises(SystemExit, match="beyond the finals' 20"):
-        ev.final(out, "plain", 0, base=runs / "late")
+        ev.final(out, "svgd", 7)
 
 
-def test_a_final_is_decoded_with_the_baselines_setting_only(tmp_path, monkeypatch):
-    out, runs = tmp_path / "out", tmp_path / "runs"
-    (out).mkdir()
-    (out / "choice.json").write_text(json.dumps({"plain": {"index": 0}, "svgd": {"index": 1}}))
-    baseline_run = _run(runs / "ma-s0", [1.5, 1.4])
+def test_the_decoding_is_chosen_on_the_baselines_dev_from_the_whole_grid(tmp_path, monkeypatch):
+    run, out = _run(tmp_path / "ma-s0", [1.5, 1.4]), tmp_path / "out"
+    monkeypatch.setattr(base, "_checkpoint", lambda best: {"path": str(best), "sha256": base._sha256(best)})
+    decoded = []
+
+    def fake_decode(folder, split, setting, best, args):  # dev BLEU: 50 + the length penalty (+ n below 1.5)
+        decoded.append(base.setting_name(setting))
+        folder.mkdir(parents=True, exist_ok=True)
+        bleu = 50 + setting["length_penalty"] + setting.get("no_repeat_ngram", 0) * (setting["length_penalty"] < 1.5)
+        (folder / "decoded.dev.json").write_text(json.dumps({"checkpoint": args["checkpoint"]()}))
+        (folder / f"metrics.dev.{base.SCORER}.json").write_text(json.dumps({"all": {"BLEU": bleu}}))
+
+    monkeypatch.setattr(base, "_decode", fake_decode)
+    choice = ev.decoding(out, run, progress=False)
+    assert decoded == [base.setting_name(g) for g in ev.DECODE_GRID]
+    # 50 + 1.4 + 4 = 55.4 (nr4 at 1.4) beats 50 + 1.0 + 4, 50 + 1.8 (no bonus) and 50 + 1.4 + 3
+    assert (choice["setting"], choice["no_repeat_ngram"], round(choice["dev_BLEU"], 6)) == ("beam5-lp1.4-nr4", 4, 55.4)
+    assert json.loads((out / "decoding.json").read_text()) == choice
+    assert not (run / "decode" / "choice.json").exists()  # the baseline's own choice is untouched
+    ev.decoding(out, run, progress=False)  # everything scored: nothing decoded again
+    assert len(decoded) == len(ev.DECODE_GRID)
+
+
+def test_a_final_is_decoded_with_the_studys_setting_only(tmp_path, monkeypatch):
+    out = tmp_path / "out"
     svgd = _run(out / "final" / "svgd-s1", [1.6, 1.5], best=b"svgd weights")
     calls = []
     monkeypatch.setattr(base, "decode_test", lambda run, results, **kw: calls.append((run, results)) or {"ok": 1})
     monkeypatch.setattr(base, "_checkpoint", lambda best: {"path": str(best), "sha256": "abc", "epoch": 2})
-    kwargs = dict(results=tmp_path / "ev", base=baseline_run, base_results=tmp_path / "b")
-    with pytest.raises(SystemExit, match="the baseline has not chosen its decoding yet"):
-        ev.decode_final(out, "svgd", 1, **kwargs)
-    choice = {"setting": "beam5-lp1.4", "beam": 5, "length_penalty": 1.4, "dev_BLEU": 60.0}
-    (baseline_run / "decode").mkdir()
-    (baseline_run / "decode" / "choice.json").write_text(json.dumps(choice))
-    assert ev.decode_final(out, "svgd", 1, **kwargs) == {"ok": 1}
+    with pytest.raises(SystemExit, match="the decoding is not chosen yet"):
+        ev.decode_final(out, "svgd", 1, tmp_path / "ev")
+    choice = {"setting": "beam5-lp1.4-nr3", "beam": 5, "length_penalty": 1.4, "no_repeat_ngram": 3, "dev_BLEU": 60.0}
+    (out / "decoding.json").write_text(json.dumps(choice))
+    assert ev.decode_final(out, "svgd", 1, tmp_path / "ev") == {"ok": 1}
     assert calls == [(svgd, tmp_path / "ev" / "svgd-s1")]
     record = json.loads((svgd / "decode" / "choice.json").read_text())
-    assert (record["setting"], record["beam"], record["length_penalty"], record["dev_BLEU"]) == (
-        "beam5-lp1.4",
-        5,
-        1.4,
-        None,
-    )
+    got = [record[k] for k in ("setting", "beam", "length_penalty", "no_repeat_ngram", "dev_BLEU")]
+    assert got == ["beam5-lp1.4-nr3", 5, 1.4, 3, None]
     assert record["checkpoint"]["path"] == str(svgd / "best.pt")
-    # the baseline's setting changed after this run's choice was written: refused, nothing decoded
-    (baseline_run / "decode" / "choice.json").write_text(json.dumps(dict(choice, setting="beam10-lp1.0")))
-    with pytest.raises(SystemExit, match="beam5-lp1.4, not the baseline's beam10-lp1.0"):
-        ev.decode_final(out, "svgd", 1, **kwargs)
+    # the study's setting changed after this run's choice was written: refused, nothing decoded
+    (out / "decoding.json").write_text(json.dumps(dict(choice, setting="beam10-lp1.0")))
+    with pytest.raises(SystemExit, match="beam5-lp1.4-nr3, not the study's beam10-lp1.0"):
+        ev.decode_final(out, "svgd", 1, tmp_path / "ev")
     assert len(calls) == 1
-    # plain seed 0 is the baseline: its own test decode, into the baseline's results
-    (baseline_run / "decode" / "choice.json").write_text(json.dumps(choice))
-    ev.decode_final(out, "plain", 0, **kwargs)
-    assert calls[-1] == (baseline_run, tmp_path / "b") and not (baseline_run / "decode" / "test").exists()
 
 
 def _final(arm, seed, bleu_all, bleu_seen=50.0, ter=40.0):
@@ -155,12 +153,13 @@ def test_the_report_pairs_by_seed_hand_checked():
 
 def test_before_any_run_the_block_says_so_and_plan_starts_with_selection(tmp_path):
     text = ev.render_evidence(ev.not_run())
-    assert text.count("not run yet") == 4 and text.count("not chosen yet") == 2 and "Not decided: 0 of 3" in text
-    assert ev.plan(tmp_path / "out", tmp_path / "base") == [
-        f"OMP_NUM_THREADS=1 python -m studies.webnlg2017_evidence select {a} {i}"
-        for a in ("plain", "svgd")
-        for i in (0, 1)
-    ]
+    assert text.count("not run yet") == 4 and text.count("not chosen yet") == 3 and "Not decided: 0 of 3" in text
+    me = "OMP_NUM_THREADS=1 python -m studies.webnlg2017_evidence"
+    selection = [f"{me} select {a} {i}" for a in ("plain", "svgd") for i in (0, 1)]
+    assert ev.plan(tmp_path / "out") == [f"{me} decoding", *selection]
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "decoding.json").write_text("{}")
+    assert ev.plan(tmp_path / "out") == selection
     committed = json.loads((REPO / "docs" / "webnlg2017" / "evidence" / "results.json").read_text())
     assert (
         ev.render(ev.PAGE.read_text() if ev.PAGE.is_absolute() else (REPO / ev.PAGE).read_text(), committed)
@@ -199,32 +198,32 @@ def test_the_study_end_to_end_on_the_fixture(tmp_path, monkeypatch):
     assert ev.main(["choose", *common]) == 0
     choice = json.loads((out / "choice.json").read_text())
 
-    # the baseline's decoding choice (its run is not needed for a final of another arm)
-    fake_base = tmp_path / "base"
-    (fake_base / "decode").mkdir(parents=True)
-    (fake_base / "decode" / "choice.json").write_text(
-        json.dumps({"setting": "beam5-lp0.6", "beam": 5, "length_penalty": 0.6})
+    # the study's decoding choice (made on the baseline run's dev; that run is not needed here)
+    (out / "decoding.json").write_text(
+        json.dumps(
+            {"setting": "beam5-lp1.0-nr3", "beam": 5, "length_penalty": 1.0, "no_repeat_ngram": 3, "dev_BLEU": 9.5}
+            | {"rule": base.choose.__doc__}
+        )
     )
-    monkeypatch.setattr(base, "RUN", fake_base)
-    run = ev.final(out, "svgd", 0, root=root, quiet=True, base=fake_base)
+    run = ev.final(out, "svgd", 0, root=root, quiet=True)
     assert json.loads((run / "config.json").read_text())["variant"] == ev.ARMS["svgd"][choice["svgd"]["index"]][0]
-    scores = ev.decode_final(
-        out, "svgd", 0, results, base=fake_base, base_results=tmp_path / "b", root=root, meteor="none", progress=False
-    )
+    scores = ev.decode_final(out, "svgd", 0, results, root=root, meteor="none", progress=False)
     decoded = json.loads((run / "decode" / "test" / "decoded.test.json").read_text())
-    assert (decoded["beam"], decoded["length_penalty"]) == (5, 0.6)
+    assert (decoded["beam"], decoded["length_penalty"], decoded["no_repeat_ngram"]) == (5, 1.0, 3)
+    assert json.loads((run / "decode" / "test" / "decode.test.json").read_text())["no_repeat_ngram"] == 3
     assert (results / "svgd-s0" / "hyp.test.txt").is_file() and (results / "svgd-s0" / "meta.test.tsv").is_file()
 
     page = tmp_path / "webnlg.md"
     page.write_text((REPO / "docs" / "webnlg.md").read_text())
-    data = ev.report(out, page, results, base=fake_base, base_results=tmp_path / "b")
+    data = ev.report(out, page, results)
     assert [f["arm"] for f in data["finals"]] == ["svgd"] and data["finals"][0]["scores"]["all"]["BLEU"] == round(
         scores["all"]["BLEU"], 4
     )
     assert all(r["dev_loss"] is not None for r in data["selection"])
     assert ev.render(page.read_text(), data) == page.read_text() and "| svgd |" in page.read_text()
+    assert "`beam5-lp1.8-nr4`: `beam5-lp1.0-nr3` (dev BLEU 9.50)." in page.read_text()
     # a machine without the runs keeps the committed entries
-    again = ev.collect(tmp_path / "elsewhere", results, fake_base, tmp_path / "b")
+    again = ev.collect(tmp_path / "elsewhere", results)
     assert again["finals"] == data["finals"] and again["selection"] == data["selection"]
 
 
