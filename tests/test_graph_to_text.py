@@ -126,8 +126,10 @@ def test_run_folder_and_decode_settings(tmp_path):
     assert a != b and a.parent == b.parent == tmp_path
     assert g2t.run_folder(tmp_path, "svgd:alpha=0.10,eps=1") == a  # the same variant, spelt differently
     cfg = dict(SMALL)
-    assert g2t.decode_settings(cfg, None, None, None) == (2, 20, 1.0)
-    assert g2t.decode_settings(cfg, 1, 7, 0.0) == (1, 7, 0.0)
+    assert g2t.decode_settings(cfg, None, None, None) == (2, 20, 1.0, 0)  # a config without no_repeat_ngram: off
+    assert g2t.decode_settings(cfg, 1, 7, 0.0, 3) == (1, 7, 0.0, 3)
+    assert g2t.decode_settings(dict(cfg, no_repeat_ngram=4), None, None, None)[3] == 4
+    assert g2t.decode_settings(dict(cfg, no_repeat_ngram=4), None, None, None, 0)[3] == 0  # 0 given: off
 
 
 @pytest.mark.slow

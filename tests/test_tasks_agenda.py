@@ -149,3 +149,10 @@ def test_evaluate_reuses_decoded_outputs_only_for_the_same_checkpoint_and_settin
     assert calls == [2, 3]  # the second call of each limit reused the decoded file
     task.evaluate(out, "test", splits=splits, meteor="none", limit=3, beam=2, progress=False)
     assert calls == [2, 3, 3]  # another beam decodes again
+    for _ in range(2):
+        task.evaluate(out, "test", splits=splits, meteor="none", limit=3, beam=2, no_repeat_ngram=2, progress=False)
+    assert calls == [2, 3, 3, 3]  # blocking repeated bigrams decodes again, once
+    assert json.loads((out / "decode.test.json").read_text())["no_repeat_ngram"] == 2
+    for line in (out / "hyp.test.delex.txt").read_text().split("\n")[:-1]:
+        bigrams = list(zip(line.split(), line.split()[1:]))
+        assert len(bigrams) == len(set(bigrams)), line

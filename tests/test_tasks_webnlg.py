@@ -117,6 +117,31 @@ def test_cli_train_generate_evaluate(tmp_path, capsys):
     assert cli.main(["evaluate", *args, "--split", "dev", "--meteor", "none", "--beam", "1"]) == 0
     dev = json.loads(capsys.readouterr().out)
     assert dev["entries"] == 1 and dev["unseen"] is None
+    # a decoding option that differs from the decoded file's decodes again (it used to score the old file)
+    again = ["evaluate", *args, "--split", "test", "--meteor", "none", "--beam", "2", "--max-len", "12"]
+    assert cli.main(again + ["--no-repeat-ngram", "2"]) == 0
+    decoded = json.loads((out / "decode.test.json").read_text())
+    assert (decoded["no_repeat_ngram"], decoded["beam"], decoded["max_len"]) == (2, 2, 12)
+    for line in (out / "hyp.test.delex.txt").read_text().split("\n")[:-1]:
+        bigrams = list(zip(line.split(), line.split()[1:]))
+        assert len(bigrams) == len(set(bigrams)), line
+    stamp = (out / "hyp.test.txt").stat().st_mtime_ns
+    assert cli.main(["evaluate", *args, "--split", "test", "--meteor", "none"]) == 0  # nothing given: scored as is
+    assert cli.main(["evaluate", *args, "--split", "test", "--meteor", "none", "--beam", "2"]) == 0  # the same
+    assert (out / "hyp.test.txt").stat().st_mtime_ns == stamp
+
+
+def test_evaluate_decodes_again_only_when_a_given_setting_differs_from_the_files(tmp_path):
+    record = {"beam": 5, "max_len": 80, "length_penalty": 1.4, "entries": 2, "limit": None, "checkpoint": "a/best.pt"}
+    (tmp_path / "decode.test.json").write_text(json.dumps(record))  # written before no_repeat_ngram existed
+    other = task._other_decoding
+    assert not other(tmp_path, "test", {})
+    assert not other(tmp_path, "test", {"beam": 5, "length_penalty": 1.4, "no_repeat_ngram": 0, "max_len": None})
+    assert other(tmp_path, "test", {"beam": 2})
+    assert other(tmp_path, "test", {"no_repeat_ngram": 3})
+    assert other(tmp_path, "test", {"limit": 1}) and other(tmp_path, "test", {"checkpoint": Path("b/best.pt")})
+    assert not other(tmp_path, "test", {"checkpoint": Path("a/best.pt")})
+    assert other(tmp_path, "dev", {"beam": 5})  # no record of how dev was decoded: decoded again
 
 
 def test_resume_with_other_settings_is_refused(tmp_path, splits):

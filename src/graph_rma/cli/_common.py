@@ -123,6 +123,7 @@ def add_seeds(parser: argparse.ArgumentParser, default_help: str) -> None:
 #: :data:`graph_rma.tasks.config_fields.KINDS`; choices and bools aside)
 KIND_TYPES: Dict[str, Callable[[str], Any]] = {
     "positive_int": positive_int,
+    "nonnegative_int": nonnegative_int,
     "optional_positive_int": positive_int,
     "probability": probability,
     "positive_float": positive_float,

@@ -113,7 +113,9 @@ def generator_parser(
         g.add_argument("--split", default="test", choices=list(splits), help="the split")
         g.add_argument("--checkpoint", type=Path, default=None, help="the model (default: OUT/best.pt)")
         decoding = [f for f in generator_fields() if f.name in DECODING_FIELDS]
-        add_config_options(g, decoding, "(default: the run's)")  # --beam, --max-len, --length-penalty
+        add_config_options(
+            g, decoding, "(default: the run's)"
+        )  # --beam, --max-len, --length-penalty, --no-repeat-ngram
         g.add_argument("--batch-size", type=positive_int, default=32, help=f"{unit} decoded at once")
         g.add_argument("--limit", type=positive_int, default=None, help=f"only the first N {unit} (default: all)")
         if cmd == "evaluate":
@@ -176,6 +178,7 @@ def generation_kwargs(args: argparse.Namespace, progress: bool) -> Dict[str, Any
         beam=args.beam,
         max_len=args.max_len,
         length_penalty=args.length_penalty,
+        no_repeat_ngram=args.no_repeat_ngram,
         batch_size=args.batch_size,
         limit=args.limit,
         progress=progress,

@@ -83,13 +83,18 @@ def generate(
     progress: bool = True,
     splits: Optional[AgendaSplits] = None,
     device: Optional[str] = None,
+    no_repeat_ngram: Optional[int] = None,
 ) -> Dict[str, Path]:
     """Decode ``split`` with the best model and write ``hyp.<split>.txt``, ``gold.<split>.txt`` (relexicalised,
-    line-aligned), ``hyp.<split>.delex.txt`` (with ``<type_i>`` placeholders) and ``side_by_side.<split>.tsv``."""
+    line-aligned), ``hyp.<split>.delex.txt`` (with ``<type_i>`` placeholders) and ``side_by_side.<split>.tsv``.
+    ``beam``, ``max_len``, ``length_penalty``, ``no_repeat_ngram`` (no output holds an ``n``-gram twice; 0: off):
+    ``None`` takes the run's configuration."""
     out = Path(out)
     ckpt_path = Path(checkpoint) if checkpoint else out / "best.pt"
     model, vocab, ck = g2t.load_model(ckpt_path, device)
-    beam, max_len, length_penalty = g2t.decode_settings(ck["config"], beam, max_len, length_penalty)
+    beam, max_len, length_penalty, no_repeat_ngram = g2t.decode_settings(
+        ck["config"], beam, max_len, length_penalty, no_repeat_ngram
+    )
     splits = splits or load_agenda(root, protocol)
     recs: List[AgendaRecord] = splits.split(split)[:limit] if limit else splits.split(split)
     relex, delex = g2t.decode_records(
@@ -102,6 +107,7 @@ def generate(
         batch_size,
         progress,
         desc=f"decoding {split}",
+        no_repeat_ngram=no_repeat_ngram,
     )
     gold = [r.relexicalised() for r in recs]
     paths = {
@@ -121,9 +127,10 @@ def generate(
             "beam": beam,
             "max_len": max_len,
             "length_penalty": length_penalty,
+            "no_repeat_ngram": no_repeat_ngram,
             "records": len(recs),
             "checkpoint": str(ckpt_path),
-            "key": decode_key(ckpt_path, beam, max_len, length_penalty, limit),
+            "key": decode_key(ckpt_path, beam, max_len, length_penalty, limit, no_repeat_ngram),
         },
     )
     return paths
@@ -135,19 +142,24 @@ def decode_key(
     max_len: Optional[int],
     length_penalty: Optional[float],
     limit: Optional[int],
+    no_repeat_ngram: Optional[int] = None,
 ) -> Dict[str, Any]:
-    """What decoded outputs depend on: the checkpoint's bytes and the decoding settings (resolved), and the limit."""
+    """What decoded outputs depend on: the checkpoint's bytes and the decoding settings (resolved), and the limit.
+    ``no_repeat_ngram`` is in the key only when on, so outputs decoded before the option existed stay current."""
     from ..data.root import sha256sum
 
     ck = load_checkpoint(checkpoint)
-    beam, max_len, length_penalty = g2t.decode_settings(ck["config"], beam, max_len, length_penalty)
-    return {
+    beam, max_len, length_penalty, no_repeat_ngram = g2t.decode_settings(
+        ck["config"], beam, max_len, length_penalty, no_repeat_ngram
+    )
+    key = {
         "checkpoint_sha256": sha256sum(checkpoint),
         "beam": beam,
         "max_len": max_len,
         "length_penalty": length_penalty,
         "limit": limit,
     }
+    return {**key, "no_repeat_ngram": no_repeat_ngram} if no_repeat_ngram else key
 
 
 def score(
@@ -194,6 +206,7 @@ def evaluate(
             gen_kwargs.get("max_len"),
             gen_kwargs.get("length_penalty"),
             gen_kwargs.get("limit"),
+            gen_kwargs.get("no_repeat_ngram"),
         )
     if regenerate or not hyp_path.exists():
         generate(out, split, splits=splits, **gen_kwargs)

@@ -18,6 +18,7 @@ KINDS = (
     "choice",
     "bool",
     "positive_int",
+    "nonnegative_int",
     "optional_positive_int",
     "probability",
     "positive_float",
@@ -50,6 +51,8 @@ def check_value(name: str, value: Any, meta: Mapping[str, Any]) -> None:
     if kind == "positive_int" and (not number or not isinstance(value, int) or value < 1):
         none = "None or " if meta["kind"] == "optional_positive_int" else ""
         raise ValueError(f"{name}: expected {none}a positive integer, got {value!r}")
+    if kind == "nonnegative_int" and (not number or not isinstance(value, int) or value < 0):
+        raise ValueError(f"{name}: expected an integer >= 0, got {value!r}")
     if kind == "probability" and (not number or not 0 <= value < 1):
         raise ValueError(f"{name}: expected a probability in [0, 1), got {value!r}")
     if kind == "finite_float" and not finite:

@@ -89,13 +89,19 @@ def load_model(path: PathLike, device: Optional[str] = None) -> Tuple[GraphWrite
 
 
 def decode_settings(
-    cfg: Dict[str, Any], beam: Optional[int], max_len: Optional[int], length_penalty: Optional[float]
-) -> Tuple[int, int, float]:
-    """Beam size, maximum length and length penalty: the arguments, else the training configuration's."""
+    cfg: Dict[str, Any],
+    beam: Optional[int],
+    max_len: Optional[int],
+    length_penalty: Optional[float],
+    no_repeat_ngram: Optional[int] = None,
+) -> Tuple[int, int, float, int]:
+    """Beam size, maximum length, length penalty and the blocked n-gram size: the arguments, else the training
+    configuration's (a configuration saved before ``no_repeat_ngram`` existed: 0, off)."""
     return (
         beam or cfg["beam"],
         max_len or cfg["max_len"],
         cfg["length_penalty"] if length_penalty is None else length_penalty,
+        cfg.get("no_repeat_ngram", 0) if no_repeat_ngram is None else no_repeat_ngram,
     )
 
 

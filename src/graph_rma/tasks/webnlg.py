@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 
 from ..data.graph_text import GraphTextSplits
 from ..data.webnlg import WebNLGEncoder, WebNLGRecord, build_webnlg_vocab, load_webnlg_splits
-from ..engine import atomic_write_text, read_lines, write_json
+from ..engine import atomic_write_text, read_json, read_lines, write_json
 from ..metrics import evaluate_generation, score_webnlg2017
 from ..metrics.generation import SCORERS, Meteor15, java_available
 from ..variants import Variant
@@ -102,16 +102,20 @@ def generate(
     progress: bool = True,
     splits: Optional[GraphTextSplits] = None,
     device: Optional[str] = None,
-    no_repeat_ngram: int = 0,
+    no_repeat_ngram: Optional[int] = None,
 ) -> Dict[str, Path]:
     """Decode one record per entry of ``split`` with the best model; writes ``hyp.<split>.txt`` (relexicalised,
     lower-cased tokens), ``hyp.<split>.delex.txt``, ``refs.<split>.json`` (per line of the hypotheses: eid,
-    category, seen, all references) and ``side_by_side.<split>.tsv``. ``no_repeat_ngram``: no output contains an
-    ``n``-gram twice (:meth:`~graph_rma.models.graphwriter.GraphWriter.beam_search`; 0, the default: off)."""
+    category, seen, all references) and ``side_by_side.<split>.tsv``. ``beam``, ``max_len``, ``length_penalty``,
+    ``no_repeat_ngram`` (no output contains an ``n``-gram twice,
+    :meth:`~graph_rma.models.graphwriter.GraphWriter.beam_search`; 0: off): ``None`` takes the run's configuration;
+    ``decode.<split>.json`` records the values used."""
     out = Path(out)
     ckpt_path = Path(checkpoint) if checkpoint else out / "best.pt"
     model, vocab, ck = g2t.load_model(ckpt_path, device)
-    beam, max_len, length_penalty = g2t.decode_settings(ck["config"], beam, max_len, length_penalty)
+    beam, max_len, length_penalty, no_repeat_ngram = g2t.decode_settings(
+        ck["config"], beam, max_len, length_penalty, no_repeat_ngram
+    )
     splits = splits or load_webnlg_splits(root)
     recs = entries(splits, split)[:limit] if limit else entries(splits, split)
     relex, delex = g2t.decode_records(
@@ -153,6 +157,7 @@ def generate(
             "length_penalty": length_penalty,
             "no_repeat_ngram": no_repeat_ngram,
             "entries": len(recs),
+            "limit": limit,
             "checkpoint": str(ckpt_path),
         },
     )
@@ -212,6 +217,24 @@ def score(
     return result
 
 
+def _other_decoding(out: Path, split: str, gen_kwargs: Dict[str, Any]) -> bool:
+    """Whether a decoding setting (or the checkpoint) given in ``gen_kwargs`` differs from what the hypotheses in
+    ``out`` were decoded with (``decode.<split>.json``; a file without a record counts as different when any is
+    given). Settings left at ``None`` are not compared: scoring what is there is what was asked."""
+    given = {k: gen_kwargs.get(k) for k in ("beam", "max_len", "length_penalty", "no_repeat_ngram", "limit")}
+    given = {k: v for k, v in given.items() if v is not None}
+    if gen_kwargs.get("checkpoint") is not None:
+        given["checkpoint"] = str(gen_kwargs["checkpoint"])
+    if not given:
+        return False
+    try:
+        record = read_json(out / f"decode.{split}.json")
+    except (OSError, ValueError):
+        return True
+    record = {**record, "no_repeat_ngram": record.get("no_repeat_ngram", 0)}  # files from before the option
+    return any(record.get(k) != v for k, v in given.items())
+
+
 def evaluate(
     out: PathLike,
     split: str = "test",
@@ -222,9 +245,10 @@ def evaluate(
     scorer: str = "coco",
     **gen_kwargs: Any,
 ) -> Dict[str, Any]:
-    """Score ``hyp.<split>.txt`` against the references in ``refs.<split>.json`` (generating them first if missing)
-    with ``scorer`` (see :func:`score`); writes (:func:`metrics_path`) and returns ``{"split", "entries", "scorer",
-    "all": {...}, "seen": {...}, "unseen": {...}}``."""
+    """Score ``hyp.<split>.txt`` against the references in ``refs.<split>.json`` (generating them first if missing,
+    or again when a decoding setting or checkpoint given in ``gen_kwargs`` differs from the one
+    ``decode.<split>.json`` records) with ``scorer`` (see :func:`score`); writes (:func:`metrics_path`) and returns
+    ``{"split", "entries", "scorer", "all": {...}, "seen": {...}, "unseen": {...}}``."""
     from ..metrics.generation import require_text_metrics
 
     _check_scorer(scorer, meteor)
@@ -235,7 +259,7 @@ def evaluate(
         require_webnlg2017()
     out = Path(out)
     hyp_path = out / f"hyp.{split}.txt"
-    if regenerate or not hyp_path.exists():
+    if regenerate or not hyp_path.exists() or _other_decoding(out, split, gen_kwargs):
         generate(out, split, root, splits=splits, **gen_kwargs)
     hyps = read_lines(hyp_path)
     refs = json.loads((out / f"refs.{split}.json").read_text(encoding="utf-8"))
