@@ -7,8 +7,9 @@
     python -m studies.baselines report               # results -> docs/baselines/results.json -> the page's tables
 
 Every step resumes (finished runs are kept under --out, default runs/baselines, and skipped when rerun; the run in
-progress continues from its last save); stop it at any time and run the same command again. The rules (grid, selection, seeds) are in docs/baselines.md, written
-before the final runs. Rows of the reproduction table: ``DATASET:PROTOCOL`` (e.g. ``chameleon:ggcn``).
+progress continues from its last save); stop it at any time and run the same command again. The rules (grid,
+selection, seeds) are in docs/baselines.md, written before the final runs. Rows of the reproduction table:
+``DATASET:PROTOCOL`` (e.g. ``chameleon:ggcn``).
 """
 
 from __future__ import annotations
