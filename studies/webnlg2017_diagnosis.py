@@ -2,12 +2,16 @@
 further"): where it loses to the challenge baseline, and whether its outputs loop (docs/webnlg.md, "Why it falls
 short").
 
-    python -m studies.webnlg2017_diagnosis run       # dev decoded again with repeated n-grams blocked (NGRAMS)
+    python -m studies.webnlg2017_diagnosis run       # dev decoded again: n-grams blocked (NGRAMS); the last epoch
     python -m studies.webnlg2017_diagnosis report    # -> docs/webnlg2017/diagnosis/results.json -> the block
 
 Everything here comes after the test set was decoded once, and nothing here chooses a setting: ``run`` decodes dev
-only (the chosen setting of ``RUN/decode/choice.json`` with ``no_repeat_ngram`` n, into ``RUN/decode/<setting>/``),
-never test. ``report`` measures, from the files of ``studies.webnlg2017``:
+only (the chosen setting of ``RUN/decode/choice.json`` with ``no_repeat_ngram`` n, into ``RUN/decode/<setting>/``;
+and the chosen setting from the run's last epoch, ``RUN/checkpoint.pt``, into ``RUN/decode/<setting>-last/``), never
+test. ``report`` measures, from the files of ``studies.webnlg2017``:
+
+* overfitting: the dev BLEU of ``best.pt`` (the epoch of the lowest dev loss, the one tested) beside the last
+  epoch's, with the chosen decoding: whether keeping the model by dev loss cost BLEU;
 
 * repetition: the share of outputs holding some 4-gram twice, per dev decoding setting, for the committed test
   outputs, and for the first reference of each entry (tokenised as the challenge's scorer does);
@@ -76,9 +80,63 @@ def settings(run: Path) -> List[Dict]:
     return [{"beam": choice["beam"], "length_penalty": choice["length_penalty"], "no_repeat_ngram": n} for n in NGRAMS]
 
 
+def last_epoch_folder(run_dir: Path) -> Path:
+    """Where dev is decoded from the run's last epoch (``checkpoint.pt``) with the chosen setting."""
+    return run_dir / "decode" / f"{base._read(run_dir / 'decode' / 'choice.json')['setting']}-last"
+
+
 def run(run_dir: Path, root=None, meteor: str = "auto", progress: bool = True, splits=None) -> None:
-    """Decode and score dev with each of :func:`settings` (resumable: a scored setting is skipped)."""
+    """Decode and score dev with each of :func:`settings`, then from the last epoch (resumable: a scored decode is
+    skipped)."""
     base.dev(run_dir, root, meteor, progress=progress, splits=splits, settings=settings(run_dir))
+    from graph_rma.tasks import webnlg as task
+
+    choice = base._read(run_dir / "decode" / "choice.json")
+    folder = last_epoch_folder(run_dir)
+    if base._read(folder / f"metrics.dev.{base.SCORER}.json"):
+        print(f"{folder.name}: done", file=sys.stderr)
+        return
+    print(f"{folder.name}: decoding dev from {run_dir / 'checkpoint.pt'}", file=sys.stderr, flush=True)
+    task.generate(
+        folder,
+        "dev",
+        root,
+        checkpoint=run_dir / "checkpoint.pt",
+        beam=choice["beam"],
+        length_penalty=choice["length_penalty"],
+        no_repeat_ngram=0,
+        progress=progress,
+        splits=splits,
+    )
+    task.evaluate(folder, "dev", root, meteor=meteor, scorer=base.SCORER)
+
+
+def _epochs(run_dir: Path) -> Optional[Dict]:
+    """best.pt against the last epoch on dev: epoch, dev loss and, with the chosen decoding, dev BLEU and looping."""
+    last = base._read(last_epoch_folder(run_dir) / f"metrics.dev.{base.SCORER}.json")
+    choice = base._read(run_dir / "decode" / "choice.json")
+    history = base.trained(run_dir)
+    if not (last and history):
+        return None
+    best = min(history, key=lambda h: (h["dev_loss"], h["epoch"]))
+    chosen = base._read(run_dir / "decode" / choice["setting"] / f"metrics.dev.{base.SCORER}.json")
+    rows = []
+    for name, epoch, metrics, folder in (
+        ("best.pt", best["epoch"], chosen, run_dir / "decode" / choice["setting"]),
+        ("checkpoint.pt", history[-1]["epoch"], last, last_epoch_folder(run_dir)),
+    ):
+        rows.append(
+            {
+                "checkpoint": name,
+                "epoch": epoch,
+                "dev_loss": round(history[epoch - 1]["dev_loss"], 4),
+                "train_loss": round(history[epoch - 1]["train_loss"], 4),
+                "BLEU": round(metrics["all"]["BLEU"], 4),
+                "brevity_penalty": round(metrics["all"]["BLEU_bp"], 4),
+                "looping": round(looping(read_lines(folder / "hyp.dev.txt")), 2),
+            }
+        )
+    return {"setting": choice["setting"], "rows": rows}
 
 
 def _dev_row(run_dir: Path, setting: Dict, after_test: bool) -> Optional[Dict]:
@@ -102,7 +160,7 @@ def collect(run_dir: Path = base.RUN, results: Path = RESULTS, committed_outputs
     test_refs = run_dir / "decode" / "test" / "refs.test.json"
     if not test_refs.is_file():
         print(f"{test_refs}: not here; the committed diagnosis is kept", file=sys.stderr)
-        return base._read(results / "results.json") or {"dev": [], "references": None, "test": None}
+        return base._read(results / "results.json") or {"dev": [], "references": None, "test": None, "epochs": None}
     dev = [r for s in base.GRID if (r := _dev_row(run_dir, s, False))]
     dev += [r for s in settings(run_dir) if (r := _dev_row(run_dir, s, True))]
     dev_refs = json.loads((run_dir / "decode" / base.setting_name(base.GRID[0]) / "refs.dev.json").read_text())
@@ -138,6 +196,7 @@ def collect(run_dir: Path = base.RUN, results: Path = RESULTS, committed_outputs
             "test_seen": round(looping([refs[i]["references"][0] for i in seen], reference=True), 2),
         },
         "test": {"looping_seen": round(looping([hyps[i] for i in seen]), 2), "categories": categories},
+        "epochs": _epochs(run_dir) or base._read(results / "results.json").get("epochs"),
     }
 
 
@@ -155,6 +214,20 @@ def render_diagnosis(data: Dict) -> str:
         lines.append(
             f"| {r['description']} | {when} | {r['BLEU']:.2f} | {r['brevity_penalty']:.3f} | {r['looping']:.1f}% |"
         )
+    epochs = data.get("epochs")
+    if epochs:
+        lines += [
+            "",
+            f"The kept model against the last epoch, dev decoded with the chosen setting (`{epochs['setting']}`):",
+            "",
+            "| checkpoint | epoch | train loss | dev loss | dev BLEU | brevity penalty | looping outputs |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for r in epochs["rows"]:
+            lines.append(
+                f"| `{r['checkpoint']}` | {r['epoch']} | {r['train_loss']:.3f} | {r['dev_loss']:.3f} | "
+                f"{r['BLEU']:.2f} | {r['brevity_penalty']:.3f} | {r['looping']:.1f}% |"
+            )
     refs, test = data["references"], data["test"]
     lines += [
         "",

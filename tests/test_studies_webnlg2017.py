@@ -278,6 +278,12 @@ def test_the_driver_end_to_end_on_the_fixture(tmp_path, monkeypatch, capsys):
     assert [c["category"] for c in found["test"]["categories"]] == sorted({r.category for r in seen})
     assert sum(c["entries"] for c in found["test"]["categories"]) == len(seen) == scores["seen"]["n"]
     assert "| beam" in diagnosis.render_diagnosis(found)
+    # the last epoch against best.pt, with the chosen decoding: decoded from checkpoint.pt
+    last = json.loads((diagnosis.last_epoch_folder(run) / "decode.dev.json").read_text())
+    assert last["checkpoint"] == str(run / "checkpoint.pt") and last["beam"] == choice["beam"]
+    epochs = len(json.loads((run / "train.json").read_text())["history"])
+    assert [(r["checkpoint"], r["epoch"]) for r in found["epochs"]["rows"]][1] == ("checkpoint.pt", epochs)
+    assert found["epochs"]["rows"][0]["BLEU"] == round(bleus[study.pick(bleus)], 4)
 
     # a changed hypothesis is caught: the seen entry's line replaced by its first reference
     lines = (results / "hyp.test.txt").read_text().split("\n")

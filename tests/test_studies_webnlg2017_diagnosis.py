@@ -71,6 +71,33 @@ def test_the_block_from_hand_made_numbers():
         },
     }
     text = diagnosis.render_diagnosis(data)
+    assert "The kept model against the last epoch" not in text  # not measured: no table
+    data["epochs"] = {
+        "setting": "beam5-lp1.4",
+        "rows": [
+            {
+                "checkpoint": "best.pt",
+                "epoch": 12,
+                "train_loss": 0.961,
+                "dev_loss": 1.355,
+                "BLEU": 54.0,
+                "brevity_penalty": 0.99,
+                "looping": 16.0,
+            },
+            {
+                "checkpoint": "checkpoint.pt",
+                "epoch": 30,
+                "train_loss": 0.854,
+                "dev_loss": 1.39,
+                "BLEU": 55.5,
+                "brevity_penalty": 1.0,
+                "looping": 12.25,
+            },
+        ],
+    }
+    text = diagnosis.render_diagnosis(data)
+    assert "dev decoded with the chosen setting (`beam5-lp1.4`)" in text
+    assert "| `checkpoint.pt` | 30 | 0.854 | 1.390 | 55.50 | 1.000 | 12.2% |" in text
     assert "| beam 5, length penalty 1.4 | the grid, before test | 54.00 | 0.990 | 16.0% |" in text
     assert (
         "| beam 5, length penalty 1.4, no repeated 3-gram | after the test decode (diagnosis; never chosen) |" in text
