@@ -294,7 +294,7 @@ def _train(
         vars(stopper).update(saved["stopper"])
         best, best_state = dict(saved["best"]), saved["best_state"]
         first, done_seconds = int(saved["epoch"]) + 1, float(saved["seconds"])
-        set_rng_state(saved["rng"])
+        set_rng_state(saved["rng"], dev)
 
     def save_partial(epoch: int, seconds: float) -> None:
         state = {
@@ -308,7 +308,7 @@ def _train(
             "stopper": {k: v for k, v in vars(stopper).items() if k not in ("rule", "patience")},
             "best": best,
             "best_state": best_state,
-            "rng": rng_state(),
+            "rng": rng_state(dev),
         }
         save_checkpoint(partial, state)
 
