@@ -1,6 +1,7 @@
 """graph_rma.tasks.webnlg and the ``graph-rma webnlg`` command: multi-reference scoring by subset, exact resume,
 train / generate / evaluate on the tiny fixture."""
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -131,17 +132,27 @@ def test_cli_train_generate_evaluate(tmp_path, capsys):
     assert (out / "hyp.test.txt").stat().st_mtime_ns == stamp
 
 
-def test_evaluate_decodes_again_only_when_a_given_setting_differs_from_the_files(tmp_path):
-    record = {"beam": 5, "max_len": 80, "length_penalty": 1.4, "entries": 2, "limit": None, "checkpoint": "a/best.pt"}
-    (tmp_path / "decode.test.json").write_text(json.dumps(record))  # written before no_repeat_ngram existed
-    other = task._other_decoding
-    assert not other(tmp_path, "test", {})
-    assert not other(tmp_path, "test", {"beam": 5, "length_penalty": 1.4, "no_repeat_ngram": 0, "max_len": None})
-    assert other(tmp_path, "test", {"beam": 2})
-    assert other(tmp_path, "test", {"no_repeat_ngram": 3})
-    assert other(tmp_path, "test", {"limit": 1}) and other(tmp_path, "test", {"checkpoint": Path("b/best.pt")})
-    assert not other(tmp_path, "test", {"checkpoint": Path("a/best.pt")})
-    assert other(tmp_path, "dev", {"beam": 5})  # no record of how dev was decoded: decoded again
+def test_outputs_are_decoded_again_only_when_a_given_setting_or_the_weights_differ(tmp_path):
+    from graph_rma.tasks.graph_to_text import stale_outputs
+
+    (tmp_path / "best.pt").write_bytes(b"weights")
+    (tmp_path / "hyp.test.txt").write_text("a b\n")
+    assert stale_outputs(tmp_path, "test", {}) == "no readable decode.test.json"
+    record = {"beam": 5, "max_len": 80, "length_penalty": 1.4, "entries": 2, "checkpoint": "run/best.pt"}
+    (tmp_path / "decode.test.json").write_text(json.dumps(record))  # written before the record had a digest
+    assert stale_outputs(tmp_path, "test", {}) == f"decoded from other weights than {tmp_path / 'best.pt'}"
+    record["checkpoint_sha256"] = hashlib.sha256(b"weights").hexdigest()
+    (tmp_path / "decode.test.json").write_text(json.dumps(record))
+    assert stale_outputs(tmp_path, "test", {}) is None  # nothing given: the file as it is
+    assert stale_outputs(tmp_path, "test", {"beam": 5, "length_penalty": 1.4, "no_repeat_ngram": 0}) is None
+    assert stale_outputs(tmp_path, "test", {"beam": 2}) == "decoded with beam 5, asked for 2"
+    assert stale_outputs(tmp_path, "test", {"no_repeat_ngram": 3}) == "decoded with no_repeat_ngram 0, asked for 3"
+    assert stale_outputs(tmp_path, "test", {"limit": 1}) == "decoded with limit None, asked for 1"
+    (tmp_path / "best.pt").write_bytes(b"trained further")  # e.g. more epochs: best.pt changed
+    assert stale_outputs(tmp_path, "test", {}) == f"decoded from other weights than {tmp_path / 'best.pt'}"
+    (tmp_path / "other.pt").write_bytes(b"weights")
+    assert stale_outputs(tmp_path, "test", {"checkpoint": tmp_path / "other.pt"}) is None  # the same bytes
+    assert stale_outputs(tmp_path, "dev", {}) == "no hyp.dev.txt"
 
 
 def test_resume_with_other_settings_is_refused(tmp_path, splits):

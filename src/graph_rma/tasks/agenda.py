@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 from ..data.agenda import AgendaEncoder, AgendaRecord, AgendaSplits, build_vocab, load_agenda
-from ..engine import atomic_write_text, load_checkpoint, read_json, read_lines, write_json
+from ..engine import atomic_write_text, read_lines, write_json
 from ..metrics import evaluate_generation
 from ..variants import Variant
 from . import graph_to_text as g2t
@@ -121,45 +121,10 @@ def generate(
     atomic_write_text(paths["delex"], "\n".join(delex) + "\n")
     rows = ["title\thypothesis\treference"] + [f"{r.title}\t{h}\t{g}" for r, h, g in zip(recs, relex, gold)]
     atomic_write_text(paths["side_by_side"], "\n".join(rows) + "\n")
-    write_json(
-        out / f"decode.{split}.json",
-        {
-            "beam": beam,
-            "max_len": max_len,
-            "length_penalty": length_penalty,
-            "no_repeat_ngram": no_repeat_ngram,
-            "records": len(recs),
-            "checkpoint": str(ckpt_path),
-            "key": decode_key(ckpt_path, beam, max_len, length_penalty, limit, no_repeat_ngram),
-        },
-    )
+    used = (beam, max_len, length_penalty, no_repeat_ngram, limit)
+    record = g2t.decode_record(ckpt_path, dict(zip(g2t.DECODE_OPTIONS, used)))
+    write_json(out / f"decode.{split}.json", {**record, "records": len(recs)})
     return paths
-
-
-def decode_key(
-    checkpoint: PathLike,
-    beam: Optional[int],
-    max_len: Optional[int],
-    length_penalty: Optional[float],
-    limit: Optional[int],
-    no_repeat_ngram: Optional[int] = None,
-) -> Dict[str, Any]:
-    """What decoded outputs depend on: the checkpoint's bytes and the decoding settings (resolved), and the limit.
-    ``no_repeat_ngram`` is in the key only when on, so outputs decoded before the option existed stay current."""
-    from ..data.root import sha256sum
-
-    ck = load_checkpoint(checkpoint)
-    beam, max_len, length_penalty, no_repeat_ngram = g2t.decode_settings(
-        ck["config"], beam, max_len, length_penalty, no_repeat_ngram
-    )
-    key = {
-        "checkpoint_sha256": sha256sum(checkpoint),
-        "beam": beam,
-        "max_len": max_len,
-        "length_penalty": length_penalty,
-        "limit": limit,
-    }
-    return {**key, "no_repeat_ngram": no_repeat_ngram} if no_repeat_ngram else key
 
 
 def score(
@@ -182,8 +147,9 @@ def evaluate(
     meteor: str = "auto",
     **gen_kwargs: Any,
 ) -> Dict[str, Any]:
-    """Score ``hyp.<split>.txt`` against ``gold.<split>.txt`` (generating them first if missing); writes and
-    returns ``metrics.<split>.json``.
+    """Score ``hyp.<split>.txt`` against ``gold.<split>.txt``, decoding them first when they are not the decode
+    ``gen_kwargs`` ask for (:func:`graph_rma.tasks.graph_to_text.stale_outputs`: missing, another given setting, or
+    other weights); writes and returns ``metrics.<split>.json``.
 
     ``meteor``: ``"auto"`` (METEOR 1.5 when Java is found, else nltk), ``"meteor-1.5"``, ``"nltk"`` or ``"none"``;
     the result's ``METEOR_impl`` says which one produced ``METEOR``. ``gen_kwargs`` go to :func:`generate`."""
@@ -193,22 +159,7 @@ def evaluate(
     out = Path(out)
     splits = splits or load_agenda(root, protocol)
     hyp_path = out / f"hyp.{split}.txt"
-    if not regenerate and hyp_path.exists():
-        # decoded outputs are reused only when they come from the same checkpoint bytes and decoding settings
-        try:
-            saved = read_json(out / f"decode.{split}.json").get("key")
-        except (OSError, ValueError):
-            saved = None
-        ckpt = Path(gen_kwargs.get("checkpoint") or out / "best.pt")
-        regenerate = saved != decode_key(
-            ckpt,
-            gen_kwargs.get("beam"),
-            gen_kwargs.get("max_len"),
-            gen_kwargs.get("length_penalty"),
-            gen_kwargs.get("limit"),
-            gen_kwargs.get("no_repeat_ngram"),
-        )
-    if regenerate or not hyp_path.exists():
+    if regenerate or g2t.stale_outputs(out, split, gen_kwargs):
         generate(out, split, splits=splits, **gen_kwargs)
     hyps = read_lines(hyp_path)
     refs = read_lines(out / f"gold.{split}.txt")

@@ -71,6 +71,7 @@ from ..engine.distributed import all_reduce_sum, barrier, gather_objects, rank_a
 from ..models.graphwriter import GraphWriter
 from ..variants import Variant, apply_variant, parse_variant
 from .generator_config import (
+    DECODING_FIELDS,
     LR_SCHEDULES,
     OPTIONAL_FIELDS,
     REQUIRED_FIELDS,
@@ -79,17 +80,20 @@ from .generator_config import (
     saved_config,
 )
 from .graph_to_text_model import (  # noqa: F401 (the model's side, importable from here)
+    DECODE_OPTIONS,
     EncoderFactory,
     PathLike,
     _batches,
     _device,
     _to,
     build_model,
+    decode_record,
     decode_records,
     decode_settings,
     dev_loss,
     head_diversity,
     load_model,
+    stale_outputs,
 )
 
 __all__ = [
@@ -102,12 +106,15 @@ __all__ = [
     "build_optimizer",
     "check_config",
     "check_variant",
+    "DECODE_OPTIONS",
+    "decode_record",
     "decode_records",
     "decode_settings",
     "dev_loss",
     "head_diversity",
     "load_model",
     "run_folder",
+    "stale_outputs",
     "train",
 ]
 
@@ -115,7 +122,7 @@ __all__ = [
 CONFIG_KEYS = REQUIRED_FIELDS
 #: Settings that may change when a run is resumed: more (or fewer, down to the epochs done) epochs, and the decoding
 #: options (used only by generate/evaluate). Anything else differing from the checkpoint is refused.
-RESUMABLE_CHANGES = ("epochs", "beam", "max_len", "length_penalty")
+RESUMABLE_CHANGES = ("epochs", *DECODING_FIELDS)
 #: Keys a configuration may leave out (absent = their default, off): the learning-rate schedule.
 OPTIONAL_CONFIG_KEYS = OPTIONAL_FIELDS
 

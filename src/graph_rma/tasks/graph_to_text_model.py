@@ -105,6 +105,49 @@ def decode_settings(
     )
 
 
+#: The decoding settings a caller of the tasks' ``generate`` / ``evaluate`` may give (``None``: the run's), beside
+#: ``checkpoint``; ``decode.<split>.json`` records each with the value used.
+DECODE_OPTIONS: Tuple[str, ...] = ("beam", "max_len", "length_penalty", "no_repeat_ngram", "limit")
+
+
+def decode_record(checkpoint: PathLike, settings: Dict[str, Any]) -> Dict[str, Any]:
+    """What ``decode.<split>.json`` records of a decode: ``settings`` (every name of :data:`DECODE_OPTIONS`, as
+    used), the checkpoint's path and the SHA-256 of its bytes."""
+    from ..data.root import sha256sum
+
+    return {
+        **{k: settings[k] for k in DECODE_OPTIONS},
+        "checkpoint": str(checkpoint),
+        "checkpoint_sha256": sha256sum(checkpoint),
+    }
+
+
+def stale_outputs(out: PathLike, split: str, options: Dict[str, Any]) -> Optional[str]:
+    """Why ``out/hyp.<split>.txt`` is not the decode that ``options`` (the keyword arguments of a task's
+    ``generate``) ask for, or ``None`` when it is: the file is missing, ``decode.<split>.json`` does not say how it
+    was made, a setting given in ``options`` (not ``None``) differs from the recorded one, or the checkpoint to
+    decode with (``options["checkpoint"]``, else ``out/best.pt``, when it exists) holds other bytes than the one
+    the file came from. Settings not given are not compared: scoring the file as it is is what was asked."""
+    from ..data.root import sha256sum
+    from ..engine import read_json
+
+    out = Path(out)
+    if not (out / f"hyp.{split}.txt").is_file():
+        return f"no hyp.{split}.txt"
+    try:
+        record = read_json(out / f"decode.{split}.json")
+    except (OSError, ValueError):
+        return f"no readable decode.{split}.json"
+    record = {"no_repeat_ngram": 0, **record.get("key", {}), **record}  # files of earlier versions
+    for key in DECODE_OPTIONS:
+        if options.get(key) is not None and record.get(key) != options[key]:
+            return f"decoded with {key} {record.get(key)!r}, asked for {options[key]!r}"
+    checkpoint = Path(options.get("checkpoint") or out / "best.pt")
+    if checkpoint.is_file() and record.get("checkpoint_sha256") != sha256sum(checkpoint):
+        return f"decoded from other weights than {checkpoint}"
+    return None
+
+
 def decode_records(
     model: GraphWriter,
     enc: GraphTextEncoder,

@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 
 from ..data.graph_text import GraphTextSplits
 from ..data.webnlg import WebNLGEncoder, WebNLGRecord, build_webnlg_vocab, load_webnlg_splits
-from ..engine import atomic_write_text, read_json, read_lines, write_json
+from ..engine import atomic_write_text, read_lines, write_json
 from ..metrics import evaluate_generation, score_webnlg2017
 from ..metrics.generation import SCORERS, Meteor15, java_available
 from ..variants import Variant
@@ -149,18 +149,9 @@ def generate(
         f"{r.eid}\t{r.category}\t{r.seen}\t{h}\t{' ||| '.join(r.references)}" for r, h in zip(recs, relex)
     ]
     atomic_write_text(paths["side_by_side"], "\n".join(rows) + "\n")
-    write_json(
-        out / f"decode.{split}.json",
-        {
-            "beam": beam,
-            "max_len": max_len,
-            "length_penalty": length_penalty,
-            "no_repeat_ngram": no_repeat_ngram,
-            "entries": len(recs),
-            "limit": limit,
-            "checkpoint": str(ckpt_path),
-        },
-    )
+    used = (beam, max_len, length_penalty, no_repeat_ngram, limit)
+    record = g2t.decode_record(ckpt_path, dict(zip(g2t.DECODE_OPTIONS, used)))
+    write_json(out / f"decode.{split}.json", {**record, "entries": len(recs)})
     return paths
 
 
@@ -217,24 +208,6 @@ def score(
     return result
 
 
-def _other_decoding(out: Path, split: str, gen_kwargs: Dict[str, Any]) -> bool:
-    """Whether a decoding setting (or the checkpoint) given in ``gen_kwargs`` differs from what the hypotheses in
-    ``out`` were decoded with (``decode.<split>.json``; a file without a record counts as different when any is
-    given). Settings left at ``None`` are not compared: scoring what is there is what was asked."""
-    given = {k: gen_kwargs.get(k) for k in ("beam", "max_len", "length_penalty", "no_repeat_ngram", "limit")}
-    given = {k: v for k, v in given.items() if v is not None}
-    if gen_kwargs.get("checkpoint") is not None:
-        given["checkpoint"] = str(gen_kwargs["checkpoint"])
-    if not given:
-        return False
-    try:
-        record = read_json(out / f"decode.{split}.json")
-    except (OSError, ValueError):
-        return True
-    record = {**record, "no_repeat_ngram": record.get("no_repeat_ngram", 0)}  # files from before the option
-    return any(record.get(k) != v for k, v in given.items())
-
-
 def evaluate(
     out: PathLike,
     split: str = "test",
@@ -245,10 +218,10 @@ def evaluate(
     scorer: str = "coco",
     **gen_kwargs: Any,
 ) -> Dict[str, Any]:
-    """Score ``hyp.<split>.txt`` against the references in ``refs.<split>.json`` (generating them first if missing,
-    or again when a decoding setting or checkpoint given in ``gen_kwargs`` differs from the one
-    ``decode.<split>.json`` records) with ``scorer`` (see :func:`score`); writes (:func:`metrics_path`) and returns
-    ``{"split", "entries", "scorer", "all": {...}, "seen": {...}, "unseen": {...}}``."""
+    """Score ``hyp.<split>.txt`` against the references in ``refs.<split>.json`` (decoding them first when they are
+    not the decode ``gen_kwargs`` ask for: :func:`graph_rma.tasks.graph_to_text.stale_outputs`) with ``scorer`` (see
+    :func:`score`); writes (:func:`metrics_path`) and returns ``{"split", "entries", "scorer", "all": {...}, "seen":
+    {...}, "unseen": {...}}``."""
     from ..metrics.generation import require_text_metrics
 
     _check_scorer(scorer, meteor)
@@ -259,7 +232,7 @@ def evaluate(
         require_webnlg2017()
     out = Path(out)
     hyp_path = out / f"hyp.{split}.txt"
-    if regenerate or not hyp_path.exists() or _other_decoding(out, split, gen_kwargs):
+    if regenerate or g2t.stale_outputs(out, split, gen_kwargs):
         generate(out, split, root, splits=splits, **gen_kwargs)
     hyps = read_lines(hyp_path)
     refs = json.loads((out / f"refs.{split}.json").read_text(encoding="utf-8"))
