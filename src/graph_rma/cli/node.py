@@ -79,7 +79,8 @@ def build_parser(prog: str = PROG, doc: Optional[str] = None, default_dataset: O
     p.add_argument(
         "--resume",
         action="store_true",
-        help="reuse the runs in --out whose settings match these exactly (others are trained again)",
+        help="reuse the runs in --out whose settings match these exactly (others are trained again) and continue a "
+        "run cut short from its last save",
     )
     p.add_argument(
         "--dataset",
