@@ -220,3 +220,43 @@ def test_a_bad_lr_schedule_or_an_unknown_setting_is_one_clear_error():
             g2t.check_config(dict(SMALL, lr_schedule=bad))
     with pytest.raises(ValueError, match="^config: unknown setting lr_shedule"):
         g2t.check_config(dict(SMALL, lr_shedule=good))
+
+
+def test_keep_dev_bleu_keeps_the_epoch_the_scorer_ranks_highest(tmp_path, data, monkeypatch):
+    """``keep="dev_bleu"``: best.pt is the epoch of the highest dev BLEU (ties: the earlier), whatever the dev loss
+    says; the scorer gets the model and the run's vocabulary, and each epoch's BLEU is in the history."""
+    splits, _, _ = data
+    scripted, seen = iter([10.0, 30.0, 30.0]), []
+
+    def scorer(model, vocab):
+        seen.append((model.training, len(vocab)))
+        return next(scripted)
+
+    config = dict(SMALL, epochs=3, keep="dev_bleu")
+    summary = g2t.train(config, tmp_path / "run", splits, seed=0, progress=False, dev_bleu=scorer)
+    assert [h["dev_bleu"] for h in summary["history"]] == [10.0, 30.0, 30.0] and summary["best_dev_bleu"] == 30.0
+    best = load_checkpoint(tmp_path / "run" / "best.pt")
+    assert (best["epoch"], best["dev_bleu"]) == (2, 30.0)  # the tie at epoch 3 keeps epoch 2
+    assert seen == [(False, len(best["vocab"]))] * 3  # in eval mode (no dropout), with the run's vocabulary
+    # resumed after a kill in epoch 2, the best BLEU so far (10, epoch 1) is restored: lower scores keep epoch 1
+    g2t.train(config, tmp_path / "killed", splits, seed=0, progress=False, dev_bleu=lambda m, v: 10.0, stop_after=4)
+    g2t.train(config, tmp_path / "killed", splits, seed=0, progress=False, dev_bleu=lambda m, v: 5.0)
+    assert load_checkpoint(tmp_path / "killed" / "best.pt")["epoch"] == 1
+    with pytest.raises(ValueError, match=r"^keep: dev_bleu needs the task's dev scorer"):
+        g2t.train(config, tmp_path / "other", splits, progress=False)
+    # the default keeps the lowest dev loss and never decodes dev
+    plain = g2t.train(dict(SMALL), tmp_path / "plain", splits, seed=0, progress=False, dev_bleu=scorer)
+    losses = [h["dev_loss"] for h in plain["history"]]
+    assert load_checkpoint(tmp_path / "plain" / "best.pt")["epoch"] == 1 + losses.index(min(losses))
+    assert len(seen) == 3 and "dev_bleu" not in plain["history"][0]
+
+
+@pytest.mark.slow
+def test_the_agenda_dev_scorer_is_evaluates_bleu(tmp_path, data):
+    """agenda.dev_bleu decodes dev with the run's settings and scores it as evaluate scores the same outputs."""
+    pytest.importorskip("pycocoevalcap")
+    splits, _, _ = data
+    config = dict(SMALL, epochs=1, keep="dev_bleu", beam=1)
+    summary = agenda.train(config, tmp_path / "run", FIXTURE, seed=0, progress=False)
+    result = agenda.evaluate(tmp_path / "run", "val", FIXTURE, meteor="none", progress=False)
+    assert summary["history"][0]["dev_bleu"] == pytest.approx(result["BLEU-4"])

@@ -236,3 +236,13 @@ def test_the_challenge_preset_names_its_target_and_decays_on_dev(capsys):
     assert cli.main(["train", "--help"]) == 0
     shown = " ".join(capsys.readouterr().out.split())
     assert "webnlg2017: hidden=256" in shown and "the BLEU table of Gardent et al., INLG 2017" in shown
+
+
+@pytest.mark.slow
+def test_the_webnlg_dev_scorer_is_the_challenges_bleu_of_the_dev_outputs(tmp_path, splits):
+    """webnlg.dev_bleu decodes dev with the run's settings and scores it as ``evaluate --scorer webnlg2017`` does."""
+    pytest.importorskip("sacrebleu")
+    config = dict(SMALL, epochs=1, keep="dev_bleu")
+    summary = task.train(config, tmp_path / "run", seed=0, progress=False, splits=splits)
+    result = task.evaluate(tmp_path / "run", "dev", splits=splits, meteor="none", scorer="webnlg2017", progress=False)
+    assert summary["history"][0]["dev_bleu"] == pytest.approx(result["all"]["BLEU"])

@@ -12,7 +12,7 @@ loading the tasks.
 
 The trainer (:func:`graph_rma.tasks.graph_to_text.train`) and the saved runs keep the configuration as a plain
 mapping, :meth:`GeneratorConfig.to_dict`: the keys every configuration has had, plus an optional setting
-(``no_repeat_ngram``, ``lr_schedule``) only where it is set. A mapping enters through
+(``no_repeat_ngram``, ``keep``, ``lr_schedule``) only where it is set. A mapping enters through
 :meth:`GeneratorConfig.from_mapping` (a user's configuration: every setting but the optional ones must be given) or
 :func:`saved_config` (a run folder's ``config.json`` or checkpoint, of any version: a missing setting takes the
 dataclass's default).
@@ -38,6 +38,7 @@ __all__ = [
     "AGENDA_CONFIGS",
     "DECODING_FIELDS",
     "GeneratorConfig",
+    "KEEP_RULES",
     "LR_SCHEDULES",
     "OPTIMIZERS",
     "OPTIONAL_FIELDS",
@@ -51,6 +52,8 @@ __all__ = [
 ]
 
 OPTIMIZERS: Tuple[str, ...] = ("adam", "sgd")
+#: What ``best.pt`` keeps: the epoch with the lowest dev loss, or the one with the highest dev BLEU.
+KEEP_RULES: Tuple[str, ...] = ("dev_loss", "dev_bleu")
 #: The kinds of ``lr_schedule`` and the settings each takes (all required).
 LR_SCHEDULES: Dict[str, Tuple[str, ...]] = {"plateau": ("factor", "patience", "min_lr")}
 
@@ -82,6 +85,13 @@ class GeneratorConfig:
     length_penalty: float = config_field(1.0, "finite_float", "beam search length penalty")
     no_repeat_ngram: int = config_field(
         0, "nonnegative_int", "decoding: no output holds the same n-gram twice, for this n (0: off)"
+    )
+    keep: str = config_field(
+        "dev_loss",
+        "choice",
+        "the epoch best.pt keeps: the lowest dev loss, or the highest dev BLEU (dev decoded after every epoch with "
+        "the run's decoding settings and scored as the task's evaluate does, without METEOR)",
+        KEEP_RULES,
     )
     lr_schedule: Optional[Dict[str, Any]] = config_field(
         None,
@@ -123,7 +133,7 @@ def generator_fields() -> List[Any]:
 
 
 #: Fields a configuration may leave out (absent = the default, which is what runs did before the field existed).
-OPTIONAL_FIELDS: Tuple[str, ...] = ("no_repeat_ngram", "lr_schedule")
+OPTIONAL_FIELDS: Tuple[str, ...] = ("no_repeat_ngram", "keep", "lr_schedule")
 #: Fields every configuration gives (:meth:`GeneratorConfig.from_mapping` refuses a mapping without one).
 REQUIRED_FIELDS: Tuple[str, ...] = tuple(f.name for f in generator_fields() if f.name not in OPTIONAL_FIELDS)
 #: The decoding settings (``generate`` / ``evaluate`` take them as options over the run's).

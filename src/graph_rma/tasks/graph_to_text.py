@@ -6,7 +6,9 @@ r"""The graph-to-text trainer shared by AGENDA and WebNLG: GraphWriter with plai
 * ``checkpoint.pt``: everything needed to resume (weights, optimizer, sampler and RNG states, the position in the
   epoch), written atomically every ``save_every`` steps and at the end of every epoch; calling :func:`train` again
   with the same folder resumes from it and ends with the same weights as an uninterrupted run with the same seed;
-* ``best.pt``: the weights with the lowest dev loss (token-level teacher-forced NLL, :func:`dev_loss`);
+* ``best.pt``: the weights with the lowest dev loss (token-level teacher-forced NLL, :func:`dev_loss`), or with
+  ``config["keep"] == "dev_bleu"`` the highest dev BLEU (the dev split decoded after every epoch by the task's
+  scorer, ``dev_bleu``);
 * ``config.json`` and ``train.json`` (the run summary).
 
 The learning rate is constant unless the configuration sets the optional key ``lr_schedule`` (absent or ``None``:
@@ -127,6 +129,7 @@ RESUMABLE_CHANGES = ("epochs", *DECODING_FIELDS)
 OPTIONAL_CONFIG_KEYS = OPTIONAL_FIELDS
 
 VocabBuilder = Callable[..., Vocab]  # (records, min_freq=...) -> Vocab
+DevScorer = Callable[[GraphWriter, Vocab], float]  # (model, vocab) -> dev BLEU
 
 
 def run_folder(out: PathLike, variant: Union[str, Variant]) -> Path:
@@ -221,6 +224,7 @@ def train(
     device: Optional[str] = None,
     make_vocab: VocabBuilder = build_vocab,
     make_encoder: EncoderFactory = GraphTextEncoder,
+    dev_bleu: Optional[DevScorer] = None,
 ) -> Dict[str, Any]:
     """Train (or resume) GraphWriter on ``splits`` into ``out``; returns the run summary (also ``train.json``).
 
@@ -238,9 +242,15 @@ def train(
         device: ``"cpu"`` or ``"cuda[:k]"`` (default: CUDA when available).
         make_vocab: ``(records, min_freq=...) -> Vocab`` for a fresh run (the dataset's type tags).
         make_encoder: ``(vocab, relation_names, max_target_len=None) -> encoder`` (e.g. WebNLG's relation texts).
+        dev_bleu: ``(model, vocab) -> BLEU`` of the dev split decoded with the run's decoding settings (the task's
+            scorer); needed by ``config["keep"] == "dev_bleu"``, which keeps in ``best.pt`` the epoch it scores
+            highest (ties: the earlier), and records it in each epoch's history as ``dev_bleu``.
     """
     v = check_variant(variant)
     config = check_config(config)
+    by_bleu = config.get("keep", "dev_loss") == "dev_bleu"
+    if by_bleu and dev_bleu is None:
+        raise ValueError("keep: dev_bleu needs the task's dev scorer (train through graph_rma.tasks.webnlg or .agenda)")
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"out: {out} is a file, not a folder")
@@ -291,7 +301,14 @@ def train(
     ddp = None
     if world > 1:
         ddp = DistributedDataParallel(_LossForward(model), device_ids=[dev.index] if dev.type == "cuda" else None)
-    state: Dict[str, Any] = {"epoch": 0, "batch": 0, "step": 0, "best_dev": math.inf, "history": []}
+    state: Dict[str, Any] = {
+        "epoch": 0,
+        "batch": 0,
+        "step": 0,
+        "best_dev": math.inf,
+        "best_bleu": -math.inf,
+        "history": [],
+    }
     if ckpt is not None:
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
@@ -309,7 +326,7 @@ def train(
             set_rng_state(ckpt["rng"], dev)
             if world > 1:
                 torch.manual_seed(seed * 1_000_003 + rank + 7919 * ckpt["step"])
-        state = {k: ckpt[k] for k in state}
+        state = {k: ckpt.get(k, state[k]) for k in state}  # best_bleu: absent from older checkpoints
     if main_rank:
         write_json(
             out / "config.json",
@@ -354,6 +371,7 @@ def train(
                     "train_records": len(train_recs),
                     "dev_records": len(dev_recs),
                     "best_dev": state["best_dev"],
+                    "best_bleu": state["best_bleu"],
                     "history": state["history"],
                 },
             )
@@ -412,12 +430,18 @@ def train(
         if scheduler is not None:  # the rate this epoch trained with; the schedule may lower it for the next
             entry["lr"] = optimizer.param_groups[0]["lr"]
             scheduler.step(dl)
+        if by_bleu and main_rank:  # rank 0 alone decodes (no dropout); only it writes best.pt
+            model.eval()
+            with torch.no_grad():
+                entry["dev_bleu"] = float(dev_bleu(model, vocab))
+            model.train()
         state["history"].append(entry)
         if main_rank:
             print(json.dumps(entry), file=sys.stderr, flush=True)
-        improved = dl < state["best_dev"]
-        if improved:
-            state["best_dev"] = dl
+        improved = entry["dev_bleu"] > state["best_bleu"] if by_bleu and main_rank else dl < state["best_dev"]
+        state["best_dev"] = min(state["best_dev"], dl)
+        if by_bleu and main_rank:
+            state["best_bleu"] = max(state["best_bleu"], entry["dev_bleu"])
         if improved and main_rank:
             save_checkpoint(
                 out / "best.pt",
@@ -430,6 +454,7 @@ def train(
                     "seed": seed,
                     "epoch": epoch + 1,
                     "dev_loss": dl,
+                    **({"dev_bleu": entry["dev_bleu"]} if by_bleu else {}),
                 },
             )
         state["epoch"], state["batch"] = epoch + 1, 0
@@ -438,6 +463,7 @@ def train(
         "variant": v.spec,
         "seed": seed,
         "best_dev_loss": state["best_dev"],
+        **({"best_dev_bleu": state["best_bleu"]} if by_bleu else {}),
         "history": state["history"],
         "steps": state["step"],
         "data": splits.description,

@@ -73,7 +73,25 @@ def train(
         device=device,
         make_vocab=build_webnlg_vocab,
         make_encoder=WebNLGEncoder,
+        dev_bleu=dev_bleu(config, splits, max_dev),
     )
+
+
+def dev_bleu(config: Dict[str, Any], splits: GraphTextSplits, max_dev: Optional[int] = None) -> g2t.DevScorer:
+    """``(model, vocab) -> BLEU``: the dev entries (the first ``max_dev``) decoded with ``config``'s decoding
+    settings and scored with the challenge's BLEU (:func:`graph_rma.metrics.score_webnlg2017`, no METEOR), what
+    ``keep="dev_bleu"`` keeps ``best.pt`` by."""
+    recs = entries(splits, "dev")[:max_dev] if max_dev else entries(splits, "dev")
+    beam, max_len, length_penalty, no_repeat_ngram = g2t.decode_settings(config, None, None, None)
+
+    def score(model, vocab) -> float:
+        enc = WebNLGEncoder(vocab, splits.relation_names)
+        hyps, _ = g2t.decode_records(
+            model, enc, recs, beam, max_len, length_penalty, progress=False, no_repeat_ngram=no_repeat_ngram
+        )
+        return score_webnlg2017(hyps, [r.references for r in recs], meteor="none")["BLEU"]
+
+    return score
 
 
 def entries(splits: GraphTextSplits, split: str) -> List[WebNLGRecord]:
