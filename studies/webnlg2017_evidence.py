@@ -250,14 +250,14 @@ def _selection(out: Path, committed: Dict) -> List[Dict]:
     return rows
 
 
-def collect(out: Path = OUT, results: Path = RESULTS) -> Dict:
+def collect(out: Path = OUT, results: Path = RESULTS, base: Path = baseline.RUN) -> Dict:
     """The study's results: the selection runs, the choice and every final run's test scores. What a machine does
     not hold (a run folder, a decode) keeps its entry of the committed ``results/results.json``."""
     committed = baseline._read(results / "results.json")
     data: Dict = {
         "selection": _selection(out, committed),
         "choice": baseline._read(out / "choice.json") or committed.get("choice"),
-        "decoding": _decoding(baseline._read(out / "decoding.json")) or committed.get("decoding"),
+        "decoding": _decoding(baseline._read(out / "decoding.json"), base) or committed.get("decoding"),
         "finals": [],
     }
     kept = {(r["arm"], r["seed"]): r for r in committed.get("finals", [])}
@@ -297,11 +297,17 @@ def collect(out: Path = OUT, results: Path = RESULTS) -> Dict:
     return data
 
 
-def _decoding(choice: Dict) -> Optional[Dict]:
-    """What the report keeps of ``OUT/decoding.json``."""
+def _decoding(choice: Dict, base: Path) -> Optional[Dict]:
+    """What the report keeps of ``OUT/decoding.json``, with the dev BLEU of every setting of DECODE_GRID (from the
+    baseline run's decodes)."""
     if not choice:
         return None
-    return {k: choice[k] for k in ("setting", "dev_BLEU", "rule")}
+    rows = baseline.dev_scores(base, DECODE_GRID)
+    grid = [
+        {"setting": baseline.setting_name(g), "BLEU": None if r is None else round(r["metrics"]["all"]["BLEU"], 4)}
+        for g, r in zip(DECODE_GRID, rows)
+    ]
+    return {**{k: choice[k] for k in ("setting", "dev_BLEU", "rule")}, "grid": grid}
 
 
 def not_run() -> Dict:
@@ -343,12 +349,17 @@ def render_evidence(data: Dict) -> str:
                 f"{r['seconds_per_epoch']:.0f} | {mark} |"
             )
     seeds = ", ".join(map(str, FINAL_SEEDS))
-    grid = ", ".join(f"`{baseline.setting_name(g)}`" for g in DECODE_GRID)
     dec = data.get("decoding")
-    chosen_text = f"`{dec['setting']}` (dev BLEU {dec['dev_BLEU']:.2f})" if dec else "not chosen yet"
+    lines += ["", "Decoding, one setting for every final, chosen on the baseline run's dev (the highest BLEU):", ""]
+    if dec:
+        lines += ["| decoding setting | dev BLEU | chosen |", "| --- | ---: | --- |"]
+        for g in dec["grid"]:
+            bleu = "–" if g["BLEU"] is None else f"{g['BLEU']:.2f}"
+            lines.append(f"| `{g['setting']}` | {bleu} | {'yes' if g['setting'] == dec['setting'] else ''} |")
+    else:
+        grid = ", ".join(f"`{baseline.setting_name(g)}`" for g in DECODE_GRID)
+        lines.append(f"Not chosen yet (the grid: {grid}).")
     lines += [
-        "",
-        f"Decoding, one setting for every final, chosen on the baseline run's dev from {grid}: {chosen_text}.",
         "",
         f"Finals (seeds {seeds}; the test set decoded once per run; mean ± std over the seeds done):",
         "",
@@ -416,10 +427,10 @@ BLOCKS = {BLOCK: render_evidence}
 render = renderer(BLOCKS)  # render(page_text, results): the page with its generated block rendered from results
 
 
-def report(out: Path = OUT, page: Path = PAGE, results: Path = RESULTS) -> Dict:
+def report(out: Path = OUT, page: Path = PAGE, results: Path = RESULTS, base: Path = baseline.RUN) -> Dict:
     """Write ``results/results.json`` from :func:`collect` and render the page's block from it (a page without
     the block writes nothing)."""
-    data = collect(out, results)
+    data = collect(out, results, base)
     publish(page, data, BLOCKS, results / "results.json")
     return data
 

@@ -98,6 +98,9 @@ def test_the_decoding_is_chosen_on_the_baselines_dev_from_the_whole_grid(tmp_pat
     assert (choice["setting"], choice["no_repeat_ngram"], round(choice["dev_BLEU"], 6)) == ("beam5-lp1.4-nr4", 4, 55.4)
     assert json.loads((out / "decoding.json").read_text()) == choice
     assert not (run / "decode" / "choice.json").exists()  # the baseline's own choice is untouched
+    kept = ev._decoding(choice, run)
+    assert kept["setting"] == "beam5-lp1.4-nr4" and len(kept["grid"]) == len(ev.DECODE_GRID)
+    assert kept["grid"][0] == {"setting": "beam5-lp0.6", "BLEU": 50.6} and kept["grid"][-1]["BLEU"] == 51.8
     ev.decoding(out, run, progress=False)  # everything scored: nothing decoded again
     assert len(decoded) == len(ev.DECODE_GRID)
 
@@ -153,7 +156,8 @@ def test_the_report_pairs_by_seed_hand_checked():
 
 def test_before_any_run_the_block_says_so_and_plan_starts_with_selection(tmp_path):
     text = ev.render_evidence(ev.not_run())
-    assert text.count("not run yet") == 4 and text.count("not chosen yet") == 3 and "Not decided: 0 of 3" in text
+    assert text.count("not run yet") == 4 and text.count("not chosen yet") == 2 and "Not decided: 0 of 3" in text
+    assert "Not chosen yet (the grid: `beam5-lp0.6`," in text
     me = "OMP_NUM_THREADS=1 python -m studies.webnlg2017_evidence"
     selection = [f"{me} select {a} {i}" for a in ("plain", "svgd") for i in (0, 1)]
     assert ev.plan(tmp_path / "out") == [f"{me} decoding", *selection]
@@ -215,13 +219,13 @@ def test_the_study_end_to_end_on_the_fixture(tmp_path, monkeypatch):
 
     page = tmp_path / "webnlg.md"
     page.write_text((REPO / "docs" / "webnlg.md").read_text())
-    data = ev.report(out, page, results)
+    data = ev.report(out, page, results, base=tmp_path / "no-baseline-run")
     assert [f["arm"] for f in data["finals"]] == ["svgd"] and data["finals"][0]["scores"]["all"]["BLEU"] == round(
         scores["all"]["BLEU"], 4
     )
     assert all(r["dev_loss"] is not None for r in data["selection"])
     assert ev.render(page.read_text(), data) == page.read_text() and "| svgd |" in page.read_text()
-    assert "`beam5-lp1.8-nr4`: `beam5-lp1.0-nr3` (dev BLEU 9.50)." in page.read_text()
+    assert "| `beam5-lp1.0-nr3` | – | yes |" in page.read_text()  # no baseline run here: no dev scores
     # a machine without the runs keeps the committed entries
     again = ev.collect(tmp_path / "elsewhere", results)
     assert again["finals"] == data["finals"] and again["selection"] == data["selection"]
