@@ -3,7 +3,7 @@
 import sys
 
 import pytest
-from conftest import needs_cora
+from conftest import needs_cora, needs_punkt
 
 from graph_rma.engine.optional import MissingExtraError, require
 
@@ -77,3 +77,20 @@ def test_scoring_work_checks_the_text_metrics_extra_before_it_starts(monkeypatch
     for task in (agenda, webnlg):
         with pytest.raises(MissingExtraError):
             task.evaluate(tmp_path / "no-run")  # raised before it looks for a run to decode
+
+
+@needs_punkt
+def test_keeping_by_dev_bleu_checks_the_text_metrics_extra_before_training(monkeypatch, tmp_path):
+    """``--keep dev_bleu`` scores dev after every epoch: without sacrebleu the run stops before its first step."""
+    from pathlib import Path
+
+    from graph_rma.tasks import webnlg
+
+    fixture = Path(__file__).resolve().parents[1] / "datasets" / "fixtures" / "webnlg_tiny"
+    splits = webnlg.load_webnlg_splits(fixture)
+    config = dict(webnlg.PRESETS["cpu"], hidden=16, layers=1, heads=2, decoder_heads=2, epochs=1, keep="dev_bleu")
+    _hide(monkeypatch, "sacrebleu")
+    with pytest.raises(MissingExtraError, match="text-metrics"):
+        webnlg.train(config, tmp_path / "run", splits=splits, progress=False)
+    assert not (tmp_path / "run").exists()
+    assert webnlg.dev_bleu(dict(config, keep="dev_loss"), splits) is None  # the default needs no scorer

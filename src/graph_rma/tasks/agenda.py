@@ -70,10 +70,16 @@ def train(
     )
 
 
-def dev_bleu(config: Dict[str, Any], splits: AgendaSplits, max_dev: Optional[int] = None) -> g2t.DevScorer:
+def dev_bleu(config: Dict[str, Any], splits: AgendaSplits, max_dev: Optional[int] = None) -> Optional[g2t.DevScorer]:
     """``(model, vocab) -> BLEU``: the dev records (the first ``max_dev``) decoded with ``config``'s decoding
     settings and scored as :func:`evaluate` scores (coco-caption BLEU-4 on whitespace tokens, no METEOR), what
-    ``keep="dev_bleu"`` keeps ``best.pt`` by."""
+    ``keep="dev_bleu"`` keeps ``best.pt`` by; ``None`` under any other ``keep``. A missing ``text-metrics`` extra
+    is said here, before training."""
+    if config.get("keep", "dev_loss") != "dev_bleu":
+        return None
+    from ..metrics.generation import require_text_metrics
+
+    require_text_metrics()
     recs = splits.dev[:max_dev] if max_dev else splits.dev
     beam, max_len, length_penalty, no_repeat_ngram = g2t.decode_settings(config, None, None, None)
 

@@ -77,10 +77,18 @@ def train(
     )
 
 
-def dev_bleu(config: Dict[str, Any], splits: GraphTextSplits, max_dev: Optional[int] = None) -> g2t.DevScorer:
+def dev_bleu(config: Dict[str, Any], splits: GraphTextSplits, max_dev: Optional[int] = None) -> Optional[g2t.DevScorer]:
     """``(model, vocab) -> BLEU``: the dev entries (the first ``max_dev``) decoded with ``config``'s decoding
     settings and scored with the challenge's BLEU (:func:`graph_rma.metrics.score_webnlg2017`, no METEOR), what
-    ``keep="dev_bleu"`` keeps ``best.pt`` by."""
+    ``keep="dev_bleu"`` keeps ``best.pt`` by; ``None`` under any other ``keep``. A missing ``text-metrics`` extra
+    is said here, before training."""
+    if config.get("keep", "dev_loss") != "dev_bleu":
+        return None
+    from ..metrics.generation import require_text_metrics
+    from ..metrics.webnlg2017 import require_webnlg2017
+
+    require_text_metrics()
+    require_webnlg2017()
     recs = entries(splits, "dev")[:max_dev] if max_dev else entries(splits, "dev")
     beam, max_len, length_penalty, no_repeat_ngram = g2t.decode_settings(config, None, None, None)
 
