@@ -25,6 +25,9 @@ The rules, written before any run of this study:
 * Decoding: every final run's test set is decoded once with one setting, the same for both arms, not re-chosen per
   run: the setting of DECODE_GRID with the highest BLEU on all dev entries of the baseline run
   (``runs/webnlg2017/ma-s0``; ties: the earlier setting), written to ``OUT/decoding.json``.
+* Report: per arm and subset (seen, unseen, all), BLEU, METEOR and TER as mean and std over the seeds; SVGD minus
+  plain paired by seed, mean difference with its standard error, and wins/ties/losses on BLEU. Every setting is
+  reported, the selection runs included.
 
 Amended on 2026-11-26, after the selection had started and before any final run or any decoding of this study
 (the rules above are the amended ones). Before: decoding held to the baseline's own choice from its GRID (no
@@ -34,9 +37,6 @@ repeated n-grams cures, so DECODE_GRID adds blocking to the baseline's GRID; and
 already been decoded with the old setting, so no final reuses it: every final's test set is decoded exactly once,
 under this rule. The grid was written after the baseline's test score and its diagnosis were read (the test
 outputs of the runs it is applied to have not been decoded).
-* Report: per arm and subset (seen, unseen, all), BLEU, METEOR and TER as mean and std over the seeds; SVGD minus
-  plain paired by seed, mean difference with its standard error, and wins/ties/losses on BLEU. Every setting is
-  reported, the selection runs included.
 """
 
 from __future__ import annotations
