@@ -286,31 +286,9 @@ def _train(
     first, done_seconds = 1, 0.0
     saved = _read_partial(partial, identity) if partial is not None else None
     if saved is not None:
-        net.load_state_dict(saved["model"])
-        optimizer.load_state_dict(saved["optimizer"])
-        setup.load_state_dict(saved["sampler"])
-        if setup.sampler is not None:
-            setup.sampler.limited_steps = int(saved["limited_steps"])
-        vars(stopper).update(saved["stopper"])
+        _restore(saved, net, optimizer, setup, stopper, dev)
         best, best_state = dict(saved["best"]), saved["best_state"]
         first, done_seconds = int(saved["epoch"]) + 1, float(saved["seconds"])
-        set_rng_state(saved["rng"], dev)
-
-    def save_partial(epoch: int, seconds: float) -> None:
-        state = {
-            "identity": identity,
-            "epoch": epoch,
-            "seconds": seconds,
-            "model": cpu_state(),
-            "optimizer": optimizer.state_dict(),
-            "sampler": setup.state_dict(),
-            "limited_steps": int(getattr(setup.sampler, "limited_steps", 0)),
-            "stopper": {k: v for k, v in vars(stopper).items() if k not in ("rule", "patience")},
-            "best": best,
-            "best_state": best_state,
-            "rng": rng_state(dev),
-        }
-        save_checkpoint(partial, state)
 
     bar = None
     if progress:
@@ -372,7 +350,9 @@ def _train(
                 break
             now = time.perf_counter()
             if partial is not None and epoch < epochs and now - last_save >= save_every_s:
-                save_partial(epoch, done_seconds + now - start)
+                state = _partial_state(net, optimizer, setup, stopper, dev)
+                state.update(identity=identity, epoch=epoch, seconds=done_seconds + now - start, best=best)
+                save_checkpoint(partial, {**state, "model": cpu_state(), "best_state": best_state})
                 last_save = time.perf_counter()
     finally:
         if bar is not None:
@@ -403,6 +383,29 @@ def _train(
     if partial is not None:
         partial.unlink(missing_ok=True)  # the run is finished: nothing left to continue
     return metrics, best_state, net
+
+
+def _partial_state(net, optimizer, setup, stopper: EarlyStopping, dev: torch.device) -> Dict[str, Any]:
+    """The training state of an unfinished run besides its weights and bookkeeping: Adam's moments, the sampler's
+    generator and step-limit count, the early-stopping counters and every RNG state."""
+    return {
+        "optimizer": optimizer.state_dict(),
+        "sampler": setup.state_dict(),
+        "limited_steps": int(getattr(setup.sampler, "limited_steps", 0)),
+        "stopper": {k: v for k, v in vars(stopper).items() if k not in ("rule", "patience")},
+        "rng": rng_state(dev),
+    }
+
+
+def _restore(saved: Dict[str, Any], net, optimizer, setup, stopper: EarlyStopping, dev: torch.device) -> None:
+    """Put a saved unfinished run's weights and :func:`_partial_state` back."""
+    net.load_state_dict(saved["model"])
+    optimizer.load_state_dict(saved["optimizer"])
+    setup.load_state_dict(saved["sampler"])
+    if setup.sampler is not None:
+        setup.sampler.limited_steps = int(saved["limited_steps"])
+    vars(stopper).update(saved["stopper"])
+    set_rng_state(saved["rng"], dev)
 
 
 def _fingerprint(data) -> str:
