@@ -81,7 +81,8 @@ def dev_bleu(config: Dict[str, Any], splits: AgendaSplits, max_dev: Optional[int
 
     require_text_metrics()
     recs = splits.dev[:max_dev] if max_dev else splits.dev
-    beam, max_len, length_penalty, no_repeat_ngram = g2t.decode_settings(config, None, None, None)
+    cfg = g2t.check_config(config)  # a bad configuration: the trainer's one-line error, before any data is scored
+    beam, max_len, length_penalty, no_repeat_ngram = g2t.decode_settings(cfg, None, None, None)
 
     def bleu(model, vocab) -> float:
         hyps, _ = g2t.decode_records(

@@ -90,7 +90,8 @@ def dev_bleu(config: Dict[str, Any], splits: GraphTextSplits, max_dev: Optional[
     require_text_metrics()
     require_webnlg2017()
     recs = entries(splits, "dev")[:max_dev] if max_dev else entries(splits, "dev")
-    beam, max_len, length_penalty, no_repeat_ngram = g2t.decode_settings(config, None, None, None)
+    cfg = g2t.check_config(config)  # a bad configuration: the trainer's one-line error, before any data is scored
+    beam, max_len, length_penalty, no_repeat_ngram = g2t.decode_settings(cfg, None, None, None)
 
     def score(model, vocab) -> float:
         enc = WebNLGEncoder(vocab, splits.relation_names)
