@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import hashlib
 import json
 import platform
 import shutil
@@ -50,6 +49,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from graph_rma.argtypes import device, out_dir, positive_int
+from graph_rma.data.root import sha256sum as _sha256
 from graph_rma.engine import atomic_write_text, one_line_errors, read_lines, write_json
 from graph_rma.tasks.defaults import METEOR_CHOICES
 from studies.graph_to_text import PUBLISHED
@@ -88,14 +88,6 @@ def _describe(setting: Dict) -> str:
 
 def _read(path: Path) -> Dict:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _now() -> str:

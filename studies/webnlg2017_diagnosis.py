@@ -118,11 +118,10 @@ def _epochs(run_dir: Path) -> Optional[Dict]:
     history = base.trained(run_dir)
     if not (last and history):
         return None
-    best = min(history, key=lambda h: (h["dev_loss"], h["epoch"]))
     chosen = base._read(run_dir / "decode" / choice["setting"] / f"metrics.dev.{base.SCORER}.json")
     rows = []
     for name, epoch, metrics, folder in (
-        ("best.pt", best["epoch"], chosen, run_dir / "decode" / choice["setting"]),
+        ("best.pt", choice["checkpoint"]["epoch"], chosen, run_dir / "decode" / choice["setting"]),
         ("checkpoint.pt", history[-1]["epoch"], last, last_epoch_folder(run_dir)),
     ):
         rows.append(

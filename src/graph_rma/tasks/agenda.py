@@ -81,24 +81,14 @@ def dev_bleu(config: Dict[str, Any], splits: AgendaSplits, max_dev: Optional[int
 
     require_text_metrics()
     recs = splits.dev[:max_dev] if max_dev else splits.dev
-    cfg = g2t.check_config(config)  # a bad configuration: the trainer's one-line error, before any data is scored
-    beam, max_len, length_penalty, no_repeat_ngram = g2t.decode_settings(cfg, None, None, None)
-
-    def bleu(model, vocab) -> float:
-        hyps, _ = g2t.decode_records(
-            model,
-            AgendaEncoder(vocab, splits.relation_names),
-            recs,
-            beam,
-            max_len,
-            length_penalty,
-            progress=False,
-            no_repeat_ngram=no_repeat_ngram,
-        )
-        refs = [r.relexicalised() for r in recs]
-        return score(hyps, refs, [r.entities for r in recs], meteor="none")["BLEU-4"]
-
-    return bleu
+    refs, entities = [r.relexicalised() for r in recs], [r.entities for r in recs]
+    return g2t.dev_scorer(
+        config,
+        recs,
+        AgendaEncoder,
+        splits.relation_names,
+        lambda hyps: score(hyps, refs, entities, meteor="none")["BLEU-4"],
+    )
 
 
 def generate(

@@ -83,6 +83,7 @@ from .generator_config import (
 )
 from .graph_to_text_model import (  # noqa: F401 (the model's side, importable from here)
     DECODE_OPTIONS,
+    DevScorer,
     EncoderFactory,
     PathLike,
     _batches,
@@ -93,6 +94,7 @@ from .graph_to_text_model import (  # noqa: F401 (the model's side, importable f
     decode_records,
     decode_settings,
     dev_loss,
+    dev_scorer,
     head_diversity,
     load_model,
     stale_outputs,
@@ -113,6 +115,7 @@ __all__ = [
     "decode_records",
     "decode_settings",
     "dev_loss",
+    "dev_scorer",
     "head_diversity",
     "load_model",
     "run_folder",
@@ -129,7 +132,6 @@ RESUMABLE_CHANGES = ("epochs", *DECODING_FIELDS)
 OPTIONAL_CONFIG_KEYS = OPTIONAL_FIELDS
 
 VocabBuilder = Callable[..., Vocab]  # (records, min_freq=...) -> Vocab
-DevScorer = Callable[[GraphWriter, Vocab], float]  # (model, vocab) -> dev BLEU
 
 
 def run_folder(out: PathLike, variant: Union[str, Variant]) -> Path:

@@ -19,10 +19,11 @@ from ..engine import load_checkpoint
 from ..engine.distributed import all_reduce_sum, rank_and_world
 from ..models.graphwriter import GraphWriter
 from ..regularizers import disagreement, parameter_disagreement
-from .generator_config import saved_config
+from .generator_config import GeneratorConfig, saved_config
 
 PathLike = Union[str, Path]
 EncoderFactory = Callable[..., GraphTextEncoder]  # (vocab, relation_names, max_target_len=None) -> encoder
+DevScorer = Callable[[GraphWriter, Vocab], float]  # (model, vocab) -> dev BLEU
 
 
 def _device(device: Optional[str]) -> torch.device:
@@ -146,6 +147,29 @@ def stale_outputs(out: PathLike, split: str, options: Dict[str, Any]) -> Optiona
     if checkpoint.is_file() and record.get("checkpoint_sha256") != sha256sum(checkpoint):
         return f"decoded from other weights than {checkpoint}"
     return None
+
+
+def dev_scorer(
+    config: Dict[str, Any],
+    recs: Sequence[GraphTextRecord],
+    make_encoder: EncoderFactory,
+    relation_names: Sequence[str],
+    bleu: Callable[[List[str]], float],
+) -> DevScorer:
+    """``(model, vocab) -> bleu(hypotheses)``: ``recs`` decoded (relexicalised) with ``config``'s decoding settings,
+    scored by the task's ``bleu``; what a task's ``dev_bleu`` gives the trainer for ``keep="dev_bleu"``. A bad
+    ``config`` is the trainer's one-line error, raised here before any training."""
+    cfg = GeneratorConfig.from_mapping(config).to_dict()
+    beam, max_len, length_penalty, no_repeat_ngram = decode_settings(cfg, None, None, None)
+
+    def score(model: GraphWriter, vocab: Vocab) -> float:
+        enc = make_encoder(vocab, relation_names)
+        hyps, _ = decode_records(
+            model, enc, recs, beam, max_len, length_penalty, progress=False, no_repeat_ngram=no_repeat_ngram
+        )
+        return bleu(hyps)
+
+    return score
 
 
 def decode_records(

@@ -90,17 +90,14 @@ def dev_bleu(config: Dict[str, Any], splits: GraphTextSplits, max_dev: Optional[
     require_text_metrics()
     require_webnlg2017()
     recs = entries(splits, "dev")[:max_dev] if max_dev else entries(splits, "dev")
-    cfg = g2t.check_config(config)  # a bad configuration: the trainer's one-line error, before any data is scored
-    beam, max_len, length_penalty, no_repeat_ngram = g2t.decode_settings(cfg, None, None, None)
-
-    def score(model, vocab) -> float:
-        enc = WebNLGEncoder(vocab, splits.relation_names)
-        hyps, _ = g2t.decode_records(
-            model, enc, recs, beam, max_len, length_penalty, progress=False, no_repeat_ngram=no_repeat_ngram
-        )
-        return score_webnlg2017(hyps, [r.references for r in recs], meteor="none")["BLEU"]
-
-    return score
+    refs = [r.references for r in recs]
+    return g2t.dev_scorer(
+        config,
+        recs,
+        WebNLGEncoder,
+        splits.relation_names,
+        lambda hyps: score_webnlg2017(hyps, refs, meteor="none")["BLEU"],
+    )
 
 
 def entries(splits: GraphTextSplits, split: str) -> List[WebNLGRecord]:
