@@ -8,8 +8,13 @@ baseline").
     python -m studies.webnlg2017 report    # -> docs/webnlg2017/results.json -> the page's generated block
     python -m studies.webnlg2017 rescore   # score the committed hyp.test.txt again (no model, no decoding)
 
-RUN (``--run``, default runs/webnlg2017/ma-s0) is a finished ``graph-rma webnlg train --preset webnlg2017`` run
-folder; ``dev`` refuses an unfinished one (its ``best.pt`` could still change). Every step writes under
+Each step works on one round of :data:`ROUNDS` (``--round``, default ``ma-s0``, the first): its run folder RUN
+(``--run`` overrides it), its results folder RESULTS under docs/ (``--results``) and the grid its decoding is chosen
+from (``ma-s0``: GRID; ``v3-s0``, the next round on docs/webnlg.md: DECODE_GRID). ``report`` writes the round's
+``results.json`` and renders the page's one block from every round's: a dev table each, one test table with a row
+per round, an acceptance verdict per round.
+
+RUN is a finished ``graph-rma webnlg train --preset webnlg2017`` run folder; ``dev`` refuses an unfinished one (its ``best.pt`` could still change). Every step writes under
 ``RUN/decode/`` and resumes: ``dev`` skips the settings already scored (a setting decoded but not scored is only
 scored), ``test`` never decodes a second time (a test decode stopped before its end starts again, with the same
 setting). Each decode records the SHA-256 of the ``best.pt`` it read, and a later step refuses results of another
@@ -20,6 +25,8 @@ as one corpus).
 The rules, written before any run:
 
 * GRID: beam 5 with GNMT length penalty 0.6, 1.0 and 1.4, and beam 10 with 1.0; the run's own ``max_len``.
+  DECODE_GRID (the next round's, written 2026-11-26 before its run): GRID, then beam 5 with repeated 3- or 4-grams
+  blocked at length penalty 1.0, 1.4 and 1.8.
 * ``choose``: the highest BLEU on all dev entries (the dev split holds seen categories only); ties go to the earlier
   entry of GRID.
 * ``test``: once per final run. It refuses to run before ``choose``, when ``best.pt`` is not the one dev was decoded
@@ -45,6 +52,7 @@ import platform
 import shutil
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
@@ -53,7 +61,7 @@ from graph_rma.data.root import sha256sum as _sha256
 from graph_rma.engine import atomic_write_text, one_line_errors, read_lines, write_json
 from graph_rma.tasks.defaults import METEOR_CHOICES
 from studies.graph_to_text import PUBLISHED
-from studies.pages import page_file, publish, renderer
+from studies.pages import page_file, renderer
 
 #: The decoding settings tried on dev, in order (an earlier entry wins a tie). Written before any run (issue 37).
 GRID: List[Dict] = [
@@ -62,14 +70,45 @@ GRID: List[Dict] = [
     {"beam": 5, "length_penalty": 1.4},
     {"beam": 10, "length_penalty": 1.0},
 ]
+#: The next round's grid (and the repulsion study's, :mod:`studies.webnlg2017_evidence`): GRID, then beam 5 with
+#: repeated 3-grams or 4-grams blocked at three length penalties (written 2026-11-26, before any run chose from it).
+DECODE_GRID: List[Dict] = [
+    *GRID,
+    *({"beam": 5, "length_penalty": lp, "no_repeat_ngram": n} for n in (3, 4) for lp in (1.0, 1.4, 1.8)),
+]
 SCORER = "webnlg2017"
 SUBSETS = ("seen", "unseen", "all")
 #: The published row whose seen-category BLEU is the issue's acceptance line.
 TARGET = "GCN_EC"
 BLOCK = "webnlg2017-results"
-RUN = Path("runs/webnlg2017/ma-s0")
-RESULTS = Path("docs/webnlg2017")
 PAGE = Path("docs/webnlg.md")
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Round:
+    """One plain run of the reproduction: its training run folder, its committed results folder (under docs/) and
+    the grid its decoding is chosen from; ``keep`` is how its ``best.pt`` was kept, as the page says it."""
+
+    run: Path
+    results: Path
+    grid: Sequence[Dict]
+    keep: str
+
+
+#: The rounds, in the order they were run; each keeps its row on the page. The second applies the first's
+#: diagnosis (docs/webnlg.md, "The next round"; rules written before its run started).
+ROUNDS: Dict[str, Round] = {
+    "ma-s0": Round(Path("runs/webnlg2017/ma-s0"), Path("docs/webnlg2017"), GRID, "by dev loss"),
+    "v3-s0": Round(
+        Path("runs/webnlg2017/v3-s0"),
+        Path("docs/webnlg2017/v3-s0"),
+        DECODE_GRID,
+        "by dev BLEU (`--keep dev_bleu`; dev decoded with beam 5, length penalty 1.8, no repeated 3-gram)",
+    ),
+}
+FIRST = "ma-s0"
+RUN, RESULTS = ROUNDS[FIRST].run, ROUNDS[FIRST].results
 META_HEADER = "line\teid\tcategory\tsubset"
 
 
@@ -365,23 +404,23 @@ def _rounded(obj, digits: int = 4):
     return obj
 
 
-def not_run() -> Dict:
+def not_run(grid: Sequence[Dict] = GRID) -> Dict:
     """The results before any step has run."""
-    grid = [{"setting": setting_name(s), **s, "dev": None, "decode": None} for s in GRID]
-    return {"grid": grid, "choice": None, "test": None, "conditions": None}
+    rows = [{"setting": setting_name(s), **s, "dev": None, "decode": None} for s in grid]
+    return {"grid": rows, "choice": None, "test": None, "conditions": None}
 
 
-def collect(run: Path, results: Path = RESULTS) -> Dict:
-    """The results of ``RUN/decode/`` (dev scores per setting, the choice, the test scores, the conditions). A run
-    folder without ``decode/`` (nothing run, or a machine that does not hold the run) keeps the committed
-    ``results/results.json`` (the not-run results when there is none)."""
+def collect(run: Path, results: Path = RESULTS, grid: Sequence[Dict] = GRID) -> Dict:
+    """The results of ``RUN/decode/`` (dev scores per setting of ``grid``, the choice, the test scores, the
+    conditions). A run folder without ``decode/`` (nothing run, or a machine that does not hold the run) keeps the
+    committed ``results/results.json`` (the not-run results when there is none)."""
     if not (run / "decode").is_dir():
         committed = _read(results / "results.json")
         print(f"{run / 'decode'}: nothing decoded; the committed results are kept", file=sys.stderr)
-        return committed or not_run()
-    out = not_run()
+        return committed or not_run(grid)
+    out = not_run(grid)
     keys = ("setting", "beam", "length_penalty", "max_len", "entries", "seconds", "threads", "device", "date")
-    for entry, row in zip(out["grid"], dev_scores(run)):
+    for entry, row in zip(out["grid"], dev_scores(run, grid)):
         if row is not None:
             entry["dev"] = _rounded(row["metrics"]["all"])
             entry["decode"] = {k: row["record"][k] for k in keys if k != "setting"}
@@ -398,7 +437,7 @@ def collect(run: Path, results: Path = RESULTS) -> Dict:
             "hyp": "hyp.test.txt",
             "meta": "meta.test.tsv",
         }
-    records = [r for r in [record] + [row["record"] for row in dev_scores(run) if row] if r]
+    records = [r for r in [record] + [row["record"] for row in dev_scores(run, grid) if row] if r]
     if records:
         config, train = _read(run / "config.json"), _read(run / "train.json")
         r = records[0]
@@ -432,11 +471,29 @@ def acceptance(results: Dict) -> Optional[bool]:
     return None if not test else test["scores"]["seen"]["BLEU"] >= target()
 
 
-def render_results(results: Dict) -> str:
-    choice, test, cond = results.get("choice"), results.get("test"), results.get("conditions")
-    done = [g for g in results["grid"] if g["dev"] is not None]
+def committed(rounds: Dict[str, Round] = ROUNDS) -> Dict[str, Dict]:
+    """Each round's committed ``results.json`` (under the repository), by round name; a round without one (nothing
+    decoded yet) has its not-run results."""
+    return {name: _read(REPO / r.results / "results.json") or not_run(r.grid) for name, r in rounds.items()}
+
+
+def latest(rounds: Dict[str, Dict]) -> Optional[str]:
+    """The last round (in :data:`ROUNDS`' order) whose test set is scored; ``None`` before any is."""
+    scored = [name for name in ROUNDS if rounds.get(name, {}).get("test")]
+    return scored[-1] if scored else None
+
+
+def folder(name: str) -> str:
+    """Round ``name``'s results folder as the page links it (relative to docs/)."""
+    return ROUNDS[name].results.relative_to("docs").as_posix()
+
+
+def _dev_lines(name: str, results: Dict) -> List[str]:
+    """A round's dev table (its grid, each setting's dev BLEU, the chosen one) and its choice."""
+    choice = results.get("choice")
     lines = [
-        "Dev (decoding chosen here; every dev entry is of a seen category):",
+        f"Dev of `{name}`, `best.pt` kept {ROUNDS[name].keep}. Its decoding is chosen here; every dev entry is of a "
+        "seen category:",
         "",
         "| decoding setting | dev BLEU (`--scorer webnlg2017`) | entries | decoding time | chosen |",
         "| --- | ---: | ---: | ---: | --- |",
@@ -450,78 +507,102 @@ def render_results(results: Dict) -> str:
                 f"| {_describe(g)} | {g['dev']['BLEU']:.2f} | {g['dev']['n']:,} | "
                 f"{g['decode']['seconds'] / 60:.1f} min | {mark} |"
             )
-    lines.append("")
+    done = sum(g["dev"] is not None for g in results["grid"])
     if choice:
-        lines.append(f"Chosen: {_describe(choice)} ({choice['rule']}).")
+        chosen = f"Chosen: {_describe(choice)} ({choice['rule']})."
     else:
-        lines.append(
-            f"Chosen: not yet ({len(done)} of {len(results['grid'])} settings scored on dev; "
-            "`python -m studies.webnlg2017 choose` picks once all are)."
+        chosen = (
+            f"Chosen: not yet ({done} of {len(results['grid'])} settings scored on dev; "
+            f"`python -m studies.webnlg2017 choose --round {name}` picks once all are)."
         )
+    return lines + ["", chosen, ""]
+
+
+def _test_row(name: str, results: Dict) -> str:
+    test, cond = results.get("test"), results.get("conditions")
+    variant, seed = (f"`{cond['variant']}`", f", seed {cond['seed']}") if cond else ("plain", "")
+    ours = f"ours, `{name}`: GraphWriter, {variant} encoder heads, `--preset webnlg2017`{seed}"
+    if not test:
+        return f"| {ours} | not run yet |" + " |" * (len(SUBSETS) * 3 - 1) + " |"
+    s = test["scores"]
+    cells = ["n/a" if s[sub][m] is None else f"{s[sub][m]:.2f}" for m in ("BLEU", "METEOR", "TER") for sub in SUBSETS]
+    where = folder(name)
+    source = (
+        f"{_describe(test)}; decoded outputs [{where}/hyp.test.txt]({where}/hyp.test.txt) and "
+        f"[{where}/meta.test.tsv]({where}/meta.test.tsv)"
+    )
+    return f"| {ours} | " + " | ".join(cells) + f" | {source} |"
+
+
+def _acceptance(name: str, results: Dict) -> str:
+    met = acceptance(results)
+    if met is None:
+        return f"`{name}` not decided, its test set has not been decoded"
+    seen = results["test"]["scores"]["seen"]["BLEU"]
+    return f"`{name}` **{'met' if met else 'not met'}** ({seen:.2f}, {seen - target():+.2f})"
+
+
+def _conditions(name: str, results: Dict) -> str:
+    cond, test = results.get("conditions"), results.get("test")
+    if not cond:
+        return f"`{name}`: nothing decoded yet."
+    done = [g for g in results["grid"] if g["dev"] is not None]
+    decode = f"dev decoded in {sum(g['decode']['seconds'] for g in done) / 60:.1f} min over {len(done)} settings"
+    if test:
+        decode += f", test in {test['seconds'] / 60:.1f} min on {test['date']}"
+    return (
+        f"`{name}`: run `{cond['run']}` (`{cond['variant']}`, seed {cond['seed']}, {cond['epochs_trained']} of "
+        f"{cond['config']['epochs']} epochs trained, `best.pt` from epoch {cond['best_epoch']}, dev loss "
+        f"{cond['best_dev_loss']:.3f}); {decode}; torch {cond['torch']}, {cond['machine']} {cond['device']}, "
+        f"{cond['threads']} thread(s)."
+    )
+
+
+def render_results(rounds: Dict[str, Dict]) -> str:
+    """The block: each round's dev table, then one test table (a row per round, then the published rows), the
+    acceptance per round and each round's conditions. ``rounds``: results by round name (:data:`ROUNDS`' order)."""
+    lines = [line for name, results in rounds.items() for line in _dev_lines(name, results)]
     columns = [f"{m} {s}" for m in ("BLEU", "METEOR", "TER") for s in SUBSETS]
     lines += [
-        "",
-        "Test (decoded once, with the chosen setting), beside the published rows of the table above:",
+        "Test (each round's test set decoded once, with its chosen setting), beside the published rows of the table "
+        "above:",
         "",
         "| system | " + " | ".join(columns) + " | source |",
         "| --- |" + " ---: |" * len(columns) + " --- |",
+        *(_test_row(name, results) for name, results in rounds.items()),
     ]
-    if cond:
-        ours = f"ours: GraphWriter, `{cond['variant']}` encoder heads, `--preset webnlg2017`, seed {cond['seed']}"
-    else:
-        ours = "ours: GraphWriter, `ma` (plain) encoder heads, `--preset webnlg2017`"
-    if test:
-        s = test["scores"]
-        cells = [
-            "n/a" if s[sub][m] is None else f"{s[sub][m]:.2f}" for m in ("BLEU", "METEOR", "TER") for sub in SUBSETS
-        ]
-        source = (
-            f"{_describe(test)}; decoded outputs [webnlg2017/hyp.test.txt](webnlg2017/hyp.test.txt) and "
-            "[webnlg2017/meta.test.tsv](webnlg2017/meta.test.tsv)"
-        )
-        lines.append(f"| {ours} | " + " | ".join(cells) + f" | {source} |")
-    else:
-        lines.append(f"| {ours} | not run yet |" + " |" * (len(columns) - 1) + " |")
     for system, scores, source in PUBLISHED["webnlg"]:
         cells = [f"{scores[c]:g}" if c in scores else "-" for c in columns]
         lines.append(f"| {system} | " + " | ".join(cells) + f" | {source} |")
-    met = acceptance(results)
-    line = f"Acceptance (issue 37): our seen-category test BLEU at least {TARGET}'s {target():g}: "
-    if met is None:
-        line += "not decided, the test set has not been decoded."
-    else:
-        seen = test["scores"]["seen"]["BLEU"]
-        line += f"**{'met' if met else 'not met'}** ({seen:.2f}, {seen - target():+.2f})."
-    lines += ["", line, ""]
-    if cond:
-        decode = f"dev decoded in {sum(g['decode']['seconds'] for g in done) / 60:.1f} min over {len(done)} settings"
-        if test:
-            decode += f", test in {test['seconds'] / 60:.1f} min on {test['date']}"
-        lines.append(
-            "Generated by `python -m studies.webnlg2017 report` from "
-            f"[webnlg2017/results.json](webnlg2017/results.json): run `{cond['run']}` (`{cond['variant']}`, "
-            f"seed {cond['seed']}, {cond['epochs_trained']} of "
-            f"{cond['config']['epochs']} epochs trained, `best.pt` from epoch {cond['best_epoch']}, dev loss "
-            f"{cond['best_dev_loss']:.3f}); {decode}; torch {cond['torch']}, {cond['machine']} {cond['device']}, "
-            f"{cond['threads']} thread(s)."
-        )
-    else:
-        lines.append(
-            "Not run yet: the steps above fill this block from "
-            "[webnlg2017/results.json](webnlg2017/results.json) (`python -m studies.webnlg2017 report`)."
-        )
+    verdicts = "; ".join(_acceptance(name, results) for name, results in rounds.items())
+    folders = [folder(name) for name in rounds]
+    files = " and ".join(f"[{f}/results.json]({f}/results.json)" for f in folders)
+    lines += [
+        "",
+        f"Acceptance (issue 37): our seen-category test BLEU at least {TARGET}'s {target():g}: {verdicts}.",
+        "",
+        f"Generated by `python -m studies.webnlg2017 report --round NAME` from {files}:",
+        "",
+        *(f"- {_conditions(name, results)}" for name, results in rounds.items()),
+    ]
     return "\n".join(lines)
 
 
 BLOCKS = {BLOCK: render_results}
-render = renderer(BLOCKS)  # render(page_text, results): the page with its generated block rendered from results
+render = renderer(BLOCKS)  # render(page_text, rounds): the page with its generated block rendered from every round
 
 
-def report(run: Path, page: Path = PAGE, results: Path = RESULTS) -> Dict:
-    """Write ``results/results.json`` from :func:`collect` and render the page's block from it; the page is
-    rendered first, so a page without the block writes nothing."""
-    data = collect(run, results)
-    publish(page, data, BLOCKS, results / "results.json")
+def report(name: str = FIRST, page: Path = PAGE, run: Optional[Path] = None, results: Optional[Path] = None) -> Dict:
+    """Write round ``name``'s ``results.json`` (in ``results``, default the round's folder) from :func:`collect` of
+    its ``run`` (default the round's), and render the page's block from it and the other rounds' committed results;
+    the page is rendered first, so a page without the block writes nothing."""
+    r = ROUNDS[name]
+    results = r.results if results is None else results
+    data = collect(r.run if run is None else run, results, r.grid)
+    text = render(page.read_text(encoding="utf-8"), {**committed(), name: data})
+    write_json(results / "results.json", data)
+    page.write_text(text, encoding="utf-8")
+    print(f"wrote {page} and {results / 'results.json'}")
     return data
 
 
@@ -590,10 +671,14 @@ def main(argv=None) -> int:
     one_line_errors()
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("step", choices=["dev", "choose", "test", "report", "rescore"])
-    p.add_argument("--run", type=out_dir, default=RUN, help=f"the finished training run (default: {RUN})")
     p.add_argument(
-        "--results", type=out_dir, default=RESULTS, help=f"the committed results folder (default: {RESULTS})"
+        "--round",
+        default=FIRST,
+        choices=list(ROUNDS),
+        help=f"the round: its run, results folder and decoding grid (default: {FIRST}; the module lists them)",
     )
+    p.add_argument("--run", type=out_dir, default=None, help="the finished training run (default: the round's)")
+    p.add_argument("--results", type=out_dir, default=None, help="the committed results folder (default: the round's)")
     p.add_argument("--page", type=page_file, default=PAGE, help=f"report: the page (default: {PAGE})")
     p.add_argument("--root", default=None, help="WebNLG folder (default: $GRAPH_RMA_DATA/webnlg)")
     p.add_argument(
@@ -614,20 +699,22 @@ def main(argv=None) -> int:
             page_file(str(a.page))
         except argparse.ArgumentTypeError as exc:
             p.error(f"argument --page: {exc}")
+    r = ROUNDS[a.round]
+    run, results = a.run or r.run, a.results or r.results
     decode = dict(root=a.root, meteor=a.meteor, threads=a.threads, device=a.device, progress=not a.quiet)
     if a.step == "dev":
-        dev(a.run, **decode)
+        dev(run, settings=r.grid, **decode)
     elif a.step == "choose":
-        choose(a.run)
+        choose(run, r.grid)
     elif a.step == "test":
-        decode_test(a.run, a.results, **decode)
+        decode_test(run, results, **decode)
     elif a.step == "report":
-        report(a.run, a.page, a.results)
+        report(a.round, a.page, run, results)
     else:
-        scores = rescore(a.results, a.root, a.meteor, a.export)
+        scores = rescore(results, a.root, a.meteor, a.export)
         for subset in SUBSETS:
             print(f"{subset:<7} {_scores_line(scores[subset])}")
-        diffs = _compare(scores, _read(a.results / "results.json"))
+        diffs = _compare(scores, _read(results / "results.json"))
         print("differs from results.json: " + "; ".join(diffs) if diffs else "the same as results.json")
         if a.export is not None:
             refs = " ".join(f"--ref {a.export}/ref{j}.SUBSET.txt" for j in (1, 2, 3))

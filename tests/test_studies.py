@@ -87,20 +87,25 @@ def test_graph_to_text_pages_are_what_their_committed_results_render_to(task):
 
 
 def test_webnlg2017_block_is_what_its_committed_results_render_to():
-    """docs/webnlg.md's challenge-baseline block comes from docs/webnlg2017/results.json (studies.webnlg2017),
-    with the decoded test outputs committed beside it once the test set is scored."""
+    """docs/webnlg.md's challenge-baseline block comes from each round's docs/webnlg2017/.../results.json
+    (studies.webnlg2017), with the decoded test outputs committed beside each round's once its test set is scored."""
     study = _load("webnlg2017")
-    results = json.loads((REPO / "docs" / "webnlg2017" / "results.json").read_text())
+    rounds = study.committed()
     page = (REPO / "docs" / "webnlg.md").read_text()
-    assert study.render(page, results) == page
-    assert [g["setting"] for g in results["grid"]] == [study.setting_name(s) for s in study.GRID]
-    if results["test"] is not None:
-        committed = json.loads((REPO / "docs" / "webnlg2017" / "test.json").read_text())
-        hyp = REPO / "docs" / "webnlg2017" / "hyp.test.txt"
-        assert committed["hyp_sha256"] == study._sha256(hyp) and committed["setting"] == results["choice"]["setting"]
-        rows = study.read_meta(REPO / "docs" / "webnlg2017" / "meta.test.tsv")
-        assert len(rows) == len(hyp.read_text(encoding="utf-8").splitlines()) == results["test"]["scores"]["all"]["n"]
-        assert sum(r["seen"] for r in rows) == results["test"]["scores"]["seen"]["n"]
+    assert study.render(page, rounds) == page and list(rounds) == list(study.ROUNDS)
+    for name, results in rounds.items():
+        folder = REPO / study.ROUNDS[name].results
+        assert (folder / "results.json").is_file()
+        assert [g["setting"] for g in results["grid"]] == [study.setting_name(s) for s in study.ROUNDS[name].grid]
+        if results["test"] is not None:
+            committed = json.loads((folder / "test.json").read_text())
+            hyp = folder / "hyp.test.txt"
+            assert committed["hyp_sha256"] == study._sha256(hyp)
+            assert committed["setting"] == results["choice"]["setting"]
+            rows = study.read_meta(folder / "meta.test.tsv")
+            scores = results["test"]["scores"]
+            assert len(rows) == len(hyp.read_text(encoding="utf-8").splitlines()) == scores["all"]["n"]
+            assert sum(r["seen"] for r in rows) == results["test"]["scores"]["seen"]["n"]
 
 
 def test_text_page_is_what_its_committed_results_render_to():

@@ -130,15 +130,36 @@ def test_acceptance_is_gcn_ecs_published_seen_bleu():
     assert gcn == [study.target()] == [55.9]
     assert study.acceptance(study.not_run()) is None
     assert study.acceptance(_results(55.9)) is True and study.acceptance(_results(55.89)) is False
-    text = study.render_results(_results(55.89))
-    assert "**not met** (55.89, -0.01)" in text
+    text = study.render_results({study.FIRST: _results(55.89)})
+    assert f"`{study.FIRST}` **not met** (55.89, -0.01)" in text
     assert "| 55.89 | 20.00 | 40.00 | 40.00 | n/a | 40.00 | 45.00 | 45.00 | 45.00 |" in text
-    assert "**met** (56.00, +0.10)" in study.render_results(_results(56.0))
+    assert f"`{study.FIRST}` **met** (56.00, +0.10)" in study.render_results({study.FIRST: _results(56.0)})
+
+
+def test_each_round_has_its_row_its_grid_and_its_verdict():
+    """Two rounds: a row each in the one test table, each round's own dev grid, an acceptance verdict each, links
+    into each round's results folder; the latest round with a test score is the one the summary takes."""
+    first, second = list(study.ROUNDS)
+    assert study.ROUNDS[first].grid == study.GRID and study.ROUNDS[second].grid == study.DECODE_GRID
+    assert study.ROUNDS[first].results == study.RESULTS and study.ROUNDS[second].results.parent == study.RESULTS
+    two = {first: _results(52.0), second: _results(56.5)}
+    two[second]["grid"] = study.not_run(study.DECODE_GRID)["grid"]
+    text = study.render_results(two)
+    rows = [line for line in text.splitlines() if line.startswith("| ours, ")]
+    assert [r.split("`")[1] for r in rows] == [first, second]
+    assert "| 52.00 |" in rows[0] and "| 56.50 |" in rows[1]
+    assert f"[{study.folder(second)}/hyp.test.txt]({study.folder(second)}/hyp.test.txt)" in rows[1]
+    assert f"`{first}` **not met** (52.00, -3.90); `{second}` **met** (56.50, +0.60)" in text
+    assert text.count("| beam 5, length penalty 1.8, no repeated 3-gram | not run yet |") == 1  # the second's grid
+    assert study.latest(two) == second and study.latest({first: two[first], second: study.not_run()}) == first
+    assert study.latest({n: study.not_run() for n in study.ROUNDS}) is None
 
 
 def test_before_any_run_the_block_says_so():
-    text = study.render_results(study.not_run())
-    assert text.count("not run yet") == len(study.GRID) + 1 and "not decided" in text and "Chosen: not yet" in text
+    text = study.render_results({n: study.not_run(r.grid) for n, r in study.ROUNDS.items()})
+    settings = sum(len(r.grid) for r in study.ROUNDS.values())
+    assert text.count("not run yet") == settings + len(study.ROUNDS)
+    assert text.count("not decided") == text.count("Chosen: not yet") == text.count("nothing decoded yet") == 2
     for name, scores, _ in PUBLISHED["webnlg"]:
         assert f"| {name} | {scores['BLEU seen']:g} |" in text  # the published rows, from their one source
 
@@ -215,15 +236,16 @@ def test_the_driver_end_to_end_on_the_fixture(tmp_path, monkeypatch, capsys):
 
     page = tmp_path / "webnlg.md"
     page.write_text((REPO / "docs" / "webnlg.md").read_text())
-    data = study.report(run, page, results)
+    data = study.report(study.FIRST, page, run, results)
     assert json.loads((results / "results.json").read_text()) == data
-    assert study.render(page.read_text(), data) == page.read_text()
+    assert study.render(page.read_text(), {**study.committed(), study.FIRST: data}) == page.read_text()
     assert data["test"]["scores"]["seen"]["BLEU"] == round(scores["seen"]["BLEU"], 4)
     assert [g["dev"]["BLEU"] for g in data["grid"]] == [round(b, 4) for b in bleus]
     assert data["conditions"]["epochs_trained"] == 1 and data["conditions"]["threads"] == 1
     block = pages.block(page.read_text(), study.BLOCK)
-    assert ("**met**" if data["test"]["scores"]["seen"]["BLEU"] >= 55.9 else "**not met**") in block
-    assert "not run yet" not in block
+    verdict = "**met**" if data["test"]["scores"]["seen"]["BLEU"] >= 55.9 else "**not met**"
+    assert f"`{study.FIRST}` {verdict}" in block
+    assert "not run yet" not in study.render_results({study.FIRST: data})
 
     # rescoring from the committed files alone (and the WebNLG release's references)
     export = tmp_path / "export"
@@ -291,3 +313,16 @@ def test_the_driver_end_to_end_on_the_fixture(tmp_path, monkeypatch, capsys):
     (results / "hyp.test.txt").write_text("\n".join(lines))
     assert study.main(["rescore", "--results", str(results), "--root", str(FIXTURE), "--meteor", "none"]) == 1
     assert "differs from results.json: seen BLEU" in capsys.readouterr().out
+
+    # the second round's grid: choose refuses until its blocking settings are scored; dev decodes only those (the
+    # grid's first settings are this checkpoint's, already scored); choose then picks over the whole grid
+    second = [n for n in study.ROUNDS if n != study.FIRST][0]
+    with pytest.raises(SystemExit, match="dev not scored for beam5-lp1.0-nr3, "):
+        study.main(["choose", "--round", second, "--run", str(run)])
+    scored = {p: p.stat().st_mtime_ns for p in (run / "decode").glob("beam*/metrics.dev.webnlg2017.json")}
+    assert study.main(["dev", "--round", second, "--run", str(run), "--root", str(FIXTURE), "--meteor", "none"]) == 0
+    assert {p: p.stat().st_mtime_ns for p in scored} == scored
+    assert study.main(["choose", "--round", second, "--run", str(run)]) == 0
+    bleus = [row["metrics"]["all"]["BLEU"] for row in study.dev_scores(run, study.DECODE_GRID)]
+    chosen = json.loads((run / "decode" / "choice.json").read_text())["setting"]
+    assert chosen == study.setting_name(study.DECODE_GRID[study.pick(bleus)])
