@@ -14,13 +14,13 @@ from (``ma-s0``: GRID; ``v3-s0``, the next round on docs/webnlg.md: DECODE_GRID)
 ``results.json`` and renders the page's one block from every round's: a dev table each, one test table with a row
 per round, an acceptance verdict per round.
 
-RUN is a finished ``graph-rma webnlg train --preset webnlg2017`` run folder; ``dev`` refuses an unfinished one (its ``best.pt`` could still change). Every step writes under
-``RUN/decode/`` and resumes: ``dev`` skips the settings already scored (a setting decoded but not scored is only
-scored), ``test`` never decodes a second time (a test decode stopped before its end starts again, with the same
-setting). Each decode records the SHA-256 of the ``best.pt`` it read, and a later step refuses results of another
-``best.pt``. Scores are :func:`graph_rma.tasks.webnlg.score` with ``scorer="webnlg2017"`` (BLEU as
-``multi-bleu.perl -lc``, METEOR 1.5 ``-norm`` when Java is found, TER; ``seen``, ``unseen`` and ``all`` each scored
-as one corpus).
+RUN is a finished ``graph-rma webnlg train --preset webnlg2017`` run folder; ``dev`` refuses an unfinished one (its
+``best.pt`` could still change). Every step writes under ``RUN/decode/`` and resumes: ``dev`` skips the settings already
+scored (a setting decoded but not scored is only scored), ``test`` never decodes a second time (a test decode stopped
+before its end starts again, with the same setting). Each decode records the SHA-256 of the ``best.pt`` it read, and a
+later step refuses results of another ``best.pt``. Scores are :func:`graph_rma.tasks.webnlg.score` with
+``scorer="webnlg2017"`` (BLEU as ``multi-bleu.perl -lc``, METEOR 1.5 ``-norm`` when Java is found, TER; ``seen``,
+``unseen`` and ``all`` each scored as one corpus).
 
 The rules, written before any run:
 

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -233,7 +234,9 @@ def _selection(out: Path, committed: Dict) -> List[Dict]:
                 )
                 continue
             best = lowest(history)
-            seconds = [h["seconds"] for h in history]
+            # the median: robust to the load of a shared machine; an epoch resumed from an older checkpoint
+            # (seconds_partial) timed only its part after the resume and is left out
+            seconds = [h["seconds"] for h in history if not h.get("seconds_partial")] or [h["seconds"] for h in history]
             rows.append(
                 {
                     "arm": arm,
@@ -242,7 +245,7 @@ def _selection(out: Path, committed: Dict) -> List[Dict]:
                     "dev_loss": round(best["dev_loss"], 4),
                     "epoch": best["epoch"],
                     "epochs": len(history),
-                    "seconds_per_epoch": round(sum(seconds) / len(seconds), 1),
+                    "seconds_per_epoch": round(statistics.median(seconds), 1),
                 }
             )
     return rows
@@ -334,7 +337,7 @@ def render_evidence(data: Dict) -> str:
     lines = [
         f"Selection (seed {SELECT_SEED}, {SELECT_EPOCHS} epochs; within each arm the lowest dev loss wins):",
         "",
-        "| arm | setting | lowest dev loss (epoch) | seconds per epoch | chosen |",
+        "| arm | setting | lowest dev loss (epoch) | seconds per epoch (median) | chosen |",
         "| --- | --- | ---: | ---: | --- |",
     ]
     for r in data["selection"]:

@@ -10,7 +10,7 @@ import torch
 from graph_rma import DropAttention
 from graph_rma.data.agenda import AgendaEncoder, build_vocab, load_agenda
 from graph_rma.data.graph_text import collate
-from graph_rma.engine import ResumeMismatchError, load_checkpoint
+from graph_rma.engine import ResumeMismatchError, load_checkpoint, save_checkpoint
 from graph_rma.models.graphwriter import GraphWriter
 from graph_rma.tasks import agenda
 from graph_rma.tasks import graph_to_text as g2t
@@ -235,6 +235,7 @@ def test_keep_dev_bleu_keeps_the_epoch_the_scorer_ranks_highest(tmp_path, data, 
     config = dict(SMALL, epochs=3, keep="dev_bleu")
     summary = g2t.train(config, tmp_path / "run", splits, seed=0, progress=False, dev_bleu=scorer)
     assert [h["dev_bleu"] for h in summary["history"]] == [10.0, 30.0, 30.0] and summary["best_dev_bleu"] == 30.0
+    assert all(h["dev_bleu_seconds"] >= 0 for h in summary["history"])  # the dev decode, timed apart
     best = load_checkpoint(tmp_path / "run" / "best.pt")
     assert (best["epoch"], best["dev_bleu"]) == (2, 30.0)  # the tie at epoch 3 keeps epoch 2
     assert seen == [(False, len(best["vocab"]))] * 3  # in eval mode (no dropout), with the run's vocabulary
@@ -249,6 +250,34 @@ def test_keep_dev_bleu_keeps_the_epoch_the_scorer_ranks_highest(tmp_path, data, 
     losses = [h["dev_loss"] for h in plain["history"]]
     assert load_checkpoint(tmp_path / "plain" / "best.pt")["epoch"] == 1 + losses.index(min(losses))
     assert len(seen) == 3 and "dev_bleu" not in plain["history"][0]
+
+
+def test_an_epoch_cut_by_a_stop_records_its_whole_training_time(tmp_path, data, monkeypatch):
+    """The checkpoint holds the epoch's seconds so far and a resume carries them on, so the history's ``seconds``
+    is the epoch's training time, not the part after the resume; an older checkpoint without them is flagged."""
+    splits, _, _ = data
+
+    def clock(start):  # each reading 10 s after the last
+        ticks = iter(range(start, 10**6, 10))
+        return lambda: float(next(ticks))
+
+    # epoch 1: 0 -> 10; epoch 2 starts at 20, stopped after its first batch at 30: 10 s of it trained
+    monkeypatch.setattr(g2t, "_clock", clock(0))
+    g2t.train(dict(SMALL), tmp_path / "run", splits, seed=0, progress=False, stop_after=4)
+    saved = load_checkpoint(tmp_path / "run" / "checkpoint.pt")
+    assert (saved["epoch"], saved["batch"], saved["epoch_seconds"]) == (1, 1, 10.0)
+    monkeypatch.setattr(g2t, "_clock", clock(1000))  # resumed: 10 s more for the rest of epoch 2
+    history = g2t.train(dict(SMALL), tmp_path / "run", splits, seed=0, progress=False)["history"]
+    assert [h["seconds"] for h in history] == [10.0, 20.0] and not any("seconds_partial" in h for h in history)
+    # a checkpoint of an older release (no epoch_seconds): the resumed epoch counts from the resume, and says so
+    monkeypatch.setattr(g2t, "_clock", clock(0))
+    g2t.train(dict(SMALL), tmp_path / "old", splits, seed=0, progress=False, stop_after=4)
+    old = load_checkpoint(tmp_path / "old" / "checkpoint.pt")
+    del old["epoch_seconds"]
+    save_checkpoint(tmp_path / "old" / "checkpoint.pt", old)
+    monkeypatch.setattr(g2t, "_clock", clock(1000))
+    history = g2t.train(dict(SMALL), tmp_path / "old", splits, seed=0, progress=False)["history"]
+    assert [(h["seconds"], h.get("seconds_partial", False)) for h in history] == [(10.0, False), (10.0, True)]
 
 
 @pytest.mark.slow

@@ -130,6 +130,7 @@ CONFIG_KEYS = REQUIRED_FIELDS
 RESUMABLE_CHANGES = ("epochs", *DECODING_FIELDS)
 #: Keys a configuration may leave out (absent = their default, off): the learning-rate schedule.
 OPTIONAL_CONFIG_KEYS = OPTIONAL_FIELDS
+_clock = time.perf_counter  # an epoch's seconds (one name, so a test can drive it)
 
 VocabBuilder = Callable[..., Vocab]  # (records, min_freq=...) -> Vocab
 
@@ -247,6 +248,10 @@ def train(
         dev_bleu: ``(model, vocab) -> BLEU`` of the dev split decoded with the run's decoding settings (the task's
             scorer); needed by ``config["keep"] == "dev_bleu"``, which keeps in ``best.pt`` the epoch it scores
             highest (ties: the earlier), and records it in each epoch's history as ``dev_bleu``.
+
+    Each epoch's history entry records ``seconds``: its training and dev-loss time, carried across a stop and
+    resume (the checkpoint holds the time trained so far; an epoch resumed from an older release's checkpoint counts
+    only the time since the resume and says so with ``seconds_partial``), and ``dev_bleu_seconds``, the dev decode.
     """
     v = check_variant(variant)
     config = check_config(config)
@@ -345,7 +350,7 @@ def train(
             },
         )
 
-    def save(epoch: int, batch: int, run_loss: float = 0.0, run_n: int = 0) -> None:
+    def save(epoch: int, batch: int, run_loss: float = 0.0, run_n: int = 0, seconds: float = 0.0) -> None:
         # a collective: every rank calls save() at the same steps
         ranks = gather_objects({"rng": rng_state(dev), "run_loss": run_loss})
         if main_rank:
@@ -355,6 +360,7 @@ def train(
                 {
                     "run_loss_ranks": [r["run_loss"] for r in ranks],
                     "run_n": run_n,  # the epoch's running train loss
+                    "epoch_seconds": seconds,  # the epoch's training time so far (a resume carries it on)
                     "model": model.state_dict(),
                     "optimizer": optimizer.state_dict(),
                     "sampler": setup.state_dict(),
@@ -384,9 +390,15 @@ def train(
     for epoch in range(state["epoch"], config["epochs"]):
         batches = _batches(len(train_items), config["batch_size"], torch.Generator().manual_seed(seed * 1009 + epoch))
         start = state["batch"] if epoch == state["epoch"] else 0
-        t0, run_loss, run_n = time.time(), 0.0, 0
-        if epoch == state["epoch"] and ckpt is not None and start > 0 and ckpt.get("world_size", 1) == world:
-            run_loss, run_n = ckpt.get("run_loss_ranks", [0.0] * world)[rank], ckpt.get("run_n", 0)
+        run_loss, run_n, done_seconds, partial = 0.0, 0, 0.0, False
+        if epoch == state["epoch"] and ckpt is not None and start > 0:
+            if ckpt.get("world_size", 1) == world:
+                run_loss, run_n = ckpt.get("run_loss_ranks", [0.0] * world)[rank], ckpt.get("run_n", 0)
+            # the time trained before the stop; a checkpoint of an older release lacks it: the epoch's seconds are
+            # then only those since the resume, and its entry says so
+            partial = "epoch_seconds" not in ckpt
+            done_seconds = float(ckpt.get("epoch_seconds", 0.0))
+        t0 = _clock() - done_seconds
         bar = tqdm(
             range(start, len(batches)), desc=f"epoch {epoch + 1}/{config['epochs']}", disable=not progress, leave=False
         )
@@ -415,9 +427,9 @@ def train(
             run_n += 1
             bar.set_postfix(loss=f"{run_loss / run_n:.3f}")
             if save_every and state["step"] % save_every == 0:
-                save(epoch, b + 1, run_loss, run_n)
+                save(epoch, b + 1, run_loss, run_n, _clock() - t0)
             if stop_after is not None and steps_this_call >= stop_after:
-                save(epoch, b + 1, run_loss, run_n)
+                save(epoch, b + 1, run_loss, run_n, _clock() - t0)
                 return {"stopped": True, "step": state["step"]}
         dl = dev_loss(model, dev_items, config["batch_size"])
         if world > 1:  # each rank's loss is its part of the global mean, times world: average them
@@ -427,15 +439,19 @@ def train(
             "train_loss": run_loss / max(run_n, 1),
             "dev_loss": dl,
             "dev_ppl": math.exp(min(dl, 50)),
-            "seconds": round(time.time() - t0, 1),
+            "seconds": round(_clock() - t0, 1),  # training and dev loss; dev decoding is dev_bleu_seconds
         }
+        if partial:
+            entry["seconds_partial"] = True
         if scheduler is not None:  # the rate this epoch trained with; the schedule may lower it for the next
             entry["lr"] = optimizer.param_groups[0]["lr"]
             scheduler.step(dl)
         if by_bleu and main_rank:  # rank 0 alone decodes (no dropout); only it writes best.pt
             model.eval()
+            t1 = _clock()
             with torch.no_grad():
                 entry["dev_bleu"] = float(dev_bleu(model, vocab))
+            entry["dev_bleu_seconds"] = round(_clock() - t1, 1)
             model.train()
         state["history"].append(entry)
         if main_rank:
