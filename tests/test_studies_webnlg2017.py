@@ -15,21 +15,23 @@ from studies.graph_to_text import PUBLISHED
 FIXTURE = FIXTURES / "webnlg_tiny"
 
 
-def _fake_run(tmp_path: Path, bleus=None, epochs_done=2, epochs=2) -> Path:
+def _fake_run(tmp_path: Path, bleus=None, epochs_done=2, epochs=2, grid=study.GRID) -> Path:
     """A run folder with a stand-in best.pt (only its bytes matter to choose and test) and, for each BLEU given,
-    that setting's dev record and scores as `dev` writes them."""
+    that setting of ``grid``'s dev record and scores as `dev` writes them."""
     run = tmp_path / "run"
     run.mkdir()
     (run / "best.pt").write_bytes(b"weights of epoch 2")
     (run / "config.json").write_text(json.dumps({"config": {"epochs": epochs}, "variant": "ma", "seed": 0}))
     (run / "train.json").write_text(json.dumps({"history": [{"epoch": e + 1} for e in range(epochs_done)]}))
     sha = study._sha256(run / "best.pt")
-    for setting, bleu in zip(study.GRID, bleus or []):
+    for setting, bleu in zip(grid, bleus or []):
         folder = run / "decode" / study.setting_name(setting)
         folder.mkdir(parents=True)
         record = {"setting": study.setting_name(setting), "checkpoint": {"sha256": sha, "epoch": 2, "dev_loss": 1.5}}
+        record.update(setting, max_len=80, entries=872, seconds=30.0, threads=1, device="cpu", date="d", torch="t")
+        record["machine"] = "m"
         (folder / "decoded.dev.json").write_text(json.dumps(record))
-        (folder / "metrics.dev.webnlg2017.json").write_text(json.dumps({"all": {"BLEU": bleu}, "unseen": None}))
+        (folder / "metrics.dev.webnlg2017.json").write_text(json.dumps({"all": {"BLEU": bleu, "n": 872}, "unseen": None}))
     return run
 
 
@@ -134,6 +136,30 @@ def test_acceptance_is_gcn_ecs_published_seen_bleu():
     assert f"`{study.FIRST}` **not met** (55.89, -0.01)" in text
     assert "| 55.89 | 20.00 | 40.00 | 40.00 | n/a | 40.00 | 45.00 | 45.00 | 45.00 |" in text
     assert f"`{study.FIRST}` **met** (56.00, +0.10)" in study.render_results({study.FIRST: _results(56.0)})
+
+
+def test_a_chosen_setting_that_blocks_repeats_is_named_so(tmp_path):
+    """The second round's grid blocks repeated n-grams: the results keep it in the choice and the test decode, and
+    the block names it (a setting without blocking is written as before)."""
+    bleus = [50.0] * len(study.GRID) + [51.0, 52.0, 53.0, 50.0, 50.0, 50.0]  # beam5-lp1.8-nr3 is highest
+    run = _fake_run(tmp_path, bleus, grid=study.DECODE_GRID)
+    choice = study.choose(run, study.DECODE_GRID)
+    assert (choice["setting"], choice["no_repeat_ngram"]) == ("beam5-lp1.8-nr3", 3)
+    test = run / "decode" / "test"
+    test.mkdir()
+    dev = json.loads((run / "decode" / "beam5-lp1.8-nr3" / "decoded.dev.json").read_text())
+    (test / "decoded.test.json").write_text(json.dumps(dict(dev, entries=1862)))
+    scores = {"BLEU": 50.0, "METEOR": None, "TER": 40.0, "n": 971}
+    (test / "metrics.test.webnlg2017.json").write_text(json.dumps({s: scores for s in study.SUBSETS}))
+    data = study.collect(run, tmp_path / "results", study.DECODE_GRID)
+    assert data["choice"]["no_repeat_ngram"] == data["test"]["no_repeat_ngram"] == 3
+    text = study.render_results({study.FIRST: study.not_run(), "v3-s0": data})
+    described = "beam 5, length penalty 1.8, no repeated 3-gram"
+    assert f"Chosen: {described} (the highest BLEU" in text and f"| {described}; decoded outputs" in text
+    (tmp_path / "first").mkdir()
+    first = _fake_run(tmp_path / "first", [50.0, 51.0, 50.0, 50.0])
+    study.choose(first)
+    assert "no_repeat_ngram" not in study.collect(first, tmp_path / "r")["choice"]
 
 
 def test_each_round_has_its_row_its_grid_and_its_verdict():
