@@ -436,13 +436,40 @@ def report(out: Path = OUT, page: Path = PAGE, results: Path = RESULTS, base: Pa
     return data
 
 
+def _epoch_seconds(out: Path) -> Optional[float]:
+    """The median seconds per epoch of the finished selection runs (their epochs not marked ``seconds_partial``);
+    ``None`` before any has finished."""
+    seconds = [
+        h["seconds"]
+        for a in ARMS
+        for i in range(len(ARMS[a]))
+        for h in baseline.trained(select_dir(out, a, i)) or []
+        if not h.get("seconds_partial")
+    ]
+    return statistics.median(seconds) if seconds else None
+
+
+def _left(run: Path, epochs: int, seconds: Optional[float]) -> str:
+    """A training step's comment: how far its run is (its ``checkpoint.pt``) and, from ``seconds`` per epoch, about
+    how long is left (a step that also decodes takes longer)."""
+    from graph_rma.engine import load_checkpoint
+
+    done = load_checkpoint(run / "checkpoint.pt")["epoch"] if (run / "checkpoint.pt").is_file() else 0
+    notes = [f"{done} of {epochs} epochs trained"] if done else []
+    if seconds is not None:
+        notes.append(f"about {(epochs - done) * seconds / 3600:.1f} h left at {seconds:.0f} s per epoch")
+    return f"  # {'; '.join(notes)}" if notes else ""
+
+
 def plan(out: Path = OUT) -> List[str]:
     """The steps left, in order, as commands (nothing when the study is complete); the decoding's step is
-    independent of the selection and comes first while it is left."""
+    independent of the selection and comes first while it is left. A training step says how far its run is and,
+    once a selection run has finished, about how long is left (its median seconds per epoch, on this machine)."""
     me = "python -m studies.webnlg2017_evidence"
     first = [] if (out / "decoding.json").is_file() else [f"OMP_NUM_THREADS=1 {me} decoding"]
+    seconds = _epoch_seconds(out)
     left = [
-        f"OMP_NUM_THREADS=1 {me} select {a} {i}"
+        f"OMP_NUM_THREADS=1 {me} select {a} {i}" + _left(select_dir(out, a, i), SELECT_EPOCHS, seconds)
         for a in ARMS
         for i in range(len(ARMS[a]))
         if baseline.trained(select_dir(out, a, i)) is None
@@ -457,7 +484,7 @@ def plan(out: Path = OUT) -> List[str]:
         for seed in FINAL_SEEDS:
             run = final_dir(out, arm, seed)
             if baseline.trained(run) is None:
-                left.append(f"OMP_NUM_THREADS=1 {me} final {arm} {seed}")
+                left.append(f"OMP_NUM_THREADS=1 {me} final {arm} {seed}" + _left(run, FINAL_EPOCHS, seconds))
             elif not (run / "decode" / "test" / "decoded.test.json").is_file():
                 left.append(f"OMP_NUM_THREADS=1 {me} test {arm} {seed}")
     return left + [f"{me} report"]

@@ -31,7 +31,8 @@ def _fake_run(tmp_path: Path, bleus=None, epochs_done=2, epochs=2, grid=study.GR
         record.update(setting, max_len=80, entries=872, seconds=30.0, threads=1, device="cpu", date="d", torch="t")
         record["machine"] = "m"
         (folder / "decoded.dev.json").write_text(json.dumps(record))
-        (folder / "metrics.dev.webnlg2017.json").write_text(json.dumps({"all": {"BLEU": bleu, "n": 872}, "unseen": None}))
+        metrics = {"all": {"BLEU": bleu, "n": 872}, "unseen": None}
+        (folder / "metrics.dev.webnlg2017.json").write_text(json.dumps(metrics))
     return run
 
 

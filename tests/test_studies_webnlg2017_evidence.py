@@ -164,6 +164,21 @@ def test_before_any_run_the_block_says_so_and_plan_starts_with_selection(tmp_pat
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "decoding.json").write_text("{}")
     assert ev.plan(tmp_path / "out") == selection
+    # a finished selection run gives the time per epoch (the median of its epochs, a partial one left out); a run
+    # stopped part-way says how far it is
+    from graph_rma.engine import save_checkpoint
+
+    done = ev.select_dir(tmp_path / "out", "plain", 0)
+    done.mkdir(parents=True)
+    (done / "config.json").write_text(json.dumps({"config": {"epochs": 3}}))
+    history = [{"seconds": 700.0}, {"seconds": 5.0, "seconds_partial": True}, {"seconds": 740.0}]
+    (done / "train.json").write_text(json.dumps({"history": history}))
+    save_checkpoint(ev.select_dir(tmp_path / "out", "svgd", 1) / "checkpoint.pt", {"epoch": 4})
+    assert ev.plan(tmp_path / "out") == [
+        f"{me} select plain 1  # about 2.0 h left at 720 s per epoch",  # 10 epochs x 720 s
+        f"{me} select svgd 0  # about 2.0 h left at 720 s per epoch",
+        f"{me} select svgd 1  # 4 of 10 epochs trained; about 1.2 h left at 720 s per epoch",
+    ]
     committed = json.loads((REPO / "docs" / "webnlg2017" / "evidence" / "results.json").read_text())
     assert (
         ev.render(ev.PAGE.read_text() if ev.PAGE.is_absolute() else (REPO / ev.PAGE).read_text(), committed)
