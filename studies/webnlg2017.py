@@ -410,7 +410,7 @@ def not_run(grid: Sequence[Dict] = GRID) -> Dict:
     return {"grid": rows, "choice": None, "test": None, "conditions": None}
 
 
-def _blocking(record: Dict) -> Dict:
+def blocking(record: Dict) -> Dict:
     """``{"no_repeat_ngram": n}`` of a setting that blocks repeated n-grams, ``{}`` of one that does not (the
     results of a setting without blocking are written as before blocking existed)."""
     n = record.get("no_repeat_ngram", 0)
@@ -434,14 +434,14 @@ def collect(run: Path, results: Path = RESULTS, grid: Sequence[Dict] = GRID) -> 
     choice = _read(run / "decode" / "choice.json")
     if choice:
         out["choice"] = {k: choice[k] for k in ("setting", "beam", "length_penalty", "dev_BLEU", "rule", "date")}
-        out["choice"].update(_blocking(choice))
+        out["choice"].update(blocking(choice))
         out["choice"]["dev_BLEU"] = round(out["choice"]["dev_BLEU"], 4)
     folder = run / "decode" / "test"
     record, scores = _read(folder / "decoded.test.json"), _read(folder / f"metrics.test.{SCORER}.json")
     if record and scores:
         out["test"] = {
             **{k: record[k] for k in keys},
-            **_blocking(record),
+            **blocking(record),
             "scores": {s: _rounded(scores[s]) for s in SUBSETS},
             "hyp": "hyp.test.txt",
             "meta": "meta.test.tsv",

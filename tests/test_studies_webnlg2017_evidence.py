@@ -77,6 +77,10 @@ def test_every_final_is_a_fresh_run_and_the_decoding_grid_extends_the_baselines(
     (out / "choice.json").write_text(json.dumps({"plain": {"index": 0}, "svgd": {"index": 0}}))
     with pytest.raises(SystemExit, match="the final seeds are 0, 1, 2, not 7"):
         ev.final(out, "svgd", 7)
+    with pytest.raises(SystemExit, match="decoding.json: the decoding is not chosen yet"):
+        ev.final(out, "svgd", 0)  # a final keeps best.pt by dev BLEU under the study's decoding: chosen first
+    (out / "decoding.json").write_text(json.dumps({"setting": "beam5-lp1.4", "beam": 5, "length_penalty": 1.4}))
+    assert ev.keeping(out) == {"keep": "dev_bleu", "beam": 5, "length_penalty": 1.4}
 
 
 def test_the_decoding_is_chosen_on_the_baselines_dev_from_the_whole_grid(tmp_path, monkeypatch):
@@ -225,7 +229,16 @@ def test_the_study_end_to_end_on_the_fixture(tmp_path, monkeypatch):
         )
     )
     run = ev.final(out, "svgd", 0, root=root, quiet=True)
-    assert json.loads((run / "config.json").read_text())["variant"] == ev.ARMS["svgd"][choice["svgd"]["index"]][0]
+    config = json.loads((run / "config.json").read_text())
+    assert config["variant"] == ev.ARMS["svgd"][choice["svgd"]["index"]][0]
+    # kept by dev BLEU, dev decoded after every epoch with the study's decoding
+    assert {k: config["config"][k] for k in ("keep", "beam", "length_penalty", "no_repeat_ngram")} == {
+        "keep": "dev_bleu",
+        "beam": 5,
+        "length_penalty": 1.0,
+        "no_repeat_ngram": 3,
+    }
+    assert all("dev_bleu" in h for h in json.loads((run / "train.json").read_text())["history"])
     scores = ev.decode_final(out, "svgd", 0, results, root=root, meteor="none", progress=False)
     decoded = json.loads((run / "decode" / "test" / "decoded.test.json").read_text())
     assert (decoded["beam"], decoded["length_penalty"], decoded["no_repeat_ngram"]) == (5, 1.0, 3)
