@@ -3,11 +3,12 @@ results files (docs/<page>/results.json), so that neither summary types a measur
 
     python -m studies.render     # renders this block on both pages, with every other generated block
 
-A row per comparison of plain and repulsive heads: the Cora study's two early-stopping rules, each evidence entry
-of the baselines page whose final runs are in, AGENDA and WebNLG. WebNLG's row is the strongest plain generator
-measured: the reproduced challenge baseline (docs/webnlg2017/) once its test set is scored, with the repulsion
-evidence on it as its finals come in; the CPU preset's one-seed comparison before that. The verdicts follow the
-pages' own: a paired difference within 2 standard errors is noise, and one seed tells nothing apart.
+A row per comparison of plain and repulsive heads: the Cora study's two early-stopping rules, each evidence entry of
+the baselines page whose final runs are in, AGENDA and WebNLG. WebNLG's row is the current plain generator:
+the latest round of the reproduced challenge baseline (docs/webnlg2017/) whose test set is scored (each round's
+recipe follows from the previous one's dev diagnosis, never from a test score), with the repulsion evidence on it
+as its finals come in; the CPU preset's one-seed comparison before that. The verdicts
+follow the pages' own: a paired difference within 2 standard errors is noise, and one seed tells nothing apart.
 """
 
 from __future__ import annotations
