@@ -470,15 +470,16 @@ def _epoch_seconds(out: Path) -> Optional[float]:
     return statistics.median(seconds) if seconds else None
 
 
-def _left(run: Path, epochs: int, seconds: Optional[float]) -> str:
+def _left(run: Path, epochs: int, seconds: Optional[float], decodes: bool = False) -> str:
     """A training step's comment: how far its run is (its ``checkpoint.pt``) and, from ``seconds`` per epoch, about
-    how long is left (a step that also decodes takes longer)."""
+    how long its training has left (``decodes``: a final's dev decode after every epoch comes on top)."""
     from graph_rma.engine import load_checkpoint
 
     done = load_checkpoint(run / "checkpoint.pt")["epoch"] if (run / "checkpoint.pt").is_file() else 0
     notes = [f"{done} of {epochs} epochs trained"] if done else []
     if seconds is not None:
         notes.append(f"about {(epochs - done) * seconds / 3600:.1f} h left at {seconds:.0f} s per epoch")
+        notes[-1] += ", plus a dev decode per epoch" if decodes else ""
     return f"  # {'; '.join(notes)}" if notes else ""
 
 
@@ -505,7 +506,8 @@ def plan(out: Path = OUT) -> List[str]:
         for seed in FINAL_SEEDS:
             run = final_dir(out, arm, seed)
             if baseline.trained(run) is None:
-                left.append(f"OMP_NUM_THREADS=1 {me} final {arm} {seed}" + _left(run, FINAL_EPOCHS, seconds))
+                note = _left(run, FINAL_EPOCHS, seconds, decodes=True)
+                left.append(f"OMP_NUM_THREADS=1 {me} final {arm} {seed}{note}")
             elif not (run / "decode" / "test" / "decoded.test.json").is_file():
                 left.append(f"OMP_NUM_THREADS=1 {me} test {arm} {seed}")
     return left + [f"{me} report"]

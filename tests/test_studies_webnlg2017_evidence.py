@@ -183,6 +183,9 @@ def test_before_any_run_the_block_says_so_and_plan_starts_with_selection(tmp_pat
         f"{me} select svgd 0  # about 2.0 h left at 720 s per epoch",
         f"{me} select svgd 1  # 4 of 10 epochs trained; about 1.2 h left at 720 s per epoch",
     ]
+    # a final decodes dev after every epoch (it keeps best.pt by dev BLEU): its estimate says that comes on top
+    final = ev._left(tmp_path / "no-run-yet", ev.FINAL_EPOCHS, 720.0, decodes=True)
+    assert final == "  # about 4.0 h left at 720 s per epoch, plus a dev decode per epoch"
     committed = json.loads((REPO / "docs" / "webnlg2017" / "evidence" / "results.json").read_text())
     assert (
         ev.render(ev.PAGE.read_text() if ev.PAGE.is_absolute() else (REPO / ev.PAGE).read_text(), committed)
