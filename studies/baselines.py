@@ -4,6 +4,7 @@
     python -m studies.baselines select-small         # platonov-small's size, chosen on minesweeper validation
     python -m studies.baselines select               # evidence: k settings per arm on the selection seeds
     python -m studies.baselines final                # evidence: each arm's choice on the final seeds 0-9
+    python -m studies.baselines plan                 # evidence: the runs left per setting, and about how long
     python -m studies.baselines report               # results -> docs/baselines/results.json -> the page's tables
 
 Every step resumes (finished runs are kept under --out, default runs/baselines, and skipped when rerun; the run in
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
@@ -277,6 +279,59 @@ def final(out: Path, threads: int, arms: List[str], only: Optional[Tuple[str, st
             )
 
 
+def _part_way(path: Path) -> str:
+    """A note when a run of this folder was cut short and saved part-way (it resumes from that save)."""
+    return " (one part-way: it resumes from its last save)" if any((path / "checkpoints").glob("*.partial.pt")) else ""
+
+
+def plan(out: Path, only: Optional[Tuple[str, str]] = None) -> List[str]:
+    """Per evidence entry, from :func:`collect` (the runs here, else the committed ones): each setting's selection
+    runs left, each arm's final runs left (its chosen setting's; every final seed while its selection is incomplete)
+    and about how long they take on one thread each: the runs left times the protocol's epochs times the median
+    seconds per epoch of the entry's finished selection runs (which may differ between arms)."""
+    results, lines = collect(out), []
+    for dataset, protocol in _entries(only):
+        key = f"{dataset}:{protocol}"
+        entries = [e for e in results["evidence"] if (e["dataset"], e["protocol"]) == (dataset, protocol)]
+        settings = {settings_name(*s): s for arm in EVIDENCE[(dataset, protocol)].values() for s in arm}
+        left, upper = 0, ""
+        for e in entries:
+            n = len(set(SELECT_SEEDS) - {r["seed"] for r in e["select"]})
+            left += n
+            if n:
+                where = _arm_dir(out, "select", dataset, protocol, *settings[e["setting"]])
+                lines.append(
+                    f"{key} select {e['arm']} `{e['setting']}`: {n} of {len(SELECT_SEEDS)} left{_part_way(where)}"
+                )
+        for arm in EVIDENCE[(dataset, protocol)]:
+            mine = [e for e in entries if e["arm"] == arm]
+            if all(len(e["select"]) >= len(SELECT_SEEDS) for e in mine):
+                best = mine[_select(mine)[1]]
+                n = len(set(FINAL_SEEDS) - {r["seed"] for r in best["final"]})
+                where = _arm_dir(out, "final", dataset, protocol, *settings[best["setting"]])
+                what = f" `{best['setting']}`: {n} of {len(FINAL_SEEDS)} left{_part_way(where)}"
+            else:  # a chosen setting whose finals are the reproduction row's would have none left
+                n, upper = len(FINAL_SEEDS), "up to "
+                what = f": up to {n} left (its choice waits for the selection)"
+            left += n
+            if n:
+                lines.append(f"{key} final {arm}{what}")
+        per_epoch = [r["sec_per_epoch"] for e in entries for r in e["select"]]
+        epochs = _protocol(dataset, protocol, {}).epochs
+        if not left:
+            lines.append(f"{key}: complete")
+        elif per_epoch:
+            seconds = statistics.median(per_epoch)
+            hours = left * epochs * seconds / 3600
+            lines.append(
+                f"{key}: {upper}{left} runs left, about {hours:.1f} h of one thread ({epochs} epochs at "
+                f"{seconds:.2f} s, the median of its {len(per_epoch)} finished selection runs)"
+            )
+        else:
+            lines.append(f"{key}: {upper}{left} runs left of {epochs} epochs each (no finished run to time yet)")
+    return lines
+
+
 def _fmt(m: float, s: float) -> str:
     return f"{m:.2f} ± {s:.2f}"
 
@@ -475,7 +530,7 @@ def report(out: Path, page: Path) -> None:
 def main() -> None:
     one_line_errors()  # a mistake (a bad value, missing data): one line, not a traceback
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("step", choices=["reproduce", "select-small", "select", "final", "report"])
+    p.add_argument("step", choices=["reproduce", "select-small", "select", "final", "plan", "report"])
     p.add_argument(
         "rows",
         nargs="*",
@@ -533,6 +588,8 @@ def main() -> None:
         select(a.out, a.threads, only)
     elif a.step == "final":
         final(a.out, a.threads, a.rows, only)
+    elif a.step == "plan":
+        print("\n".join(plan(a.out, only)))
     else:
         report(a.out, a.page)
 

@@ -1,0 +1,54 @@
+"""studies.baselines plan: the node evidence's runs left and the time they take, from hand-made run records."""
+
+import json
+
+from studies import baselines as study
+
+PLAIN = [("ma", {"heads": 8}), ("ma", {"heads": 8, "dropout": 0.5})]
+SVGD = [("svgd:alpha=0.1,eps=8,layers=convs.0", {"heads": 8}), ("svgd:alpha=0.01,eps=8,layers=convs.0", {"heads": 8})]
+ENTRY = ("chameleon_filtered", "luo")  # 200 epochs per run
+
+
+def _runs(out, stage, setting, seeds, val, sec_per_epoch):
+    """Finished run records as run_study writes them (only what collect reads)."""
+    folder = study._arm_dir(out, stage, *ENTRY, *setting) / "runs" / "v"
+    folder.mkdir(parents=True, exist_ok=True)
+    for seed in seeds:
+        metrics = {"test_metric": 0.5, "val_metric": val, "epochs": 200, "sec_per_epoch": sec_per_epoch}
+        record = {"variant": setting[0], "seed": seed, "split": seed % 10, "metrics": metrics}
+        (folder / f"seed{seed}.json").write_text(json.dumps(record))
+
+
+def test_plan_counts_the_runs_left_and_times_them(tmp_path, monkeypatch):
+    monkeypatch.setattr(study, "COMMITTED", tmp_path / "no-committed-results.json")  # only the runs here
+    monkeypatch.setattr(study, "EVIDENCE", {ENTRY: {"plain": PLAIN, "svgd": SVGD}})
+    out = tmp_path / "runs"
+    assert study.plan(out) == [
+        f"chameleon_filtered:luo select {arm} `{study.settings_name(*s)}`: 3 of 3 left"
+        for arm, settings in (("plain", PLAIN), ("svgd", SVGD))
+        for s in settings
+    ] + [
+        "chameleon_filtered:luo final plain: up to 10 left (its choice waits for the selection)",
+        "chameleon_filtered:luo final svgd: up to 10 left (its choice waits for the selection)",
+        "chameleon_filtered:luo: up to 32 runs left of 200 epochs each (no finished run to time yet)",
+    ]
+    _runs(out, "select", PLAIN[0], [100, 101, 102], 0.9, 1.0)
+    _runs(out, "select", PLAIN[1], [100, 101], 0.8, 1.0)  # the third cut short, saved part-way
+    (study._arm_dir(out, "select", *ENTRY, *PLAIN[1]) / "checkpoints").mkdir()
+    (study._arm_dir(out, "select", *ENTRY, *PLAIN[1]) / "checkpoints" / "v_seed102.partial.pt").write_bytes(b"")
+    _runs(out, "select", SVGD[0], [100, 101, 102], 0.7, 2.0)
+    _runs(out, "select", SVGD[1], [100, 101, 102], 0.75, 2.0)  # svgd's choice: the higher validation metric
+    _runs(out, "final", SVGD[1], [0, 1, 2, 3], 0.75, 2.0)
+    # 1 + 10 + 6 runs left; 11 finished selection runs, median 2.0 s: 17 x 200 x 2 s = 1.9 h
+    assert study.plan(out) == [
+        "chameleon_filtered:luo select plain `ma [dropout=0.5,heads=8]`: 1 of 3 left (one part-way: it resumes from "
+        "its last save)",
+        "chameleon_filtered:luo final plain: up to 10 left (its choice waits for the selection)",
+        f"chameleon_filtered:luo final svgd `{study.settings_name(*SVGD[1])}`: 6 of 10 left",
+        "chameleon_filtered:luo: up to 17 runs left, about 1.9 h of one thread (200 epochs at 2.00 s, the median of "
+        "its 11 finished selection runs)",
+    ]
+    _runs(out, "select", PLAIN[1], [102], 0.8, 1.0)
+    _runs(out, "final", PLAIN[0], range(10), 0.9, 1.0)
+    _runs(out, "final", SVGD[1], range(4, 10), 0.75, 2.0)
+    assert study.plan(out) == ["chameleon_filtered:luo: complete"]
