@@ -255,9 +255,8 @@ def _selection(out: Path, committed: Dict) -> List[Dict]:
                 )
                 continue
             best = lowest(history)
-            # the median: robust to the load of a shared machine; an epoch resumed from an older checkpoint
-            # (seconds_partial) timed only its part after the resume and is left out
-            seconds = [h["seconds"] for h in history if not h.get("seconds_partial")] or [h["seconds"] for h in history]
+            # the median: robust to the load of a shared machine
+            seconds = _timed(history) or [h["seconds"] for h in history]
             rows.append(
                 {
                     "arm": arm,
@@ -461,13 +460,15 @@ def _epoch_seconds(out: Path) -> Optional[float]:
     """The median seconds per epoch of the finished selection runs (their epochs not marked ``seconds_partial``);
     ``None`` before any has finished."""
     seconds = [
-        h["seconds"]
-        for a in ARMS
-        for i in range(len(ARMS[a]))
-        for h in baseline.trained(select_dir(out, a, i)) or []
-        if not h.get("seconds_partial")
+        t for a in ARMS for i in range(len(ARMS[a])) for t in _timed(baseline.trained(select_dir(out, a, i)) or [])
     ]
     return statistics.median(seconds) if seconds else None
+
+
+def _timed(history: List[Dict]) -> List[float]:
+    """A training history's seconds per epoch, leaving out an epoch resumed from an older checkpoint
+    (``seconds_partial``: it timed only its part after the resume)."""
+    return [h["seconds"] for h in history if not h.get("seconds_partial")]
 
 
 def _left(run: Path, epochs: int, seconds: Optional[float], decodes: bool = False) -> str:
