@@ -55,11 +55,18 @@ PUBLISHED = {
             "the organisers' output, eval/bleu3ref-GKB_Unimelb_{old,new,all}-cat.txt",
         ),
         (
+            "GCN encoder (Marcheggiani & Perez-Beltrachini, INLG 2018)",
+            {"BLEU seen": 53.5},
+            "the paper's Table 1 as quoted in diegma/graph-2-text issue #9 (2019), where a user's runs of the public "
+            "code reached at most 51.75; the paper's table itself not read here",
+        ),
+        (
             "GCN_EC encoder (Marcheggiani & Perez-Beltrachini, INLG 2018)",
             {"BLEU seen": 55.9},
             "BLEU 55.9 listed for the paper's WebNLG result (paperswithcode); seen categories: the authors' "
             "diegma/graph-2-text README prepares and relexicalises the test partition with `-c seen` (its "
-            "unseen branch is commented out); the paper's table itself not read here",
+            "unseen branch is commented out) and says the GCN and GCN_EC results average 3 runs (seeds 42, 43, 44); "
+            "the paper's table itself not read here",
         ),
         (
             "CGE-LW (Ribeiro et al., TACL 2020)",
