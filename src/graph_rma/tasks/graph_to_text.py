@@ -9,7 +9,9 @@ r"""The graph-to-text trainer shared by AGENDA and WebNLG: GraphWriter with plai
 * ``best.pt``: the weights with the lowest dev loss (token-level teacher-forced NLL, :func:`dev_loss`), or with
   ``config["keep"] == "dev_bleu"`` the highest dev BLEU (the dev split decoded after every epoch by the task's
   scorer, ``dev_bleu``);
-* ``config.json`` and ``train.json`` (the run summary).
+* ``config.json`` and ``train.json`` (the run summary);
+* ``curves.png``: the losses (and dev BLEU) per epoch, redrawn after every epoch (:mod:`graph_rma.tasks.curves`;
+  needs the ``plots`` extra, else not written).
 
 The learning rate is constant unless the configuration sets the optional key ``lr_schedule`` (absent or ``None``:
 off, so configurations without it train as before). ``{"kind": "plateau", "factor": f, "patience": p, "min_lr": m}``
@@ -70,8 +72,10 @@ from ..engine import (
     write_json,
 )
 from ..engine.distributed import all_reduce_sum, barrier, gather_objects, rank_and_world, replica_fingerprints, shard
+from ..engine.optional import MissingExtraError
 from ..models.graphwriter import GraphWriter
 from ..variants import Variant, apply_variant, parse_variant
+from .curves import plot_curves
 from .generator_config import (
     DECODING_FIELDS,
     LR_SCHEDULES,
@@ -211,6 +215,15 @@ def _train_loss(
         return model.loss(batch, return_attention=return_attention)
     out = ddp(batch, return_attention=return_attention)
     return (out[0] * scale, out[1]) if return_attention else out * scale
+
+
+def _draw_curves(out: Path, history, keep: str) -> None:
+    """``out/curves.png`` (:mod:`graph_rma.tasks.curves`); nothing without matplotlib (``train.json`` and the
+    checkpoint hold the same numbers)."""
+    try:
+        plot_curves(history, out / "curves.png", keep=keep, title=f"{out.name}: best.pt kept by {keep}")
+    except MissingExtraError:
+        pass
 
 
 def train(
@@ -477,6 +490,8 @@ def train(
             )
         state["epoch"], state["batch"] = epoch + 1, 0
         save(epoch + 1, 0)
+        if main_rank:
+            _draw_curves(out, state["history"], config.get("keep", "dev_loss"))
     summary = {
         "variant": v.spec,
         "seed": seed,

@@ -1,0 +1,87 @@
+r"""The training curves of a graph-to-text run (``curves.png`` in the run folder, redrawn after every epoch).
+
+Per epoch (the ``history`` of ``train.json`` / ``checkpoint.pt``): the training and dev loss, with the epochs after
+which the learning-rate schedule lowered the rate; and, for a run that keeps ``best.pt`` by dev BLEU, the dev BLEU.
+The epoch ``best.pt`` holds (:func:`kept_epoch`) is marked on the curve that chose it. Needs matplotlib (the
+``plots`` extra); :func:`graph_rma.tasks.graph_to_text.train` skips the picture without it (``train.json`` holds
+the same numbers).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+from ..engine.optional import require
+
+__all__ = ["curves_figure", "kept_epoch", "lowered", "plot_curves"]
+
+
+def kept_epoch(history: Sequence[Dict[str, Any]], keep: str = "dev_loss") -> Optional[int]:
+    """The epoch ``best.pt`` holds under ``keep``: the lowest ``dev_loss`` or the highest ``dev_bleu``, a tie
+    going to the earlier epoch (the rule of :func:`~graph_rma.tasks.graph_to_text.train`); ``None`` for an empty
+    history."""
+    if not history:
+        return None
+    if keep == "dev_bleu":
+        best = max(history, key=lambda h: (h["dev_bleu"], -h["epoch"]))
+    else:
+        best = min(history, key=lambda h: (h["dev_loss"], h["epoch"]))
+    return int(best["epoch"])
+
+
+def lowered(history: Sequence[Dict[str, Any]]) -> List[int]:
+    """The epochs that trained with a lower learning rate than the epoch before them (entries record ``lr``, the
+    rate the epoch trained with, when the run has a schedule)."""
+    return [b["epoch"] for a, b in zip(history, history[1:]) if "lr" in a and "lr" in b and b["lr"] < a["lr"]]
+
+
+def curves_figure(history: Sequence[Dict[str, Any]], keep: str = "dev_loss", title: Optional[str] = None):
+    """The picture as a matplotlib ``Figure``: the losses on the first axes, the dev BLEU (when the history has it)
+    on a second; the kept epoch marked with a star. Raises
+    :class:`~graph_rma.engine.optional.MissingExtraError` without matplotlib."""
+    figure = require("matplotlib.figure", "plots", "the training curves")
+    backend = require("matplotlib.backends.backend_agg", "plots", "the training curves")
+    epochs = [h["epoch"] for h in history]
+    bleu = all("dev_bleu" in h for h in history) and bool(history)
+    fig = figure.Figure(figsize=(6.4, 5.6 if bleu else 3.4))
+    backend.FigureCanvasAgg(fig)
+    axes = fig.subplots(2 if bleu else 1, 1, sharex=True, squeeze=False)[:, 0]
+    loss = axes[0]
+    loss.plot(epochs, [h["train_loss"] for h in history], "o-", ms=3, label="training loss")
+    loss.plot(epochs, [h["dev_loss"] for h in history], "o-", ms=3, label="dev loss")
+    loss.set_ylabel("loss (per token)")
+    if bleu:
+        axes[1].plot(epochs, [h["dev_bleu"] for h in history], "o-", ms=3, color="tab:green", label="dev BLEU")
+        axes[1].set_ylabel("dev BLEU")
+    kept = kept_epoch(history, keep)
+    if kept is not None:
+        ax, key = (axes[1], "dev_bleu") if keep == "dev_bleu" and bleu else (loss, "dev_loss")
+        ax.plot(
+            [kept], [history[epochs.index(kept)][key]], "*", ms=14, color="tab:red", label=f"best.pt (epoch {kept})"
+        )
+    for k, epoch in enumerate(lowered(history)):
+        for ax in axes:
+            ax.axvline(
+                epoch - 0.5, ls=":", color="grey", label="learning rate lowered" if k == 0 and ax is loss else None
+            )
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    axes[-1].set_xlabel("epoch")
+    loss.set_title(title or "training curves", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_curves(
+    history: Sequence[Dict[str, Any]], path: Path, keep: str = "dev_loss", title: Optional[str] = None
+) -> Path:
+    """Write :func:`curves_figure` to ``path`` (a PNG); returns ``path``."""
+    fig = curves_figure(history, keep, title)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    fig.savefig(tmp, dpi=110, format="png")
+    tmp.replace(path)  # a reader never sees half a picture
+    return path
