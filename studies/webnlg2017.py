@@ -11,8 +11,9 @@ baseline").
 Each step works on one round of :data:`ROUNDS` (``--round``, default ``ma-s0``, the first): its run folder RUN
 (``--run`` overrides it), its results folder RESULTS under docs/ (``--results``) and the grid its decoding is chosen
 from (``ma-s0``: GRID; ``v3-s0``, the next round on docs/webnlg.md: DECODE_GRID). ``report`` writes the round's
-``results.json`` and renders the page's one block from every round's: a dev table each, one test table with a row
-per round, an acceptance verdict per round.
+``results.json`` and renders the page's one block from every round's: a dev table each (with the round's training
+curves, ``curves.png`` in its results folder, drawn from the per-epoch history its ``results.json`` keeps), one test
+table with a row per round, an acceptance verdict per round.
 
 RUN is a finished ``graph-rma webnlg train --preset webnlg2017`` run folder; ``dev`` refuses an unfinished one (its
 ``best.pt`` could still change). Every step writes under ``RUN/decode/`` and resumes: ``dev`` skips the settings already
@@ -59,6 +60,7 @@ from typing import Dict, List, Optional, Sequence
 from graph_rma.argtypes import device, out_dir, positive_int
 from graph_rma.data.root import sha256sum as _sha256
 from graph_rma.engine import atomic_write_text, one_line_errors, read_lines, write_json
+from graph_rma.tasks.curves import plot_curves
 from graph_rma.tasks.defaults import METEOR_CHOICES
 from studies.graph_to_text import PUBLISHED
 from studies.pages import page_file, renderer
@@ -110,6 +112,8 @@ ROUNDS: Dict[str, Round] = {
 FIRST = "ma-s0"
 RUN, RESULTS = ROUNDS[FIRST].run, ROUNDS[FIRST].results
 META_HEADER = "line\teid\tcategory\tsubset"
+#: What a round's results keep of each epoch of its run's history (the picture's numbers).
+CURVE_KEYS = ("epoch", "train_loss", "dev_loss", "lr", "dev_bleu")
 
 
 def setting_name(setting: Dict) -> str:
@@ -466,6 +470,9 @@ def collect(run: Path, results: Path = RESULTS, grid: Sequence[Dict] = GRID) -> 
             "machine": r["machine"],
             "date": _now(),
         }
+        history = train.get("history", [])
+        # rounded to 4 digits, but not the learning rate (halved down to 1e-5)
+        out["history"] = [{k: h[k] if k == "lr" else _rounded(h[k]) for k in CURVE_KEYS if k in h} for h in history]
     return out
 
 
@@ -524,7 +531,16 @@ def _dev_lines(name: str, results: Dict) -> List[str]:
             f"Chosen: not yet ({done} of {len(results['grid'])} settings scored on dev; "
             f"`python -m studies.webnlg2017 choose --round {name}` picks once all are)."
         )
-    return lines + ["", chosen, ""]
+    lines += ["", chosen, ""]
+    if results.get("history"):
+        lines += [
+            f"Training curves of `{name}` (per epoch, from its run's `train.json`; the star: the epoch `best.pt` "
+            "holds):",
+            "",
+            f"![training curves of {name}]({folder(name)}/curves.png)",
+            "",
+        ]
+    return lines
 
 
 def _test_row(name: str, results: Dict) -> str:
@@ -610,6 +626,9 @@ def report(name: str = FIRST, page: Path = PAGE, run: Optional[Path] = None, res
     data = collect(r.run if run is None else run, results, r.grid)
     text = render(page.read_text(encoding="utf-8"), {**committed(), name: data})
     write_json(results / "results.json", data)
+    if data.get("history"):
+        keep = (data["conditions"]["config"] or {}).get("keep", "dev_loss")
+        plot_curves(data["history"], results / "curves.png", keep=keep, title=f"{name}: best.pt kept by {keep}")
     page.write_text(text, encoding="utf-8")
     print(f"wrote {page} and {results / 'results.json'}")
     return data

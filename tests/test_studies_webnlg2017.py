@@ -269,6 +269,12 @@ def test_the_driver_end_to_end_on_the_fixture(tmp_path, monkeypatch, capsys):
     assert data["test"]["scores"]["seen"]["BLEU"] == round(scores["seen"]["BLEU"], 4)
     assert [g["dev"]["BLEU"] for g in data["grid"]] == [round(b, 4) for b in bleus]
     assert data["conditions"]["epochs_trained"] == 1 and data["conditions"]["threads"] == 1
+    # the training curves: the run's history in the results, drawn beside them, shown under the round's dev table
+    history = json.loads((run / "train.json").read_text())["history"]
+    assert [h["epoch"] for h in data["history"]] == [1] and data["history"][0]["lr"] == history[0]["lr"]
+    assert data["history"][0]["dev_loss"] == round(history[0]["dev_loss"], 4)
+    assert (results / "curves.png").read_bytes()[:4] == b"\x89PNG"
+    assert f"]({study.folder(study.FIRST)}/curves.png)" in pages.block(page.read_text(), study.BLOCK)
     block = pages.block(page.read_text(), study.BLOCK)
     verdict = "**met**" if data["test"]["scores"]["seen"]["BLEU"] >= 55.9 else "**not met**"
     assert f"`{study.FIRST}` {verdict}" in block
