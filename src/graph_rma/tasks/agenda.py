@@ -113,23 +113,21 @@ def generate(
     ``None`` takes the run's configuration."""
     out = Path(out)
     ckpt_path = Path(checkpoint) if checkpoint else out / "best.pt"
-    model, vocab, ck = g2t.load_model(ckpt_path, device)
-    beam, max_len, length_penalty, no_repeat_ngram = g2t.decode_settings(
-        ck["config"], beam, max_len, length_penalty, no_repeat_ngram
-    )
     splits = splits or load_agenda(root, protocol)
     recs: List[AgendaRecord] = splits.split(split)[:limit] if limit else splits.split(split)
-    relex, delex = g2t.decode_records(
-        model,
-        AgendaEncoder(vocab, ck["relations"]),
+    relex, delex, record = g2t.decode_checkpoint(
+        ckpt_path,
+        AgendaEncoder,
         recs,
+        split,
         beam,
         max_len,
         length_penalty,
+        no_repeat_ngram,
+        limit,
         batch_size,
         progress,
-        desc=f"decoding {split}",
-        no_repeat_ngram=no_repeat_ngram,
+        device,
     )
     gold = [r.relexicalised() for r in recs]
     paths = {
@@ -143,8 +141,6 @@ def generate(
     atomic_write_text(paths["delex"], "\n".join(delex) + "\n")
     rows = ["title\thypothesis\treference"] + [f"{r.title}\t{h}\t{g}" for r, h, g in zip(recs, relex, gold)]
     atomic_write_text(paths["side_by_side"], "\n".join(rows) + "\n")
-    used = (beam, max_len, length_penalty, no_repeat_ngram, limit)
-    record = g2t.decode_record(ckpt_path, dict(zip(g2t.DECODE_OPTIONS, used)))
     write_json(out / f"decode.{split}.json", {**record, "records": len(recs)})
     return paths
 

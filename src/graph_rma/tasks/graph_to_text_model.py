@@ -1,9 +1,9 @@
 """The GraphWriter of a graph-to-text configuration and what uses it outside the training loop: building it
 (:func:`build_model`), restoring a trained one (:func:`load_model`, from ``best.pt`` or ``checkpoint.pt``), the dev
 loss (:func:`dev_loss`, token-level teacher-forced NLL, also what :func:`~graph_rma.tasks.graph_to_text.train`
-selects ``best.pt`` by), batched greedy or beam-search decoding (:func:`decode_records`) and how alike the
-encoder's heads are (:func:`head_diversity`). Every name is also importable from
-:mod:`graph_rma.tasks.graph_to_text`, the trainer.
+selects ``best.pt`` by), batched greedy or beam-search decoding (:func:`decode_records`; a checkpoint's, with its
+run's settings unless given: :func:`decode_checkpoint`) and how alike the encoder's heads are
+(:func:`head_diversity`). Every name is also importable from :mod:`graph_rma.tasks.graph_to_text`, the trainer.
 """
 
 from __future__ import annotations
@@ -121,6 +121,43 @@ def decode_record(checkpoint: PathLike, settings: Dict[str, Any]) -> Dict[str, A
         "checkpoint": str(checkpoint),
         "checkpoint_sha256": sha256sum(checkpoint),
     }
+
+
+def decode_checkpoint(
+    checkpoint: PathLike,
+    make_encoder: EncoderFactory,
+    recs: Sequence[GraphTextRecord],
+    split: str,
+    beam: Optional[int] = None,
+    max_len: Optional[int] = None,
+    length_penalty: Optional[float] = None,
+    no_repeat_ngram: Optional[int] = None,
+    limit: Optional[int] = None,
+    batch_size: int = 32,
+    progress: bool = True,
+    device: Optional[str] = None,
+) -> Tuple[List[str], List[str], Dict[str, Any]]:
+    """A task's ``generate`` without its files: ``recs`` (the first ``limit`` records of ``split``) decoded by the
+    model in ``checkpoint`` with the given settings (``None``: the run's, :func:`decode_settings`). Returns the
+    relexicalised and delexicalised texts and the decode's :func:`decode_record`."""
+    model, vocab, ck = load_model(checkpoint, device)
+    beam, max_len, length_penalty, no_repeat_ngram = decode_settings(
+        ck["config"], beam, max_len, length_penalty, no_repeat_ngram
+    )
+    relex, delex = decode_records(
+        model,
+        make_encoder(vocab, ck["relations"]),
+        recs,
+        beam,
+        max_len,
+        length_penalty,
+        batch_size,
+        progress,
+        desc=f"decoding {split}",
+        no_repeat_ngram=no_repeat_ngram,
+    )
+    used = (beam, max_len, length_penalty, no_repeat_ngram, limit)
+    return relex, delex, decode_record(checkpoint, dict(zip(DECODE_OPTIONS, used)))
 
 
 def stale_outputs(out: PathLike, split: str, options: Dict[str, Any]) -> Optional[str]:

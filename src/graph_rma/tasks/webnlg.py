@@ -136,23 +136,21 @@ def generate(
     ``decode.<split>.json`` records the values used."""
     out = Path(out)
     ckpt_path = Path(checkpoint) if checkpoint else out / "best.pt"
-    model, vocab, ck = g2t.load_model(ckpt_path, device)
-    beam, max_len, length_penalty, no_repeat_ngram = g2t.decode_settings(
-        ck["config"], beam, max_len, length_penalty, no_repeat_ngram
-    )
     splits = splits or load_webnlg_splits(root)
     recs = entries(splits, split)[:limit] if limit else entries(splits, split)
-    relex, delex = g2t.decode_records(
-        model,
-        WebNLGEncoder(vocab, ck["relations"]),
+    relex, delex, record = g2t.decode_checkpoint(
+        ckpt_path,
+        WebNLGEncoder,
         recs,
+        split,
         beam,
         max_len,
         length_penalty,
+        no_repeat_ngram,
+        limit,
         batch_size,
         progress,
-        desc=f"decoding {split}",
-        no_repeat_ngram=no_repeat_ngram,
+        device,
     )
     paths = {
         "hyp": out / f"hyp.{split}.txt",
@@ -173,8 +171,6 @@ def generate(
         f"{r.eid}\t{r.category}\t{r.seen}\t{h}\t{' ||| '.join(r.references)}" for r, h in zip(recs, relex)
     ]
     atomic_write_text(paths["side_by_side"], "\n".join(rows) + "\n")
-    used = (beam, max_len, length_penalty, no_repeat_ngram, limit)
-    record = g2t.decode_record(ckpt_path, dict(zip(g2t.DECODE_OPTIONS, used)))
     write_json(out / f"decode.{split}.json", {**record, "entries": len(recs)})
     return paths
 
