@@ -628,7 +628,7 @@ def report(name: str = FIRST, page: Path = PAGE, run: Optional[Path] = None, res
     write_json(results / "results.json", data)
     if data.get("history"):
         keep = (data["conditions"]["config"] or {}).get("keep", "dev_loss")
-        plot_curves(data["history"], results / "curves.png", keep=keep, title=f"{name}: best.pt kept by {keep}")
+        plot_curves(data["history"], results / "curves.png", keep=keep, name=name)
     page.write_text(text, encoding="utf-8")
     print(f"wrote {page} and {results / 'results.json'}")
     return data

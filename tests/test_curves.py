@@ -35,8 +35,9 @@ def test_lowered_lists_the_epochs_that_trained_with_a_lower_rate():
 
 
 def test_the_figure_draws_the_history_and_marks_the_kept_epoch():
-    fig = curves.curves_figure(HISTORY, keep="dev_bleu", title="run")
+    fig = curves.curves_figure(HISTORY, keep="dev_bleu", name="run")
     loss, bleu = fig.axes
+    assert loss.get_title() == "run: best.pt kept by dev_bleu"
     lines = {line.get_label(): line for ax in fig.axes for line in ax.get_lines()}
     assert list(lines["training loss"].get_ydata()) == [3.0, 2.0, 1.5, 1.2, 1.1]
     assert list(lines["dev loss"].get_ydata()) == [2.0, 1.5, 1.5, 1.6, 1.7]

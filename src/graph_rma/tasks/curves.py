@@ -36,9 +36,9 @@ def lowered(history: Sequence[Dict[str, Any]]) -> List[int]:
     return [b["epoch"] for a, b in zip(history, history[1:]) if "lr" in a and "lr" in b and b["lr"] < a["lr"]]
 
 
-def curves_figure(history: Sequence[Dict[str, Any]], keep: str = "dev_loss", title: Optional[str] = None):
+def curves_figure(history: Sequence[Dict[str, Any]], keep: str = "dev_loss", name: Optional[str] = None):
     """The picture as a matplotlib ``Figure``: the losses on the first axes, the dev BLEU (when the history has it)
-    on a second; the kept epoch marked with a star. Raises
+    on a second; the kept epoch marked with a star; titled with the run's ``name`` and ``keep``. Raises
     :class:`~graph_rma.engine.optional.MissingExtraError` without matplotlib."""
     figure = require("matplotlib.figure", "plots", "the training curves")
     backend = require("matplotlib.backends.backend_agg", "plots", "the training curves")
@@ -69,16 +69,16 @@ def curves_figure(history: Sequence[Dict[str, Any]], keep: str = "dev_loss", tit
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     axes[-1].set_xlabel("epoch")
-    loss.set_title(title or "training curves", fontsize=10)
+    loss.set_title(f"{name + ': ' if name else ''}best.pt kept by {keep}", fontsize=10)
     fig.tight_layout()
     return fig
 
 
 def plot_curves(
-    history: Sequence[Dict[str, Any]], path: Path, keep: str = "dev_loss", title: Optional[str] = None
+    history: Sequence[Dict[str, Any]], path: Path, keep: str = "dev_loss", name: Optional[str] = None
 ) -> Path:
     """Write :func:`curves_figure` to ``path`` (a PNG); returns ``path``."""
-    fig = curves_figure(history, keep, title)
+    fig = curves_figure(history, keep, name)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")

@@ -223,7 +223,7 @@ def _draw_curves(out: Path, history, keep: str) -> None:
     """``out/curves.png`` (:mod:`graph_rma.tasks.curves`); nothing without matplotlib (``train.json`` and the
     checkpoint hold the same numbers)."""
     try:
-        plot_curves(history, out / "curves.png", keep=keep, title=f"{out.name}: best.pt kept by {keep}")
+        plot_curves(history, out / "curves.png", keep=keep, name=out.name)
     except MissingExtraError:
         pass
 
