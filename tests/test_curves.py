@@ -54,6 +54,19 @@ def test_the_figure_draws_the_history_and_marks_the_kept_epoch():
     assert (list(star.get_xdata()), list(star.get_ydata())) == ([2], [1.5])
 
 
+def test_several_runs_share_one_axes_a_colour_per_group_a_style_per_run(tmp_path):
+    later = [dict(h, dev_bleu=h["dev_bleu"] + 1) for h in HISTORY]
+    runs = [("plain s0", "plain", HISTORY), ("svgd s0", "svgd", later), ("plain s1", "plain", later)]
+    (ax,) = curves.runs_figure(runs).axes
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert list(lines["svgd s0"].get_ydata()) == [41.0, 46.0, 51.0, 51.0, 50.0]
+    assert list(lines["plain s0"].get_xdata()) == [1, 2, 3, 4, 5] and ax.get_ylabel() == "dev BLEU"
+    colour = {k: line.get_color() for k, line in lines.items()}
+    assert colour["plain s0"] == colour["plain s1"] != colour["svgd s0"]
+    assert lines["plain s0"].get_linestyle() != lines["plain s1"].get_linestyle()
+    assert curves.plot_runs(runs, tmp_path / "runs.png", "dev_loss").read_bytes()[:4] == b"\x89PNG"
+
+
 SMALL = dict(
     hidden=16, layers=1, heads=2, dropout=0.1, attention_dropout=0.1, decoder_heads=2, epochs=2, batch_size=4,
     optimizer="adam", lr=3e-3, momentum=0.9, clip=1.0, min_freq=1, max_target_len=None, beam=1, max_len=10,

@@ -2,19 +2,20 @@ r"""The training curves of a graph-to-text run (``curves.png`` in the run folder
 
 Per epoch (the ``history`` of ``train.json`` / ``checkpoint.pt``): the training and dev loss, with the epochs after
 which the learning-rate schedule lowered the rate; and, for a run that keeps ``best.pt`` by dev BLEU, the dev BLEU.
-The epoch ``best.pt`` holds (:func:`kept_epoch`) is marked on the curve that chose it. Needs matplotlib (the
-``plots`` extra); :func:`graph_rma.tasks.graph_to_text.train` skips the picture without it (``train.json`` holds
-the same numbers).
+The epoch ``best.pt`` holds (:func:`kept_epoch`) is marked on the curve that chose it. :func:`plot_runs` draws one
+quantity of several runs on one axes (e.g. the dev BLEU of two variants' seeds), a colour per group. Needs
+matplotlib (the ``plots`` extra); :func:`graph_rma.tasks.graph_to_text.train` skips the picture without it
+(``train.json`` holds the same numbers).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..engine.optional import require
 
-__all__ = ["curves_figure", "kept_epoch", "lowered", "plot_curves"]
+__all__ = ["curves_figure", "kept_epoch", "lowered", "plot_curves", "plot_runs", "runs_figure"]
 
 
 def kept_epoch(history: Sequence[Dict[str, Any]], keep: str = "dev_loss") -> Optional[int]:
@@ -78,7 +79,43 @@ def plot_curves(
     history: Sequence[Dict[str, Any]], path: Path, keep: str = "dev_loss", name: Optional[str] = None
 ) -> Path:
     """Write :func:`curves_figure` to ``path`` (a PNG); returns ``path``."""
-    fig = curves_figure(history, keep, name)
+    return _save(curves_figure(history, keep, name), path)
+
+
+#: The names :func:`runs_figure` gives the quantities of a history on its axis.
+LABELS = {"dev_bleu": "dev BLEU", "dev_loss": "dev loss", "train_loss": "training loss"}
+STYLES = ("-", "--", ":", "-.")
+
+
+def runs_figure(runs: Sequence[Tuple[str, str, Sequence[Dict[str, Any]]]], metric: str = "dev_bleu"):
+    """``metric`` per epoch of several runs on one axes; ``runs``: ``(label, group, history)`` each, a colour per
+    group (in order of appearance) and a line style per run within its group."""
+    figure = require("matplotlib.figure", "plots", "the training curves")
+    backend = require("matplotlib.backends.backend_agg", "plots", "the training curves")
+    fig = figure.Figure(figsize=(6.4, 3.8))
+    backend.FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    groups: Dict[str, int] = {}
+    seen: Dict[str, int] = {}
+    for label, group, history in runs:
+        colour = groups.setdefault(group, len(groups))
+        style = STYLES[seen.get(group, 0) % len(STYLES)]
+        seen[group] = seen.get(group, 0) + 1
+        ax.plot([h["epoch"] for h in history], [h[metric] for h in history], style, color=f"C{colour}", label=label)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel(LABELS.get(metric, metric))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, ncol=2)
+    fig.tight_layout()
+    return fig
+
+
+def plot_runs(runs: Sequence[Tuple[str, str, Sequence[Dict[str, Any]]]], path: Path, metric: str = "dev_bleu") -> Path:
+    """Write :func:`runs_figure` to ``path`` (a PNG); returns ``path``."""
+    return _save(runs_figure(runs, metric), path)
+
+
+def _save(fig, path: Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
