@@ -102,6 +102,7 @@ def test_the_package_map_names_every_package_and_module():
     assert not missing, f"docs/design.md's package layout does not name: {sorted(set(missing))}"
 
 
+@pytest.mark.slow  # a fresh Python process
 def test_a_clone_folder_named_graph_rma_does_not_shadow_the_package(tmp_path):
     """Issue 32 item 15: run from the parent of a clone called ``graph_rma`` (a folder without ``__init__.py``, so
     Python would make it a namespace package), ``import graph_rma`` must still give the real package. The src

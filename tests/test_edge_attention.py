@@ -382,6 +382,7 @@ def test_sampler_step_same_as_default():
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
 
 
+@pytest.mark.slow  # torch.compile
 @pytest.mark.parametrize(
     "make",
     [

@@ -157,6 +157,7 @@ def test_empty_graph_and_support_rules():
     assert not csr_supported(torch.ones(2, dtype=torch.bfloat16))
 
 
+@pytest.mark.slow  # a fresh Python process
 def test_a_lean_layer_warns_nothing_in_a_fresh_process():
     """torch's one-time "Sparse CSR tensor support is in beta state" warning is absorbed on the first product, and
     later products warn nothing either (run with warnings as errors)."""
