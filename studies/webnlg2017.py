@@ -398,6 +398,12 @@ def _scores_line(s: Dict) -> str:
     return f"BLEU {s['BLEU']:.2f}  METEOR {meteor}  TER {s['TER']:.2f}  ({s['n']} entries)"
 
 
+def curve_history(history: Sequence[Dict]) -> List[Dict]:
+    """What results keep of a run's per-epoch history for its training curves (:data:`CURVE_KEYS`), rounded to 4
+    digits but the learning rate (halved down to 1e-5)."""
+    return [{k: h[k] if k == "lr" else _rounded(h[k]) for k in CURVE_KEYS if k in h} for h in history]
+
+
 def _rounded(obj, digits: int = 4):
     if isinstance(obj, float):
         return round(obj, digits)
@@ -470,9 +476,7 @@ def collect(run: Path, results: Path = RESULTS, grid: Sequence[Dict] = GRID) -> 
             "machine": r["machine"],
             "date": _now(),
         }
-        history = train.get("history", [])
-        # rounded to 4 digits, but not the learning rate (halved down to 1e-5)
-        out["history"] = [{k: h[k] if k == "lr" else _rounded(h[k]) for k in CURVE_KEYS if k in h} for h in history]
+        out["history"] = curve_history(train.get("history", []))
     return out
 
 

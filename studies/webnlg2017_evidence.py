@@ -313,10 +313,7 @@ def collect(out: Path = OUT, results: Path = RESULTS, base: Path = baseline.RUN)
                         s: baseline._rounded({m: scores[s][m] for m in (*METRICS, "n")}) for s in baseline.SUBSETS
                     },
                     "hyp": str(where / "hyp.test.txt"),
-                    # per epoch, what best.pt was kept by (the picture's numbers)
-                    "history": [
-                        baseline._rounded({k: h[k] for k in ("epoch", "dev_loss", "dev_bleu")}) for h in history
-                    ],
+                    "history": baseline.curve_history(history),  # the picture's numbers
                     "threads": record["threads"],
                     "torch": record["torch"],
                     "date": record["date"],

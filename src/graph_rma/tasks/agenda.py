@@ -120,14 +120,14 @@ def generate(
         AgendaEncoder,
         recs,
         split,
-        beam,
-        max_len,
-        length_penalty,
-        no_repeat_ngram,
-        limit,
-        batch_size,
-        progress,
-        device,
+        beam=beam,
+        max_len=max_len,
+        length_penalty=length_penalty,
+        no_repeat_ngram=no_repeat_ngram,
+        limit=limit,
+        batch_size=batch_size,
+        progress=progress,
+        device=device,
     )
     gold = [r.relexicalised() for r in recs]
     paths = {

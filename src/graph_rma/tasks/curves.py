@@ -41,12 +41,9 @@ def curves_figure(history: Sequence[Dict[str, Any]], keep: str = "dev_loss", nam
     """The picture as a matplotlib ``Figure``: the losses on the first axes, the dev BLEU (when the history has it)
     on a second; the kept epoch marked with a star; titled with the run's ``name`` and ``keep``. Raises
     :class:`~graph_rma.engine.optional.MissingExtraError` without matplotlib."""
-    figure = require("matplotlib.figure", "plots", "the training curves")
-    backend = require("matplotlib.backends.backend_agg", "plots", "the training curves")
     epochs = [h["epoch"] for h in history]
     bleu = all("dev_bleu" in h for h in history) and bool(history)
-    fig = figure.Figure(figsize=(6.4, 5.6 if bleu else 3.4))
-    backend.FigureCanvasAgg(fig)
+    fig = _figure(5.6 if bleu else 3.4)
     axes = fig.subplots(2 if bleu else 1, 1, sharex=True, squeeze=False)[:, 0]
     loss = axes[0]
     loss.plot(epochs, [h["train_loss"] for h in history], "o-", ms=3, label="training loss")
@@ -90,11 +87,8 @@ STYLES = ("-", "--", ":", "-.")
 def runs_figure(runs: Sequence[Tuple[str, str, Sequence[Dict[str, Any]]]], metric: str = "dev_bleu"):
     """``metric`` per epoch of several runs on one axes; ``runs``: ``(label, group, history)`` each, a colour per
     group (in order of appearance) and a line style per run within its group."""
-    figure = require("matplotlib.figure", "plots", "the training curves")
-    backend = require("matplotlib.backends.backend_agg", "plots", "the training curves")
-    fig = figure.Figure(figsize=(6.4, 3.8))
-    backend.FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
+    ax = _figure(3.8).add_subplot()
+    fig = ax.figure
     groups: Dict[str, int] = {}
     seen: Dict[str, int] = {}
     for label, group, history in runs:
@@ -113,6 +107,15 @@ def runs_figure(runs: Sequence[Tuple[str, str, Sequence[Dict[str, Any]]]], metri
 def plot_runs(runs: Sequence[Tuple[str, str, Sequence[Dict[str, Any]]]], path: Path, metric: str = "dev_bleu") -> Path:
     """Write :func:`runs_figure` to ``path`` (a PNG); returns ``path``."""
     return _save(runs_figure(runs, metric), path)
+
+
+def _figure(height: float):
+    """An empty matplotlib ``Figure`` 6.4 inches wide, drawn without a display."""
+    figure = require("matplotlib.figure", "plots", "the training curves")
+    backend = require("matplotlib.backends.backend_agg", "plots", "the training curves")
+    fig = figure.Figure(figsize=(6.4, height))
+    backend.FigureCanvasAgg(fig)
+    return fig
 
 
 def _save(fig, path: Path) -> Path:
