@@ -147,6 +147,8 @@ def test_the_report_pairs_by_seed_hand_checked():
         "| plain | `ma` | 3 of 3 | 50.00 ± 0.00 | 52.00 ± 2.00 | 52.00 ± 2.00 | 38.00 ± 0.00 | 40.00 ± 0.00 |" in text
     )
     assert "| svgd | `svgd:alpha=0.01` | 2 of 3 |" in text
+    # the plain arm over its 3 seeds (seen BLEU 50 each) against GCN_EC's 55.9, itself a mean of 3 seeds
+    assert "55.9 (a mean over 3 seeds): 50.00 ± 0.00 over its 3 seeds, **not met** (-5.90)." in text
     # seeds 0 and 1 paired: differences -1 and +1 -> mean 0, sd sqrt(2), se 1
     assert "| all | +0.00 ± 1.00 | 1/0/1 | +0.00 ± 0.00 | +1.00 ± 0.00 |" in text
     assert "Not decided: 2 of 3 seeds paired" in text
@@ -161,6 +163,7 @@ def test_the_report_pairs_by_seed_hand_checked():
 def test_before_any_run_the_block_says_so_and_plan_starts_with_selection(tmp_path):
     text = ev.render_evidence(ev.not_run())
     assert text.count("not run yet") == 4 and text.count("not chosen yet") == 2 and "Not decided: 0 of 3" in text
+    assert "The plain arm against" not in text  # nothing chosen yet
     assert "Not chosen yet (the grid: `beam5-lp0.6`," in text
     me = "OMP_NUM_THREADS=1 python -m studies.webnlg2017_evidence"
     selection = [f"{me} select {a} {i}" for a in ("plain", "svgd") for i in (0, 1)]
