@@ -6,6 +6,7 @@
     python -m studies.baselines final                # evidence: each arm's choice on the final seeds 0-9
     python -m studies.baselines plan                 # evidence: the runs left per setting, and about how long
     python -m studies.baselines report               # results -> docs/baselines/results.json -> the page's tables
+                                                     #   (and evidence.png there: every entry's paired differences)
 
 Every step resumes (finished runs are kept under --out, default runs/baselines, and skipped when rerun; the run in
 progress continues from its last save); stop it at any time and run the same command again. The rules (grid,
@@ -24,6 +25,7 @@ from typing import Dict, List, Optional, Tuple
 
 from graph_rma.argtypes import SeedsAction, out_dir, positive_int, seed_list
 from graph_rma.engine import mean_std, one_line_errors, paired_comparison, write_json
+from graph_rma.engine.optional import require
 from graph_rma.tasks.node_classification import run_study, upgrade_metrics
 from graph_rma.tasks.protocols import resolve_protocol
 from studies.pages import check_defaults, page_file, renderer
@@ -454,8 +456,57 @@ def evidence_finals(results: Dict, dataset: str, protocol: str) -> Dict[str, Tup
     return finals
 
 
+#: The evidence's picture (every entry's arms against its chosen plain), as the page links it; under docs/.
+FOREST = "baselines/evidence.png"
+
+
+def forest_rows(results: Dict) -> List[Tuple[str, Dict]]:
+    """The picture's rows: per evidence entry whose finals are in, each arm but the chosen plain against it, as
+    ``(label, paired_comparison(plain, arm))`` (the numbers of the entry's final table)."""
+    rows = []
+    for dataset, protocol in EVIDENCE:
+        finals = evidence_finals(results, dataset, protocol)
+        if "plain" in finals and len(finals) > 1:
+            base = finals["plain"][1]
+            for arm, (_, vals) in finals.items():
+                if arm != "plain":
+                    rows.append((f"{dataset}, {protocol}: {arm} − plain", paired_comparison(base, vals)))
+    return rows
+
+
+def plot_forest(rows: List[Tuple[str, Dict]], path: Path) -> Path:
+    """Each row's mean paired difference with a bar of one standard error (thick) and of three (thin), the page's
+    bar for a difference that stands out of the noise; a PNG at ``path``. Needs matplotlib (the ``plots`` extra)."""
+    figure = require("matplotlib.figure", "plots", "the evidence picture")
+    backend = require("matplotlib.backends.backend_agg", "plots", "the evidence picture")
+    fig = figure.Figure(figsize=(7.0, 0.45 * len(rows) + 1.4))
+    backend.FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    ys = list(range(len(rows)))[::-1]  # the first row on top
+    means = [pc["mean"] for _, pc in rows]
+    ses = [pc["se"] for _, pc in rows]
+    ax.errorbar(means, ys, xerr=[3 * se for se in ses], fmt="none", ecolor="tab:blue", elinewidth=1, alpha=0.5)
+    ax.errorbar(means, ys, xerr=ses, fmt="o", color="tab:blue", elinewidth=3, capsize=0)
+    ax.axvline(0.0, color="grey", lw=1)
+    ax.set_yticks(ys)
+    ax.set_yticklabels([label for label, _ in rows], fontsize=8)
+    ax.set_xlabel("paired difference in test metric over the final seeds (points)\nthick: ± 1 SE, thin: ± 3 SE")
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    return path
+
+
 def render_evidence(results: Dict) -> str:
     out = []
+    if forest_rows(results):
+        out.append(
+            "Every finished entry at a glance: each arm's paired difference from its entry's chosen plain model "
+            "(the tables below):\n\n"
+            f"![paired differences of the evidence entries]({FOREST})"
+        )
     for dataset, protocol in EVIDENCE:
         entries = [e for e in results["evidence"] if (e["dataset"], e["protocol"]) == (dataset, protocol)]
         sel = [
@@ -522,6 +573,9 @@ def report(out: Path, page: Path) -> None:
     results = collect(out)
     text = render(page.read_text(), results)  # rendered before anything is written: a bad page changes no file
     write_json(page.parent / "baselines" / "results.json", results)
+    rows = forest_rows(results)
+    if rows:
+        plot_forest(rows, page.parent / FOREST)
     page.write_text(text)
     print(render_reproduction(results))
     print(render_evidence(results))

@@ -60,6 +60,28 @@ def test_baselines_page_is_what_its_committed_results_render_to():
     assert set(rows) == set(study.REPRODUCE)
 
 
+def test_the_evidence_picture_draws_the_final_tables_paired_differences(tmp_path):
+    """Each row of docs/baselines/evidence.png is an arm's paired difference from its entry's chosen plain, the
+    number its final table prints; an entry without finals has no row; the picture is written and linked."""
+    pytest.importorskip("matplotlib")
+    study = _load("baselines")
+    results = json.loads((REPO / "docs" / "baselines" / "results.json").read_text())
+    rows = study.forest_rows(results)
+    block = study.render_evidence(results)
+    assert rows and all(label.endswith(" − plain") for label, _ in rows)
+    for label, pc in rows:
+        assert f"{pc['mean']:+.2f} ± {pc['se']:.2f} ({pc['wins']}/{pc['ties']}/{pc['losses']})" in block
+    finished = {label.split(":")[0] for label, _ in rows}
+    for dataset, protocol in study.EVIDENCE:
+        has_finals = len(study.evidence_finals(results, dataset, protocol)) > 1
+        assert (f"{dataset}, {protocol}" in finished) == has_finals
+    assert f"]({study.FOREST})" in block
+    assert study.plot_forest(rows, tmp_path / "e.png").read_bytes()[:4] == b"\x89PNG"
+    # no entry with finals: no picture, no link
+    empty = dict(results, evidence=[dict(e, final=[]) for e in results["evidence"]])
+    assert study.forest_rows(empty) == [] and study.FOREST not in study.render_evidence(empty)
+
+
 def test_cora_page_is_what_its_committed_results_render_to():
     """docs/cora.md's summary and tables are generated from docs/cora/results.json, never typed."""
     study = _load("cora")
