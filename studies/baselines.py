@@ -513,7 +513,6 @@ def render_evidence(results: Dict) -> str:
             f"| arm | setting | mean validation metric, seeds {', '.join(map(str, SELECT_SEEDS))} | chosen |",
             "| --- | --- | ---: | --- |",
         ]
-        finals = {}
         for arm in EVIDENCE[(dataset, protocol)]:
             mine = [e for e in entries if e["arm"] == arm]
             if not mine or any(len(e["select"]) < len(SELECT_SEEDS) for e in mine):
@@ -522,8 +521,7 @@ def render_evidence(results: Dict) -> str:
             scores, best = _select(mine)
             for i, e in enumerate(mine):
                 sel.append(f"| {arm} | `{e['setting']}` | {scores[i]:.2f} | {'yes' if i == best else ''} |")
-            if mine[best]["final"]:
-                finals[arm] = (mine[best]["setting"], {r["seed"]: r["test"] for r in mine[best]["final"]})
+        finals = evidence_finals(results, dataset, protocol)
         cite = REPRODUCE[(dataset, protocol)][2]
         published = published_cell(dataset, protocol)
         out.append(
