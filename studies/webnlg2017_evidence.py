@@ -502,23 +502,54 @@ def _timed(history: List[Dict]) -> List[float]:
     return [h["seconds"] for h in history if not h.get("seconds_partial")]
 
 
-def _left(run: Path, epochs: int, seconds: Optional[float], decodes: bool = False) -> str:
+def _history(run: Path) -> List[Dict]:
+    """A run's epochs so far: ``train.json``'s when it has finished, else its ``checkpoint.pt``'s (none before)."""
+    from graph_rma.engine import load_checkpoint
+
+    done = baseline.trained(run)
+    if done is not None:
+        return done
+    return load_checkpoint(run / "checkpoint.pt")["history"] if (run / "checkpoint.pt").is_file() else []
+
+
+def _decode_seconds(out: Path) -> Optional[float]:
+    """The median seconds of a final's dev decode (``dev_bleu_seconds``) over the final runs' epochs so far;
+    ``None`` before any."""
+    seconds = [
+        h["dev_bleu_seconds"]
+        for arm in ARMS
+        for seed in FINAL_SEEDS
+        for h in _history(final_dir(out, arm, seed))
+        if "dev_bleu_seconds" in h
+    ]
+    return statistics.median(seconds) if seconds else None
+
+
+def _left(
+    run: Path, epochs: int, seconds: Optional[float], decodes: bool = False, decode: Optional[float] = None
+) -> str:
     """A training step's comment: how far its run is (its ``checkpoint.pt``) and, from ``seconds`` per epoch, about
-    how long its training has left (``decodes``: a final's dev decode after every epoch comes on top)."""
+    how long its training has left (``decodes``: a final's dev decode after every epoch comes on top, ``decode``
+    seconds each once measured)."""
     from graph_rma.engine import load_checkpoint
 
     done = load_checkpoint(run / "checkpoint.pt")["epoch"] if (run / "checkpoint.pt").is_file() else 0
     notes = [f"{done} of {epochs} epochs trained"] if done else []
     if seconds is not None:
-        notes.append(f"about {(epochs - done) * seconds / 3600:.1f} h left at {seconds:.0f} s per epoch")
-        notes[-1] += ", plus a dev decode per epoch" if decodes else ""
+        each = seconds + (decode if decodes and decode is not None else 0.0)
+        notes.append(f"about {(epochs - done) * each / 3600:.1f} h left at {seconds:.0f} s per epoch")
+        if decodes:
+            notes[-1] += (
+                f" and {decode:.0f} s per dev decode" if decode is not None else ", plus a dev decode per epoch"
+            )
     return f"  # {'; '.join(notes)}" if notes else ""
 
 
 def plan(out: Path = OUT) -> List[str]:
     """The steps left, in order, as commands (nothing when the study is complete); the decoding's step is
     independent of the selection and comes first while it is left. A training step says how far its run is and,
-    once a selection run has finished, about how long is left (its median seconds per epoch, on this machine)."""
+    once a selection run has finished, about how long is left (its median seconds per epoch, on this machine; for a
+    final, plus the median dev decode of the finals so far)."""
     me = "python -m studies.webnlg2017_evidence"
     first = [] if (out / "decoding.json").is_file() else [f"OMP_NUM_THREADS=1 {me} decoding"]
     seconds = _epoch_seconds(out)
@@ -533,12 +564,12 @@ def plan(out: Path = OUT) -> List[str]:
     choice = baseline._read(out / "choice.json")
     if not choice:
         return first + [f"{me} choose"]
-    left = first
+    left, decode = first, _decode_seconds(out)
     for arm in ARMS:
         for seed in FINAL_SEEDS:
             run = final_dir(out, arm, seed)
             if baseline.trained(run) is None:
-                note = _left(run, FINAL_EPOCHS, seconds, decodes=True)
+                note = _left(run, FINAL_EPOCHS, seconds, decodes=True, decode=decode)
                 left.append(f"OMP_NUM_THREADS=1 {me} final {arm} {seed}{note}")
             elif not (run / "decode" / "test" / "decoded.test.json").is_file():
                 left.append(f"OMP_NUM_THREADS=1 {me} test {arm} {seed}")
