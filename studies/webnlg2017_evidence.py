@@ -55,7 +55,7 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from graph_rma.argtypes import out_dir
 from graph_rma.engine import mean_std, one_line_errors, paired_comparison, write_json
@@ -502,38 +502,33 @@ def _timed(history: List[Dict]) -> List[float]:
     return [h["seconds"] for h in history if not h.get("seconds_partial")]
 
 
-def _history(run: Path) -> List[Dict]:
-    """A run's epochs so far: ``train.json``'s when it has finished, else its ``checkpoint.pt``'s (none before)."""
+def _progress(run: Path) -> Tuple[int, List[Dict]]:
+    """A run's finished epochs and their history so far: ``train.json``'s when it has finished, else one read of its
+    ``checkpoint.pt`` (none before: ``(0, [])``)."""
     from graph_rma.engine import load_checkpoint
 
     done = baseline.trained(run)
     if done is not None:
-        return done
-    return load_checkpoint(run / "checkpoint.pt")["history"] if (run / "checkpoint.pt").is_file() else []
+        return len(done), done
+    if not (run / "checkpoint.pt").is_file():
+        return 0, []
+    checkpoint = load_checkpoint(run / "checkpoint.pt")
+    return checkpoint["epoch"], checkpoint.get("history", [])
 
 
-def _decode_seconds(out: Path) -> Optional[float]:
-    """The median seconds of a final's dev decode (``dev_bleu_seconds``) over the final runs' epochs so far;
-    ``None`` before any."""
-    seconds = [
-        h["dev_bleu_seconds"]
-        for arm in ARMS
-        for seed in FINAL_SEEDS
-        for h in _history(final_dir(out, arm, seed))
-        if "dev_bleu_seconds" in h
-    ]
+def _decode_seconds(histories: Iterable[List[Dict]]) -> Optional[float]:
+    """The median seconds of a final's dev decode (``dev_bleu_seconds``) over the finals' epochs so far
+    (``histories``: one list per final); ``None`` before any."""
+    seconds = [h["dev_bleu_seconds"] for history in histories for h in history if "dev_bleu_seconds" in h]
     return statistics.median(seconds) if seconds else None
 
 
 def _left(
-    run: Path, epochs: int, seconds: Optional[float], decodes: bool = False, decode: Optional[float] = None
+    done: int, epochs: int, seconds: Optional[float], decodes: bool = False, decode: Optional[float] = None
 ) -> str:
-    """A training step's comment: how far its run is (its ``checkpoint.pt``) and, from ``seconds`` per epoch, about
-    how long its training has left (``decodes``: a final's dev decode after every epoch comes on top, ``decode``
-    seconds each once measured)."""
-    from graph_rma.engine import load_checkpoint
-
-    done = load_checkpoint(run / "checkpoint.pt")["epoch"] if (run / "checkpoint.pt").is_file() else 0
+    """A training step's comment: how far its run is (``done`` of ``epochs`` epochs) and, from ``seconds`` per
+    epoch, about how long its training has left (``decodes``: a final's dev decode after every epoch comes on top,
+    ``decode`` seconds each once measured)."""
     notes = [f"{done} of {epochs} epochs trained"] if done else []
     if seconds is not None:
         each = seconds + (decode if decodes and decode is not None else 0.0)
@@ -554,7 +549,7 @@ def plan(out: Path = OUT) -> List[str]:
     first = [] if (out / "decoding.json").is_file() else [f"OMP_NUM_THREADS=1 {me} decoding"]
     seconds = _epoch_seconds(out)
     left = [
-        f"OMP_NUM_THREADS=1 {me} select {a} {i}" + _left(select_dir(out, a, i), SELECT_EPOCHS, seconds)
+        f"OMP_NUM_THREADS=1 {me} select {a} {i}" + _left(_progress(select_dir(out, a, i))[0], SELECT_EPOCHS, seconds)
         for a in ARMS
         for i in range(len(ARMS[a]))
         if baseline.trained(select_dir(out, a, i)) is None
@@ -564,12 +559,13 @@ def plan(out: Path = OUT) -> List[str]:
     choice = baseline._read(out / "choice.json")
     if not choice:
         return first + [f"{me} choose"]
-    left, decode = first, _decode_seconds(out)
+    finals = {(arm, seed): _progress(final_dir(out, arm, seed)) for arm in ARMS for seed in FINAL_SEEDS}
+    left, decode = first, _decode_seconds(history for _, history in finals.values())
     for arm in ARMS:
         for seed in FINAL_SEEDS:
             run = final_dir(out, arm, seed)
             if baseline.trained(run) is None:
-                note = _left(run, FINAL_EPOCHS, seconds, decodes=True, decode=decode)
+                note = _left(finals[arm, seed][0], FINAL_EPOCHS, seconds, decodes=True, decode=decode)
                 left.append(f"OMP_NUM_THREADS=1 {me} final {arm} {seed}{note}")
             elif not (run / "decode" / "test" / "decoded.test.json").is_file():
                 left.append(f"OMP_NUM_THREADS=1 {me} test {arm} {seed}")

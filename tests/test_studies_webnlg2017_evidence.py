@@ -187,18 +187,21 @@ def test_before_any_run_the_block_says_so_and_plan_starts_with_selection(tmp_pat
         f"{me} select svgd 1  # 4 of 10 epochs trained; about 1.2 h left at 720 s per epoch",
     ]
     # a final decodes dev after every epoch (it keeps best.pt by dev BLEU): its estimate says that comes on top
-    final = ev._left(tmp_path / "no-run-yet", ev.FINAL_EPOCHS, 720.0, decodes=True)
+    final = ev._left(0, ev.FINAL_EPOCHS, 720.0, decodes=True)
     assert final == "  # about 4.0 h left at 720 s per epoch, plus a dev decode per epoch"
     # once a final has decoded dev, the median decode time joins the estimate: 20 x (720 + 180) s
-    assert ev._decode_seconds(tmp_path / "out") is None
+    assert ev._decode_seconds([ev._progress(ev.final_dir(tmp_path / "out", "svgd", 2))[1]]) is None
     running = ev.final_dir(tmp_path / "out", "svgd", 2)
-    history = [{"epoch": 1, "dev_bleu_seconds": 60.0}, {"epoch": 2, "dev_bleu_seconds": 180.0}]
-    save_checkpoint(
-        running / "checkpoint.pt", {"epoch": 2, "history": history + [{"epoch": 3, "dev_bleu_seconds": 200.0}]}
-    )
-    assert ev._decode_seconds(tmp_path / "out") == 180.0
-    final = ev._left(tmp_path / "no-run-yet", ev.FINAL_EPOCHS, 720.0, decodes=True, decode=180.0)
+    history = [{"epoch": 1, "dev_bleu_seconds": 60.0}, {"epoch": 2, "dev_bleu_seconds": 200.0}]
+    save_checkpoint(running / "checkpoint.pt", {"epoch": 2, "history": history})
+    assert ev._progress(running) == (2, history)  # one read of the checkpoint: how far, and the epochs so far
+    assert ev._decode_seconds([history, [{"epoch": 1, "dev_bleu_seconds": 180.0}]]) == 180.0  # median over finals
+    final = ev._left(0, ev.FINAL_EPOCHS, 720.0, decodes=True, decode=180.0)
     assert final == "  # about 5.0 h left at 720 s per epoch and 180 s per dev decode"
+    # a running final: 18 epochs left, 18 x (720 + 180) s
+    assert ev._left(2, ev.FINAL_EPOCHS, 720.0, decodes=True, decode=180.0) == (
+        "  # 2 of 20 epochs trained; about 4.5 h left at 720 s per epoch and 180 s per dev decode"
+    )
     committed = json.loads((REPO / "docs" / "webnlg2017" / "evidence" / "results.json").read_text())
     assert (
         ev.render(ev.PAGE.read_text() if ev.PAGE.is_absolute() else (REPO / ev.PAGE).read_text(), committed)
