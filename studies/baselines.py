@@ -25,7 +25,7 @@ from typing import Dict, List, Optional, Tuple
 
 from graph_rma.argtypes import SeedsAction, out_dir, positive_int, seed_list
 from graph_rma.engine import mean_std, one_line_errors, paired_comparison, write_json
-from graph_rma.engine.optional import require
+from graph_rma.engine.figures import new_figure, save_png
 from graph_rma.tasks.node_classification import run_study, upgrade_metrics
 from graph_rma.tasks.protocols import resolve_protocol
 from studies.pages import check_defaults, page_file, renderer
@@ -477,10 +477,7 @@ def forest_rows(results: Dict) -> List[Tuple[str, Dict]]:
 def plot_forest(rows: List[Tuple[str, Dict]], path: Path) -> Path:
     """Each row's mean paired difference with a bar of one standard error (thick) and of three (thin), the page's
     bar for a difference that stands out of the noise; a PNG at ``path``. Needs matplotlib (the ``plots`` extra)."""
-    figure = require("matplotlib.figure", "plots", "the evidence picture")
-    backend = require("matplotlib.backends.backend_agg", "plots", "the evidence picture")
-    fig = figure.Figure(figsize=(7.0, 0.45 * len(rows) + 1.4))
-    backend.FigureCanvasAgg(fig)
+    fig = new_figure(7.0, 0.45 * len(rows) + 1.4, "the evidence picture")
     ax = fig.add_subplot()
     ys = list(range(len(rows)))[::-1]  # the first row on top
     means = [pc["mean"] for _, pc in rows]
@@ -493,10 +490,7 @@ def plot_forest(rows: List[Tuple[str, Dict]], path: Path) -> Path:
     ax.set_xlabel("paired difference in test metric over the final seeds (points)\nthick: ± 1 SE, thin: ± 3 SE")
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    return path
+    return save_png(fig, path, dpi=110)
 
 
 def render_evidence(results: Dict) -> str:

@@ -529,12 +529,9 @@ def _two_panels(series: Dict[str, List], ticks, xlabel: str, title: str, path: P
     """Left: test error against the number of heads (the paper's Figure 3 style); right: each variant's paired
     difference against plain heads with its standard error. ``series[family]`` holds
     ``(heads, error, std, paired mean, paired se)`` tuples."""
-    from graph_rma.engine.optional import require
+    from graph_rma.engine.figures import new_figure, save_png
 
-    require("matplotlib", "plots")
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(9, 3.4))
+    fig = new_figure(9, 3.4, "the heads picture")
     ax, bx = fig.subplots(1, 2)
     for k, (fam, pts) in enumerate(series.items()):
         shift = 1.0 + 0.04 * (k - 1)  # small horizontal offsets so that the bars do not hide each other
@@ -557,7 +554,7 @@ def _two_panels(series: Dict[str, List], ticks, xlabel: str, title: str, path: P
     bx.set_ylabel("accuracy minus plain (points)")
     bx.set_title("paired difference vs plain heads (bars: SE)", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_png(fig, path, dpi=110)
 
 
 def main(argv=None) -> int:

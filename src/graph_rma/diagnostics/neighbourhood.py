@@ -19,7 +19,7 @@ from typing import Optional, Sequence, Union
 
 from torch import Tensor
 
-from ..engine.optional import require
+from ..engine.figures import new_figure, save_png
 
 __all__ = ["neighbourhood_attention_graph", "neighbourhood_attention_figure", "plot_neighbourhood_attention"]
 
@@ -110,8 +110,6 @@ def neighbourhood_attention_figure(
         raise ValueError(f"layout: expected one of {LAYOUTS}, got {layout!r}")
     if not width_scale > 0:
         raise ValueError(f"width_scale: expected > 0, got {width_scale!r}")
-    figure = require("matplotlib.figure", "plots", "plot_neighbourhood_attention")
-    backend = require("matplotlib.backends.backend_agg", "plots", "plot_neighbourhood_attention")
     import networkx as nx
 
     graph = neighbourhood_attention_graph(edge_index, attention, node, hops)
@@ -123,8 +121,7 @@ def neighbourhood_attention_figure(
 
     cols = min(len(heads), 4)
     rows = math.ceil(len(heads) / cols)
-    fig = figure.Figure(figsize=(3.2 * cols, 3.2 * rows + (0.4 if title else 0.0)), dpi=100)
-    backend.FigureCanvasAgg(fig)
+    fig = new_figure(3.2 * cols, 3.2 * rows + (0.4 if title else 0.0), "plot_neighbourhood_attention")
     edges = list(graph.edges(data="attention"))
     colors = [
         "tab:red" if n == int(node) else ("tab:orange" if hop == 1 else "tab:gray")
@@ -192,7 +189,4 @@ def plot_neighbourhood_attention(
         plot_neighbourhood_attention(ei, alpha, node=0, path="node0.png")
     """
     fig = neighbourhood_attention_figure(edge_index, attention, node, hops, heads, layout, seed, width_scale, title)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png")
-    return path
+    return save_png(fig, path)

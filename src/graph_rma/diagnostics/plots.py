@@ -11,7 +11,7 @@ from typing import Mapping, Optional, Sequence, Union
 import torch
 from torch import Tensor
 
-from ..engine.optional import require
+from ..engine.figures import new_figure, save_png
 from .calibration import (
     CalibrationBins,
     calibration_bins,
@@ -32,19 +32,12 @@ PathLike = Union[str, os.PathLike]
 
 
 def _figure(width: float = 5.0, height: float = 4.0):
-    figure = require("matplotlib.figure", "plots", "diagnostics plots")
-    backend = require("matplotlib.backends.backend_agg", "plots", "diagnostics plots")
-    fig = figure.Figure(figsize=(width, height), dpi=100)
-    backend.FigureCanvasAgg(fig)
-    return fig
+    return new_figure(width, height, "diagnostics plots")
 
 
 def _save(fig, path: PathLike) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, format="png")
-    return path
+    return save_png(fig, path)
 
 
 def _values(v) -> list:

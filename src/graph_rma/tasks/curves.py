@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..engine.optional import require
+from ..engine.figures import new_figure, save_png
 
 __all__ = ["curves_figure", "kept_epoch", "lowered", "plot_curves", "plot_runs", "runs_figure"]
 
@@ -110,18 +110,9 @@ def plot_runs(runs: Sequence[Tuple[str, str, Sequence[Dict[str, Any]]]], path: P
 
 
 def _figure(height: float):
-    """An empty matplotlib ``Figure`` 6.4 inches wide, drawn without a display."""
-    figure = require("matplotlib.figure", "plots", "the training curves")
-    backend = require("matplotlib.backends.backend_agg", "plots", "the training curves")
-    fig = figure.Figure(figsize=(6.4, height))
-    backend.FigureCanvasAgg(fig)
-    return fig
+    """An empty matplotlib ``Figure`` 6.4 inches wide (:func:`~graph_rma.engine.figures.new_figure`)."""
+    return new_figure(6.4, height, "the training curves")
 
 
 def _save(fig, path: Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    fig.savefig(tmp, dpi=110, format="png")
-    tmp.replace(path)  # a reader never sees half a picture
-    return path
+    return save_png(fig, path, dpi=110)

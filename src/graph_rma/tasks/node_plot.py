@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Sequence
 
 from ..engine import mean_std
-from ..engine.optional import require
+from ..engine.figures import new_figure, save_png
 from ..variants import parse_variant
 from .node_results import upgrade_metrics
 
@@ -24,11 +24,7 @@ def plot(
 
     Needs matplotlib (the ``plots`` extra); raises :class:`~graph_rma.engine.optional.MissingExtraError` without it.
     """
-    figure = require("matplotlib.figure", "plots", "the accuracy plot")
-    backend = require("matplotlib.backends.backend_agg", "plots", "the accuracy plot")
-
-    fig = figure.Figure(figsize=(max(4.0, 1.4 * len(variants) + 1.5), 3.6))
-    backend.FigureCanvasAgg(fig)
+    fig = new_figure(max(4.0, 1.4 * len(variants) + 1.5), 3.6, "the accuracy plot")
     ax = fig.add_subplot()
     for k, spec in enumerate(variants):
         for offset, key, color in ((-0.12, "test_metric", "tab:blue"), (0.12, "val_metric", "tab:orange")):
@@ -57,8 +53,4 @@ def plot(
     ax.grid(axis="y", alpha=0.3)
     ax.legend(loc="lower right")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=120, format="png")
-    tmp.replace(path)
-    return path
+    return save_png(fig, path, dpi=120)

@@ -35,7 +35,8 @@ from torch import Tensor, nn
 
 from ..data.text import TextDataset, Vocabulary, load_text_dataset, tokenize
 from ..engine import mean_std, resolve_device, seed_everything, write_csv, write_json
-from ..engine.optional import MissingExtraError, require
+from ..engine.figures import new_figure, save_png
+from ..engine.optional import MissingExtraError
 from ..models.text import MODELS, build_model
 from ..regularizers import disagreement, frobenius_penalty
 from ..variants import apply_variant, parse_variant
@@ -186,11 +187,7 @@ def train_one(
 # --------------------------------------------------------------------------------------------------------------
 def _figure(figsize: Tuple[float, float]):
     """A matplotlib ``Figure`` on the Agg canvas (no pyplot state); ``MissingExtraError`` without the plots extra."""
-    figure = require("matplotlib.figure", "plots", "the text benchmark's pictures")
-    backend = require("matplotlib.backends.backend_agg", "plots", "the text benchmark's pictures")
-    fig = figure.Figure(figsize=figsize)
-    backend.FigureCanvasAgg(fig)
-    return fig
+    return new_figure(*figsize, "the text benchmark's pictures")
 
 
 def head_heatmap_png(path: Path, tokens: List[str], panels: List[Tuple[str, Tensor]]) -> Path:
@@ -208,8 +205,7 @@ def head_heatmap_png(path: Path, tokens: List[str], panels: List[Tuple[str, Tens
         ax.set_xticks(range(len(tokens)), tokens, rotation=45, ha="right", fontsize=8)
         fig.colorbar(im, ax=ax, fraction=0.02)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    return path
+    return save_png(fig, path, dpi=120)
 
 
 def head_heatmap_html(path: Path, tokens: List[str], panels: List[Tuple[str, Tensor]], title: str) -> Path:
@@ -255,8 +251,7 @@ def accuracy_plot(path: Path, summary: List[dict]) -> Path:
         ax.set_title(f"{d} / {m}", fontsize=9)
         ax.set_ylabel("test accuracy (%)")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    return path
+    return save_png(fig, path, dpi=120)
 
 
 def summarize(runs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
