@@ -155,6 +155,7 @@ def test_every_preset_validates_and_is_the_mapping_the_trainer_always_took():
         ({"length_penalty": math.nan}, "length_penalty: expected a finite number, got nan"),
         ({"no_repeat_ngram": -1}, "no_repeat_ngram: expected an integer >= 0, got -1"),
         ({"no_repeat_ngram": 2.0}, "no_repeat_ngram: expected an integer >= 0, got 2.0"),
+        ({"label_smoothing": 1.0}, r"label_smoothing: expected a probability in \[0, 1\), got 1.0"),
         ({"keep": "dev_rouge"}, r"keep: expected one of \('dev_loss', 'dev_bleu'\), got 'dev_rouge'"),
         ({"optimizer": "adagrad"}, r"optimizer: expected one of \('adam', 'sgd'\), got 'adagrad'"),
         ({"lr_schedule": {"kind": "cosine"}}, "lr_schedule: expected None or a dict with kind in"),
@@ -193,7 +194,7 @@ def test_old_saved_configurations_load_with_missing_settings_at_their_defaults()
     assert list(saved_config(older)) == list(old)
     with pytest.raises(ValueError, match="^config: unknown setting colour"):
         saved_config({**old, "colour": 1})
-    assert OPTIONAL_FIELDS == ("no_repeat_ngram", "keep", "lr_schedule")
+    assert OPTIONAL_FIELDS == ("no_repeat_ngram", "keep", "lr_schedule", "label_smoothing")
     # a configuration that leaves no_repeat_ngram off is the mapping it always was (the running runs resume)
     assert "no_repeat_ngram" not in GeneratorConfig.from_mapping(old).to_dict()
     assert GeneratorConfig.from_mapping({**old, "no_repeat_ngram": 3}).to_dict()["no_repeat_ngram"] == 3

@@ -252,6 +252,27 @@ def test_keep_dev_bleu_keeps_the_epoch_the_scorer_ranks_highest(tmp_path, data, 
     assert len(seen) == 3 and "dev_bleu" not in plain["history"][0]
 
 
+def test_label_smoothing_reaches_the_training_loss_only(tmp_path, data, monkeypatch):
+    """``label_smoothing``: every training step's loss is smoothed, the dev loss (and so best.pt and the schedule)
+    stays the plain NLL; the run keeps the setting, a resume cannot change it, and 0 is the mapping it always was."""
+    splits, _, _ = data
+    calls = []
+    loss = GraphWriter.loss
+
+    def spy(self, batch, return_attention=False, reduction="mean", label_smoothing=0.0):
+        calls.append((self.training, label_smoothing))
+        return loss(self, batch, return_attention, reduction, label_smoothing)
+
+    monkeypatch.setattr(GraphWriter, "loss", spy)
+    config = dict(SMALL, epochs=1, label_smoothing=0.2)
+    g2t.train(config, tmp_path / "run", splits, seed=0, progress=False)
+    assert {c for c in calls if c[0]} == {(True, 0.2)} and {c for c in calls if not c[0]} == {(False, 0.0)}
+    assert load_checkpoint(tmp_path / "run" / "best.pt")["config"]["label_smoothing"] == 0.2
+    with pytest.raises(ResumeMismatchError, match="label_smoothing"):
+        g2t.train(dict(config, epochs=2, label_smoothing=0.1), tmp_path / "run", splits, seed=0, progress=False)
+    assert "label_smoothing" not in g2t.check_config(dict(SMALL, label_smoothing=0.0))
+
+
 def test_an_epoch_cut_by_a_stop_records_its_whole_training_time(tmp_path, data, monkeypatch):
     """The checkpoint holds the epoch's seconds so far and a resume carries them on, so the history's ``seconds``
     is the epoch's training time, not the part after the resume; an older checkpoint without them is flagged."""

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from graph_rma.data.agenda import AgendaEncoder, build_vocab, load_agenda
 from graph_rma.data.graph_text import INVERSE, RELATION, collate
@@ -103,6 +104,34 @@ def test_copy_probabilities_are_a_distribution(data):
         logp = model(b)
     torch.testing.assert_close(logp.exp().sum(-1), torch.ones(logp.shape[:2]), rtol=1e-5, atol=1e-5)
     assert torch.isinf(logp[3, :, len(vocab) + 2]).all()  # no copying of a padded entity slot
+
+
+def test_label_smoothing_is_cross_entropys_over_the_outputs_each_record_can_produce(data):
+    splits, vocab, enc = data
+    torch.manual_seed(0)
+    model = GraphWriter(len(vocab), 7, hidden=32, num_layers=1, heads=2).eval()
+    full = collate(enc.encode_all(splits.train[:3]))  # every entity slot real
+    with torch.no_grad():
+        logp = model(full)
+        flat, tgt = logp.reshape(-1, logp.size(-1)), full["target_out"].reshape(-1)
+        for eps in (
+            0.1,
+            0.3,
+        ):  # torch's smoothing on normalised log-probabilities (log_softmax leaves them as they are)
+            want = F.cross_entropy(flat, tgt, ignore_index=model.pad_id, label_smoothing=eps)
+            torch.testing.assert_close(model.loss(full, label_smoothing=eps), want)
+        torch.testing.assert_close(model.loss(full, label_smoothing=0.0), F.nll_loss(flat, tgt, ignore_index=0))
+        # a record with fewer entities than the batch's widest: its padded slot is not an output it can produce
+        mixed = collate(enc.encode_all(splits.train[:3] + splits.train[4:5]))  # the 4th has only 2 entities
+        logp = model(mixed)
+        V, n = len(vocab), int(mixed["target_out"][3].ne(0).sum())
+        row = logp[3, :n, : V + 2]  # the 4th record's real tokens over its V + 2 outputs
+        nll = -row.gather(1, mixed["target_out"][3, :n, None]).squeeze(1)
+        want = (0.9 * nll + 0.1 * -row.mean(1)).sum()
+        others = model.loss(collate(enc.encode_all(splits.train[:3])), reduction="sum", label_smoothing=0.1)
+        torch.testing.assert_close(model.loss(mixed, reduction="sum", label_smoothing=0.1), others + want)
+    with pytest.raises(ValueError, match=r"^label_smoothing: expected a probability in \[0, 1\), got 1.0$"):
+        model.loss(full, label_smoothing=1.0)
 
 
 def test_relation_text_changes_the_relation_node_start_vector():

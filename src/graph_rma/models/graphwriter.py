@@ -250,17 +250,30 @@ class GraphWriter(nn.Module):
         logp = self.log_probs(torch.stack(outs, dim=1), memory)
         return (logp, memory["attention"]) if return_attention else logp
 
-    def loss(self, batch: Dict[str, Tensor], return_attention: bool = False, reduction: str = "mean"):
-        """Token negative log-likelihood of ``batch['target_out']`` (padding ignored): the mean over tokens, or
-        with ``reduction="sum"`` their sum (multi-process training divides by the global batch's token count)."""
+    def loss(
+        self,
+        batch: Dict[str, Tensor],
+        return_attention: bool = False,
+        reduction: str = "mean",
+        label_smoothing: float = 0.0,
+    ):
+        r"""Token negative log-likelihood of ``batch['target_out']`` (padding ignored): the mean over tokens, or
+        with ``reduction="sum"`` their sum (multi-process training divides by the global batch's token count).
+
+        With ``label_smoothing`` :math:`\varepsilon > 0` each token's loss is
+        :math:`(1 - \varepsilon)\,(-\log p(y_t)) + \varepsilon\,\frac{1}{K}\sum_k (-\log p(k))` over the
+        :math:`K` outputs the record can produce (the vocabulary and its own entities; a padded entity slot is not
+        one): ``torch.nn.functional.cross_entropy``'s smoothing, over the mixed generate-or-copy distribution."""
         if reduction not in ("mean", "sum"):
             raise ValueError(f"reduction: expected 'mean' or 'sum', got {reduction!r}")
+        if not 0.0 <= label_smoothing < 1.0:
+            raise ValueError(f"label_smoothing: expected a probability in [0, 1), got {label_smoothing!r}")
         out = self.forward(batch, return_attention=return_attention)
         logp, attention = out if return_attention else (out, None)
-        tgt = batch["target_out"]
-        nll = F.nll_loss(
-            logp.reshape(-1, logp.size(-1)), tgt.reshape(-1), ignore_index=self.pad_id, reduction=reduction
-        )
+        logp, tgt = logp.reshape(-1, logp.size(-1)), batch["target_out"].reshape(-1)
+        nll = F.nll_loss(logp, tgt, ignore_index=self.pad_id, reduction=reduction)
+        if label_smoothing:
+            nll = (1.0 - label_smoothing) * nll + label_smoothing * _uniform_nll(logp, tgt != self.pad_id, reduction)
         return (nll, attention) if return_attention else nll
 
     # --------------------------------------------------------------------------------------------------------------
@@ -359,6 +372,15 @@ class GraphWriter(nn.Module):
         best = (scores / lp).argmax(dim=1)
         chosen = seqs.view(B, K, -1)[torch.arange(B, device=dev), best].tolist()
         return [_strip(s, self.eos_id, self.pad_id) for s in chosen]
+
+
+def _uniform_nll(logp: Tensor, keep: Tensor, reduction: str) -> Tensor:
+    """Each kept row's mean of ``-logp`` over its finite entries (the outputs it can produce), then their mean or
+    sum."""
+    real = torch.isfinite(logp)
+    per_token = -logp.masked_fill(~real, 0.0).sum(-1) / real.sum(-1)
+    kept = per_token[keep]
+    return kept.mean() if reduction == "mean" else kept.sum()
 
 
 def repeated_ngram_bans(seq: Sequence[int], n: int) -> List[int]:

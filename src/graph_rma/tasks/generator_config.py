@@ -3,16 +3,16 @@ one dataclass whose presets a reader can diff (``graph-rma agenda train`` and ``
 
 A :class:`GeneratorConfig` says the model's size (``hidden``, ``layers``, ``heads``, ``decoder_heads``, the two
 dropouts), its training (``epochs``, the global ``batch_size``, the optimizer and its learning rate, momentum and
-gradient clipping, an optional learning-rate schedule), its data (the vocabulary's ``min_freq``, the training texts'
-``max_target_len``) and its decoding (``beam``, ``max_len``, ``length_penalty``, ``no_repeat_ngram``). Each field
-carries its help text and the kind of value it takes (``metadata``, :mod:`graph_rma.tasks.config_fields`): the
-``train`` commands build one option per field from them, and :meth:`GeneratorConfig.__post_init__` validates every
-value once, where it enters. This module imports neither torch nor PyG, so ``--help`` shows the presets without
-loading the tasks.
+gradient clipping, an optional learning-rate schedule, optional label smoothing), its data (the vocabulary's
+``min_freq``, the training texts' ``max_target_len``) and its decoding (``beam``, ``max_len``, ``length_penalty``,
+``no_repeat_ngram``). Each field carries its help text and the kind of value it takes (``metadata``,
+:mod:`graph_rma.tasks.config_fields`): the ``train`` commands build one option per field from them, and
+:meth:`GeneratorConfig.__post_init__` validates every value once, where it enters. This module imports neither torch
+nor PyG, so ``--help`` shows the presets without loading the tasks.
 
 The trainer (:func:`graph_rma.tasks.graph_to_text.train`) and the saved runs keep the configuration as a plain
 mapping, :meth:`GeneratorConfig.to_dict`: the keys every configuration has had, plus an optional setting
-(``no_repeat_ngram``, ``keep``, ``lr_schedule``) only where it is set. A mapping enters through
+(``no_repeat_ngram``, ``keep``, ``lr_schedule``, ``label_smoothing``) only where it is set. A mapping enters through
 :meth:`GeneratorConfig.from_mapping` (a user's configuration: every setting but the optional ones must be given) or
 :func:`saved_config` (a run folder's ``config.json`` or checkpoint, of any version: a missing setting takes the
 dataclass's default).
@@ -76,6 +76,12 @@ class GeneratorConfig:
     lr: float = config_field(2e-3, "positive_float", "learning rate")
     momentum: float = config_field(0.9, "nonnegative_float", "SGD momentum")
     clip: float = config_field(1.0, "nonnegative_float", "gradient norm clipping (0: none)")
+    label_smoothing: float = config_field(
+        0.0,
+        "probability",
+        "training loss: label smoothing (each token's loss mixed with this weight of its mean over every output the "
+        "record can produce; the dev loss stays the plain NLL)",
+    )
     min_freq: int = config_field(3, "positive_int", "vocabulary: words seen at least this often")
     max_target_len: Optional[int] = config_field(
         120, "optional_positive_int", "truncate training texts to this many tokens"
@@ -133,7 +139,7 @@ def generator_fields() -> List[Any]:
 
 
 #: Fields a configuration may leave out (absent = the default, which is what runs did before the field existed).
-OPTIONAL_FIELDS: Tuple[str, ...] = ("no_repeat_ngram", "keep", "lr_schedule")
+OPTIONAL_FIELDS: Tuple[str, ...] = ("no_repeat_ngram", "keep", "lr_schedule", "label_smoothing")
 #: Fields every configuration gives (:meth:`GeneratorConfig.from_mapping` refuses a mapping without one).
 REQUIRED_FIELDS: Tuple[str, ...] = tuple(f.name for f in generator_fields() if f.name not in OPTIONAL_FIELDS)
 #: The decoding settings (``generate`` / ``evaluate`` take them as options over the run's).

@@ -193,12 +193,14 @@ def build_optimizer(config: Dict[str, Any], model: nn.Module) -> torch.optim.Opt
 class _LossForward(nn.Module):
     """What DDP wraps: its ``forward`` is GraphWriter's summed token NLL (DDP synchronises through ``forward``)."""
 
-    def __init__(self, model: GraphWriter) -> None:
+    def __init__(self, model: GraphWriter, label_smoothing: float = 0.0) -> None:
         super().__init__()
-        self.model = model
+        self.model, self.label_smoothing = model, label_smoothing
 
     def forward(self, batch: Dict[str, Any], return_attention: bool = False):
-        return self.model.loss(batch, return_attention=return_attention, reduction="sum")
+        return self.model.loss(
+            batch, return_attention=return_attention, reduction="sum", label_smoothing=self.label_smoothing
+        )
 
 
 def _target_tokens(item: EncodedRecord) -> int:
@@ -211,10 +213,12 @@ def _train_loss(
     batch: Dict[str, Any],
     scale: float,
     return_attention: bool = False,
+    label_smoothing: float = 0.0,
 ):
-    """``model.loss`` in one process; under DDP the wrapped summed NLL times ``scale``."""
+    """``model.loss`` in one process; under DDP the wrapped summed loss times ``scale`` (its wrapper holds the
+    label smoothing)."""
     if ddp is None:
-        return model.loss(batch, return_attention=return_attention)
+        return model.loss(batch, return_attention=return_attention, label_smoothing=label_smoothing)
     out = ddp(batch, return_attention=return_attention)
     return (out[0] * scale, out[1]) if return_attention else out * scale
 
@@ -320,9 +324,12 @@ def train(
     optimizer = build_optimizer(config, model)
     scheduler = build_lr_scheduler(config, optimizer)
     setup = apply_variant(v, model, optimizer, seed=seed)  # DropAttention, sampler, penalty: nothing else
+    smoothing = config.get("label_smoothing", 0.0)  # the training loss only: dev loss stays the plain NLL
     ddp = None
     if world > 1:
-        ddp = DistributedDataParallel(_LossForward(model), device_ids=[dev.index] if dev.type == "cuda" else None)
+        ddp = DistributedDataParallel(
+            _LossForward(model, smoothing), device_ids=[dev.index] if dev.type == "cuda" else None
+        )
     state: Dict[str, Any] = {
         "epoch": 0,
         "batch": 0,
@@ -426,10 +433,10 @@ def train(
             # under DDP: summed NLL / (global tokens / world), so that DDP's mean of gradients is the global batch's
             scale = world / max(sum(_target_tokens(train_items[i]) for i in idx), 1) if ddp is not None else 1.0
             if setup.needs_attention:
-                loss, attention = _train_loss(model, ddp, batch, scale, return_attention=True)
+                loss, attention = _train_loss(model, ddp, batch, scale, True, smoothing)
                 reg = setup.penalty(model, attention=attention)
             else:
-                loss = _train_loss(model, ddp, batch, scale)
+                loss = _train_loss(model, ddp, batch, scale, label_smoothing=smoothing)
                 reg = setup.penalty(model)
             total = loss if reg is None else loss + reg
             total.backward()
