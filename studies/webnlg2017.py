@@ -10,7 +10,7 @@ baseline").
 
 Each step works on one round of :data:`ROUNDS` (``--round``, default ``ma-s0``, the first): its run folder RUN
 (``--run`` overrides it), its results folder RESULTS under docs/ (``--results``) and the grid its decoding is chosen
-from (``ma-s0``: GRID; ``v3-s0``, the next round on docs/webnlg.md: DECODE_GRID). ``report`` writes the round's
+from (``ma-s0``: GRID; ``v3-s0`` and ``v4-s0``, the next rounds on docs/webnlg.md: DECODE_GRID). ``report`` writes the round's
 ``results.json`` and renders the page's one block from every round's: a dev table each (with the round's training
 curves, ``curves.png`` in its results folder, drawn from the per-epoch history its ``results.json`` keeps), one test
 table with a row per round, an acceptance verdict per round.
@@ -53,15 +53,16 @@ import platform
 import shutil
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from graph_rma.argtypes import device, out_dir, positive_int
 from graph_rma.data.root import sha256sum as _sha256
 from graph_rma.engine import atomic_write_text, one_line_errors, read_lines, write_json
 from graph_rma.tasks.curves import plot_curves
-from graph_rma.tasks.defaults import METEOR_CHOICES
+from graph_rma.tasks.defaults import METEOR_CHOICES, WEBNLG_PRESETS
+from graph_rma.tasks.generator_config import DECODING_FIELDS
 from studies.graph_to_text import PUBLISHED
 from studies.pages import page_file, renderer
 
@@ -90,23 +91,29 @@ REPO = Path(__file__).resolve().parents[1]
 @dataclass(frozen=True)
 class Round:
     """One plain run of the reproduction: its training run folder, its committed results folder (under docs/) and
-    the grid its decoding is chosen from; ``keep`` is how its ``best.pt`` was kept, as the page says it."""
+    the grid its decoding is chosen from; ``keep`` is how its ``best.pt`` was kept, as the page says it;
+    ``overrides``: the training settings its command sets over the preset (shown in its row until it has run)."""
 
     run: Path
     results: Path
     grid: Sequence[Dict]
     keep: str
+    overrides: Mapping[str, Any] = field(default_factory=dict)
 
 
+_KEPT_BY_BLEU = "by dev BLEU (`--keep dev_bleu`; dev decoded with beam 5, length penalty 1.8, no repeated 3-gram)"
 #: The rounds, in the order they were run; each keeps its row on the page. The second applies the first's
-#: diagnosis (docs/webnlg.md, "The next round"; rules written before its run started).
+#: diagnosis, the third adds CGE-LW's label smoothing to the second (docs/webnlg.md, "The next round" and "The round
+#: after"; each round's rules written before its run started).
 ROUNDS: Dict[str, Round] = {
     "ma-s0": Round(Path("runs/webnlg2017/ma-s0"), Path("docs/webnlg2017"), GRID, "by dev loss"),
-    "v3-s0": Round(
-        Path("runs/webnlg2017/v3-s0"),
-        Path("docs/webnlg2017/v3-s0"),
+    "v3-s0": Round(Path("runs/webnlg2017/v3-s0"), Path("docs/webnlg2017/v3-s0"), DECODE_GRID, _KEPT_BY_BLEU),
+    "v4-s0": Round(
+        Path("runs/webnlg2017/v4-s0"),
+        Path("docs/webnlg2017/v4-s0"),
         DECODE_GRID,
-        "by dev BLEU (`--keep dev_bleu`; dev decoded with beam 5, length penalty 1.8, no repeated 3-gram)",
+        _KEPT_BY_BLEU,
+        {"label_smoothing": 0.1},
     ),
 }
 FIRST = "ma-s0"
@@ -550,7 +557,11 @@ def _dev_lines(name: str, results: Dict) -> List[str]:
 def _test_row(name: str, results: Dict) -> str:
     test, cond = results.get("test"), results.get("conditions")
     variant, seed = (f"`{cond['variant']}`", f", seed {cond['seed']}") if cond else ("plain", "")
-    ours = f"ours, `{name}`: GraphWriter, {variant} encoder heads, `--preset webnlg2017`{seed}"
+    options = "".join(
+        f" --{k.replace('_', '-')} {v}"
+        for k, v in (trained_over_preset(cond["config"]) if cond else ROUNDS[name].overrides).items()
+    )
+    ours = f"ours, `{name}`: GraphWriter, {variant} encoder heads, `--preset webnlg2017{options}`{seed}"
     if not test:
         return f"| {ours} | not run yet |" + " |" * (len(SUBSETS) * 3 - 1) + " |"
     s = test["scores"]
@@ -561,6 +572,14 @@ def _test_row(name: str, results: Dict) -> str:
         f"[{where}/meta.test.tsv]({where}/meta.test.tsv)"
     )
     return f"| {ours} | " + " | ".join(cells) + f" | {source} |"
+
+
+def trained_over_preset(config: Mapping[str, Any]) -> Dict[str, Any]:
+    """The training settings of a run's ``config`` that differ from the ``webnlg2017`` preset (decoding settings and
+    ``keep`` left out: the round's row and dev table say those)."""
+    preset = WEBNLG_PRESETS["webnlg2017"]
+    skip = (*DECODING_FIELDS, "keep")
+    return {k: v for k, v in config.items() if k not in skip and preset.get(k) != v}
 
 
 def _acceptance(name: str, results: Dict) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, REPO
 
+from graph_rma.tasks import defaults
 from studies import pages
 from studies import webnlg2017 as study
 from studies.graph_to_text import PUBLISHED
@@ -164,29 +165,57 @@ def test_a_chosen_setting_that_blocks_repeats_is_named_so(tmp_path):
 
 
 def test_each_round_has_its_row_its_grid_and_its_verdict():
-    """Two rounds: a row each in the one test table, each round's own dev grid, an acceptance verdict each, links
-    into each round's results folder; the latest round with a test score is the one the summary takes."""
-    first, second = list(study.ROUNDS)
-    assert study.ROUNDS[first].grid == study.GRID and study.ROUNDS[second].grid == study.DECODE_GRID
+    """A row each in the one test table, each round's own dev grid, an acceptance verdict each, links into each
+    round's results folder, the settings its command sets over the preset; the latest round with a test score is the
+    one the summary takes."""
+    first, second, third = list(study.ROUNDS)
+    assert study.ROUNDS[first].grid == study.GRID
+    assert study.ROUNDS[second].grid == study.ROUNDS[third].grid == study.DECODE_GRID
     assert study.ROUNDS[first].results == study.RESULTS and study.ROUNDS[second].results.parent == study.RESULTS
-    two = {first: _results(52.0), second: _results(56.5)}
-    two[second]["grid"] = study.not_run(study.DECODE_GRID)["grid"]
-    text = study.render_results(two)
+    assert study.ROUNDS[third].overrides == {"label_smoothing": 0.1}  # the third round's one change (docs/webnlg.md)
+    rounds = {first: _results(52.0), second: _results(56.5), third: study.not_run(study.DECODE_GRID)}
+    rounds[second]["grid"] = study.not_run(study.DECODE_GRID)["grid"]
+    text = study.render_results(rounds)
     rows = [line for line in text.splitlines() if line.startswith("| ours, ")]
-    assert [r.split("`")[1] for r in rows] == [first, second]
+    assert [r.split("`")[1] for r in rows] == [first, second, third]
     assert "| 52.00 |" in rows[0] and "| 56.50 |" in rows[1]
+    assert (
+        "`--preset webnlg2017`" in rows[0] and "`--preset webnlg2017 --label-smoothing 0.1` | not run yet |" in rows[2]
+    )
     assert f"[{study.folder(second)}/hyp.test.txt]({study.folder(second)}/hyp.test.txt)" in rows[1]
-    assert f"`{first}` **not met** (52.00, -3.90); `{second}` **met** (56.50, +0.60)" in text
-    assert text.count("| beam 5, length penalty 1.8, no repeated 3-gram | not run yet |") == 1  # the second's grid
-    assert study.latest(two) == second and study.latest({first: two[first], second: study.not_run()}) == first
+    assert f"`{first}` **not met** (52.00, -3.90); `{second}` **met** (56.50, +0.60); `{third}` not decided" in text
+    assert text.count("| beam 5, length penalty 1.8, no repeated 3-gram | not run yet |") == 2  # the later grids
+    assert study.latest(rounds) == second and study.latest({first: rounds[first], second: study.not_run()}) == first
     assert study.latest({n: study.not_run() for n in study.ROUNDS}) is None
+
+
+def test_a_rounds_row_names_the_training_settings_its_run_set_over_the_preset():
+    preset = dict(defaults.WEBNLG_PRESETS["webnlg2017"])
+    # decoding settings and keep are the row's and the dev table's business, not a change of training
+    decoded = dict(preset, beam=10, length_penalty=1.8, no_repeat_ngram=3, keep="dev_bleu")
+    assert study.trained_over_preset(decoded) == {}
+    assert study.trained_over_preset(dict(decoded, label_smoothing=0.1, dropout=0.4)) == {
+        "dropout": 0.4,
+        "label_smoothing": 0.1,
+    }
+    ran = _results(56.0)
+    ran["conditions"] = {"variant": "ma", "seed": 0, "config": dict(preset, label_smoothing=0.1)}
+    row = study._test_row("v4-s0", ran)
+    assert row.startswith(
+        "| ours, `v4-s0`: GraphWriter, `ma` encoder heads, `--preset webnlg2017 --label-smoothing 0.1`, seed 0 |"
+    )
 
 
 def test_before_any_run_the_block_says_so():
     text = study.render_results({n: study.not_run(r.grid) for n, r in study.ROUNDS.items()})
     settings = sum(len(r.grid) for r in study.ROUNDS.values())
     assert text.count("not run yet") == settings + len(study.ROUNDS)
-    assert text.count("not decided") == text.count("Chosen: not yet") == text.count("nothing decoded yet") == 2
+    assert (
+        text.count("not decided")
+        == text.count("Chosen: not yet")
+        == text.count("nothing decoded yet")
+        == len(study.ROUNDS)
+    )
     for name, scores, _ in PUBLISHED["webnlg"]:
         assert f"| {name} | {scores['BLEU seen']:g} |" in text  # the published rows, from their one source
 
