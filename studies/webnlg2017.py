@@ -10,10 +10,11 @@ baseline").
 
 Each step works on one round of :data:`ROUNDS` (``--round``, default ``ma-s0``, the first): its run folder RUN
 (``--run`` overrides it), its results folder RESULTS under docs/ (``--results``) and the grid its decoding is chosen
-from (``ma-s0``: GRID; ``v3-s0`` and ``v4-s0``, the next rounds on docs/webnlg.md: DECODE_GRID). ``report`` writes the round's
-``results.json`` and renders the page's one block from every round's: a dev table each (with the round's training
-curves, ``curves.png`` in its results folder, drawn from the per-epoch history its ``results.json`` keeps), one test
-table with a row per round, an acceptance verdict per round.
+from (``ma-s0``: GRID; ``v3-s0`` and ``v4-s0``, the next rounds on docs/webnlg.md: DECODE_GRID). ``report`` writes
+the round's ``results.json`` and renders the page's one block from every round's: a dev table each (with the round's
+training curves, ``curves.png`` in its results folder, drawn from the per-epoch history its ``results.json`` keeps),
+one test table with a row per round (naming the training settings its run set over the preset), an acceptance
+verdict per round.
 
 RUN is a finished ``graph-rma webnlg train --preset webnlg2017`` run folder; ``dev`` refuses an unfinished one (its
 ``best.pt`` could still change). Every step writes under ``RUN/decode/`` and resumes: ``dev`` skips the settings already
