@@ -4,6 +4,7 @@ short").
 
     python -m studies.webnlg2017_diagnosis run       # dev decoded again: n-grams blocked (NGRAMS); the last epoch
     python -m studies.webnlg2017_diagnosis report    # -> docs/webnlg2017/diagnosis/results.json -> the block
+                                                     #    (--root: the WebNLG release, for the input sizes)
 
 Everything here comes after the test set was decoded once, and nothing here chooses a setting: ``run`` decodes dev
 only (the chosen setting of ``RUN/decode/choice.json`` with ``no_repeat_ngram`` n, into ``RUN/decode/<setting>/``;
@@ -16,7 +17,10 @@ test. ``report`` measures, from the files of ``studies.webnlg2017``:
 * repetition: the share of outputs holding some 4-gram twice, per dev decoding setting, for the committed test
   outputs, and for the first reference of each entry (tokenised as the challenge's scorer does);
 * per seen category, the test BLEU of the committed outputs beside the challenge baseline's (the organisers' own
-  per-category output files, :data:`BASELINE_BY_CATEGORY`).
+  per-category output files, :data:`BASELINE_BY_CATEGORY`);
+* per input size (triples), the dev BLEU of the latest scored round (its chosen decoding) beside its seen test BLEU
+  (its committed outputs), :func:`by_size`: where the round's dev score does not carry over to test. The sizes come
+  from the WebNLG release (``--root``); without it, or without that round's run folder, the committed table is kept.
 """
 
 from __future__ import annotations
@@ -199,6 +203,47 @@ def collect(run_dir: Path = base.RUN, results: Path = RESULTS, committed_outputs
     }
 
 
+def by_size(run_dir: Path, outputs: Path, root=None) -> Dict:
+    """Dev BLEU (the chosen decoding's dev outputs under ``run_dir/decode``) and seen test BLEU (the committed outputs
+    in ``outputs``) per input size, the number of triples of each entry (from the WebNLG release at ``root``); a
+    size without entries in a split has ``None``."""
+    from graph_rma.data.webnlg import load_webnlg
+    from graph_rma.metrics.webnlg2017 import score_webnlg2017
+
+    choice = base._read(run_dir / "decode" / "choice.json")
+    if not choice:
+        raise SystemExit(f"{run_dir}: no decoding chosen yet (python -m studies.webnlg2017 choose)")
+    folder = run_dir / "decode" / choice["setting"]
+    dev_refs = json.loads((folder / "refs.dev.json").read_text(encoding="utf-8"))
+    test_refs = json.loads((run_dir / "decode" / "test" / "refs.test.json").read_text(encoding="utf-8"))
+    meta = base.read_meta(outputs / "meta.test.tsv")
+    splits = {}
+    for split, refs, hyps in (
+        ("dev", dev_refs, read_lines(folder / "hyp.dev.txt")),
+        ("test", test_refs, read_lines(outputs / "hyp.test.txt")),
+    ):
+        entries = load_webnlg(split, root)
+        eids = [r["eid"] for r in (meta if split == "test" else refs)]
+        if [e.eid for e in entries] != [r["eid"] for r in refs] or eids != [r["eid"] for r in refs]:
+            raise SystemExit(f"{run_dir}: its {split} outputs are not those of the WebNLG release read")
+        groups: Dict[int, List[int]] = defaultdict(list)
+        for i, (entry, ref) in enumerate(zip(entries, refs)):
+            if ref["seen"]:
+                groups[len(entry.triples)].append(i)
+        splits[split] = {
+            size: (len(rows), score_webnlg2017([hyps[i] for i in rows], [refs[i]["references"] for i in rows], "none"))
+            for size, rows in groups.items()
+        }
+    rows = []
+    for size in sorted(set(splits["dev"]) | set(splits["test"])):
+        row: Dict = {"size": size}
+        for split in ("dev", "test"):
+            n, scores = splits[split].get(size, (0, None))
+            row[f"{split}_entries"], row[f"{split}_BLEU"] = n, None if scores is None else round(scores["BLEU"], 4)
+        rows.append(row)
+    return {"setting": choice["setting"], "rows": rows}
+
+
 def render_diagnosis(data: Dict) -> str:
     if not data.get("test"):
         return "Not run yet (`python -m studies.webnlg2017_diagnosis run`, then `report`)."
@@ -246,6 +291,23 @@ def render_diagnosis(data: Dict) -> str:
             f"| {c['category']} | {c['entries']} | {c['BLEU']:.2f} | {'–' if b is None else f'{b:.2f}'} | {diff} | "
             f"{c['brevity_penalty']:.3f} | {c['looping']:.1f}% |"
         )
+    sizes = data.get("by_size")
+    if sizes:
+        lines += [
+            "",
+            f"Round `{sizes['round']}`, dev (its chosen decoding, `{sizes['setting']}`) against its seen test entries "
+            "(its committed outputs), per input size:",
+            "",
+            "| triples | dev entries | dev BLEU | seen test entries | seen test BLEU | test − dev |",
+            "| ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for r in sizes["rows"]:
+            dev, test = r["dev_BLEU"], r["test_BLEU"]
+            cells = ["–" if b is None else f"{b:.2f}" for b in (dev, test)]
+            diff = "–" if dev is None or test is None else f"{test - dev:+.2f}"
+            lines.append(
+                f"| {r['size']} | {r['dev_entries']} | {cells[0]} | {r['test_entries']} | {cells[1]} | {diff} |"
+            )
     lines += [
         "",
         f"The baseline's column: {BASELINE_SOURCE}. Generated by `python -m studies.webnlg2017_diagnosis report` from "
@@ -258,8 +320,28 @@ BLOCKS = {BLOCK: render_diagnosis}
 render = renderer(BLOCKS)  # render(page_text, results): the page with its generated block rendered from results
 
 
-def report(run_dir: Path = base.RUN, page: Path = base.PAGE, results: Path = RESULTS) -> Dict:
+def latest_by_size(root=None) -> Optional[Dict]:
+    """:func:`by_size` of the latest round whose test set is scored (:func:`studies.webnlg2017.latest`), named
+    (``"round"``); ``None`` when there is none, or its run folder or the WebNLG release is not here."""
+    from graph_rma.data.root import DataNotFoundError
+
+    name = base.latest(base.committed())
+    if name is None or not (base.ROUNDS[name].run / "decode" / "test" / "refs.test.json").is_file():
+        return None
+    try:
+        return {"round": name, **by_size(base.ROUNDS[name].run, base.ROUNDS[name].results, root)}
+    except DataNotFoundError as err:
+        print(f"{err}; the committed table per input size is kept", file=sys.stderr)
+        return None
+
+
+def report(run_dir: Path = base.RUN, page: Path = base.PAGE, results: Path = RESULTS, root=None) -> Dict:
+    """The diagnosis written to ``results/results.json`` and the page's block; the table per input size is the
+    latest scored round's (:func:`latest_by_size`), or the committed one where that cannot be measured here."""
     data = collect(run_dir, results)
+    sizes = latest_by_size(root) or (base._read(results / "results.json") or {}).get("by_size")
+    if sizes:
+        data["by_size"] = sizes
     publish(page, data, BLOCKS, results / "results.json")
     return data
 
@@ -278,7 +360,7 @@ def main(argv=None) -> int:
     if a.step == "run":
         run(a.run, a.root, a.meteor, not a.quiet)
     else:
-        report(a.run, a.page, a.results)
+        report(a.run, a.page, a.results, a.root)
     return 0
 
 

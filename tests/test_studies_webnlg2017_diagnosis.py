@@ -1,10 +1,11 @@
 """studies.webnlg2017_diagnosis: looping measured by hand, the block rendered from hand-made numbers, and the
 committed diagnosis kept on a machine without the run (its end-to-end run is in test_studies_webnlg2017.py)."""
 
+import dataclasses
 import json
 
 import pytest
-from conftest import REPO
+from conftest import FIXTURES, REPO
 
 from studies import webnlg2017_diagnosis as diagnosis
 
@@ -114,3 +115,79 @@ def test_without_the_run_the_committed_diagnosis_is_kept_and_rendered(tmp_path):
     page = (REPO / "docs" / "webnlg.md").read_text()
     assert diagnosis.render(page, committed) == page
     assert {c["category"] for c in committed["test"]["categories"]} <= set(diagnosis.BASELINE_BY_CATEGORY)
+
+
+def _fake_round(tmp_path, dev_hyp, test_hyps):
+    """A scored round's files for the tiny fixture: dev (one Food entry, 1 triple) and test (a seen Airport entry of
+    3 triples, an unseen Athlete one of 2)."""
+    from graph_rma.data.webnlg import load_webnlg
+
+    run, outputs = tmp_path / "run", tmp_path / "outputs"
+    folder = run / "decode" / "beam5-lp1.0"
+    folder.mkdir(parents=True)
+    (run / "decode" / "test").mkdir()
+    outputs.mkdir()
+    (run / "decode" / "choice.json").write_text(
+        json.dumps({"setting": "beam5-lp1.0", "beam": 5, "length_penalty": 1.0})
+    )
+
+    def refs(split):
+        entries = load_webnlg(split, FIXTURES / "webnlg_tiny")
+        return [
+            {"eid": e.eid, "category": e.category, "seen": e.seen, "references": list(e.references)} for e in entries
+        ]
+
+    (folder / "refs.dev.json").write_text(json.dumps(refs("dev")))
+    (folder / "hyp.dev.txt").write_text(dev_hyp)
+    test = refs("test")
+    (run / "decode" / "test" / "refs.test.json").write_text(json.dumps(test))
+    (outputs / "hyp.test.txt").write_text("\n".join(test_hyps))
+    meta = [f"{i + 1}\t{r['eid']}\t{r['category']}\t{'seen' if r['seen'] else 'unseen'}" for i, r in enumerate(test)]
+    (outputs / "meta.test.tsv").write_text("\n".join(["line\teid\tcategory\tsubset", *meta]))
+    return run, outputs
+
+
+def test_bleu_per_input_size_by_hand(tmp_path):
+    from graph_rma.data.webnlg import load_webnlg
+
+    dev = load_webnlg("dev", FIXTURES / "webnlg_tiny")
+    # dev: its reference word for word (BLEU 100); seen test: no word of its references (BLEU 0); unseen: left out
+    run, outputs = _fake_round(tmp_path, dev[0].references[0], ["zzz qqq xxx yyy www", "anything"])
+    found = diagnosis.by_size(run, outputs, FIXTURES / "webnlg_tiny")
+    assert found == {
+        "setting": "beam5-lp1.0",
+        "rows": [
+            {"size": 1, "dev_entries": 1, "dev_BLEU": 100.0, "test_entries": 0, "test_BLEU": None},
+            {"size": 3, "dev_entries": 0, "dev_BLEU": None, "test_entries": 1, "test_BLEU": 0.0},
+        ],
+    }
+    committed = json.loads((REPO / "docs" / "webnlg2017" / "diagnosis" / "results.json").read_text())
+    both = {"size": 2, "dev_entries": 5, "dev_BLEU": 60.0, "test_entries": 4, "test_BLEU": 55.5}
+    sizes = {"round": "v9", "setting": found["setting"], "rows": [*found["rows"], both]}
+    text = diagnosis.render_diagnosis({**committed, "by_size": sizes})
+    assert "Round `v9`, dev (its chosen decoding, `beam5-lp1.0`)" in text
+    assert "| 1 | 1 | 100.00 | 0 | – | – |" in text and "| 3 | 0 | – | 1 | 0.00 | – |" in text
+    assert "| 2 | 5 | 60.00 | 4 | 55.50 | -4.50 |" in text
+    # outputs in another order than the release's are refused, not scored against the wrong references
+    (outputs / "meta.test.tsv").write_text(
+        "line\teid\tcategory\tsubset\n1\tId2\tAthlete\tunseen\n2\tId1\tAirport\tseen"
+    )
+    with pytest.raises(SystemExit, match="test outputs are not those of the WebNLG release read"):
+        diagnosis.by_size(run, outputs, FIXTURES / "webnlg_tiny")
+
+
+def test_the_table_per_input_size_is_kept_where_it_cannot_be_measured(tmp_path, monkeypatch):
+    from studies import webnlg2017 as base
+
+    name = base.latest(base.committed())
+    monkeypatch.setitem(base.ROUNDS, name, dataclasses.replace(base.ROUNDS[name], run=tmp_path / "absent"))
+    assert diagnosis.latest_by_size() is None  # the latest scored round's run folder is not here
+    committed = json.loads((REPO / "docs" / "webnlg2017" / "diagnosis" / "results.json").read_text())
+    assert committed["by_size"]["round"] == name
+    results = tmp_path / "diagnosis"
+    results.mkdir()
+    (results / "results.json").write_text(json.dumps(committed))
+    page = tmp_path / "webnlg.md"
+    page.write_text((REPO / "docs" / "webnlg.md").read_text())
+    data = diagnosis.report(tmp_path / "no-run", page, results)
+    assert data == committed and page.read_text() == (REPO / "docs" / "webnlg.md").read_text()
