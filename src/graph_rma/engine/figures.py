@@ -20,7 +20,8 @@ def new_figure(width: float, height: float, what: str, dpi: float = 100.0):
     """An empty ``Figure`` of ``width`` x ``height`` inches at ``dpi``, drawn on the Agg canvas.
 
     Args:
-        width, height: the size in inches.
+        width: the width in inches.
+        height: the height in inches.
         what: what the picture is, for the one-line error without matplotlib (``"the accuracy plot"``).
         dpi: dots per inch (:func:`save_png` writes at this resolution unless told another).
     """
