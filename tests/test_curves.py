@@ -67,6 +67,12 @@ def test_several_runs_share_one_axes_a_colour_per_group_a_style_per_run(tmp_path
     assert curves.plot_runs(runs, tmp_path / "runs.png", "dev_loss").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_the_epoch_axis_has_ticks_on_whole_epochs_only():
+    for ax in (curves.runs_figure([("a", "a", HISTORY)]).axes[0], curves.curves_figure(HISTORY).axes[-1]):
+        ticks = ax.get_xticks()
+        assert ax.get_xlabel() == "epoch" and len(ticks) >= 2 and all(t == int(t) for t in ticks)
+
+
 SMALL = dict(
     hidden=16, layers=1, heads=2, dropout=0.1, attention_dropout=0.1, decoder_heads=2, epochs=2, batch_size=4,
     optimizer="adam", lr=3e-3, momentum=0.9, clip=1.0, min_freq=1, max_target_len=None, beam=1, max_len=10,

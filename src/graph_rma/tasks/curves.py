@@ -66,7 +66,7 @@ def curves_figure(history: Sequence[Dict[str, Any]], keep: str = "dev_loss", nam
     for ax in axes:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    axes[-1].set_xlabel("epoch")
+    _epoch_axis(axes[-1])
     loss.set_title(f"{name + ': ' if name else ''}best.pt kept by {keep}", fontsize=10)
     fig.tight_layout()
     return fig
@@ -96,7 +96,7 @@ def runs_figure(runs: Sequence[Tuple[str, str, Sequence[Dict[str, Any]]]], metri
         style = STYLES[seen.get(group, 0) % len(STYLES)]
         seen[group] = seen.get(group, 0) + 1
         ax.plot([h["epoch"] for h in history], [h[metric] for h in history], style, color=f"C{colour}", label=label)
-    ax.set_xlabel("epoch")
+    _epoch_axis(ax)
     ax.set_ylabel(LABELS.get(metric, metric))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, ncol=2)
@@ -112,6 +112,14 @@ def plot_runs(runs: Sequence[Tuple[str, str, Sequence[Dict[str, Any]]]], path: P
 def _figure(height: float):
     """An empty matplotlib ``Figure`` 6.4 inches wide (:func:`~graph_rma.engine.figures.new_figure`)."""
     return new_figure(6.4, height, "the training curves")
+
+
+def _epoch_axis(ax) -> None:
+    """Label ``ax``'s x axis "epoch" with ticks on whole epochs only."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.set_xlabel("epoch")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
 def _save(fig, path: Path) -> Path:
