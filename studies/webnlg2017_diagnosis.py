@@ -158,6 +158,21 @@ def _dev_row(run_dir: Path, setting: Dict, after_test: bool) -> Optional[Dict]:
     }
 
 
+def score_groups(keys: Sequence, hyps: Sequence[str], refs: Sequence[Dict]) -> Dict:
+    """The entries grouped by their key (``keys[i]`` for entry ``i``; ``None`` leaves it out), each group scored with
+    the challenge's BLEU (no METEOR): key -> (the group's entry indices, its scores), in key order."""
+    from graph_rma.metrics.webnlg2017 import score_webnlg2017
+
+    groups: Dict = defaultdict(list)
+    for i, key in enumerate(keys):
+        if key is not None:
+            groups[key].append(i)
+    return {
+        key: (rows, score_webnlg2017([hyps[i] for i in rows], [refs[i]["references"] for i in rows], meteor="none"))
+        for key, rows in sorted(groups.items())
+    }
+
+
 def collect(run_dir: Path = base.RUN, results: Path = RESULTS, committed_outputs: Path = base.RESULTS) -> Dict:
     """The diagnosis's numbers; without the run folder, the committed ``results/results.json`` is kept."""
     test_refs = run_dir / "decode" / "test" / "refs.test.json"
@@ -172,25 +187,18 @@ def collect(run_dir: Path = base.RUN, results: Path = RESULTS, committed_outputs
     meta = base.read_meta(committed_outputs / "meta.test.tsv")
     if [m["eid"] for m in meta] != [r["eid"] for r in refs]:
         raise SystemExit(f"{committed_outputs}: the committed outputs are not those of {run_dir}")
-    by_category: Dict[str, List[int]] = defaultdict(list)
-    for i, r in enumerate(refs):
-        if r["seen"]:
-            by_category[r["category"]].append(i)
-    from graph_rma.metrics.webnlg2017 import score_webnlg2017
-
-    categories = []
-    for category, rows in sorted(by_category.items()):
-        s = score_webnlg2017([hyps[i] for i in rows], [refs[i]["references"] for i in rows], meteor="none")
-        categories.append(
-            {
-                "category": category,
-                "entries": len(rows),
-                "BLEU": round(s["BLEU"], 4),
-                "brevity_penalty": round(s["BLEU_bp"], 4),
-                "looping": round(looping([hyps[i] for i in rows]), 2),
-                "baseline_BLEU": BASELINE_BY_CATEGORY.get(category),
-            }
-        )
+    seen_category = [r["category"] if r["seen"] else None for r in refs]
+    categories = [
+        {
+            "category": category,
+            "entries": len(rows),
+            "BLEU": round(s["BLEU"], 4),
+            "brevity_penalty": round(s["BLEU_bp"], 4),
+            "looping": round(looping([hyps[i] for i in rows]), 2),
+            "baseline_BLEU": BASELINE_BY_CATEGORY.get(category),
+        }
+        for category, (rows, s) in score_groups(seen_category, hyps, refs).items()
+    ]
     seen = [i for i, r in enumerate(refs) if r["seen"]]
     return {
         "dev": dev,
@@ -208,7 +216,6 @@ def by_size(run_dir: Path, outputs: Path, root=None) -> Dict:
     in ``outputs``) per input size, the number of triples of each entry (from the WebNLG release at ``root``); a
     size without entries in a split has ``None``."""
     from graph_rma.data.webnlg import load_webnlg
-    from graph_rma.metrics.webnlg2017 import score_webnlg2017
 
     choice = base._read(run_dir / "decode" / "choice.json")
     if not choice:
@@ -226,20 +233,15 @@ def by_size(run_dir: Path, outputs: Path, root=None) -> Dict:
         eids = [r["eid"] for r in (meta if split == "test" else refs)]
         if [e.eid for e in entries] != [r["eid"] for r in refs] or eids != [r["eid"] for r in refs]:
             raise SystemExit(f"{run_dir}: its {split} outputs are not those of the WebNLG release read")
-        groups: Dict[int, List[int]] = defaultdict(list)
-        for i, (entry, ref) in enumerate(zip(entries, refs)):
-            if ref["seen"]:
-                groups[len(entry.triples)].append(i)
-        splits[split] = {
-            size: (len(rows), score_webnlg2017([hyps[i] for i in rows], [refs[i]["references"] for i in rows], "none"))
-            for size, rows in groups.items()
-        }
+        sizes = [len(entry.triples) if ref["seen"] else None for entry, ref in zip(entries, refs)]
+        splits[split] = score_groups(sizes, hyps, refs)
     rows = []
     for size in sorted(set(splits["dev"]) | set(splits["test"])):
         row: Dict = {"size": size}
         for split in ("dev", "test"):
-            n, scores = splits[split].get(size, (0, None))
-            row[f"{split}_entries"], row[f"{split}_BLEU"] = n, None if scores is None else round(scores["BLEU"], 4)
+            group, scores = splits[split].get(size, ([], None))
+            row[f"{split}_entries"] = len(group)
+            row[f"{split}_BLEU"] = None if scores is None else round(scores["BLEU"], 4)
         rows.append(row)
     return {"setting": choice["setting"], "rows": rows}
 
