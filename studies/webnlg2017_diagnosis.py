@@ -19,7 +19,9 @@ test. ``report`` measures, from the files of ``studies.webnlg2017``:
 * per seen category, the test BLEU of the committed outputs beside the challenge baseline's (the organisers' own
   per-category output files, :data:`BASELINE_BY_CATEGORY`);
 * per input size (triples), the dev BLEU of the latest scored round (its chosen decoding) beside its seen test BLEU
-  (its committed outputs), :func:`by_size`: where the round's dev score does not carry over to test. The sizes come
+  (its committed outputs), with all of the challenge's references and with the first reference alone,
+  :func:`by_size`: where the round's dev score does not carry over to test, and how much of that the two splits'
+  numbers of references per entry explain. The sizes come
   from the WebNLG release (``--root``); without it, or without that round's run folder, the committed table is kept.
 """
 
@@ -158,9 +160,10 @@ def _dev_row(run_dir: Path, setting: Dict, after_test: bool) -> Optional[Dict]:
     }
 
 
-def score_groups(keys: Sequence, hyps: Sequence[str], refs: Sequence[Dict]) -> Dict:
+def score_groups(keys: Sequence, hyps: Sequence[str], refs: Sequence[Dict], max_references: int = 3) -> Dict:
     """The entries grouped by their key (``keys[i]`` for entry ``i``; ``None`` leaves it out), each group scored with
-    the challenge's BLEU (no METEOR): key -> (the group's entry indices, its scores), in key order."""
+    the challenge's BLEU (no METEOR) against the first ``max_references`` references of each entry (the challenge's
+    three): key -> (the group's entry indices, its scores), in key order."""
     from graph_rma.metrics.webnlg2017 import score_webnlg2017
 
     groups: Dict = defaultdict(list)
@@ -168,7 +171,10 @@ def score_groups(keys: Sequence, hyps: Sequence[str], refs: Sequence[Dict]) -> D
         if key is not None:
             groups[key].append(i)
     return {
-        key: (rows, score_webnlg2017([hyps[i] for i in rows], [refs[i]["references"] for i in rows], meteor="none"))
+        key: (
+            rows,
+            score_webnlg2017([hyps[i] for i in rows], [refs[i]["references"] for i in rows], "none", max_references),
+        )
         for key, rows in sorted(groups.items())
     }
 
@@ -213,8 +219,11 @@ def collect(run_dir: Path = base.RUN, results: Path = RESULTS, committed_outputs
 
 def by_size(run_dir: Path, outputs: Path, root=None) -> Dict:
     """Dev BLEU (the chosen decoding's dev outputs under ``run_dir/decode``) and seen test BLEU (the committed outputs
-    in ``outputs``) per input size, the number of triples of each entry (from the WebNLG release at ``root``); a
-    size without entries in a split has ``None``."""
+    in ``outputs``) per input size, the number of triples of each entry (from the WebNLG release at ``root``): scored
+    against the challenge's references (up to three per entry; their mean number per entry beside it) and against the
+    first reference of each entry alone (one each on both splits, so that the two splits' numbers of references do not
+    enter the comparison); the last row, size ``"all"``, every seen entry; a size without entries in a split has
+    ``None``."""
     from graph_rma.data.webnlg import load_webnlg
 
     choice = base._read(run_dir / "decode" / "choice.json")
@@ -234,16 +243,33 @@ def by_size(run_dir: Path, outputs: Path, root=None) -> Dict:
         if [e.eid for e in entries] != [r["eid"] for r in refs] or eids != [r["eid"] for r in refs]:
             raise SystemExit(f"{run_dir}: its {split} outputs are not those of the WebNLG release read")
         sizes = [len(entry.triples) if ref["seen"] else None for entry, ref in zip(entries, refs)]
-        splits[split] = score_groups(sizes, hyps, refs)
+        splits[split] = _bleu_both_ways(sizes, hyps, refs)
+        splits[split] |= _bleu_both_ways(["all" if ref["seen"] else None for ref in refs], hyps, refs)
+    absent = {"entries": 0, "references": None, "BLEU": None, "BLEU_first_reference": None}
     rows = []
-    for size in sorted(set(splits["dev"]) | set(splits["test"])):
+    for size in [*sorted((set(splits["dev"]) | set(splits["test"])) - {"all"}), "all"]:
         row: Dict = {"size": size}
         for split in ("dev", "test"):
-            group, scores = splits[split].get(size, ([], None))
-            row[f"{split}_entries"] = len(group)
-            row[f"{split}_BLEU"] = None if scores is None else round(scores["BLEU"], 4)
+            row.update({f"{split}_{key}": value for key, value in splits[split].get(size, absent).items()})
         rows.append(row)
     return {"setting": choice["setting"], "rows": rows}
+
+
+def _bleu_both_ways(keys: Sequence, hyps: Sequence[str], refs: Sequence[Dict]) -> Dict:
+    """Per group of :func:`score_groups`: its entries, their mean number of the challenge's references, its BLEU
+    against those and against the first reference of each entry alone."""
+    from graph_rma.metrics.webnlg2017 import MAX_REFERENCES
+
+    first = score_groups(keys, hyps, refs, max_references=1)
+    return {
+        key: {
+            "entries": len(group),
+            "references": round(sum(min(len(refs[i]["references"]), MAX_REFERENCES) for i in group) / len(group), 2),
+            "BLEU": round(scores["BLEU"], 4),
+            "BLEU_first_reference": round(first[key][1]["BLEU"], 4),
+        }
+        for key, (group, scores) in score_groups(keys, hyps, refs).items()
+    }
 
 
 def render_diagnosis(data: Dict) -> str:
@@ -300,22 +326,30 @@ def render_diagnosis(data: Dict) -> str:
             f"Round `{sizes['round']}`, dev (its chosen decoding, `{sizes['setting']}`) against its seen test entries "
             "(its committed outputs), per input size:",
             "",
-            "| triples | dev entries | dev BLEU | seen test entries | seen test BLEU | test − dev |",
-            "| ---: | ---: | ---: | ---: | ---: | ---: |",
+            "| triples | dev entries | references per entry | dev BLEU | dev BLEU, first reference | seen test entries "
+            "| references per entry | seen test BLEU | seen test BLEU, first reference | test − dev | "
+            "test − dev, first reference |",
+            "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
         for r in sizes["rows"]:
-            dev, test = r["dev_BLEU"], r["test_BLEU"]
-            cells = ["–" if b is None else f"{b:.2f}" for b in (dev, test)]
-            diff = "–" if dev is None or test is None else f"{test - dev:+.2f}"
-            lines.append(
-                f"| {r['size']} | {r['dev_entries']} | {cells[0]} | {r['test_entries']} | {cells[1]} | {diff} |"
-            )
+            cells = [str(r["size"])]
+            for split in ("dev", "test"):
+                cells += [str(r[f"{split}_entries"]), _number(r[f"{split}_references"])]
+                cells += [_number(r[f"{split}_BLEU"]), _number(r[f"{split}_BLEU_first_reference"])]
+            for key in ("BLEU", "BLEU_first_reference"):
+                dev, test = r[f"dev_{key}"], r[f"test_{key}"]
+                cells.append("–" if dev is None or test is None else f"{test - dev:+.2f}")
+            lines.append(f"| {' | '.join(cells)} |")
     lines += [
         "",
         f"The baseline's column: {BASELINE_SOURCE}. Generated by `python -m studies.webnlg2017_diagnosis report` from "
         "[webnlg2017/diagnosis/results.json](webnlg2017/diagnosis/results.json).",
     ]
     return "\n".join(lines)
+
+
+def _number(value: Optional[float]) -> str:
+    return "–" if value is None else f"{value:.2f}"
 
 
 BLOCKS = {BLOCK: render_diagnosis}

@@ -149,25 +149,45 @@ def _fake_round(tmp_path, dev_hyp, test_hyps):
 
 def test_bleu_per_input_size_by_hand(tmp_path):
     from graph_rma.data.webnlg import load_webnlg
+    from graph_rma.metrics.webnlg2017 import score_webnlg2017
 
     dev = load_webnlg("dev", FIXTURES / "webnlg_tiny")
-    # dev: its reference word for word (BLEU 100); seen test: no word of its references (BLEU 0); unseen: left out
-    run, outputs = _fake_round(tmp_path, dev[0].references[0], ["zzz qqq xxx yyy www", "anything"])
+    test = load_webnlg("test", FIXTURES / "webnlg_tiny")
+    # dev (1 triple, 1 reference): its reference word for word, BLEU 100 either way; seen test (3 triples, 2
+    # references): its second reference word for word, BLEU 100 against both, less against the first alone; unseen:
+    # left out
+    second = test[0].references[1]
+    run, outputs = _fake_round(tmp_path, dev[0].references[0], [second, "anything"])
     found = diagnosis.by_size(run, outputs, FIXTURES / "webnlg_tiny")
+    first = score_webnlg2017([second], [test[0].references[:1]], meteor="none")["BLEU"]
+    assert 0 < first < 100
+
+    def cells(split, entries=0, references=None, bleu=None, first_reference=None):
+        values = dict(entries=entries, references=references, BLEU=bleu, BLEU_first_reference=first_reference)
+        return {f"{split}_{key}": value for key, value in values.items()}
+
+    dev_cells, test_cells = cells("dev", 1, 1.0, 100.0, 100.0), cells("test", 1, 2.0, 100.0, round(first, 4))
     assert found == {
         "setting": "beam5-lp1.0",
         "rows": [
-            {"size": 1, "dev_entries": 1, "dev_BLEU": 100.0, "test_entries": 0, "test_BLEU": None},
-            {"size": 3, "dev_entries": 0, "dev_BLEU": None, "test_entries": 1, "test_BLEU": 0.0},
+            {"size": 1, **dev_cells, **cells("test")},
+            {"size": 3, **cells("dev"), **test_cells},
+            {"size": "all", **dev_cells, **test_cells},  # every seen entry
         ],
     }
     committed = json.loads((REPO / "docs" / "webnlg2017" / "diagnosis" / "results.json").read_text())
-    both = {"size": 2, "dev_entries": 5, "dev_BLEU": 60.0, "test_entries": 4, "test_BLEU": 55.5}
+    both = {"size": 2, "dev_entries": 5, "dev_references": 2.6, "dev_BLEU": 60.0, "dev_BLEU_first_reference": 40.0}
+    both |= {"test_entries": 4, "test_references": 2.25, "test_BLEU": 55.5, "test_BLEU_first_reference": 41.0}
     sizes = {"round": "v9", "setting": found["setting"], "rows": [*found["rows"], both]}
     text = diagnosis.render_diagnosis({**committed, "by_size": sizes})
     assert "Round `v9`, dev (its chosen decoding, `beam5-lp1.0`)" in text
-    assert "| 1 | 1 | 100.00 | 0 | – | – |" in text and "| 3 | 0 | – | 1 | 0.00 | – |" in text
-    assert "| 2 | 5 | 60.00 | 4 | 55.50 | -4.50 |" in text
+    assert "| 1 | 1 | 1.00 | 100.00 | 100.00 | 0 | – | – | – | – | – |" in text
+    assert "| 2 | 5 | 2.60 | 60.00 | 40.00 | 4 | 2.25 | 55.50 | 41.00 | -4.50 | +1.00 |" in text
+    first = round(first, 4)  # as results.json holds it
+    assert (
+        f"| all | 1 | 1.00 | 100.00 | 100.00 | 1 | 2.00 | 100.00 | {first:.2f} | +0.00 | {first - 100:+.2f} |" in text
+    )
+    assert f"| 3 | 0 | – | – | – | 1 | 2.00 | 100.00 | {first:.2f} | – | – |" in text
     # outputs in another order than the release's are refused, not scored against the wrong references
     (outputs / "meta.test.tsv").write_text(
         "line\teid\tcategory\tsubset\n1\tId2\tAthlete\tunseen\n2\tId1\tAirport\tseen"
