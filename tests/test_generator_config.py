@@ -194,10 +194,14 @@ def test_old_saved_configurations_load_with_missing_settings_at_their_defaults()
     assert list(saved_config(older)) == list(old)
     with pytest.raises(ValueError, match="^config: unknown setting colour"):
         saved_config({**old, "colour": 1})
-    assert OPTIONAL_FIELDS == ("no_repeat_ngram", "keep", "lr_schedule", "label_smoothing")
-    # a configuration that leaves no_repeat_ngram off is the mapping it always was (the running runs resume)
-    assert "no_repeat_ngram" not in GeneratorConfig.from_mapping(old).to_dict()
+    assert OPTIONAL_FIELDS == ("no_repeat_ngram", "keep", "lr_schedule", "label_smoothing", "coverage_reward")
+    # a configuration that leaves an optional decoding setting off is the mapping it always was (the running runs
+    # resume)
+    assert GeneratorConfig.from_mapping(old).to_dict() == old
     assert GeneratorConfig.from_mapping({**old, "no_repeat_ngram": 3}).to_dict()["no_repeat_ngram"] == 3
+    assert GeneratorConfig.from_mapping({**old, "coverage_reward": 0.5}).to_dict()["coverage_reward"] == 0.5
+    with pytest.raises(ValueError, match="coverage_reward"):
+        GeneratorConfig.from_mapping({**old, "coverage_reward": -1.0})
 
 
 def test_a_run_saved_without_a_setting_resumes_with_it_at_its_default(tmp_path, capsys):

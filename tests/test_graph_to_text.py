@@ -126,10 +126,17 @@ def test_run_folder_and_decode_settings(tmp_path):
     assert a != b and a.parent == b.parent == tmp_path
     assert g2t.run_folder(tmp_path, "svgd:alpha=0.10,eps=1") == a  # the same variant, spelt differently
     cfg = dict(SMALL)
-    assert g2t.decode_settings(cfg, None, None, None) == (2, 20, 1.0, 0)  # a config without no_repeat_ngram: off
-    assert g2t.decode_settings(cfg, 1, 7, 0.0, 3) == (1, 7, 0.0, 3)
-    assert g2t.decode_settings(dict(cfg, no_repeat_ngram=4), None, None, None)[3] == 4
-    assert g2t.decode_settings(dict(cfg, no_repeat_ngram=4), None, None, None, 0)[3] == 0  # 0 given: off
+    run = {"beam": 2, "max_len": 20, "length_penalty": 1.0}
+    off = {"no_repeat_ngram": 0, "coverage_reward": 0.0}
+    assert g2t.decode_settings(cfg) == {**run, **off}  # a config without the optional settings: off
+    assert g2t.decode_settings(cfg, beam=None, max_len=None) == {**run, **off}  # None: the run's
+    given = dict(beam=1, max_len=7, length_penalty=0.0, no_repeat_ngram=3, coverage_reward=0.5)
+    assert g2t.decode_settings(cfg, **given) == given
+    saved = dict(cfg, no_repeat_ngram=4, coverage_reward=1.5)
+    assert g2t.decode_settings(saved) == {**run, "no_repeat_ngram": 4, "coverage_reward": 1.5}
+    assert g2t.decode_settings(saved, no_repeat_ngram=0, coverage_reward=0.0) == {**run, **off}  # 0 given: off
+    with pytest.raises(TypeError, match="not decoding settings: epochs"):
+        g2t.decode_settings(cfg, epochs=3)
 
 
 @pytest.mark.slow

@@ -126,6 +126,12 @@ def test_cli_train_generate_evaluate(tmp_path, capsys):
     for line in (out / "hyp.test.delex.txt").read_text().split("\n")[:-1]:
         bigrams = list(zip(line.split(), line.split()[1:]))
         assert len(bigrams) == len(set(bigrams)), line
+    assert cli.main(again + ["--no-repeat-ngram", "2", "--coverage-reward", "50"]) == 0
+    decoded = json.loads((out / "decode.test.json").read_text())
+    assert (decoded["no_repeat_ngram"], decoded["coverage_reward"]) == (2, 50.0)
+    refs = json.loads((out / "refs.test.json").read_text())
+    for line, ref in zip((out / "hyp.test.txt").read_text().split("\n"), refs):  # a reward this large names them all
+        assert all(entity.lower() in line for entity in ref["entities"]), (line, ref["entities"])
     stamp = (out / "hyp.test.txt").stat().st_mtime_ns
     assert cli.main(["evaluate", *args, "--split", "test", "--meteor", "none"]) == 0  # nothing given: scored as is
     assert cli.main(["evaluate", *args, "--split", "test", "--meteor", "none", "--beam", "2"]) == 0  # the same
@@ -147,6 +153,10 @@ def test_outputs_are_decoded_again_only_when_a_given_setting_or_the_weights_diff
     assert stale_outputs(tmp_path, "test", {"beam": 5, "length_penalty": 1.4, "no_repeat_ngram": 0}) is None
     assert stale_outputs(tmp_path, "test", {"beam": 2}) == "decoded with beam 5, asked for 2"
     assert stale_outputs(tmp_path, "test", {"no_repeat_ngram": 3}) == "decoded with no_repeat_ngram 0, asked for 3"
+    assert stale_outputs(tmp_path, "test", {"coverage_reward": 0.0}) is None  # a record from before it: off
+    assert (
+        stale_outputs(tmp_path, "test", {"coverage_reward": 0.5}) == "decoded with coverage_reward 0.0, asked for 0.5"
+    )
     assert stale_outputs(tmp_path, "test", {"limit": 1}) == "decoded with limit None, asked for 1"
     (tmp_path / "best.pt").write_bytes(b"trained further")  # e.g. more epochs: best.pt changed
     assert stale_outputs(tmp_path, "test", {}) == f"decoded from other weights than {tmp_path / 'best.pt'}"

@@ -115,7 +115,7 @@ def generator_parser(
         decoding = [f for f in generator_fields() if f.name in DECODING_FIELDS]
         add_config_options(
             g, decoding, "(default: the run's)"
-        )  # --beam, --max-len, --length-penalty, --no-repeat-ngram
+        )  # --beam, --max-len, --length-penalty, --no-repeat-ngram, --coverage-reward
         g.add_argument("--batch-size", type=positive_int, default=32, help=f"{unit} decoded at once")
         g.add_argument("--limit", type=positive_int, default=None, help=f"only the first N {unit} (default: all)")
         if cmd == "evaluate":
@@ -179,6 +179,7 @@ def generation_kwargs(args: argparse.Namespace, progress: bool) -> Dict[str, Any
         max_len=args.max_len,
         length_penalty=args.length_penalty,
         no_repeat_ngram=args.no_repeat_ngram,
+        coverage_reward=args.coverage_reward,
         batch_size=args.batch_size,
         limit=args.limit,
         progress=progress,

@@ -286,23 +286,34 @@ class GraphWriter(nn.Module):
 
     @torch.no_grad()
     def greedy(
-        self, batch: Dict[str, Tensor], max_len: int = 200, ban_unk: bool = True, no_repeat_ngram: int = 0
+        self,
+        batch: Dict[str, Tensor],
+        max_len: int = 200,
+        ban_unk: bool = True,
+        no_repeat_ngram: int = 0,
+        coverage_reward: float = 0.0,
     ) -> List[List[int]]:
         """Greedy decoding; returns output ids per example (ending with ``</s>`` unless ``max_len`` was hit).
-        ``no_repeat_ngram``: as in :meth:`beam_search`."""
+        ``no_repeat_ngram``, ``coverage_reward``: as in :meth:`beam_search` (each step takes the highest
+        log-probability plus the reward)."""
         _check_no_repeat(no_repeat_ngram)
+        _check_reward(coverage_reward)
         memory = self.encode(batch)
         state = self.init_state(memory)
         B = state[0].size(0)
         token = torch.full((B,), self.bos_id, dtype=torch.long, device=state[0].device)
         done = torch.zeros(B, dtype=torch.bool, device=token.device)
+        copied = torch.zeros(B, memory["entity_mask"].size(1), dtype=torch.bool, device=token.device)
         seqs: List[Tensor] = []
         for _ in range(max_len):
             state, o = self.step(state, self.input_ids(token, memory), memory)
             logp = self._banned(self.log_probs(o, memory), ban_unk)
             if no_repeat_ngram and seqs:
                 _ban(logp, torch.stack(seqs, 1).tolist(), no_repeat_ngram)
+            if coverage_reward:
+                _reward_uncopied(logp, copied, coverage_reward)
             token = logp.argmax(-1).masked_fill(done, self.pad_id)
+            _mark_copied(copied, token, self.vocab_size)
             seqs.append(token)
             done = done | (token == self.eos_id)
             if bool(done.all()):
@@ -319,14 +330,20 @@ class GraphWriter(nn.Module):
         length_penalty: float = 1.0,
         ban_unk: bool = True,
         no_repeat_ngram: int = 0,
+        coverage_reward: float = 0.0,
     ) -> List[List[int]]:
-        r"""Batched beam search. Hypotheses are ranked during search by total log-probability; finished ones stay
-        in the beam (extended by padding at no cost). The best of the final beam is chosen by
-        :math:`\log p / \mathrm{lp}(|y|)` with GNMT's :math:`\mathrm{lp}(n) = ((5 + n) / 6)^{\texttt{length\_penalty}}`
-        (``0`` = raw log-probability). ``beam_size=1`` is greedy decoding. ``no_repeat_ngram`` ``n > 0``: no
+        r"""Batched beam search. Hypotheses are ranked during search by total log-probability plus the coverage
+        reward, :math:`\log p(y) + \beta\, c(y)`, where :math:`c(y)` is the number of distinct input entities
+        :math:`y` copies and :math:`\beta` is ``coverage_reward`` (default ``0``: log-probability alone); finished
+        ones stay in the beam (extended by padding at no cost). The best of the final beam is chosen by
+        :math:`\log p(y) / \mathrm{lp}(|y|) + \beta\, c(y)` with GNMT's
+        :math:`\mathrm{lp}(n) = ((5 + n) / 6)^{\texttt{length\_penalty}}` (``0`` = raw log-probability), the
+        reward standing where GNMT's coverage penalty stands: it favours outputs that name more of their input, which
+        the log-probability alone does not. ``beam_size=1`` is greedy decoding. ``no_repeat_ngram`` ``n > 0``: no
         hypothesis contains the same ``n`` output ids twice (a copied entity is one id; transformers'
         ``no_repeat_ngram_size``, OpenNMT's ``block_ngram_repeat``); ``0`` (default) blocks nothing."""
         _check_no_repeat(no_repeat_ngram)
+        _check_reward(coverage_reward)
         if beam_size < 1:
             raise ValueError(f"beam_size: expected >= 1, got {beam_size}")
         if max_len < 1:
@@ -348,12 +365,15 @@ class GraphWriter(nn.Module):
         done = torch.zeros(B * K, dtype=torch.bool, device=dev)
         lengths = torch.zeros(B * K, dtype=torch.long, device=dev)
         seqs = torch.zeros(B * K, 0, dtype=torch.long, device=dev)
+        copied = torch.zeros(B * K, memory["entity_mask"].size(1), dtype=torch.bool, device=dev)
         base = (torch.arange(B, device=dev) * K).unsqueeze(1)
         for _ in range(max_len):
             state, o = self.step(state, self.input_ids(token, memory), memory)
             logp = self._banned(self.log_probs(o, memory), ban_unk)
             if no_repeat_ngram and seqs.size(1):
                 _ban(logp, seqs.tolist(), no_repeat_ngram)
+            if coverage_reward:
+                _reward_uncopied(logp, copied, coverage_reward)
             W = logp.size(-1)
             logp[done] = float("-inf")
             logp[done, self.pad_id] = 0.0
@@ -362,6 +382,8 @@ class GraphWriter(nn.Module):
             src = (base + idx // W).view(-1)
             token = (idx % W).view(-1)
             state = tuple(s[src] for s in state)
+            copied = copied[src]
+            _mark_copied(copied, token, self.vocab_size)
             prev_done = done[src]
             lengths = lengths[src] + (~prev_done).long()
             done = prev_done | (token == self.eos_id)
@@ -369,7 +391,8 @@ class GraphWriter(nn.Module):
             if bool(done.all()):
                 break
         lp = ((5.0 + lengths.float()) / 6.0).pow(length_penalty).view(B, K)
-        best = (scores / lp).argmax(dim=1)
+        reward = coverage_reward * copied.sum(1).view(B, K).to(scores.dtype)
+        best = ((scores - reward) / lp + reward).argmax(dim=1)
         chosen = seqs.view(B, K, -1)[torch.arange(B, device=dev), best].tolist()
         return [_strip(s, self.eos_id, self.pad_id) for s in chosen]
 
@@ -398,6 +421,23 @@ def _ban(logp: Tensor, seqs: List[List[int]], n: int) -> None:
         banned = repeated_ngram_bans(seq, n)
         if banned:
             logp[row, banned] = float("-inf")
+
+
+def _reward_uncopied(logp: Tensor, copied: Tensor, reward: float) -> None:
+    """In place: ``reward`` added to each row's copy ids (the last ``copied.size(1)`` columns of ``logp``) of the
+    entities the row has not copied yet (``copied``: ``[rows, Emax]``, bool); padded slots stay ``-inf``."""
+    logp[:, logp.size(1) - copied.size(1) :] += reward * (~copied).to(logp.dtype)
+
+
+def _mark_copied(copied: Tensor, token: Tensor, vocab_size: int) -> None:
+    """In place: each row's entity copied by ``token`` (a copy id ``vocab_size + i``: entity ``i``) marked."""
+    rows = (token >= vocab_size).nonzero().squeeze(1)
+    copied[rows, token[rows] - vocab_size] = True
+
+
+def _check_reward(reward: float) -> None:
+    if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not (0 <= reward < float("inf")):
+        raise ValueError(f"coverage_reward: expected a finite number >= 0 (0: off), got {reward!r}")
 
 
 def _check_no_repeat(n: int) -> None:

@@ -106,11 +106,13 @@ def generate(
     splits: Optional[AgendaSplits] = None,
     device: Optional[str] = None,
     no_repeat_ngram: Optional[int] = None,
+    coverage_reward: Optional[float] = None,
 ) -> Dict[str, Path]:
     """Decode ``split`` with the best model and write ``hyp.<split>.txt``, ``gold.<split>.txt`` (relexicalised,
     line-aligned), ``hyp.<split>.delex.txt`` (with ``<type_i>`` placeholders) and ``side_by_side.<split>.tsv``.
-    ``beam``, ``max_len``, ``length_penalty``, ``no_repeat_ngram`` (no output holds an ``n``-gram twice; 0: off):
-    ``None`` takes the run's configuration."""
+    ``beam``, ``max_len``, ``length_penalty``, ``no_repeat_ngram`` (no output holds an ``n``-gram twice; 0: off),
+    ``coverage_reward`` (added to an output's score per distinct input entity it copies; 0: off;
+    :meth:`~graph_rma.models.graphwriter.GraphWriter.beam_search`): ``None`` takes the run's configuration."""
     out = Path(out)
     ckpt_path = Path(checkpoint) if checkpoint else out / "best.pt"
     splits = splits or load_agenda(root, protocol)
@@ -124,6 +126,7 @@ def generate(
         max_len=max_len,
         length_penalty=length_penalty,
         no_repeat_ngram=no_repeat_ngram,
+        coverage_reward=coverage_reward,
         limit=limit,
         batch_size=batch_size,
         progress=progress,

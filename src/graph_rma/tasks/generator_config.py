@@ -5,17 +5,17 @@ A :class:`GeneratorConfig` says the model's size (``hidden``, ``layers``, ``head
 dropouts), its training (``epochs``, the global ``batch_size``, the optimizer and its learning rate, momentum and
 gradient clipping, an optional learning-rate schedule, optional label smoothing), its data (the vocabulary's
 ``min_freq``, the training texts' ``max_target_len``) and its decoding (``beam``, ``max_len``, ``length_penalty``,
-``no_repeat_ngram``). Each field carries its help text and the kind of value it takes (``metadata``,
-:mod:`graph_rma.tasks.config_fields`): the ``train`` commands build one option per field from them, and
-:meth:`GeneratorConfig.__post_init__` validates every value once, where it enters. This module imports neither torch
-nor PyG, so ``--help`` shows the presets without loading the tasks.
+``no_repeat_ngram``, ``coverage_reward``). Each field carries its help text and the kind of value it takes
+(``metadata``, :mod:`graph_rma.tasks.config_fields`): the ``train`` commands build one option per field from them,
+and :meth:`GeneratorConfig.__post_init__` validates every value once, where it enters. This module imports neither
+torch nor PyG, so ``--help`` shows the presets without loading the tasks.
 
 The trainer (:func:`graph_rma.tasks.graph_to_text.train`) and the saved runs keep the configuration as a plain
 mapping, :meth:`GeneratorConfig.to_dict`: the keys every configuration has had, plus an optional setting
-(``no_repeat_ngram``, ``keep``, ``lr_schedule``, ``label_smoothing``) only where it is set. A mapping enters through
-:meth:`GeneratorConfig.from_mapping` (a user's configuration: every setting but the optional ones must be given) or
-:func:`saved_config` (a run folder's ``config.json`` or checkpoint, of any version: a missing setting takes the
-dataclass's default).
+(``no_repeat_ngram``, ``keep``, ``lr_schedule``, ``label_smoothing``, ``coverage_reward``) only where it is set. A
+mapping enters through :meth:`GeneratorConfig.from_mapping` (a user's configuration: every setting but the optional
+ones must be given) or :func:`saved_config` (a run folder's ``config.json`` or checkpoint, of any version: a missing
+setting takes the dataclass's default).
 
 The presets (:data:`AGENDA_CONFIGS`, :data:`WEBNLG_CONFIGS`; as mappings :data:`graph_rma.tasks.defaults.AGENDA_PRESETS`
 and ``WEBNLG_PRESETS``, the tasks' ``PRESETS``):
@@ -92,6 +92,12 @@ class GeneratorConfig:
     no_repeat_ngram: int = config_field(
         0, "nonnegative_int", "decoding: no output holds the same n-gram twice, for this n (0: off)"
     )
+    coverage_reward: float = config_field(
+        0.0,
+        "nonnegative_float",
+        "decoding: added to an output's score for each distinct input entity it copies, so that outputs naming more "
+        "of their input win (0: off)",
+    )
     keep: str = config_field(
         "dev_loss",
         "choice",
@@ -139,11 +145,11 @@ def generator_fields() -> List[Any]:
 
 
 #: Fields a configuration may leave out (absent = the default, which is what runs did before the field existed).
-OPTIONAL_FIELDS: Tuple[str, ...] = ("no_repeat_ngram", "keep", "lr_schedule", "label_smoothing")
+OPTIONAL_FIELDS: Tuple[str, ...] = ("no_repeat_ngram", "keep", "lr_schedule", "label_smoothing", "coverage_reward")
 #: Fields every configuration gives (:meth:`GeneratorConfig.from_mapping` refuses a mapping without one).
 REQUIRED_FIELDS: Tuple[str, ...] = tuple(f.name for f in generator_fields() if f.name not in OPTIONAL_FIELDS)
 #: The decoding settings (``generate`` / ``evaluate`` take them as options over the run's).
-DECODING_FIELDS: Tuple[str, ...] = ("beam", "max_len", "length_penalty", "no_repeat_ngram")
+DECODING_FIELDS: Tuple[str, ...] = ("beam", "max_len", "length_penalty", "no_repeat_ngram", "coverage_reward")
 
 
 def _check_keys(config: Mapping[str, Any]) -> None:

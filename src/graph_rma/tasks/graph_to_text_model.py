@@ -19,7 +19,7 @@ from ..engine import load_checkpoint
 from ..engine.distributed import all_reduce_sum, rank_and_world
 from ..models.graphwriter import GraphWriter
 from ..regularizers import disagreement, parameter_disagreement
-from .generator_config import GeneratorConfig, saved_config
+from .generator_config import DECODING_FIELDS, GeneratorConfig, generator_fields, saved_config
 
 PathLike = Union[str, Path]
 EncoderFactory = Callable[..., GraphTextEncoder]  # (vocab, relation_names, max_target_len=None) -> encoder
@@ -89,26 +89,21 @@ def load_model(path: PathLike, device: Optional[str] = None) -> Tuple[GraphWrite
     return model, vocab, ck
 
 
-def decode_settings(
-    cfg: Dict[str, Any],
-    beam: Optional[int],
-    max_len: Optional[int],
-    length_penalty: Optional[float],
-    no_repeat_ngram: Optional[int] = None,
-) -> Tuple[int, int, float, int]:
-    """Beam size, maximum length, length penalty and the blocked n-gram size: the arguments, else the training
-    configuration's (a configuration saved before ``no_repeat_ngram`` existed: 0, off)."""
-    return (
-        beam or cfg["beam"],
-        max_len or cfg["max_len"],
-        cfg["length_penalty"] if length_penalty is None else length_penalty,
-        cfg.get("no_repeat_ngram", 0) if no_repeat_ngram is None else no_repeat_ngram,
-    )
+def decode_settings(cfg: Dict[str, Any], **given: Any) -> Dict[str, Any]:
+    """The decoding settings, one per name of :data:`~graph_rma.tasks.generator_config.DECODING_FIELDS` (beam,
+    maximum length, length penalty, blocked n-gram size, coverage reward): each ``given`` value that is not
+    ``None``, else the training configuration's (a configuration saved before an optional setting existed: that
+    setting's default, off)."""
+    unknown = sorted(set(given) - set(DECODING_FIELDS))
+    if unknown:
+        raise TypeError(f"decode_settings: not decoding settings: {', '.join(unknown)}")
+    defaults = {f.name: f.default for f in generator_fields()}
+    return {name: cfg.get(name, defaults[name]) if given.get(name) is None else given[name] for name in DECODING_FIELDS}
 
 
 #: The decoding settings a caller of the tasks' ``generate`` / ``evaluate`` may give (``None``: the run's), beside
 #: ``checkpoint``; ``decode.<split>.json`` records each with the value used.
-DECODE_OPTIONS: Tuple[str, ...] = ("beam", "max_len", "length_penalty", "no_repeat_ngram", "limit")
+DECODE_OPTIONS: Tuple[str, ...] = (*DECODING_FIELDS, "limit")
 
 
 def decode_record(checkpoint: PathLike, settings: Dict[str, Any]) -> Dict[str, Any]:
@@ -128,36 +123,29 @@ def decode_checkpoint(
     make_encoder: EncoderFactory,
     recs: Sequence[GraphTextRecord],
     split: str,
-    beam: Optional[int] = None,
-    max_len: Optional[int] = None,
-    length_penalty: Optional[float] = None,
-    no_repeat_ngram: Optional[int] = None,
     limit: Optional[int] = None,
     batch_size: int = 32,
     progress: bool = True,
     device: Optional[str] = None,
+    **decoding: Any,
 ) -> Tuple[List[str], List[str], Dict[str, Any]]:
     """A task's ``generate`` without its files: ``recs`` (the first ``limit`` records of ``split``) decoded by the
-    model in ``checkpoint`` with the given settings (``None``: the run's, :func:`decode_settings`). Returns the
-    relexicalised and delexicalised texts and the decode's :func:`decode_record`."""
+    model in ``checkpoint`` with the ``decoding`` settings given (names of
+    :data:`~graph_rma.tasks.generator_config.DECODING_FIELDS`; ``None`` or absent: the run's,
+    :func:`decode_settings`). Returns the relexicalised and delexicalised texts and the decode's
+    :func:`decode_record`."""
     model, vocab, ck = load_model(checkpoint, device)
-    beam, max_len, length_penalty, no_repeat_ngram = decode_settings(
-        ck["config"], beam, max_len, length_penalty, no_repeat_ngram
-    )
+    settings = decode_settings(ck["config"], **decoding)
     relex, delex = decode_records(
         model,
         make_encoder(vocab, ck["relations"]),
         recs,
-        beam,
-        max_len,
-        length_penalty,
+        settings,
         batch_size,
         progress,
         desc=f"decoding {split}",
-        no_repeat_ngram=no_repeat_ngram,
     )
-    used = (beam, max_len, length_penalty, no_repeat_ngram, limit)
-    return relex, delex, decode_record(checkpoint, dict(zip(DECODE_OPTIONS, used)))
+    return relex, delex, decode_record(checkpoint, {**settings, "limit": limit})
 
 
 def stale_outputs(out: PathLike, split: str, options: Dict[str, Any]) -> Optional[str]:
@@ -176,7 +164,8 @@ def stale_outputs(out: PathLike, split: str, options: Dict[str, Any]) -> Optiona
         record = read_json(out / f"decode.{split}.json")
     except (OSError, ValueError):
         return f"no readable decode.{split}.json"
-    record = {"no_repeat_ngram": 0, **record.get("key", {}), **record}  # files of earlier versions
+    earlier = {f.name: f.default for f in generator_fields() if f.name in DECODING_FIELDS}
+    record = {**earlier, **record.get("key", {}), **record}  # files of earlier versions: settings they predate off
     for key in DECODE_OPTIONS:
         if options.get(key) is not None and record.get(key) != options[key]:
             return f"decoded with {key} {record.get(key)!r}, asked for {options[key]!r}"
@@ -196,14 +185,10 @@ def dev_scorer(
     """``(model, vocab) -> bleu(hypotheses)``: ``recs`` decoded (relexicalised) with ``config``'s decoding settings,
     scored by the task's ``bleu``; what a task's ``dev_bleu`` gives the trainer for ``keep="dev_bleu"``. A bad
     ``config`` is the trainer's one-line error, raised here before any training."""
-    cfg = GeneratorConfig.from_mapping(config).to_dict()
-    beam, max_len, length_penalty, no_repeat_ngram = decode_settings(cfg, None, None, None)
+    settings = decode_settings(GeneratorConfig.from_mapping(config).to_dict())
 
     def score(model: GraphWriter, vocab: Vocab) -> float:
-        enc = make_encoder(vocab, relation_names)
-        hyps, _ = decode_records(
-            model, enc, recs, beam, max_len, length_penalty, progress=False, no_repeat_ngram=no_repeat_ngram
-        )
+        hyps, _ = decode_records(model, make_encoder(vocab, relation_names), recs, settings, progress=False)
         return bleu(hyps)
 
     return score
@@ -213,26 +198,25 @@ def decode_records(
     model: GraphWriter,
     enc: GraphTextEncoder,
     recs: Sequence[GraphTextRecord],
-    beam: int,
-    max_len: int,
-    length_penalty: float,
+    settings: Dict[str, Any],
     batch_size: int = 32,
     progress: bool = True,
     desc: str = "decoding",
-    no_repeat_ngram: int = 0,
 ) -> Tuple[List[str], List[str]]:
-    """Batched greedy (``beam == 1``) or beam-search decoding of ``recs``; returns (relexicalised, delexicalised)
-    texts, one per record. ``no_repeat_ngram``: see :meth:`GraphWriter.beam_search` (0: off)."""
+    """Batched greedy (``settings["beam"] == 1``) or beam-search decoding of ``recs`` with ``settings`` (every name
+    of :data:`~graph_rma.tasks.generator_config.DECODING_FIELDS`, :func:`decode_settings`; their meaning:
+    :meth:`GraphWriter.beam_search`); returns (relexicalised, delexicalised) texts, one per record."""
     dev = next(model.parameters()).device
     items = enc.encode_all(recs)
+    common = {k: settings[k] for k in ("max_len", "no_repeat_ngram", "coverage_reward")}
     hyps: List[List[int]] = []
     for idx in tqdm(_batches(len(items), batch_size), desc=desc, disable=not progress, leave=False):
         batch = _to(collate([items[i] for i in idx]), dev)
-        if beam == 1:
-            hyps += model.greedy(batch, max_len=max_len, no_repeat_ngram=no_repeat_ngram)
+        if settings["beam"] == 1:
+            hyps += model.greedy(batch, **common)
         else:
             hyps += model.beam_search(
-                batch, beam_size=beam, max_len=max_len, length_penalty=length_penalty, no_repeat_ngram=no_repeat_ngram
+                batch, beam_size=settings["beam"], length_penalty=settings["length_penalty"], **common
             )
     relex = [enc.decode(h, r) for h, r in zip(hyps, recs)]
     delex = [enc.decode(h, r, relex=False) for h, r in zip(hyps, recs)]

@@ -127,12 +127,14 @@ def generate(
     splits: Optional[GraphTextSplits] = None,
     device: Optional[str] = None,
     no_repeat_ngram: Optional[int] = None,
+    coverage_reward: Optional[float] = None,
 ) -> Dict[str, Path]:
     """Decode one record per entry of ``split`` with the best model; writes ``hyp.<split>.txt`` (relexicalised,
     lower-cased tokens), ``hyp.<split>.delex.txt``, ``refs.<split>.json`` (per line of the hypotheses: eid,
     category, seen, all references) and ``side_by_side.<split>.tsv``. ``beam``, ``max_len``, ``length_penalty``,
-    ``no_repeat_ngram`` (no output contains an ``n``-gram twice,
-    :meth:`~graph_rma.models.graphwriter.GraphWriter.beam_search`; 0: off): ``None`` takes the run's configuration;
+    ``no_repeat_ngram`` (no output contains an ``n``-gram twice; 0: off), ``coverage_reward`` (added to an output's
+    score per distinct input entity it copies; 0: off; both
+    :meth:`~graph_rma.models.graphwriter.GraphWriter.beam_search`): ``None`` takes the run's configuration;
     ``decode.<split>.json`` records the values used."""
     out = Path(out)
     ckpt_path = Path(checkpoint) if checkpoint else out / "best.pt"
@@ -147,6 +149,7 @@ def generate(
         max_len=max_len,
         length_penalty=length_penalty,
         no_repeat_ngram=no_repeat_ngram,
+        coverage_reward=coverage_reward,
         limit=limit,
         batch_size=batch_size,
         progress=progress,
