@@ -10,10 +10,10 @@ baseline").
 
 Each step works on one round of :data:`ROUNDS` (``--round``, default ``ma-s0``, the first): its run folder RUN
 (``--run`` overrides it), its results folder RESULTS under docs/ (``--results``) and the grid its decoding is chosen
-from (``ma-s0``: GRID; ``v3-s0`` and ``v4-s0``, the next rounds on docs/webnlg.md: DECODE_GRID). ``report`` writes
-the round's ``results.json`` and renders the page's one block from every round's: a dev table each (with the round's
-training curves, ``curves.png`` in its results folder, drawn from the per-epoch history its ``results.json`` keeps),
-one test table with a row per round (naming the training settings its run set over the preset), an acceptance
+from (``ma-s0``: GRID; ``v3-s0``, the next round on docs/webnlg.md: DECODE_GRID; ``v4-s0``: COVERAGE_GRID). ``report``
+writes the round's ``results.json`` and renders the page's one block from every round's: a dev table each (with the
+round's training curves, ``curves.png`` in its results folder, drawn from the per-epoch history its ``results.json``
+keeps), one test table with a row per round (naming the training settings its run set over the preset), an acceptance
 verdict per round.
 
 RUN is a finished ``graph-rma webnlg train --preset webnlg2017`` run folder; ``dev`` refuses an unfinished one (its
@@ -28,7 +28,9 @@ The rules, written before any run:
 
 * GRID: beam 5 with GNMT length penalty 0.6, 1.0 and 1.4, and beam 10 with 1.0; the run's own ``max_len``.
   DECODE_GRID (the next round's, written 2026-11-26 before its run): GRID, then beam 5 with repeated 3- or 4-grams
-  blocked at length penalty 1.0, 1.4 and 1.8.
+  blocked at length penalty 1.0, 1.4 and 1.8. COVERAGE_GRID (round ``v4-s0``'s, amended 2026-11-27 while its run
+  trained, before any of its decodes): DECODE_GRID, then beam 5 with repeated 3-grams blocked and a coverage reward
+  (``--coverage-reward``) of 0.5 or 1 at length penalty 1.0, 1.4 and 1.8.
 * ``choose``: the highest BLEU on all dev entries (the dev split holds seen categories only); ties go to the earlier
   entry of GRID.
 * ``test``: once per final run. It refuses to run before ``choose``, when ``best.pt`` is not the one dev was decoded
@@ -80,6 +82,18 @@ DECODE_GRID: List[Dict] = [
     *GRID,
     *({"beam": 5, "length_penalty": lp, "no_repeat_ngram": n} for n in (3, 4) for lp in (1.0, 1.4, 1.8)),
 ]
+#: Round ``v4-s0``'s grid (amended 2026-11-27, while its run trained and before any of its decodes): DECODE_GRID,
+#: then beam 5 with repeated 3-grams blocked and a coverage reward of 0.5 or 1 at three length penalties.
+COVERAGE_GRID: List[Dict] = [
+    *DECODE_GRID,
+    *(
+        {"beam": 5, "length_penalty": lp, "no_repeat_ngram": 3, "coverage_reward": reward}
+        for reward in (0.5, 1.0)
+        for lp in (1.0, 1.4, 1.8)
+    ),
+]
+#: The decoding settings beyond beam and length penalty that a setting may turn on, each with its value when off.
+EXTRA_DECODING: Dict[str, Any] = {"no_repeat_ngram": 0, "coverage_reward": 0.0}
 SCORER = "webnlg2017"
 SUBSETS = ("seen", "unseen", "all")
 #: The published row whose seen-category BLEU is the issue's acceptance line.
@@ -112,7 +126,7 @@ ROUNDS: Dict[str, Round] = {
     "v4-s0": Round(
         Path("runs/webnlg2017/v4-s0"),
         Path("docs/webnlg2017/v4-s0"),
-        DECODE_GRID,
+        COVERAGE_GRID,
         _KEPT_BY_BLEU,
         {"label_smoothing": 0.1},
     ),
@@ -125,16 +139,19 @@ CURVE_KEYS = ("epoch", "train_loss", "dev_loss", "lr", "dev_bleu")
 
 
 def setting_name(setting: Dict) -> str:
-    """``beam5-lp1.0`` (``beam5-lp1.4-nr3`` with repeated 3-grams blocked): the setting's folder under
-    ``RUN/decode``."""
-    n = setting.get("no_repeat_ngram", 0)
-    return f"beam{setting['beam']}-lp{setting['length_penalty']:.1f}" + (f"-nr{n}" if n else "")
+    """``beam5-lp1.0`` (``beam5-lp1.4-nr3`` with repeated 3-grams blocked, ``beam5-lp1.4-nr3-cr0.5`` with a
+    coverage reward of 0.5 too): the setting's folder under ``RUN/decode``."""
+    extra = extra_decoding(setting)
+    n, reward = extra.get("no_repeat_ngram"), extra.get("coverage_reward")
+    name = f"beam{setting['beam']}-lp{setting['length_penalty']:.1f}" + (f"-nr{n}" if n else "")
+    return name + (f"-cr{reward:g}" if reward else "")
 
 
 def _describe(setting: Dict) -> str:
-    n = setting.get("no_repeat_ngram", 0)
+    extra = extra_decoding(setting)
+    n, reward = extra.get("no_repeat_ngram"), extra.get("coverage_reward")
     text = f"beam {setting['beam']}, length penalty {setting['length_penalty']:.1f}"
-    return text + (f", no repeated {n}-gram" if n else "")
+    return text + (f", no repeated {n}-gram" if n else "") + (f", coverage reward {reward:g}" if reward else "")
 
 
 def _read(path: Path) -> Dict:
@@ -201,7 +218,7 @@ def _decode(folder: Path, split: str, setting: Dict, best: Path, args: Dict) -> 
             checkpoint=best,
             beam=setting["beam"],
             length_penalty=setting["length_penalty"],
-            no_repeat_ngram=setting.get("no_repeat_ngram", 0),
+            **{k: setting.get(k, off) for k, off in EXTRA_DECODING.items()},
             progress=args["progress"],
             splits=args["splits"](),
             device=args["device"],
@@ -214,6 +231,7 @@ def _decode(folder: Path, split: str, setting: Dict, best: Path, args: Dict) -> 
                 "setting": setting_name(setting),
                 **{k: decoded[k] for k in ("beam", "length_penalty", "max_len", "entries")},
                 "no_repeat_ngram": decoded.get("no_repeat_ngram", 0),
+                **extra_decoding(decoded),
                 "checkpoint": args["checkpoint"](),
                 "seconds": seconds,
                 "threads": torch.get_num_threads(),
@@ -373,7 +391,7 @@ def decode_test(
         folder.mkdir(parents=True, exist_ok=True)
         write_json(folder / "claim.json", {"setting": choice["setting"], "checkpoint": choice["checkpoint"]})
     setting = {k: choice[k] for k in ("beam", "length_penalty")}
-    setting["no_repeat_ngram"] = choice.get("no_repeat_ngram", 0)
+    setting.update(extra_decoding(choice))
     _decode(folder, "test", setting, best, _args(best, root, meteor, threads, device, progress, splits))
     record = _read(folder / "decoded.test.json")
     refs = json.loads((folder / "refs.test.json").read_text(encoding="utf-8"))
@@ -428,11 +446,11 @@ def not_run(grid: Sequence[Dict] = GRID) -> Dict:
     return {"grid": rows, "choice": None, "test": None, "conditions": None}
 
 
-def blocking(record: Dict) -> Dict:
-    """``{"no_repeat_ngram": n}`` of a setting that blocks repeated n-grams, ``{}`` of one that does not (the
-    results of a setting without blocking are written as before blocking existed)."""
-    n = record.get("no_repeat_ngram", 0)
-    return {"no_repeat_ngram": n} if n else {}
+def extra_decoding(record: Dict) -> Dict:
+    """The settings of :data:`EXTRA_DECODING` that ``record`` (a setting, a choice or a decode's record) turns on,
+    e.g. ``{"no_repeat_ngram": 3}``; ``{}`` when it turns none on (the results of such a setting are written as
+    before those settings existed)."""
+    return {k: record[k] for k, off in EXTRA_DECODING.items() if record.get(k, off) != off}
 
 
 def collect(run: Path, results: Path = RESULTS, grid: Sequence[Dict] = GRID) -> Dict:
@@ -452,14 +470,14 @@ def collect(run: Path, results: Path = RESULTS, grid: Sequence[Dict] = GRID) -> 
     choice = _read(run / "decode" / "choice.json")
     if choice:
         out["choice"] = {k: choice[k] for k in ("setting", "beam", "length_penalty", "dev_BLEU", "rule", "date")}
-        out["choice"].update(blocking(choice))
+        out["choice"].update(extra_decoding(choice))
         out["choice"]["dev_BLEU"] = round(out["choice"]["dev_BLEU"], 4)
     folder = run / "decode" / "test"
     record, scores = _read(folder / "decoded.test.json"), _read(folder / f"metrics.test.{SCORER}.json")
     if record and scores:
         out["test"] = {
             **{k: record[k] for k in keys},
-            **blocking(record),
+            **extra_decoding(record),
             "scores": {s: _rounded(scores[s]) for s in SUBSETS},
             "hyp": "hyp.test.txt",
             "meta": "meta.test.tsv",

@@ -199,7 +199,7 @@ def keeping(out: Path) -> Dict:
     every epoch with the study's decoding (:func:`study_decoding`)."""
     choice = study_decoding(out)
     options = {"keep": "dev_bleu", "beam": choice["beam"], "length_penalty": choice["length_penalty"]}
-    return {**options, **baseline.blocking(choice)}
+    return {**options, **baseline.extra_decoding(choice)}
 
 
 def final(out: Path, arm: str, seed: int, root=None, quiet=False) -> Path:

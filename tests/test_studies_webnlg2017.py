@@ -164,16 +164,46 @@ def test_a_chosen_setting_that_blocks_repeats_is_named_so(tmp_path):
     assert "no_repeat_ngram" not in study.collect(first, tmp_path / "r")["choice"]
 
 
+def test_a_chosen_setting_with_a_coverage_reward_is_named_so_and_decoded_with_it(tmp_path, monkeypatch):
+    bleus = [50.0] * (len(study.COVERAGE_GRID) - 1) + [54.0]  # beam5-lp1.8-nr3-cr1 is highest
+    run = _fake_run(tmp_path, bleus, grid=study.COVERAGE_GRID)
+    choice = study.choose(run, study.COVERAGE_GRID)
+    assert (choice["setting"], choice["no_repeat_ngram"], choice["coverage_reward"]) == ("beam5-lp1.8-nr3-cr1", 3, 1.0)
+    data = study.collect(run, tmp_path / "results", study.COVERAGE_GRID)
+    assert (data["choice"]["no_repeat_ngram"], data["choice"]["coverage_reward"]) == (3, 1.0)
+    text = study.render_results({study.FIRST: study.not_run(), "v4-s0": data})
+    assert "Chosen: beam 5, length penalty 1.8, no repeated 3-gram, coverage reward 1 (the highest BLEU" in text
+    # the test decode gets every setting of the choice
+    from graph_rma.tasks import webnlg as task
+
+    asked = {}
+    monkeypatch.setattr(task, "generate", lambda *a, **kw: asked.update(kw) or (_ for _ in ()).throw(KeyboardInterrupt))
+    with pytest.raises(KeyboardInterrupt):
+        study.decode_test(run, tmp_path / "results", root=FIXTURE, meteor="none", progress=False)
+    assert (asked["beam"], asked["length_penalty"], asked["no_repeat_ngram"], asked["coverage_reward"]) == (
+        5,
+        1.8,
+        3,
+        1.0,
+    )
+
+
 def test_each_round_has_its_row_its_grid_and_its_verdict():
     """A row each in the one test table, each round's own dev grid, an acceptance verdict each, links into each
     round's results folder, the settings its command sets over the preset; the latest round with a test score is the
     one the summary takes."""
     first, second, third = list(study.ROUNDS)
     assert study.ROUNDS[first].grid == study.GRID
-    assert study.ROUNDS[second].grid == study.ROUNDS[third].grid == study.DECODE_GRID
+    assert study.ROUNDS[second].grid == study.DECODE_GRID
+    # the third's grid: the second's, then the coverage reward (amended before any of its decodes)
+    assert study.ROUNDS[third].grid[: len(study.DECODE_GRID)] == study.DECODE_GRID
+    added = study.ROUNDS[third].grid[len(study.DECODE_GRID) :]
+    assert [study.setting_name(s) for s in added] == [
+        f"beam5-lp{lp}-nr3-cr{reward}" for reward in ("0.5", "1") for lp in ("1.0", "1.4", "1.8")
+    ]
     assert study.ROUNDS[first].results == study.RESULTS and study.ROUNDS[second].results.parent == study.RESULTS
     assert study.ROUNDS[third].overrides == {"label_smoothing": 0.1}  # the third round's one change (docs/webnlg.md)
-    rounds = {first: _results(52.0), second: _results(56.5), third: study.not_run(study.DECODE_GRID)}
+    rounds = {first: _results(52.0), second: _results(56.5), third: study.not_run(study.COVERAGE_GRID)}
     rounds[second]["grid"] = study.not_run(study.DECODE_GRID)["grid"]
     text = study.render_results(rounds)
     rows = [line for line in text.splitlines() if line.startswith("| ours, ")]
@@ -185,6 +215,7 @@ def test_each_round_has_its_row_its_grid_and_its_verdict():
     assert f"[{study.folder(second)}/hyp.test.txt]({study.folder(second)}/hyp.test.txt)" in rows[1]
     assert f"`{first}` **not met** (52.00, -3.90); `{second}` **met** (56.50, +0.60); `{third}` not decided" in text
     assert text.count("| beam 5, length penalty 1.8, no repeated 3-gram | not run yet |") == 2  # the later grids
+    assert text.count("| beam 5, length penalty 1.0, no repeated 3-gram, coverage reward 0.5 | not run yet |") == 1
     assert study.latest(rounds) == second and study.latest({first: rounds[first], second: study.not_run()}) == first
     assert study.latest({n: study.not_run() for n in study.ROUNDS}) is None
 
