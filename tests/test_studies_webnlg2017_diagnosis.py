@@ -134,7 +134,8 @@ def _fake_round(tmp_path, dev_hyp, test_hyps):
     def refs(split):
         entries = load_webnlg(split, FIXTURES / "webnlg_tiny")
         return [
-            {"eid": e.eid, "category": e.category, "seen": e.seen, "references": list(e.references)} for e in entries
+            {"eid": e.eid, "category": e.category, "seen": e.seen, "entities": e.entities, "references": e.references}
+            for e in entries
         ]
 
     (folder / "refs.dev.json").write_text(json.dumps(refs("dev")))
@@ -145,6 +146,17 @@ def _fake_round(tmp_path, dev_hyp, test_hyps):
     meta = [f"{i + 1}\t{r['eid']}\t{r['category']}\t{'seen' if r['seen'] else 'unseen'}" for i, r in enumerate(test)]
     (outputs / "meta.test.tsv").write_text("\n".join(["line\teid\tcategory\tsubset", *meta]))
     return run, outputs
+
+
+def test_entities_named_by_hand():
+    entities = [["Plum Cake", "Norway"], ["Lindholm Airport", "Lindholm", "12"]]
+    # entry 1 names both; entry 2 names "Lindholm" only ("Lindholm's airport" is not "Lindholm Airport"; 12 is absent)
+    texts = ["Plum cake comes from Norway.", "Lindholm's airport is high."]
+    assert diagnosis.entities_named(texts, entities) == 100 * 3 / 5
+    # tokenised as the scorer does: the case is ignored, a hyphen is a token of its own (so "Lindholm-Airport" does
+    # not name "Lindholm Airport", but names "Lindholm")
+    assert diagnosis.entities_named(["PLUM CAKE", "LINDHOLM AIRPORT at 12 m"], entities, reference=True) == 100 * 4 / 5
+    assert diagnosis.entities_named(["plum cake, norway", "Lindholm-Airport 12"], entities) == 100 * 4 / 5
 
 
 def test_bleu_per_input_size_by_hand(tmp_path):
@@ -162,11 +174,14 @@ def test_bleu_per_input_size_by_hand(tmp_path):
     first = score_webnlg2017([second], [test[0].references[:1]], meteor="none")["BLEU"]
     assert 0 < first < 100
 
-    def cells(split, entries=0, references=None, bleu=None, first_reference=None):
+    def cells(split, entries=0, references=None, bleu=None, first_reference=None, named=None):
         values = dict(entries=entries, references=references, BLEU=bleu, BLEU_first_reference=first_reference)
+        values |= dict(entities_named=named, entities_named_first_reference=named)
         return {f"{split}_{key}": value for key, value in values.items()}
 
-    dev_cells, test_cells = cells("dev", 1, 1.0, 100.0, 100.0), cells("test", 1, 2.0, 100.0, round(first, 4))
+    # every output and first reference here names each of its entities
+    dev_cells = cells("dev", 1, 1.0, 100.0, 100.0, 100.0)
+    test_cells = cells("test", 1, 2.0, 100.0, round(first, 4), 100.0)
     assert found == {
         "setting": "beam5-lp1.0",
         "rows": [
@@ -178,11 +193,14 @@ def test_bleu_per_input_size_by_hand(tmp_path):
     committed = json.loads((REPO / "docs" / "webnlg2017" / "diagnosis" / "results.json").read_text())
     both = {"size": 2, "dev_entries": 5, "dev_references": 2.6, "dev_BLEU": 60.0, "dev_BLEU_first_reference": 40.0}
     both |= {"test_entries": 4, "test_references": 2.25, "test_BLEU": 55.5, "test_BLEU_first_reference": 41.0}
+    both |= {"dev_entities_named": 80.0, "dev_entities_named_first_reference": 90.0}
+    both |= {"test_entities_named": 70.0, "test_entities_named_first_reference": 87.5}
     sizes = {"round": "v9", "setting": found["setting"], "rows": [*found["rows"], both]}
     text = diagnosis.render_diagnosis({**committed, "by_size": sizes})
     assert "Round `v9`, dev (its chosen decoding, `beam5-lp1.0`)" in text
     assert "| 1 | 1 | 1.00 | 100.00 | 100.00 | 0 | – | – | – | – | – |" in text
     assert "| 2 | 5 | 2.60 | 60.00 | 40.00 | 4 | 2.25 | 55.50 | 41.00 | -4.50 | +1.00 |" in text
+    assert "| 2 | 80.0% | 90.0% | 70.0% | 87.5% |" in text and "| 3 | – | – | 100.0% | 100.0% |" in text
     first = round(first, 4)  # as results.json holds it
     assert (
         f"| all | 1 | 1.00 | 100.00 | 100.00 | 1 | 2.00 | 100.00 | {first:.2f} | +0.00 | {first - 100:+.2f} |" in text
