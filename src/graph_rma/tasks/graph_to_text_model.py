@@ -97,8 +97,13 @@ def decode_settings(cfg: Dict[str, Any], **given: Any) -> Dict[str, Any]:
     unknown = sorted(set(given) - set(DECODING_FIELDS))
     if unknown:
         raise TypeError(f"decode_settings: not decoding settings: {', '.join(unknown)}")
-    defaults = {f.name: f.default for f in generator_fields()}
+    defaults = _decoding_defaults()
     return {name: cfg.get(name, defaults[name]) if given.get(name) is None else given[name] for name in DECODING_FIELDS}
+
+
+def _decoding_defaults() -> Dict[str, Any]:
+    """Each decoding setting's default (the value of a setting a configuration or record predates: off)."""
+    return {f.name: f.default for f in generator_fields() if f.name in DECODING_FIELDS}
 
 
 #: The decoding settings a caller of the tasks' ``generate`` / ``evaluate`` may give (``None``: the run's), beside
@@ -164,8 +169,7 @@ def stale_outputs(out: PathLike, split: str, options: Dict[str, Any]) -> Optiona
         record = read_json(out / f"decode.{split}.json")
     except (OSError, ValueError):
         return f"no readable decode.{split}.json"
-    earlier = {f.name: f.default for f in generator_fields() if f.name in DECODING_FIELDS}
-    record = {**earlier, **record.get("key", {}), **record}  # files of earlier versions: settings they predate off
+    record = {**_decoding_defaults(), **record.get("key", {}), **record}  # records of earlier versions
     for key in DECODE_OPTIONS:
         if options.get(key) is not None and record.get(key) != options[key]:
             return f"decoded with {key} {record.get(key)!r}, asked for {options[key]!r}"
