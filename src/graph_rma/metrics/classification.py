@@ -53,7 +53,7 @@ def roc_auc(scores: Tensor, y: Tensor) -> float:
     order = torch.argsort(scores)
     sorted_scores = scores[order]
     ranks = torch.empty_like(scores)
-    ranks[order] = torch.arange(1, scores.numel() + 1, dtype=scores.dtype)
+    ranks[order] = torch.arange(1, scores.numel() + 1, dtype=scores.dtype, device=scores.device)
     # average rank within each group of tied scores
     _, inverse, counts = torch.unique_consecutive(sorted_scores, return_inverse=True, return_counts=True)
     ends = counts.cumsum(0).double()
