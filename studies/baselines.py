@@ -11,17 +11,21 @@
 Every step resumes (finished runs are kept under --out, default runs/baselines, and skipped when rerun; the run in
 progress continues from its last save); stop it at any time and run the same command again. The rules (grid,
 selection, seeds) are in docs/baselines.md, written before the final runs. Rows of the reproduction table:
-``DATASET:PROTOCOL`` (e.g. ``chameleon:ggcn``).
+``DATASET:PROTOCOL`` (e.g. ``chameleon:ggcn``). ``--jobs N`` runs N (setting, seed) runs of ``select`` or ``final``
+at once, each in its own process (on a GPU, many small runs share it).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
+import signal
 import statistics
 import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from graph_rma.argtypes import SeedsAction, out_dir, positive_int, seed_list
 from graph_rma.engine import mean_std, one_line_errors, paired_comparison, write_json
@@ -224,21 +228,107 @@ def _entries(only: Optional[Tuple[str, str]]) -> List[Tuple[str, str]]:
     return [key for key in EVIDENCE if only is None or key == only]
 
 
-def select(out: Path, threads: int, only: Optional[Tuple[str, str]] = None) -> None:
-    for dataset, protocol in _entries(only):
-        arms = EVIDENCE[(dataset, protocol)]
-        for arm, settings in arms.items():
-            for spec, overrides in settings:
-                run_study(
-                    _protocol(dataset, protocol, overrides),
-                    [spec],
-                    SELECT_SEEDS,
-                    _arm_dir(out, "select", dataset, protocol, spec, overrides),
-                    dataset=dataset,
-                    resume=True,
-                    threads=threads,
-                    make_plot=False,
-                )
+Setting = Tuple[str, str, str, Dict, Path]  # dataset, protocol, variant spec, overrides, run folder
+
+
+def _study(setting: Setting, seeds: Sequence[int], threads: int, progress: bool = True) -> Dict:
+    """One setting's runs on ``seeds`` (``run_study``, resumable: finished runs in its folder are reused)."""
+    dataset, protocol, spec, overrides, folder = setting
+    return run_study(
+        _protocol(dataset, protocol, overrides),
+        [spec],
+        seeds,
+        folder,
+        dataset=dataset,
+        resume=True,
+        threads=threads,
+        make_plot=False,
+        progress=progress,
+    )
+
+
+_STOP = None  # in a child process under --jobs: the event the parent sets when interrupted
+
+
+def _child(stop) -> None:
+    global _STOP
+    _STOP = stop
+
+
+def _one_run(setting: Setting, seed: int, threads: int) -> None:
+    """A child process's work under ``--jobs``: one setting on one seed (the bars stay off: many share a terminal);
+    nothing once the parent was interrupted (runs already queued to this process are dropped)."""
+    if _STOP is None or not _STOP.is_set():
+        _study(setting, [seed], threads, progress=False)
+
+
+@contextmanager
+def _first_interrupt_only():
+    """Ctrl-C (SIGINT) raises ``KeyboardInterrupt`` once; a second one (``timeout`` signals the process and then its
+    group) is ignored while the children save their runs."""
+    seen: List[int] = []
+
+    def first(signum, frame):
+        if not seen:
+            seen.append(signum)
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, first)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _run_settings(settings: List[Setting], seeds: Sequence[int], threads: int, jobs: int) -> None:
+    """Every setting on every seed. ``jobs`` 1: one setting after another in this process. More: each (setting,
+    seed) run in its own process, ``jobs`` at a time (several small runs share a GPU or the cores); a failed run is
+    reported and the others go on; then each setting's ``results.json`` is written once from its finished runs."""
+    if jobs == 1:
+        for setting in settings:
+            _study(setting, seeds, threads)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    from tqdm import tqdm
+
+    failed: List[str] = []
+    context = multiprocessing.get_context("spawn")  # a forked child would inherit the parent's CUDA state
+    module = importlib.import_module("studies.baselines")  # its functions by the module's name, also under `-m`
+    stop = context.Event()
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=module._child, initargs=(stop,))
+    with _first_interrupt_only(), pool:
+        work = module._one_run
+        units = {pool.submit(work, s, seed, threads): (s, seed) for s in settings for seed in seeds}
+        try:
+            for done in tqdm(as_completed(units), total=len(units), desc="runs", unit="run", file=sys.stderr):
+                setting, seed = units[done]
+                if done.exception() is not None:
+                    failed.append(f"{settings_name(setting[2], setting[3])} seed {seed}: {done.exception()}")
+        except KeyboardInterrupt:  # the children had it too: each saves its run and returns; none starts another
+            stop.set()
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise SystemExit(
+                "interrupted: finished runs are saved, the ones in progress up to their last save; run the same "
+                "command again to continue"
+            ) from None
+    for line in failed:
+        print(f"failed: {line}", file=sys.stderr)
+    if failed:
+        raise SystemExit(f"{len(failed)} of {len(units)} runs failed (above); the others are saved")
+    for setting in settings:
+        _study(setting, seeds, threads, progress=False)  # every run reused: the setting's summary, written once
+
+
+def select(out: Path, threads: int, only: Optional[Tuple[str, str]] = None, jobs: int = 1) -> None:
+    settings = [
+        (dataset, protocol, spec, overrides, _arm_dir(out, "select", dataset, protocol, spec, overrides))
+        for dataset, protocol in _entries(only)
+        for arm_settings in EVIDENCE[(dataset, protocol)].values()
+        for spec, overrides in arm_settings
+    ]
+    _run_settings(settings, SELECT_SEEDS, threads, jobs)
 
 
 def _load(path: Path) -> Dict:
@@ -262,23 +352,18 @@ def chosen(out: Path, dataset: str, protocol: str, arm: str) -> Tuple[str, Dict,
     return spec, overrides, scores
 
 
-def final(out: Path, threads: int, arms: List[str], only: Optional[Tuple[str, str]] = None) -> None:
+def final(out: Path, threads: int, arms: List[str], only: Optional[Tuple[str, str]] = None, jobs: int = 1) -> None:
+    settings = []
     for dataset, protocol in _entries(only):
         for arm in EVIDENCE[(dataset, protocol)]:
             if arms and arm not in arms:
                 continue
             spec, overrides, _ = chosen(out, dataset, protocol, arm)
             print(f"{dataset} {arm}: {settings_name(spec, overrides)}", file=sys.stderr)
-            run_study(
-                _protocol(dataset, protocol, overrides),
-                [spec],
-                FINAL_SEEDS,
-                _arm_dir(out, "final", dataset, protocol, spec, overrides),
-                dataset=dataset,
-                resume=True,
-                threads=threads,
-                make_plot=False,
+            settings.append(
+                (dataset, protocol, spec, overrides, _arm_dir(out, "final", dataset, protocol, spec, overrides))
             )
+    _run_settings(settings, FINAL_SEEDS, threads, jobs)
 
 
 def _part_way(path: Path) -> str:
@@ -592,6 +677,13 @@ def main() -> None:
     )
     p.add_argument("--threads", type=positive_int, default=1)
     p.add_argument(
+        "--jobs",
+        type=positive_int,
+        default=1,
+        help="select, final: run up to this many (setting, seed) runs at once, each in its own process with "
+        "--threads threads (several small runs can share a GPU) (default: 1, one run after another)",
+    )
+    p.add_argument(
         "--evidence",
         metavar="DATASET:PROTOCOL",
         help="select, final: only this evidence entry (default: all), one of " + EVIDENCE_NAMES,
@@ -631,9 +723,9 @@ def main() -> None:
     elif a.step == "select-small":
         select_small(a.out, a.threads)
     elif a.step == "select":
-        select(a.out, a.threads, only)
+        select(a.out, a.threads, only, a.jobs)
     elif a.step == "final":
-        final(a.out, a.threads, a.rows, only)
+        final(a.out, a.threads, a.rows, only, a.jobs)
     elif a.step == "plan":
         print("\n".join(plan(a.out, only)))
     else:

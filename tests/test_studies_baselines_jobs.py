@@ -1,0 +1,46 @@
+"""studies.baselines --jobs: (setting, seed) runs in their own processes give what one process gives."""
+
+import json
+
+import pytest
+from conftest import PYG
+
+from studies import baselines as study
+
+needs_chameleon_filtered = pytest.mark.skipif(
+    not (PYG / "heterophilous_graph" / "chameleon_filtered" / "raw").is_dir(),
+    reason="Platonov et al.'s graphs not available (set GRAPH_RMA_DATA)",
+)
+SHORT = {"epochs": 3, "patience": 3, "hidden": 8}  # Luo et al.'s chameleon_filtered recipe, three epochs
+
+
+def _setting(out, overrides):
+    return ("chameleon_filtered", "luo", "ma", {**SHORT, **overrides}, out)
+
+
+def _records(folder):
+    return {r["seed"]: r for r in map(json.loads, map(lambda f: f.read_text(), (folder / "runs").glob("*/seed*.json")))}
+
+
+@pytest.mark.slow
+@needs_chameleon_filtered
+def test_jobs_run_each_seed_in_a_process_and_equal_one_process(tmp_path):
+    seeds = [100, 101]
+    study._run_settings([_setting(tmp_path / "one", {})], seeds, threads=1, jobs=1)
+    study._run_settings([_setting(tmp_path / "two", {})], seeds, threads=1, jobs=2)
+    one, two = _records(tmp_path / "one"), _records(tmp_path / "two")
+    assert sorted(two) == seeds
+    for seed in seeds:  # the same run, whichever process trained it
+        assert two[seed]["metrics"]["val_metric"] == one[seed]["metrics"]["val_metric"]
+        assert two[seed]["metrics"]["test_metric"] == one[seed]["metrics"]["test_metric"]
+    summary = json.loads((tmp_path / "two" / "results.json").read_text())
+    assert sorted(r["seed"] for r in summary["runs"]) == seeds  # written once, from every finished run
+
+
+@pytest.mark.slow
+@needs_chameleon_filtered
+def test_jobs_report_a_failed_run_and_keep_the_others(tmp_path):
+    good, bad = _setting(tmp_path / "good", {}), _setting(tmp_path / "bad", {"lr": -1.0})
+    with pytest.raises(SystemExit, match=r"1 of 2 runs failed"):
+        study._run_settings([good, bad], [100], threads=1, jobs=2)
+    assert sorted(_records(tmp_path / "good")) == [100]
