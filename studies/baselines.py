@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from graph_rma.argtypes import SeedsAction, out_dir, positive_int, seed_list
-from graph_rma.engine import mean_std, one_line_errors, paired_comparison, write_json
+from graph_rma.engine import CheckpointError, load_checkpoint, mean_std, one_line_errors, paired_comparison, write_json
 from graph_rma.engine.figures import new_figure, save_png
 from graph_rma.tasks.node_classification import run_study, upgrade_metrics
 from graph_rma.tasks.protocols import resolve_protocol
@@ -366,9 +366,23 @@ def final(out: Path, threads: int, arms: List[str], only: Optional[Tuple[str, st
     _run_settings(settings, FINAL_SEEDS, threads, jobs)
 
 
-def _part_way(path: Path) -> str:
-    """A note when a run of this folder was cut short and saved part-way (it resumes from that save)."""
-    return " (one part-way: it resumes from its last save)" if any((path / "checkpoints").glob("*.partial.pt")) else ""
+def _part_way(path: Path) -> List[int]:
+    """The epochs reached by the runs of this folder that were cut short and saved part-way (each resumes from its
+    save); an unreadable save counts as epoch 0 (its run starts again)."""
+    epochs = []
+    for save in sorted((path / "checkpoints").glob("*.partial.pt")):
+        try:
+            epochs.append(int(load_checkpoint(save)["epoch"]))
+        except (CheckpointError, KeyError, TypeError, ValueError):
+            epochs.append(0)
+    return epochs
+
+
+def _part_way_note(epochs: List[int]) -> str:
+    if not epochs:
+        return ""
+    at = ", ".join(map(str, sorted(epochs)))
+    return f" ({len(epochs)} saved part-way, at epoch{'s' if len(epochs) > 1 else ''} {at}: resumed from there)"
 
 
 def plan(out: Path, only: Optional[Tuple[str, str]] = None) -> List[str]:
@@ -381,22 +395,24 @@ def plan(out: Path, only: Optional[Tuple[str, str]] = None) -> List[str]:
         key = f"{dataset}:{protocol}"
         entries = [e for e in results["evidence"] if (e["dataset"], e["protocol"]) == (dataset, protocol)]
         settings = {settings_name(*s): s for arm in EVIDENCE[(dataset, protocol)].values() for s in arm}
-        left, upper = 0, ""
+        left, upper, done = 0, "", 0  # runs left, and the epochs their part-way saves hold
         for e in entries:
             n = len(set(SELECT_SEEDS) - {r["seed"] for r in e["select"]})
             left += n
             if n:
-                where = _arm_dir(out, "select", dataset, protocol, *settings[e["setting"]])
+                saved = _part_way(_arm_dir(out, "select", dataset, protocol, *settings[e["setting"]]))
+                done += sum(saved)
                 lines.append(
-                    f"{key} select {e['arm']} `{e['setting']}`: {n} of {len(SELECT_SEEDS)} left{_part_way(where)}"
+                    f"{key} select {e['arm']} `{e['setting']}`: {n} of {len(SELECT_SEEDS)} left{_part_way_note(saved)}"
                 )
         for arm in EVIDENCE[(dataset, protocol)]:
             mine = [e for e in entries if e["arm"] == arm]
             if all(len(e["select"]) >= len(SELECT_SEEDS) for e in mine):
                 best = mine[_select(mine)[1]]
                 n = len(set(FINAL_SEEDS) - {r["seed"] for r in best["final"]})
-                where = _arm_dir(out, "final", dataset, protocol, *settings[best["setting"]])
-                what = f" `{best['setting']}`: {n} of {len(FINAL_SEEDS)} left{_part_way(where)}"
+                saved = _part_way(_arm_dir(out, "final", dataset, protocol, *settings[best["setting"]])) if n else []
+                done += sum(saved)
+                what = f" `{best['setting']}`: {n} of {len(FINAL_SEEDS)} left{_part_way_note(saved)}"
             else:  # a chosen setting whose finals are the reproduction row's would have none left
                 n, upper = len(FINAL_SEEDS), "up to "
                 what = f": up to {n} left (its choice waits for the selection)"
@@ -409,10 +425,11 @@ def plan(out: Path, only: Optional[Tuple[str, str]] = None) -> List[str]:
             lines.append(f"{key}: complete")
         elif per_epoch:
             seconds = statistics.median(per_epoch)
-            hours = left * epochs * seconds / 3600
+            hours = (left * epochs - done) * seconds / 3600
+            saved = f", {done} of them saved part-way" if done else ""
             lines.append(
-                f"{key}: {upper}{left} runs left, about {hours:.1f} h of one thread ({epochs} epochs at "
-                f"{seconds:.2f} s, the median of its {len(per_epoch)} finished selection runs)"
+                f"{key}: {upper}{left} runs left, about {hours:.1f} h of one thread ({left} x {epochs} epochs{saved}, "
+                f"at {seconds:.2f} s, the median of its {len(per_epoch)} finished selection runs)"
             )
         else:
             lines.append(f"{key}: {upper}{left} runs left of {epochs} epochs each (no finished run to time yet)")

@@ -2,6 +2,7 @@
 
 import json
 
+from graph_rma.engine import save_checkpoint
 from studies import baselines as study
 
 PLAIN = [("ma", {"heads": 8}), ("ma", {"heads": 8, "dropout": 0.5})]
@@ -35,18 +36,31 @@ def test_plan_counts_the_runs_left_and_times_them(tmp_path, monkeypatch):
     _runs(out, "select", PLAIN[0], [100, 101, 102], 0.9, 1.0)
     _runs(out, "select", PLAIN[1], [100, 101], 0.8, 1.0)  # the third cut short, saved part-way
     (study._arm_dir(out, "select", *ENTRY, *PLAIN[1]) / "checkpoints").mkdir()
-    (study._arm_dir(out, "select", *ENTRY, *PLAIN[1]) / "checkpoints" / "v_seed102.partial.pt").write_bytes(b"")
+    save_checkpoint(
+        study._arm_dir(out, "select", *ENTRY, *PLAIN[1]) / "checkpoints" / "v_seed102.partial.pt", {"epoch": 50}
+    )
+    (study._arm_dir(out, "final", *ENTRY, *SVGD[1]) / "checkpoints").mkdir(parents=True)
+    for seed, epoch in ((4, 20), (5, 30)):
+        save_checkpoint(
+            study._arm_dir(out, "final", *ENTRY, *SVGD[1]) / "checkpoints" / f"v_seed{seed}.partial.pt",
+            {"epoch": epoch},
+        )
+    (study._arm_dir(out, "final", *ENTRY, *SVGD[1]) / "checkpoints" / "v_seed6.partial.pt").write_bytes(
+        b"cut"
+    )  # unreadable: 0
     _runs(out, "select", SVGD[0], [100, 101, 102], 0.7, 2.0)
     _runs(out, "select", SVGD[1], [100, 101, 102], 0.75, 2.0)  # svgd's choice: the higher validation metric
     _runs(out, "final", SVGD[1], [0, 1, 2, 3], 0.75, 2.0)
-    # 1 + 10 + 6 runs left; 11 finished selection runs, median 2.0 s: 17 x 200 x 2 s = 1.9 h
+    # 1 + 10 + 6 runs left, 50 + 20 + 30 epochs saved; 11 finished selection runs, median 2.0 s:
+    # (17 x 200 - 100) x 2 s = 6600 s = 1.8 h
     assert study.plan(out) == [
-        "chameleon_filtered:luo select plain `ma [dropout=0.5,heads=8]`: 1 of 3 left (one part-way: it resumes from "
-        "its last save)",
+        "chameleon_filtered:luo select plain `ma [dropout=0.5,heads=8]`: 1 of 3 left (1 saved part-way, at epoch 50: "
+        "resumed from there)",
         "chameleon_filtered:luo final plain: up to 10 left (its choice waits for the selection)",
-        f"chameleon_filtered:luo final svgd `{study.settings_name(*SVGD[1])}`: 6 of 10 left",
-        "chameleon_filtered:luo: up to 17 runs left, about 1.9 h of one thread (200 epochs at 2.00 s, the median of "
-        "its 11 finished selection runs)",
+        f"chameleon_filtered:luo final svgd `{study.settings_name(*SVGD[1])}`: 6 of 10 left (3 saved part-way, at "
+        "epochs 0, 20, 30: resumed from there)",
+        "chameleon_filtered:luo: up to 17 runs left, about 1.8 h of one thread (17 x 200 epochs, 100 of them saved "
+        "part-way, at 2.00 s, the median of its 11 finished selection runs)",
     ]
     _runs(out, "select", PLAIN[1], [102], 0.8, 1.0)
     _runs(out, "final", PLAIN[0], range(10), 0.9, 1.0)
