@@ -212,7 +212,7 @@ def decode_records(
     :meth:`GraphWriter.beam_search`); returns (relexicalised, delexicalised) texts, one per record."""
     dev = next(model.parameters()).device
     items = enc.encode_all(recs)
-    common = {k: settings[k] for k in ("max_len", "no_repeat_ngram", "coverage_reward")}
+    common = {k: settings[k] for k in DECODING_FIELDS if k not in ("beam", "length_penalty")}  # greedy takes these too
     hyps: List[List[int]] = []
     for idx in tqdm(_batches(len(items), batch_size), desc=desc, disable=not progress, leave=False):
         batch = _to(collate([items[i] for i in idx]), dev)
