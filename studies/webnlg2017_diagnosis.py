@@ -173,7 +173,9 @@ def score_groups(keys: Sequence, hyps: Sequence[str], refs: Sequence[Dict], max_
     return {
         key: (
             rows,
-            score_webnlg2017([hyps[i] for i in rows], [refs[i]["references"] for i in rows], "none", max_references),
+            score_webnlg2017(
+                [hyps[i] for i in rows], [refs[i]["references"] for i in rows], "none", max_references, ter=False
+            ),
         )
         for key, rows in sorted(groups.items())
     }

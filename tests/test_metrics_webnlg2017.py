@@ -44,6 +44,16 @@ def test_a_hypothesis_equal_to_a_reference_scores_bleu_100_and_ter_0():
     assert "tok:none" in r["signature"]["BLEU"] and "case:lc" in r["signature"]["BLEU"]
 
 
+def test_ter_can_be_left_out_and_bleu_is_unchanged():
+    hyps = ["the cat sat on a mat", "abilene is served by an airport"]
+    refs = [["The cat sat on the mat.", "A cat was sitting on the mat."], ["Abilene is served by Abilene Airport."]]
+    full, bleu_only = score_webnlg2017(hyps, refs, "none"), score_webnlg2017(hyps, refs, "none", ter=False)
+    assert full["TER"] > 0 and bleu_only["TER"] is None and "TER" not in bleu_only["signature"]
+    assert {k: v for k, v in bleu_only.items() if k not in ("TER", "signature")} == {
+        k: v for k, v in full.items() if k not in ("TER", "signature")
+    }
+
+
 def test_bleu_by_hand_from_ngram_counts():
     hyps = ["the cat sat on the mat", "a b c d e"]
     refs = [["the cat is on the mat", "there is a cat on the mat"], ["a b c d e f g"]]

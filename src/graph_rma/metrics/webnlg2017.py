@@ -68,6 +68,7 @@ def score_webnlg2017(
     references: Sequence[Union[str, Sequence[str]]],
     meteor: Union[str, Meteor15] = "auto",
     max_references: int = MAX_REFERENCES,
+    ter: bool = True,
 ) -> Dict[str, object]:
     """Corpus BLEU, METEOR 1.5 and TER of ``hypotheses`` as the WebNLG 2017 challenge computed them (0-100).
 
@@ -79,11 +80,14 @@ def score_webnlg2017(
             with ``METEOR`` ``None``), ``"none"``, or an open :class:`~graph_rma.metrics.generation.Meteor15` started
             with ``norm=True``. ``"nltk"`` is refused: the challenge's METEOR is METEOR 1.5.
         max_references: references per entry (the challenge's three).
+        ter: compute TER (``False``: ``TER`` is ``None``; TER's shift search takes far longer than BLEU on a whole
+            split, so a caller that reads BLEU alone can skip it).
 
     Returns:
         A dict with the keys ``scorer`` (``"webnlg2017"``), ``BLEU``, ``BLEU_precisions`` (1- to 4-gram, %),
         ``BLEU_bp``, ``BLEU_ratio``, ``hyp_len``, ``ref_len``, ``METEOR``, ``METEOR_impl``, ``TER``, ``n``,
-        ``max_references`` and ``signature`` (sacrebleu's signatures of the BLEU and TER settings).
+        ``max_references`` and ``signature`` (sacrebleu's signatures of the BLEU and TER settings; BLEU's alone
+        without TER).
     """
     hyps, refs, _ = _check_inputs(hypotheses, references, None)
     if not isinstance(max_references, int) or isinstance(max_references, bool) or max_references < 1:
@@ -106,8 +110,8 @@ def score_webnlg2017(
     ]
     bleu_metric = metrics.BLEU(tokenize="none", lowercase=True, smooth_method="none", force=True)
     bleu = bleu_metric.corpus_score(hyp_tok, bleu_streams)
-    ter_metric = metrics.TER()
-    ter = ter_metric.corpus_score(hyp_tok, ter_streams)
+    ter_metric = metrics.TER() if ter else None
+    ter_score = ter_metric.corpus_score(hyp_tok, ter_streams) if ter_metric else None
     out: Dict[str, object] = {
         "scorer": "webnlg2017",
         "BLEU": float(bleu.score),
@@ -130,10 +134,13 @@ def score_webnlg2017(
         out["METEOR"], out["METEOR_impl"] = 100.0 * m, "meteor-1.5 -norm"
     else:
         out["METEOR"], out["METEOR_impl"] = None, None
-    out["TER"] = float(ter.score)
+    out["TER"] = float(ter_score.score) if ter_score else None
     out["n"] = len(hyps)
     out["max_references"] = max_references
-    out["signature"] = {"BLEU": str(bleu_metric.get_signature()), "TER": str(ter_metric.get_signature())}
+    signature = {"BLEU": str(bleu_metric.get_signature())}
+    if ter_metric:
+        signature["TER"] = str(ter_metric.get_signature())
+    out["signature"] = signature
     return out
 
 
