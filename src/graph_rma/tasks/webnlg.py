@@ -79,7 +79,7 @@ def train(
 
 def dev_bleu(config: Dict[str, Any], splits: GraphTextSplits, max_dev: Optional[int] = None) -> Optional[g2t.DevScorer]:
     """``(model, vocab) -> BLEU``: the dev entries (the first ``max_dev``) decoded with ``config``'s decoding
-    settings and scored with the challenge's BLEU (:func:`graph_rma.metrics.score_webnlg2017`, no METEOR), what
+    settings and scored with the challenge's BLEU (:func:`graph_rma.metrics.score_webnlg2017`, no METEOR, no TER), what
     ``keep="dev_bleu"`` keeps ``best.pt`` by; ``None`` under any other ``keep``. A missing ``text-metrics`` extra
     is said here, before training."""
     if config.get("keep", "dev_loss") != "dev_bleu":
@@ -96,7 +96,7 @@ def dev_bleu(config: Dict[str, Any], splits: GraphTextSplits, max_dev: Optional[
         recs,
         WebNLGEncoder,
         splits.relation_names,
-        lambda hyps: score_webnlg2017(hyps, refs, meteor="none")["BLEU"],
+        lambda hyps: score_webnlg2017(hyps, refs, meteor="none", ter=False)["BLEU"],
     )
 
 
