@@ -35,6 +35,9 @@ def load() -> Dict[str, Dict]:
 
 
 def _ms(values: List[float]) -> str:
+    """Mean ± std; one value alone (no spread to show)."""
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
     m, s = mean_std(values)
     return f"{m:.2f} ± {s:.2f}"
 
@@ -115,7 +118,8 @@ def _webnlg2017_row(base: Dict, evidence: Dict, link: str) -> Optional[str]:
         if pc["n"] > 1:
             verdict = f"paired (all) {_paired(pc)}: {cora._verdict(pc)}"
         k = len(webnlg2017_evidence.ARMS["plain"])
-        setting = f"{pc['n']} paired seeds, each arm chosen on dev from {k} settings ({target})"
+        seeds = f"{pc['n']} paired seed{'s' if pc['n'] > 1 else ''}"
+        setting = f"{seeds}, each arm chosen on dev from {k} settings ({target})"
         return (
             f"| WebNLG 2017 (challenge scorer), BLEU seen / unseen / all | {setting} | {cells['plain']} | SVGD "
             f"{cells['svgd']} | {verdict} | [WebNLG]({link}webnlg.md) |"
