@@ -12,6 +12,8 @@
 
 Every run is ``graph-rma webnlg train --preset webnlg2017`` in a child process (``OMP_NUM_THREADS=1`` unless set),
 so a stopped run resumes from its ``checkpoint.pt`` when the same step is run again; two steps can run at once.
+What ``report`` committed (finished selection runs, the choice, the decoding, tested finals) stands for the run
+folder on a machine without it: a fresh clone goes on with the finals left.
 
 The rules, written before any run of this study:
 
@@ -175,8 +177,18 @@ def choose(out: Path) -> Dict:
     return choice
 
 
-def chosen(out: Path, arm: str) -> int:
-    choice = baseline._read(out / "choice.json")
+def _committed(results: Path) -> Dict:
+    """The study's committed ``results/results.json`` (``{}`` before any report)."""
+    return baseline._read(results / "results.json") or {}
+
+
+def study_choice(out: Path, results: Path = RESULTS) -> Optional[Dict]:
+    """``OUT/choice.json``, else the committed choice (a fresh clone continues the study); ``None`` before either."""
+    return baseline._read(out / "choice.json") or _committed(results).get("choice")
+
+
+def chosen(out: Path, arm: str, results: Path = RESULTS) -> int:
+    choice = study_choice(out, results)
     if not choice:
         raise SystemExit("no setting chosen: run `python -m studies.webnlg2017_evidence choose` first")
     if arm not in ARMS:
@@ -184,9 +196,14 @@ def chosen(out: Path, arm: str) -> int:
     return choice[arm]["index"]
 
 
-def study_decoding(out: Path) -> Dict:
-    """``OUT/decoding.json``, the one decoding of every final; ``SystemExit`` before it is chosen."""
+def study_decoding(out: Path, results: Path = RESULTS) -> Dict:
+    """``OUT/decoding.json``, the one decoding of every final, else the committed one (its setting's options from
+    DECODE_GRID); ``SystemExit`` before either."""
     choice = baseline._read(out / "decoding.json")
+    kept = _committed(results).get("decoding")
+    if not choice and kept:
+        grid = {baseline.setting_name(g): g for g in DECODE_GRID}
+        choice = {**kept, **grid[kept["setting"]]}
     if not choice:
         raise SystemExit(
             f"{out / 'decoding.json'}: the decoding is not chosen yet (python -m studies.webnlg2017_evidence decoding)"
@@ -194,21 +211,27 @@ def study_decoding(out: Path) -> Dict:
     return choice
 
 
-def keeping(out: Path) -> Dict:
+def keeping(out: Path, results: Path = RESULTS) -> Dict:
     """The options every final trains with beyond its arm's setting: ``best.pt`` kept by dev BLEU, dev decoded after
     every epoch with the study's decoding (:func:`study_decoding`)."""
-    choice = study_decoding(out)
+    choice = study_decoding(out, results)
     options = {"keep": "dev_bleu", "beam": choice["beam"], "length_penalty": choice["length_penalty"]}
     return {**options, **baseline.extra_decoding(choice)}
 
 
-def final(out: Path, arm: str, seed: int, root=None, quiet=False) -> Path:
-    """Train one final run (the arm's chosen setting, ``seed``, the options of :func:`keeping`), resumable."""
+def final(out: Path, arm: str, seed: int, root=None, quiet=False, results: Path = RESULTS) -> Path:
+    """Train one final run (the arm's chosen setting, ``seed``, the options of :func:`keeping`), resumable; the
+    choice and the decoding are the run folder's, else the committed ones (``results/results.json``)."""
     if seed not in FINAL_SEEDS:
         raise SystemExit(f"seed: the final seeds are {', '.join(map(str, FINAL_SEEDS))}, not {seed}")
-    spec, overrides = ARMS[arm][chosen(out, arm)]
+    spec, overrides = ARMS[arm][chosen(out, arm, results)]
     folder = final_dir(out, arm, seed)
-    _train(train_command(spec, {**overrides, **keeping(out)}, seed, FINAL_EPOCHS, folder, root, quiet), folder)
+    tested = any((r["arm"], r["seed"]) == (arm, seed) for r in _committed(results).get("finals", []))
+    if tested and not folder.is_dir():
+        raise SystemExit(
+            f"{arm} seed {seed}: its test scores are committed ({results / 'results.json'}); not trained again"
+        )
+    _train(train_command(spec, {**overrides, **keeping(out, results)}, seed, FINAL_EPOCHS, folder, root, quiet), folder)
     return folder
 
 
@@ -226,7 +249,7 @@ def decode_final(out: Path, arm: str, seed: int, results: Path = RESULTS, **deco
     setting)."""
     run = final_dir(out, arm, seed)
     best = baseline.finished(run)
-    choice = study_decoding(out)
+    choice = study_decoding(out, results)
     keys = ("setting", "beam", "length_penalty", "no_repeat_ngram")
     record = baseline._read(run / "decode" / "choice.json")
     if record and record["setting"] != choice["setting"]:
@@ -280,7 +303,7 @@ def collect(out: Path = OUT, results: Path = RESULTS, base: Path = baseline.RUN)
     committed = baseline._read(results / "results.json")
     data: Dict = {
         "selection": _selection(out, committed),
-        "choice": baseline._read(out / "choice.json") or committed.get("choice"),
+        "choice": study_choice(out, results),
         "decoding": _decoding(baseline._read(out / "decoding.json"), base) or committed.get("decoding"),
         "finals": [],
     }
@@ -540,30 +563,37 @@ def _left(
     return f"  # {'; '.join(notes)}" if notes else ""
 
 
-def plan(out: Path = OUT) -> List[str]:
+def plan(out: Path = OUT, results: Path = RESULTS) -> List[str]:
     """The steps left, in order, as commands (nothing when the study is complete); the decoding's step is
     independent of the selection and comes first while it is left. A training step says how far its run is and,
     once a selection run has finished, about how long is left (its median seconds per epoch, on this machine; for a
-    final, plus the median dev decode of the finals so far)."""
+    final, plus the median dev decode of the finals so far). What is committed in ``results/results.json`` (a
+    finished selection run, the choice, the decoding, a final's test scores) counts as done: a fresh clone goes on
+    from there."""
     me = "python -m studies.webnlg2017_evidence"
-    first = [] if (out / "decoding.json").is_file() else [f"OMP_NUM_THREADS=1 {me} decoding"]
+    committed = _committed(results)
+    decided = (out / "decoding.json").is_file() or committed.get("decoding")
+    first = [] if decided else [f"OMP_NUM_THREADS=1 {me} decoding"]
     seconds = _epoch_seconds(out)
+    selected = {(r["arm"], r["index"]) for r in committed.get("selection", []) if r.get("epochs") == SELECT_EPOCHS}
     left = [
         f"OMP_NUM_THREADS=1 {me} select {a} {i}" + _left(_progress(select_dir(out, a, i))[0], SELECT_EPOCHS, seconds)
         for a in ARMS
         for i in range(len(ARMS[a]))
-        if baseline.trained(select_dir(out, a, i)) is None
+        if baseline.trained(select_dir(out, a, i)) is None and (a, i) not in selected
     ]
     if left:
         return first + left
-    choice = baseline._read(out / "choice.json")
-    if not choice:
+    if not study_choice(out, results):
         return first + [f"{me} choose"]
     finals = {(arm, seed): _progress(final_dir(out, arm, seed)) for arm in ARMS for seed in FINAL_SEEDS}
     left, decode = first, _decode_seconds(history for _, history in finals.values())
+    tested = {(r["arm"], r["seed"]) for r in committed.get("finals", [])}
     for arm in ARMS:
         for seed in FINAL_SEEDS:
             run = final_dir(out, arm, seed)
+            if (arm, seed) in tested and not run.is_dir():
+                continue
             if baseline.trained(run) is None:
                 note = _left(finals[arm, seed][0], FINAL_EPOCHS, seconds, decodes=True, decode=decode)
                 left.append(f"OMP_NUM_THREADS=1 {me} final {arm} {seed}{note}")
@@ -595,7 +625,7 @@ def main(argv=None) -> int:
     if a.step == "select" and (a.arm is None) != (a.number is None):
         p.error("select takes both ARM and INDEX (one run) or neither (every selection run)")
     if a.step == "plan":
-        for line in plan(a.out) or ["nothing left: the study is complete"]:
+        for line in plan(a.out, a.results) or ["nothing left: the study is complete"]:
             print(line)
     elif a.step == "select":
         select(a.out, (a.arm, a.number) if a.arm else None, a.root, a.quiet)
@@ -604,7 +634,7 @@ def main(argv=None) -> int:
     elif a.step == "decoding":
         decoding(a.out, root=a.root, meteor=a.meteor, progress=not a.quiet)
     elif a.step == "final":
-        final(a.out, a.arm, a.number, a.root, a.quiet)
+        final(a.out, a.arm, a.number, a.root, a.quiet, a.results)
     elif a.step == "test":
         decode_final(a.out, a.arm, a.number, a.results, root=a.root, meteor=a.meteor, progress=not a.quiet)
     else:

@@ -74,13 +74,14 @@ def test_every_final_is_a_fresh_run_and_the_decoding_grid_extends_the_baselines(
     names = [base.setting_name(g) for g in ev.DECODE_GRID[len(base.GRID) :]]
     assert names == [f"beam5-lp{lp}-nr{n}" for n in (3, 4) for lp in ("1.0", "1.4", "1.8")]
     out.mkdir()
+    none = tmp_path / "nothing committed"
     (out / "choice.json").write_text(json.dumps({"plain": {"index": 0}, "svgd": {"index": 0}}))
     with pytest.raises(SystemExit, match="the final seeds are 0, 1, 2, not 7"):
-        ev.final(out, "svgd", 7)
+        ev.final(out, "svgd", 7, results=none)
     with pytest.raises(SystemExit, match="decoding.json: the decoding is not chosen yet"):
-        ev.final(out, "svgd", 0)  # a final keeps best.pt by dev BLEU under the study's decoding: chosen first
+        ev.final(out, "svgd", 0, results=none)  # a final keeps best.pt by dev BLEU under the study's decoding
     (out / "decoding.json").write_text(json.dumps({"setting": "beam5-lp1.4", "beam": 5, "length_penalty": 1.4}))
-    assert ev.keeping(out) == {"keep": "dev_bleu", "beam": 5, "length_penalty": 1.4}
+    assert ev.keeping(out, none) == {"keep": "dev_bleu", "beam": 5, "length_penalty": 1.4}
 
 
 def test_the_decoding_is_chosen_on_the_baselines_dev_from_the_whole_grid(tmp_path, monkeypatch):
@@ -116,7 +117,7 @@ def test_a_final_is_decoded_with_the_studys_setting_only(tmp_path, monkeypatch):
     monkeypatch.setattr(base, "decode_test", lambda run, results, **kw: calls.append((run, results)) or {"ok": 1})
     monkeypatch.setattr(base, "_checkpoint", lambda best: {"path": str(best), "sha256": "abc", "epoch": 2})
     with pytest.raises(SystemExit, match="the decoding is not chosen yet"):
-        ev.decode_final(out, "svgd", 1, tmp_path / "ev")
+        ev.decode_final(out, "svgd", 1, tmp_path / "ev")  # nothing committed under tmp_path / "ev" either
     choice = {"setting": "beam5-lp1.4-nr3", "beam": 5, "length_penalty": 1.4, "no_repeat_ngram": 3, "dev_BLEU": 60.0}
     (out / "decoding.json").write_text(json.dumps(choice))
     assert ev.decode_final(out, "svgd", 1, tmp_path / "ev") == {"ok": 1}
@@ -167,10 +168,11 @@ def test_before_any_run_the_block_says_so_and_plan_starts_with_selection(tmp_pat
     assert "Not chosen yet (the grid: `beam5-lp0.6`," in text
     me = "OMP_NUM_THREADS=1 python -m studies.webnlg2017_evidence"
     selection = [f"{me} select {a} {i}" for a in ("plain", "svgd") for i in (0, 1)]
-    assert ev.plan(tmp_path / "out") == [f"{me} decoding", *selection]
+    none = tmp_path / "nothing committed"
+    assert ev.plan(tmp_path / "out", none) == [f"{me} decoding", *selection]
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "decoding.json").write_text("{}")
-    assert ev.plan(tmp_path / "out") == selection
+    assert ev.plan(tmp_path / "out", none) == selection
     # a finished selection run gives the time per epoch (the median of its epochs, a partial one left out); a run
     # stopped part-way says how far it is
     from graph_rma.engine import save_checkpoint
@@ -181,7 +183,7 @@ def test_before_any_run_the_block_says_so_and_plan_starts_with_selection(tmp_pat
     history = [{"seconds": 700.0}, {"seconds": 5.0, "seconds_partial": True}, {"seconds": 740.0}]
     (done / "train.json").write_text(json.dumps({"history": history}))
     save_checkpoint(ev.select_dir(tmp_path / "out", "svgd", 1) / "checkpoint.pt", {"epoch": 4})
-    assert ev.plan(tmp_path / "out") == [
+    assert ev.plan(tmp_path / "out", none) == [
         f"{me} select plain 1  # about 2.0 h left at 720 s per epoch",  # 10 epochs x 720 s
         f"{me} select svgd 0  # about 2.0 h left at 720 s per epoch",
         f"{me} select svgd 1  # 4 of 10 epochs trained; about 1.2 h left at 720 s per epoch",
@@ -247,7 +249,7 @@ def test_the_study_end_to_end_on_the_fixture(tmp_path, monkeypatch):
             | {"rule": base.choose.__doc__}
         )
     )
-    run = ev.final(out, "svgd", 0, root=root, quiet=True)
+    run = ev.final(out, "svgd", 0, root=root, quiet=True, results=results)
     config = json.loads((run / "config.json").read_text())
     assert config["variant"] == ev.ARMS["svgd"][choice["svgd"]["index"]][0]
     # kept by dev BLEU, dev decoded after every epoch with the study's decoding
@@ -279,8 +281,24 @@ def test_the_study_end_to_end_on_the_fixture(tmp_path, monkeypatch):
     ]
     assert (results / "curves.png").read_bytes()[:4] == b"\x89PNG" and f"]({ev.CURVES})" in page.read_text()
     # a machine without the runs keeps the committed entries
-    again = ev.collect(tmp_path / "elsewhere", results)
+    elsewhere = tmp_path / "elsewhere"
+    again = ev.collect(elsewhere, results)
     assert again["finals"] == data["finals"] and again["selection"] == data["selection"]
+    # ... and goes on from them: the selection, the choice and the decoding are done, svgd's final is tested
+    assert ev.plan(elsewhere, results) == [
+        "OMP_NUM_THREADS=1 python -m studies.webnlg2017_evidence final plain 0",
+        "python -m studies.webnlg2017_evidence report",
+    ]
+    assert ev.chosen(elsewhere, "svgd", results) == choice["svgd"]["index"]
+    assert ev.keeping(elsewhere, results) == {
+        "keep": "dev_bleu",
+        "beam": 5,
+        "length_penalty": 1.0,
+        "no_repeat_ngram": 3,
+    }
+    with pytest.raises(SystemExit, match="svgd seed 0: its test scores are committed .*; not trained again"):
+        ev.final(elsewhere, "svgd", 0, root=root, quiet=True, results=results)
+    assert not elsewhere.exists()
 
 
 def test_the_summary_shows_the_strongest_webnlg_baseline_and_the_evidence_on_it():
