@@ -110,3 +110,23 @@ def test_classic_gat_run_with_roc_auc_trains_on_cuda(spec):
     kwargs.update({"attn_dropout": 0.0, "self_loops": True, "lean": True, "norm": "batch", "residual": True})
     metrics, _, _ = nc.train_run(data, spec, 0, kwargs, epochs=3, model="classic", metric="roc_auc", device="cuda")
     assert metrics["device"] == "cuda" and 0.0 <= metrics["val_metric"] <= 1.0
+
+
+def test_a_sampler_state_moves_between_cuda_and_the_cpu():
+    """A CUDA run's sampler state resumes on the CPU and the other way (seeded from the saved bytes, with a
+    warning); on the same kind of device it is restored exactly."""
+    mha = torch.nn.MultiheadAttention(8, 4)
+    on_cuda = graph_rma.SPOS(torch.nn.MultiheadAttention(8, 4).cuda(), seed=1)
+    state = on_cuda.state_dict()
+    expected = torch.randn(5, device="cuda", generator=on_cuda.generator)
+    again = graph_rma.SPOS(torch.nn.MultiheadAttention(8, 4).cuda(), seed=2)
+    again.load_state_dict(state)
+    assert torch.equal(torch.randn(5, device="cuda", generator=again.generator), expected)
+    on_cpu = graph_rma.SPOS(mha, seed=1)
+    with pytest.warns(UserWarning, match="not one of a cpu generator"):
+        on_cpu.load_state_dict(state)
+        torch.randn(5, generator=on_cpu.generator)
+    back = graph_rma.SPOS(torch.nn.MultiheadAttention(8, 4).cuda(), seed=1)
+    with pytest.warns(UserWarning, match="not one of a cuda generator"):
+        back.load_state_dict(graph_rma.SPOS(mha, seed=1).state_dict())
+        torch.randn(5, device="cuda", generator=back.generator)

@@ -703,7 +703,7 @@ def test_sampler_state_is_validated_whole_with_the_key_named():
         ({**good, "steps": torch.tensor(-5)}, "'steps' must be an integer >= 0, got -5"),
         ({**good, "steps": 2.7}, "'steps' must be an integer >= 0, got 2.7"),
         ({**good, "steps": "x"}, "'steps' must be an integer >= 0"),
-        ({**good, "generator": good["generator"][:10]}, "'generator' must be a CPU torch.Generator"),
+        ({**good, "generator": good["generator"][:10]}, "'generator' must be a torch.Generator state .* 5056 bytes"),
         ({**good, "generator": good["generator"].float()}, "'generator' must be"),
         ({**good, "extra": 1}, r"unknown key\(s\) \['extra'\]"),
     ):
@@ -712,6 +712,40 @@ def test_sampler_state_is_validated_whole_with_the_key_named():
     assert sampler.steps == 0  # nothing half-applied
     sampler.load_state_dict({**good, "steps": torch.tensor(7)})
     assert sampler.steps == 7
+
+
+def test_a_sampler_state_saved_on_cuda_resumes_on_the_cpu_from_a_seed_derived_from_it():
+    """A CUDA generator's state (16 bytes: seed and offset) cannot drive a CPU generator: the noise goes on from a
+    seed derived from the saved bytes (the same saved state, the same draws), with a warning; a CPU state is
+    restored exactly and silently."""
+    import warnings
+
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(8, 4)
+    cuda_state = torch.tensor(list(range(16)), dtype=torch.uint8)  # what torch.cuda's Philox generator saves
+    draws = []
+    for _ in range(2):
+        sampler = graph_rma.SPOS(mha, seed=3)
+        with pytest.warns(UserWarning, match=r"saved generator state \(16 bytes\) is not one of a cpu generator"):
+            sampler.load_state_dict({"generator": cuda_state, "steps": torch.tensor(4)})
+            draws.append(torch.randn(5, generator=sampler.generator))
+        assert sampler.steps == 4
+    assert torch.equal(draws[0], draws[1])
+    assert not torch.equal(draws[0], torch.randn(5, generator=graph_rma.SPOS(mha, seed=3).generator))
+    other = torch.tensor(list(range(1, 17)), dtype=torch.uint8)
+    sampler = graph_rma.SPOS(mha, seed=3)
+    with pytest.warns(UserWarning):
+        sampler.load_state_dict({"generator": other, "steps": 0})
+        assert not torch.equal(torch.randn(5, generator=sampler.generator), draws[0])
+    saved = graph_rma.SPOS(mha, seed=5)
+    saved.generator.manual_seed(11)
+    state = saved.state_dict()
+    expected = torch.randn(5, generator=saved.generator)
+    restored = graph_rma.SPOS(mha, seed=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        restored.load_state_dict(state)
+        assert torch.equal(torch.randn(5, generator=restored.generator), expected)
 
 
 def test_zero_width_particles_and_meta_models_are_one_line_errors():

@@ -15,6 +15,7 @@ PyTorch's semantics are kept:
 
 from __future__ import annotations
 
+import hashlib
 import warnings
 import weakref
 from typing import Dict, Iterable, List, Optional, Tuple
@@ -119,7 +120,7 @@ class ParticleSampler:
             self._generator = torch.Generator(device=device)
             self._generator.manual_seed(self.seed)
             if self._generator_state is not None:
-                self._generator.set_state(self._generator_state)
+                _set_generator_state(self._generator, self._generator_state)
         return self._generator
 
     def direction(self, theta: Tensor, grad: Tensor) -> Tensor:  # pragma: no cover - abstract
@@ -241,7 +242,8 @@ class ParticleSampler:
                     del _CLAIMS[param]
 
     def state_dict(self) -> Dict[str, Tensor]:
-        """The noise generator's state and the step count (warm-up), for exact resumption."""
+        """The noise generator's state and the step count (warm-up), for exact resumption on the same kind of device
+        (a state loaded on another kind seeds the generator from its bytes, with a warning)."""
         return {"generator": self.generator.get_state(), "steps": torch.tensor(self.steps)}
 
     def load_state_dict(self, state: Dict[str, Tensor]) -> None:
@@ -255,25 +257,29 @@ class ParticleSampler:
         if unknown:
             raise ValueError(f"state: unknown key(s) {unknown}; expected 'generator' and 'steps'")
         gen_state = state["generator"]
-        expected = torch.Generator().get_state()
-        if not isinstance(gen_state, Tensor) or gen_state.dtype != torch.uint8 or gen_state.shape != expected.shape:
+        sizes = (torch.Generator().get_state().numel(), _CUDA_STATE_BYTES)
+        if (
+            not isinstance(gen_state, Tensor)
+            or gen_state.dtype != torch.uint8
+            or tuple(gen_state.shape) not in {(n,) for n in sizes}
+        ):
             what = (
                 type(gen_state).__name__
                 if not isinstance(gen_state, Tensor)
                 else f"a {gen_state.dtype} tensor of shape {tuple(gen_state.shape)}"
             )
             raise ValueError(
-                f"state: 'generator' must be a CPU torch.Generator state (a uint8 tensor of shape "
-                f"{tuple(expected.shape)}), got {what}"
+                f"state: 'generator' must be a torch.Generator state (a uint8 tensor of {sizes[0]} bytes from a CPU "
+                f"generator or {sizes[1]} from a CUDA one), got {what}"
             )
         steps = state.get("steps", 0)  # absent in state dicts written before the warm-up option
         if isinstance(steps, Tensor):
             steps = steps.item() if steps.numel() == 1 and not steps.is_floating_point() else steps.tolist()
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
             raise ValueError(f"state: 'steps' must be an integer >= 0, got {steps!r}")
-        self._generator_state = gen_state
+        self._generator_state = gen_state.cpu()
         if self._generator is not None:
-            self._generator.set_state(self._generator_state)
+            _set_generator_state(self._generator, self._generator_state)
         self.steps = steps
 
     def _extra_repr(self) -> str:
@@ -282,6 +288,26 @@ class ParticleSampler:
     def __repr__(self) -> str:
         groups = ", ".join(f"{g.name or 'model'}[{g.num_heads}x{g.dim}]" for g in self.groups)
         return f"{type(self).__name__}({self._extra_repr()}, groups=[{groups}])"
+
+
+_CUDA_STATE_BYTES = 16  # a CUDA generator's state: its seed and its offset, 8 bytes each
+
+
+def _set_generator_state(generator: torch.Generator, state: Tensor) -> None:
+    """Give ``generator`` a saved state. A state saved on another kind of device (a run saved on CUDA and resumed
+    on the CPU, or the other way) cannot be carried over, the two generators' algorithms differ: the generator is
+    then seeded from the saved state's bytes (the same state gives the same noise), with a warning."""
+    try:
+        generator.set_state(state)
+    except RuntimeError:
+        seed = int.from_bytes(hashlib.sha256(state.numpy().tobytes()).digest()[:8], "little") >> 1
+        generator.manual_seed(seed)
+        warnings.warn(
+            f"sampler noise: the saved generator state ({state.numel()} bytes) is not one of a {generator.device.type} "
+            "generator (saved on another device); the noise goes on from a seed derived from it, not the draws an "
+            "uninterrupted run would have made",
+            stacklevel=3,
+        )
 
 
 #: ``alpha`` of :class:`SVGD` and :class:`SPOS` when none is given: the strength of the one setting where repulsion
