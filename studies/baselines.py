@@ -248,18 +248,32 @@ def _study(setting: Setting, seeds: Sequence[int], threads: int, progress: bool 
 
 
 _STOP = None  # in a child process under --jobs: the event the parent sets when interrupted
+_RUNNING = False  # in a child process: whether it is training a run now
 
 
 def _child(stop) -> None:
     global _STOP
     _STOP = stop
+    signal.signal(signal.SIGINT, _interrupt_a_run)
+
+
+def _interrupt_a_run(signum, frame) -> None:
+    """A child's Ctrl-C: it stops the run in progress (saved up to its last save); an idle child ignores it (it
+    would die mid-wait and leave its pool broken)."""
+    if _RUNNING:
+        raise KeyboardInterrupt
 
 
 def _one_run(setting: Setting, seed: int, threads: int) -> None:
     """A child process's work under ``--jobs``: one setting on one seed (the bars stay off: many share a terminal);
     nothing once the parent was interrupted (runs already queued to this process are dropped)."""
+    global _RUNNING
     if _STOP is None or not _STOP.is_set():
-        _study(setting, [seed], threads, progress=False)
+        _RUNNING = True
+        try:
+            _study(setting, [seed], threads, progress=False)
+        finally:
+            _RUNNING = False
 
 
 @contextmanager

@@ -40,12 +40,12 @@ log "CUDA tests of the recipe's path: exit $status"
 if [ "$status" -ne 0 ]; then
   log "nothing trained: a CUDA test failed (tests.log)"
 else
-  timeout -s INT -k 30 $(($(left) - 70)) python3 -m studies.baselines select --evidence minesweeper:luo \
+  timeout -s INT -k 60 $(($(left) - 100)) python3 -m studies.baselines select --evidence minesweeper:luo \
     --jobs "${SELECT_JOBS:-18}" > "$OUT/select.log" 2>&1
   log "select: exit $?"
 fi
 if [ "$status" -eq 0 ] && [ "$(left)" -gt 150 ]; then
-  timeout -s INT -k 30 $(($(left) - 70)) python3 -m studies.baselines final --evidence minesweeper:luo \
+  timeout -s INT -k 60 $(($(left) - 100)) python3 -m studies.baselines final --evidence minesweeper:luo \
     --jobs "${FINAL_JOBS:-16}" > "$OUT/final.log" 2>&1
   log "final: exit $?"
 fi

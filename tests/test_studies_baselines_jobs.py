@@ -1,9 +1,14 @@
 """studies.baselines --jobs: (setting, seed) runs in their own processes give what one process gives."""
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
-from conftest import PYG
+from conftest import PYG, REPO
 
 from studies import baselines as study
 
@@ -44,3 +49,36 @@ def test_jobs_report_a_failed_run_and_keep_the_others(tmp_path):
     with pytest.raises(SystemExit, match=r"1 of 2 runs failed"):
         study._run_settings([good, bad], [100], threads=1, jobs=2)
     assert sorted(_records(tmp_path / "good")) == [100]
+
+
+@pytest.mark.slow
+@needs_chameleon_filtered
+def test_an_interrupt_stops_the_running_runs_and_spares_an_idle_process(tmp_path):
+    """Ctrl-C to the whole group (as `timeout -s INT` sends it) while one process trains and the other is idle (its
+    run failed): the command ends at once with its one-line message, the idle process prints no traceback."""
+    long = {"epochs": 100000, "patience": 100000}
+    script = (
+        "from pathlib import Path\n"
+        "from studies import baselines as b\n"
+        f"good = ('chameleon_filtered', 'luo', 'ma', {dict(SHORT, **long)!r}, Path({str(tmp_path / 'good')!r}))\n"
+        f"bad = ('chameleon_filtered', 'luo', 'ma', {dict(SHORT, lr=-1.0)!r}, Path({str(tmp_path / 'bad')!r}))\n"
+        "b._run_settings([good, bad], [100], threads=1, jobs=2)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "src")])}
+    log = tmp_path / "stderr.txt"
+    with log.open("w") as err:
+        proc = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, env=env, stderr=err, start_new_session=True)
+        deadline = time.time() + 120
+        while "1/2" not in log.read_text() and time.time() < deadline:  # the bad run failed: its process is idle
+            time.sleep(0.5)
+        assert "1/2" in log.read_text(), log.read_text()
+        time.sleep(2)
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            code = proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise AssertionError(f"still running 60 s after Ctrl-C: {log.read_text()}") from None
+    text = log.read_text()
+    assert code == 1 and "interrupted: finished runs are saved, the ones in progress up to their last save" in text
+    assert "Traceback" not in text, text
