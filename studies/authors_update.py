@@ -22,7 +22,7 @@ import torch
 from graph_rma.engine import mean_std, paired_comparison, write_json
 from graph_rma.tasks.node_classification import format_table, run_study, summarize, upgrade_metrics
 from graph_rma.tasks.text_classification import run_benchmark
-from studies.pages import cli, publish, renderer
+from studies.pages import cli, paired_cell, publish, renderer
 
 STAGES = ["cora", "trec", "agenda"]
 SEEDS = list(range(10))
@@ -130,8 +130,7 @@ def render_trec(results: Dict) -> str:
         cos[v] = mean_std([r["head_cos"] for r in rs])[0]
         paired = "—"
         if v != "ma":
-            pc = paired_comparison(base, {r["seed"]: 100 * r["test_acc"] for r in rs})
-            paired = f"{pc['mean']:+.2f} ± {pc['se']:.2f} ({pc['wins']}/{pc['ties']}/{pc['losses']})"
+            paired = paired_cell(paired_comparison(base, {r["seed"]: 100 * r["test_acc"] for r in rs}))
         lines.append(f"| `{v}` | `{rs[0]['spec']}` | {acc[0]:.1f} ± {acc[1]:.1f} | {paired} | {cos[v]:.3f} |")
     more = "more" if cos[TREC[2]] < cos[TREC[1]] else "less"
     lines += [

@@ -32,7 +32,7 @@ from graph_rma.engine import CheckpointError, load_checkpoint, mean_std, one_lin
 from graph_rma.engine.figures import new_figure, save_png
 from graph_rma.tasks.node_classification import run_study, upgrade_metrics
 from graph_rma.tasks.protocols import resolve_protocol
-from studies.pages import check_defaults, page_file, renderer
+from studies.pages import check_defaults, page_file, paired_cell, renderer
 
 FINAL_SEEDS = list(range(10))  # seed s trains on split s: the published protocol's 10 splits
 SELECT_SEEDS = [100, 101, 102]  # splits 0-2, other initialisations: no final seed is ever used to choose
@@ -654,8 +654,7 @@ def render_evidence(results: Dict) -> str:
         ]
 
         def paired(a, b):
-            pc = paired_comparison(a, b)
-            return f"{pc['mean']:+.2f} ± {pc['se']:.2f} ({pc['wins']}/{pc['ties']}/{pc['losses']})"
+            return paired_cell(paired_comparison(a, b))
 
         if published and finals["plain"][0] != "ma":
             m, s_ = mean_std(list(published.values()))

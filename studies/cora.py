@@ -26,6 +26,7 @@ from graph_rma.tasks.node_classification import run_study, upgrade_metrics
 from graph_rma.tasks.protocols import resolve_protocol
 from graph_rma.variants import parse_variant
 from studies.pages import cli, renderer
+from studies.pages import mean_std_cell as _ms
 
 TUNING_SEEDS = [100, 101, 102]  # disjoint from the final seeds; the rule reads seeds 100-101
 RULE_SEEDS = [100, 101]
@@ -140,11 +141,6 @@ def _by(runs: List[Dict], spec: str) -> List[Dict]:
     return [r for r in runs if _same(r["variant"], spec)]
 
 
-def _ms(values: List[float], digits: int = 1) -> str:
-    m, s = mean_std(values)
-    return f"{m:.{digits}f} ± {s:.{digits}f}"
-
-
 def _paired(base: List[Dict], runs: List[Dict]) -> Dict:
     return paired_comparison({r["seed"]: r["test"] for r in base}, {r["seed"]: r["test"] for r in runs})
 
@@ -182,7 +178,7 @@ def render_tuning(results: Dict) -> str:
         mark = " **(chosen)**" if heads == 1 and _same(spec, chosen[_family(spec)]) else ""
         rule = mean_std([r["val"] for r in runs if r["seed"] in RULE_SEEDS])[0]
         lines.append(
-            f"| `{spec}`{mark} | {heads} | {_ms([r['val'] for r in runs])} | {rule:.1f} | "
+            f"| `{spec}`{mark} | {heads} | {_ms([r['val'] for r in runs], 1)} | {rule:.1f} | "
             f"{mean_std([r['dist'] for r in runs])[0]:.2f} | {mean_std([r['epochs'] for r in runs])[0]:.0f} |"
         )
     picks = rule_choice(results)
@@ -222,7 +218,7 @@ def _study_table(runs: List[Dict], specs: List[str], base: List[Dict], names: Di
             wtl = f"{pc['wins']} / {pc['ties']} / {pc['losses']}"
         name = (names or {}).get(spec, f"`{spec}`")
         lines.append(
-            f"| {name} | {len(rs)} | {_ms([r['test'] for r in rs])} | {_ms([r['val'] for r in rs])} | "
+            f"| {name} | {len(rs)} | {_ms([r['test'] for r in rs], 1)} | {_ms([r['val'] for r in rs], 1)} | "
             f"{_ms([r['dist'] for r in rs], 2)} | {mean_std([r['epochs'] for r in rs])[0]:.0f} | "
             f"{mean_std([r['sec_per_epoch'] for r in rs])[0]:.3f} | {paired} | {wtl} |"
         )
@@ -268,12 +264,13 @@ def render_summary(results: Dict) -> str:
     else:
         plain_line = "the plain number is not reproduced within its published standard deviation"
     return (
-        f"**Summary.** Over {len(ma)} seeds, SVGD and SPOS heads score {_ms([r['test'] for r in sv])} and "
-        f"{_ms([r['test'] for r in sp])} % test accuracy against {_ms([r['test'] for r in ma])} % for plain heads "
+        f"**Summary.** Over {len(ma)} seeds, SVGD and SPOS heads score {_ms([r['test'] for r in sv], 1)} and "
+        f"{_ms([r['test'] for r in sp], 1)} % test accuracy against {_ms([r['test'] for r in ma], 1)} % for plain "
+        "heads "
         f"(paired difference {p_sv['mean']:+.2f} ± {p_sv['se']:.2f} and {p_sp['mean']:+.2f} ± {p_sp['se']:.2f} "
         f"points, {z[0]:+.1f} and {z[1]:+.1f} standard errors: {' and '.join(sorted(verdicts))}). With the GAT "
-        f"code's early stopping plain heads reach {_ms([r['test'] for r in g_ma])} % and the repulsive ones "
-        f"{_ms([r['test'] for r in g_sv])} / {_ms([r['test'] for r in g_sp])} % (paired {g_sv_p['mean']:+.2f} ± "
+        f"code's early stopping plain heads reach {_ms([r['test'] for r in g_ma], 1)} % and the repulsive ones "
+        f"{_ms([r['test'] for r in g_sv], 1)} / {_ms([r['test'] for r in g_sp], 1)} % (paired {g_sv_p['mean']:+.2f} ± "
         f"{g_sv_p['se']:.2f} / {g_sp_p['mean']:+.2f} ± {g_sp_p['se']:.2f}). Published: plain GAT "
         f"{pub_m} ± {pub_s} % ({pub_src}), SVGD / SPOS {PUBLISHED['svgd'][0]} / {PUBLISHED['spos'][0]} % "
         f"({PUBLISHED['svgd'][2]}): {plain_line}; the published repulsive gains are not reproduced. Every table on "
@@ -287,7 +284,7 @@ def render_default(results: Dict) -> str:
     ma, sv = ([r["test"] for r in _by(results["full"], s) if r["seed"] in (0, 1, 2)] for s in ("ma", SVGD))
     return (
         f"`make cora` (`graph-rma cora`: seeds 0-2 of `ma` and the chosen `svgd`) trains the full study's first "
-        f"three runs of each and prints their test accuracy, `ma` {_ms(ma)} and `svgd` {_ms(sv)} % (these "
+        f"three runs of each and prints their test accuracy, `ma` {_ms(ma, 1)} and `svgd` {_ms(sv, 1)} % (these "
         f"numbers are those runs', from the committed results; on one CPU thread a run repeats exactly)."
     )
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable, Dict, Optional, Sequence
 
 from graph_rma.argtypes import out_dir, out_file, positive_int
-from graph_rma.engine import one_line_errors, write_json
+from graph_rma.engine import mean_std, one_line_errors, write_json
 
 
 def page_file(text: str) -> Path:
@@ -23,6 +23,21 @@ def page_file(text: str) -> Path:
         raise argparse.ArgumentTypeError(f"no such page {text}")
     out_dir(str(path.parent / path.stem))  # docs/<page>/results.json must be writable too
     return path
+
+
+def mean_std_cell(values: Sequence[float], digits: int = 2, empty: str = "–") -> str:
+    """``mean ± std`` (sample std) of ``values`` at ``digits`` decimals, the one way every page writes a spread; one
+    value alone has no spread to show; ``empty`` for none."""
+    values = list(values)
+    if not values:
+        return empty
+    m, s = mean_std(values)
+    return f"{m:.{digits}f}" if len(values) == 1 else f"{m:.{digits}f} ± {s:.{digits}f}"
+
+
+def paired_cell(pc: Dict) -> str:
+    """A paired comparison (:func:`graph_rma.engine.paired_comparison`) as ``mean ± SE (wins/ties/losses)``."""
+    return f"{pc['mean']:+.2f} ± {pc['se']:.2f} ({pc['wins']}/{pc['ties']}/{pc['losses']})"
 
 
 def splice(text: str, name: str, block: str) -> str:

@@ -19,6 +19,8 @@ from typing import Dict, List, Optional
 
 from graph_rma.engine import mean_std, paired_comparison
 from studies import baselines, cora, webnlg2017, webnlg2017_evidence
+from studies.pages import mean_std_cell as _ms
+from studies.pages import paired_cell as _paired
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 PAGES = ("cora", "baselines", "agenda", "webnlg", "webnlg2017/evidence")  # the results files read, beside the rounds
@@ -34,18 +36,6 @@ def load() -> Dict[str, Dict]:
     return results
 
 
-def _ms(values: List[float]) -> str:
-    """Mean ± std; one value alone (no spread to show)."""
-    if len(values) == 1:
-        return f"{values[0]:.2f}"
-    m, s = mean_std(values)
-    return f"{m:.2f} ± {s:.2f}"
-
-
-def _paired(pc: Dict) -> str:
-    return f"{pc['mean']:+.2f} ± {pc['se']:.2f} ({pc['wins']}/{pc['ties']}/{pc['losses']})"
-
-
 def _cora_rows(results: Dict, link: str) -> List[str]:
     rows = []
     pub_m, pub_s, _ = cora.PUBLISHED["ma"]
@@ -58,8 +48,8 @@ def _cora_rows(results: Dict, link: str) -> List[str]:
             setting += f" (plain reproduces the published {pub_m} ± {pub_s})"
         verdicts = " and ".join(dict.fromkeys(cora._verdict(p) for p in (p_sv, p_sp)))
         rows.append(
-            f"| Cora (GAT), test accuracy % | {setting} | {cora._ms(tests[0])} | SVGD {cora._ms(tests[1])}, SPOS "
-            f"{cora._ms(tests[2])} | paired {_paired(p_sv)} / {_paired(p_sp)}: {verdicts} | [Cora]({link}cora.md) |"
+            f"| Cora (GAT), test accuracy % | {setting} | {_ms(tests[0], 1)} | SVGD {_ms(tests[1], 1)}, SPOS "
+            f"{_ms(tests[2], 1)} | paired {_paired(p_sv)} / {_paired(p_sp)}: {verdicts} | [Cora]({link}cora.md) |"
         )
     return rows
 

@@ -65,6 +65,7 @@ from graph_rma.tasks.curves import plot_runs
 from graph_rma.tasks.defaults import METEOR_CHOICES
 from studies import webnlg2017 as baseline
 from studies.baselines import settings_name
+from studies.pages import mean_std_cell as _ms
 from studies.pages import page_file, publish, renderer
 
 ARMS: Dict[str, List[Tuple[str, Dict]]] = {
@@ -370,13 +371,6 @@ def per_arm(data: Dict, subset: str, metric: str) -> Dict[str, Dict[int, float]]
         if value is not None:
             out[f["arm"]][f["seed"]] = value
     return out
-
-
-def _ms(values) -> str:
-    if not values:
-        return "–"
-    m, s = mean_std(list(values))
-    return f"{m:.2f} ± {s:.2f}" if len(values) > 1 else f"{m:.2f}"
 
 
 def render_evidence(data: Dict) -> str:

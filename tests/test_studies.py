@@ -359,3 +359,14 @@ def test_render_writes_nothing_when_a_page_lacks_a_block(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="no generated block 'x'"):
         render.render_all()
     assert {name: (tmp_path / name).read_text() for name in pages} == pages
+
+
+def test_every_page_writes_a_spread_and_a_paired_difference_one_way():
+    from studies.pages import mean_std_cell, paired_cell
+
+    assert mean_std_cell([1.0, 2.0, 3.0]) == "2.00 ± 1.00"  # sample std: sqrt(((1)^2 + 0 + (1)^2) / 2) = 1
+    assert mean_std_cell([1.0, 2.0, 4.0], 1) == "2.3 ± 1.5"  # mean 7/3; std sqrt((16/9 + 1/9 + 25/9) / 2) = 1.53
+    assert mean_std_cell([52.317]) == "52.32" and mean_std_cell([]) == "–" and mean_std_cell([], empty="") == ""
+    assert mean_std_cell({0: 1.0, 1: 3.0}.values()) == "2.00 ± 1.41"
+    pc = {"mean": 0.4444, "se": 0.1, "wins": 3, "ties": 0, "losses": 1}
+    assert paired_cell(pc) == "+0.44 ± 0.10 (3/0/1)" and paired_cell(dict(pc, mean=-1.005)).startswith("-1.00")
