@@ -568,7 +568,8 @@ def plan(out: Path = OUT, results: Path = RESULTS) -> List[str]:
     committed = _committed(results)
     decided = (out / "decoding.json").is_file() or committed.get("decoding")
     first = [] if decided else [f"OMP_NUM_THREADS=1 {me} decoding"]
-    seconds = _epoch_seconds(out)
+    kept_seconds = [r["seconds_per_epoch"] for r in committed.get("selection", []) if r.get("seconds_per_epoch")]
+    seconds = _epoch_seconds(out) or (statistics.median(kept_seconds) if kept_seconds else None)
     selected = {(r["arm"], r["index"]) for r in committed.get("selection", []) if r.get("epochs") == SELECT_EPOCHS}
     left = [
         f"OMP_NUM_THREADS=1 {me} select {a} {i}" + _left(_progress(select_dir(out, a, i))[0], SELECT_EPOCHS, seconds)

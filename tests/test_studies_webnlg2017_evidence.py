@@ -285,8 +285,11 @@ def test_the_study_end_to_end_on_the_fixture(tmp_path, monkeypatch):
     again = ev.collect(elsewhere, results)
     assert again["finals"] == data["finals"] and again["selection"] == data["selection"]
     # ... and goes on from them: the selection, the choice and the decoding are done, svgd's final is tested
+    per_epoch = sorted(r["seconds_per_epoch"] for r in data["selection"])  # the committed selection's timing
+    left = (per_epoch[1] + per_epoch[2]) / 2 / 3600  # their median: one epoch left, plus a dev decode
     assert ev.plan(elsewhere, results) == [
-        "OMP_NUM_THREADS=1 python -m studies.webnlg2017_evidence final plain 0",
+        "OMP_NUM_THREADS=1 python -m studies.webnlg2017_evidence final plain 0  # about "
+        f"{left:.1f} h left at {(per_epoch[1] + per_epoch[2]) / 2:.0f} s per epoch, plus a dev decode per epoch",
         "python -m studies.webnlg2017_evidence report",
     ]
     assert ev.chosen(elsewhere, "svgd", results) == choice["svgd"]["index"]
