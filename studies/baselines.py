@@ -258,7 +258,7 @@ def _child(stop) -> None:
 
 
 def _interrupt_a_run(signum, frame) -> None:
-    """A child's Ctrl-C: it stops the run in progress (saved up to its last save); an idle child ignores it (it
+    """A child's Ctrl-C: it stops the run in progress (saved where it stops); an idle child ignores it (it
     would die mid-wait and leave its pool broken)."""
     if _RUNNING:
         raise KeyboardInterrupt
@@ -324,7 +324,7 @@ def _run_settings(settings: List[Setting], seeds: Sequence[int], threads: int, j
             stop.set()
             pool.shutdown(wait=True, cancel_futures=True)
             raise SystemExit(
-                "interrupted: finished runs are saved, the ones in progress up to their last save; run the same "
+                "interrupted: finished runs are saved, the ones in progress where they stopped; run the same "
                 "command again to continue"
             ) from None
     for line in failed:

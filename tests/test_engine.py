@@ -223,3 +223,37 @@ def test_a_byte_order_mark_is_not_text(tmp_path):
     assert read_lines(path) == ["the cat sat", "line two"]
     (tmp_path / "a.json").write_bytes('\ufeff{"a": 1}'.encode("utf-8"))
     assert read_json(tmp_path / "a.json") == {"a": 1}
+
+
+def test_a_deferred_interrupt_is_held_until_asked_then_raised_and_the_handler_restored():
+    import signal
+    import threading
+
+    before = signal.getsignal(signal.SIGINT)
+    seen = []
+    with pytest.raises(KeyboardInterrupt):
+        with training.deferred_interrupt():
+            assert not training.interrupt_requested()
+            signal.raise_signal(signal.SIGINT)  # held: the block goes on
+            seen.append(training.interrupt_requested())
+            seen.append("after the signal")
+    assert seen == [True, "after the signal"] and signal.getsignal(signal.SIGINT) is before
+    assert not training.interrupt_requested()  # outside a block
+    with training.deferred_interrupt():  # no signal: nothing raised
+        pass
+    with pytest.raises(ValueError, match="own error"):  # the block's own error passes through, not the interrupt
+        with training.deferred_interrupt():
+            signal.raise_signal(signal.SIGINT)
+            raise ValueError("own error")
+    assert signal.getsignal(signal.SIGINT) is before
+    # outside the main thread no handler can be set: nothing is held, nothing fails
+    out = []
+    thread = threading.Thread(target=lambda: out.append(_block_in_a_thread(training)))
+    thread.start()
+    thread.join()
+    assert out == [False]
+
+
+def _block_in_a_thread(engine):
+    with engine.deferred_interrupt():
+        return engine.interrupt_requested()

@@ -458,3 +458,49 @@ def test_a_saved_run_with_other_settings_is_not_continued(tmp_path, monkeypatch,
         in capsys.readouterr().err
     )
     assert got["val_loss"] == fresh["val_loss"] and got["epochs"] == 5 and not partial.exists()
+
+
+def test_ctrl_c_held_by_the_caller_stops_the_run_at_the_end_of_its_epoch_saved_there(tmp_path, monkeypatch, capsys):
+    """A real SIGINT during epoch 7, inside ``deferred_interrupt`` (as run_study calls every run): the run is saved
+    at the end of epoch 7 (no periodic save was due) and stops; resumed, it ends as an uninterrupted run."""
+    import signal
+
+    from graph_rma.tasks import node_training as nt
+
+    data, kwargs = _small_graph(), {"in_channels": 6, "out_channels": 3, "heads": 4}
+    settings = dict(epochs=20, patience=1000, lr=0.01, early_stopping="val_loss")
+    whole, _, _ = nt.train_run(data, "ma", 0, kwargs, **settings)
+    epochs_seen = []
+    real_update = nt.EarlyStopping.update
+
+    def update(self, *args):
+        epochs_seen.append(1)
+        if len(epochs_seen) == 7:
+            signal.raise_signal(signal.SIGINT)  # as Ctrl-C at the end of epoch 7's evaluation
+        return real_update(self, *args)
+
+    monkeypatch.setattr(nt.EarlyStopping, "update", update)
+    partial = tmp_path / "run.partial.pt"
+    saves = []
+    real_save = nt.save_checkpoint
+    monkeypatch.setattr(
+        nt, "save_checkpoint", lambda path, state: (saves.append(state["epoch"]), real_save(path, state))
+    )
+    from graph_rma.engine import deferred_interrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        with deferred_interrupt():
+            nt.train_run(data, "ma", 0, kwargs, partial=partial, save_every_s=3600, **settings)
+    assert saves == [7] and len(epochs_seen) == 7  # no periodic save came due: the one save is the interrupt's
+    monkeypatch.setattr(nt.EarlyStopping, "update", real_update)
+    resumed, _, _ = nt.train_run(data, "ma", 0, kwargs, partial=partial, save_every_s=3600, **settings)
+    assert "continuing the unfinished run after epoch 7" in capsys.readouterr().err
+    timing = ("sec_per_epoch",)
+    assert {k: v for k, v in resumed.items() if k not in timing} == {k: v for k, v in whole.items() if k not in timing}
+    # outside a deferral Ctrl-C acts at once, as before: no save
+    saves.clear()
+    epochs_seen.clear()
+    monkeypatch.setattr(nt.EarlyStopping, "update", update)
+    with pytest.raises(KeyboardInterrupt):
+        nt.train_run(data, "ma", 0, kwargs, partial=tmp_path / "other.partial.pt", save_every_s=3600, **settings)
+    assert saves == [] and len(epochs_seen) == 7

@@ -80,5 +80,5 @@ def test_an_interrupt_stops_the_running_runs_and_spares_an_idle_process(tmp_path
             os.killpg(proc.pid, signal.SIGKILL)
             raise AssertionError(f"still running 60 s after Ctrl-C: {log.read_text()}") from None
     text = log.read_text()
-    assert code == 1 and "interrupted: finished runs are saved, the ones in progress up to their last save" in text
+    assert code == 1 and "interrupted: finished runs are saved, the ones in progress where they stopped" in text
     assert "Traceback" not in text, text

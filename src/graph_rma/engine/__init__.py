@@ -10,6 +10,7 @@ from .device import device_memory, resolve_device
 from .early_stopping import EarlyStopping
 from .errors import one_line_errors
 from .files import PathLike, atomic_write_bytes, atomic_write_text, read_json, read_lines, slug, write_csv, write_json
+from .interrupt import deferred_interrupt, interrupt_requested
 from .resume import ResumeMismatchError, check_resume
 from .seeding import seed_everything
 from .stats import mean_std, paired_comparison
@@ -22,7 +23,9 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_text",
     "check_resume",
+    "deferred_interrupt",
     "device_memory",
+    "interrupt_requested",
     "load_checkpoint",
     "mean_std",
     "one_line_errors",

@@ -21,8 +21,9 @@ the study with a one-line error; finished runs stay saved.
 
 Each finished (variant, seed) run is written atomically (``runs/<variant>/seed<k>.json`` and a checkpoint in
 ``checkpoints/``), so an interrupted study keeps its finished runs and ``--resume`` skips them; the run in progress
-is saved at most every minute (``checkpoints/<variant>_seed<k>.partial.pt``), and ``--resume`` continues it from its
-last save, ending as an uninterrupted run would (a study started without ``--resume`` starts it afresh).
+is saved at most every minute (``checkpoints/<variant>_seed<k>.partial.pt``) and, on Ctrl-C (SIGINT), at the end of
+the epoch it is in before the study stops; ``--resume`` continues it from its last save, ending as an uninterrupted
+run would (a study started without ``--resume`` starts it afresh). A kill loses at most the minute since that save.
 
 The summary is a table (mean +- std over seeds of the test and validation metric, the paired difference of each
 variant against the first with its standard error and wins/ties/losses, head diversity *Dist*, epochs, seconds per
@@ -54,6 +55,8 @@ from ..data.nodes import canonical_name, load_node_graph, select_split
 from ..engine import (
     ResumeMismatchError,
     check_resume,
+    deferred_interrupt,
+    interrupt_requested,
     read_json,
     resolve_device,
     save_checkpoint,
@@ -301,60 +304,63 @@ def run_study(
         todo, desc=f"{ds_name.lower()} runs", unit="run", file=sys.stderr, dynamic_ncols=True, disable=not progress
     )
     try:
-        for spec, seed, path, ckpt in bar:
-            bar.set_postfix_str(f"{parse_variant(spec).name} seed {seed}")
-            split = seed % n_splits  # a dataset with fixed splits: seed s trains on split s mod splits
-            data = select_split(graph, split)
-            partial = ckpt.with_name(f"{ckpt.stem}.partial.pt")
-            if not resume:
-                partial.unlink(missing_ok=True)  # without --resume every run starts afresh
-            metrics, state, net = train_run(
-                data,
-                spec,
-                seed,
-                model_kwargs,
-                epochs=proto.epochs,
-                patience=proto.patience,
-                lr=proto.lr,
-                weight_decay=proto.weight_decay,
-                early_stopping=rule,
-                model=model_name,
-                metric=metric_name,
-                progress=progress,
-                device=str(dev),
-                partial=partial,
-            )
-            save_checkpoint(
-                ckpt,
-                {
-                    "task": "node",
-                    "dataset": ds_name,
-                    "split": split,
-                    "protocol": proto.name,
-                    "settings": proto.settings(),
-                    "model_name": model_name,
-                    "model_kwargs": net.model_kwargs,
+        with deferred_interrupt():  # Ctrl-C stops a run at the end of an epoch, saved there
+            for spec, seed, path, ckpt in bar:
+                if interrupt_requested():  # Ctrl-C came as the last run finished: no other starts
+                    raise KeyboardInterrupt
+                bar.set_postfix_str(f"{parse_variant(spec).name} seed {seed}")
+                split = seed % n_splits  # a dataset with fixed splits: seed s trains on split s mod splits
+                data = select_split(graph, split)
+                partial = ckpt.with_name(f"{ckpt.stem}.partial.pt")
+                if not resume:
+                    partial.unlink(missing_ok=True)  # without --resume every run starts afresh
+                metrics, state, net = train_run(
+                    data,
+                    spec,
+                    seed,
+                    model_kwargs,
+                    epochs=proto.epochs,
+                    patience=proto.patience,
+                    lr=proto.lr,
+                    weight_decay=proto.weight_decay,
+                    early_stopping=rule,
+                    model=model_name,
+                    metric=metric_name,
+                    progress=progress,
+                    device=str(dev),
+                    partial=partial,
+                )
+                save_checkpoint(
+                    ckpt,
+                    {
+                        "task": "node",
+                        "dataset": ds_name,
+                        "split": split,
+                        "protocol": proto.name,
+                        "settings": proto.settings(),
+                        "model_name": model_name,
+                        "model_kwargs": net.model_kwargs,
+                        "variant": spec,
+                        "seed": seed,
+                        "model": state,
+                        "metrics": dict(metrics),
+                    },
+                )
+                record = {
                     "variant": spec,
                     "seed": seed,
-                    "model": state,
-                    "metrics": dict(metrics),
-                },
-            )
-            record = {
-                "variant": spec,
-                "seed": seed,
-                "split": split,
-                "config": config,
-                "metrics": metrics,
-                "checkpoint": str(ckpt.relative_to(out)),
-            }
-            write_json(path, record)  # last: a run counts as finished only once its record exists
-            results.append(record)
-            bar.set_postfix_str(f"{parse_variant(spec).name} seed {seed}: test {100 * metrics['test_metric']:.1f}")
+                    "split": split,
+                    "config": config,
+                    "metrics": metrics,
+                    "checkpoint": str(ckpt.relative_to(out)),
+                }
+                write_json(path, record)  # last: a run counts as finished only once its record exists
+                results.append(record)
+                bar.set_postfix_str(f"{parse_variant(spec).name} seed {seed}: test {100 * metrics['test_metric']:.1f}")
     except KeyboardInterrupt:
         interrupted = True
         print(
-            "\ninterrupted: finished runs are saved, the one in progress up to its last save; rerun with --resume to "
+            "\ninterrupted: finished runs are saved, the one in progress where it stopped; rerun with --resume to "
             "continue",
             file=sys.stderr,
         )

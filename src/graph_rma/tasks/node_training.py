@@ -7,7 +7,9 @@ binary task (one output, binary cross-entropy). A training loss that is not fini
 A long run survives being killed: given a ``partial`` file, :func:`train_run` saves everything the run needs to go
 on (weights, Adam's state, the sampler's noise generator, the early-stopping counters, the kept epoch and its
 weights, every RNG state) at most every ``save_every_s`` seconds, and a later call with the same file and the same
-settings continues from the last save and ends exactly as an uninterrupted run would. The file is removed when the
+settings continues from the last save and ends exactly as an uninterrupted run would. Called inside
+:func:`graph_rma.engine.interrupt.deferred_interrupt` (as :func:`~graph_rma.tasks.node_classification.run_study` calls
+it), a Ctrl-C stops the run at the end of the epoch it is in, saved there. The file is removed when the
 run finishes; one saved with other settings (another variant, seed, model, split or schedule) is ignored with a
 line on stderr.
 
@@ -37,6 +39,7 @@ from ..engine import (
     EarlyStopping,
     PathLike,
     device_memory,
+    interrupt_requested,
     load_checkpoint,
     resolve_device,
     rng_state,
@@ -349,11 +352,14 @@ def _train(
             if stop:
                 break
             now = time.perf_counter()
-            if partial is not None and epoch < epochs and now - last_save >= save_every_s:
+            asked = interrupt_requested() and epoch < epochs  # Ctrl-C held by the caller: stop here, saved
+            if partial is not None and epoch < epochs and (asked or now - last_save >= save_every_s):
                 state = _partial_state(net, optimizer, setup, stopper, dev)
                 state.update(identity=identity, epoch=epoch, seconds=done_seconds + now - start, best=best)
                 save_checkpoint(partial, {**state, "model": cpu_state(), "best_state": best_state})
                 last_save = time.perf_counter()
+            if asked:
+                raise KeyboardInterrupt
     finally:
         if bar is not None:
             bar.close()
