@@ -246,6 +246,12 @@ def test_a_deferred_interrupt_is_held_until_asked_then_raised_and_the_handler_re
             signal.raise_signal(signal.SIGINT)
             raise ValueError("own error")
     assert signal.getsignal(signal.SIGINT) is before
+    term = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt):  # a SIGTERM (kill, a scheduler's stop) is held the same way
+        with training.deferred_interrupt():
+            signal.raise_signal(signal.SIGTERM)
+            seen.append(training.interrupt_requested())
+    assert seen[-1] is True and signal.getsignal(signal.SIGTERM) is term
     # outside the main thread no handler can be set: nothing is held, nothing fails
     out = []
     thread = threading.Thread(target=lambda: out.append(_block_in_a_thread(training)))

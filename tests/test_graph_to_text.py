@@ -317,3 +317,30 @@ def test_the_agenda_dev_scorer_is_evaluates_bleu(tmp_path, data):
     summary = agenda.train(config, tmp_path / "run", FIXTURE, seed=0, progress=False)
     result = agenda.evaluate(tmp_path / "run", "val", FIXTURE, meteor="none", progress=False)
     assert summary["history"][0]["dev_bleu"] == pytest.approx(result["BLEU-4"])
+
+
+@pytest.mark.slow
+def test_ctrl_c_saves_the_step_it_came_in_and_the_run_resumes_as_if_uninterrupted(tmp_path, monkeypatch):
+    """A real SIGINT during step 4 (of 6): the trainer finishes that step, saves it (no periodic save was due) and
+    stops with KeyboardInterrupt; run again, it ends with the same weights as an uninterrupted run."""
+    import signal
+
+    full = agenda.train(dict(SMALL), tmp_path / "full", FIXTURE, seed=1, progress=False)
+    real_step, steps = torch.optim.Adam.step, []
+
+    def step_with_ctrl_c(self, *args, **kwargs):
+        steps.append(1)
+        if len(steps) == 4:
+            signal.raise_signal(signal.SIGINT)  # during the step: held until it is whole
+        return real_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.Adam, "step", step_with_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        agenda.train(dict(SMALL), tmp_path / "cut", FIXTURE, seed=1, progress=False)
+    saved = load_checkpoint(tmp_path / "cut" / "checkpoint.pt")
+    assert (saved["step"], saved["epoch"], saved["batch"]) == (4, 1, 1)  # epoch 2's first batch done (3 per epoch)
+    monkeypatch.setattr(torch.optim.Adam, "step", real_step)
+    resumed = agenda.train(dict(SMALL), tmp_path / "cut", FIXTURE, seed=1, progress=False)
+    a = load_checkpoint(tmp_path / "full" / "checkpoint.pt")["model"]
+    b = load_checkpoint(tmp_path / "cut" / "checkpoint.pt")["model"]
+    assert resumed["steps"] == full["steps"] == 6 and all(torch.equal(a[k], b[k]) for k in a)

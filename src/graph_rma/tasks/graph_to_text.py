@@ -4,8 +4,10 @@ r"""The graph-to-text trainer shared by AGENDA and WebNLG: GraphWriter with plai
 :class:`~graph_rma.data.graph_text.GraphTextSplits` into a run folder:
 
 * ``checkpoint.pt``: everything needed to resume (weights, optimizer, sampler and RNG states, the position in the
-  epoch), written atomically every ``save_every`` steps and at the end of every epoch; calling :func:`train` again
-  with the same folder resumes from it and ends with the same weights as an uninterrupted run with the same seed;
+  epoch), written atomically every ``save_every`` steps, at the end of every epoch and, in one process, when Ctrl-C
+  or SIGTERM comes during a training step (once that step is whole; then ``KeyboardInterrupt``,
+  :func:`graph_rma.engine.deferred_interrupt`); calling :func:`train` again with the same folder resumes from it and
+  ends with the same weights as an uninterrupted run with the same seed;
 * ``best.pt``: the weights with the lowest dev loss (token-level teacher-forced NLL, :func:`dev_loss`), or with
   ``config["keep"] == "dev_bleu"`` the highest dev BLEU (the dev split decoded after every epoch by the task's
   scorer, ``dev_bleu``);
@@ -45,6 +47,7 @@ import math
 import sys
 import time
 import warnings
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Callable, Dict, Mapping, Optional, Union
 
@@ -63,6 +66,8 @@ from ..data.graph_text import (
 )
 from ..engine import (
     check_resume,
+    deferred_interrupt,
+    interrupt_requested,
     load_checkpoint,
     rng_state,
     save_checkpoint,
@@ -424,35 +429,39 @@ def train(
         bar = tqdm(
             range(start, len(batches)), desc=f"epoch {epoch + 1}/{config['epochs']}", disable=not progress, leave=False
         )
-        for b in bar:
-            idx = batches[b]
-            if world > 1 and len(idx) < world:
-                continue  # a last batch smaller than the number of processes (the same on every rank): skipped
-            batch = _to(collate([train_items[i] for i in (shard(idx) if world > 1 else idx)]), dev)
-            optimizer.zero_grad(set_to_none=True)
-            # under DDP: summed NLL / (global tokens / world), so that DDP's mean of gradients is the global batch's
-            scale = world / max(sum(_target_tokens(train_items[i]) for i in idx), 1) if ddp is not None else 1.0
-            if setup.needs_attention:
-                loss, attention = _train_loss(model, ddp, batch, scale, True, smoothing)
-                reg = setup.penalty(model, attention=attention)
-            else:
-                loss = _train_loss(model, ddp, batch, scale, label_smoothing=smoothing)
-                reg = setup.penalty(model)
-            total = loss if reg is None else loss + reg
-            total.backward()
-            if config["clip"]:
-                nn.utils.clip_grad_norm_(model.parameters(), config["clip"])
-            optimizer.step()
-            state["step"] += 1
-            steps_this_call += 1
-            run_loss += float(loss.detach())
-            run_n += 1
-            bar.set_postfix(loss=f"{run_loss / run_n:.3f}")
-            if save_every and state["step"] % save_every == 0:
-                save(epoch, b + 1, run_loss, run_n, _clock() - t0)
-            if stop_after is not None and steps_this_call >= stop_after:
-                save(epoch, b + 1, run_loss, run_n, _clock() - t0)
-                return {"stopped": True, "step": state["step"]}
+        with deferred_interrupt() if world == 1 else nullcontext():
+            for b in bar:
+                idx = batches[b]
+                if world > 1 and len(idx) < world:
+                    continue  # a last batch smaller than the number of processes (the same on every rank): skipped
+                batch = _to(collate([train_items[i] for i in (shard(idx) if world > 1 else idx)]), dev)
+                optimizer.zero_grad(set_to_none=True)
+                # under DDP: summed NLL / (global tokens / world), so that DDP's mean of gradients is the global batch's
+                scale = world / max(sum(_target_tokens(train_items[i]) for i in idx), 1) if ddp is not None else 1.0
+                if setup.needs_attention:
+                    loss, attention = _train_loss(model, ddp, batch, scale, True, smoothing)
+                    reg = setup.penalty(model, attention=attention)
+                else:
+                    loss = _train_loss(model, ddp, batch, scale, label_smoothing=smoothing)
+                    reg = setup.penalty(model)
+                total = loss if reg is None else loss + reg
+                total.backward()
+                if config["clip"]:
+                    nn.utils.clip_grad_norm_(model.parameters(), config["clip"])
+                optimizer.step()
+                state["step"] += 1
+                steps_this_call += 1
+                run_loss += float(loss.detach())
+                run_n += 1
+                bar.set_postfix(loss=f"{run_loss / run_n:.3f}")
+                if save_every and state["step"] % save_every == 0:
+                    save(epoch, b + 1, run_loss, run_n, _clock() - t0)
+                if stop_after is not None and steps_this_call >= stop_after:
+                    save(epoch, b + 1, run_loss, run_n, _clock() - t0)
+                    return {"stopped": True, "step": state["step"]}
+                if interrupt_requested():  # Ctrl-C or SIGTERM, held until this step was whole: saved here, then stop
+                    save(epoch, b + 1, run_loss, run_n, _clock() - t0)
+                    raise KeyboardInterrupt
         dl = dev_loss(model, dev_items, config["batch_size"])
         if world > 1:  # each rank's loss is its part of the global mean, times world: average them
             run_loss = float(all_reduce_sum(torch.tensor(run_loss, dtype=torch.float64))) / world

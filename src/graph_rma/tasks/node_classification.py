@@ -21,8 +21,8 @@ the study with a one-line error; finished runs stay saved.
 
 Each finished (variant, seed) run is written atomically (``runs/<variant>/seed<k>.json`` and a checkpoint in
 ``checkpoints/``), so an interrupted study keeps its finished runs and ``--resume`` skips them; the run in progress
-is saved at most every minute (``checkpoints/<variant>_seed<k>.partial.pt``) and, on Ctrl-C (SIGINT), at the end of
-the epoch it is in before the study stops; ``--resume`` continues it from its last save, ending as an uninterrupted
+is saved at most every minute (``checkpoints/<variant>_seed<k>.partial.pt``) and, on Ctrl-C or SIGTERM, at the end
+of the epoch it is in before the study stops; ``--resume`` continues it from its last save, ending as an uninterrupted
 run would (a study started without ``--resume`` starts it afresh). A kill loses at most the minute since that save.
 
 The summary is a table (mean +- std over seeds of the test and validation metric, the paired difference of each
