@@ -22,7 +22,7 @@ import torch
 from graph_rma.engine import mean_std, paired_comparison, write_json
 from graph_rma.tasks.node_classification import format_table, run_study, summarize, upgrade_metrics
 from graph_rma.tasks.text_classification import run_benchmark
-from studies.pages import cli, paired_cell, publish, renderer
+from studies.pages import cli, paired_cell, publish, renderer, stop_if_interrupted
 
 STAGES = ["cora", "trec", "agenda"]
 SEEDS = list(range(10))
@@ -40,7 +40,9 @@ def run(out: Path, stages: List[str]) -> None:
     for stage in stages or STAGES:
         start = time.perf_counter()
         if stage == "cora":
-            run_study("gat", CORA, SEEDS, out / "cora", resume=True, make_plot=False, progress=False)
+            stop_if_interrupted(
+                run_study("gat", CORA, SEEDS, out / "cora", resume=True, make_plot=False, progress=False)
+            )
         elif stage == "trec":
             run_benchmark(["trec"], models=["selfattn"], variants=TREC, seeds=SEEDS, out=out / "trec")
         else:

@@ -32,7 +32,7 @@ from graph_rma.engine import CheckpointError, load_checkpoint, mean_std, one_lin
 from graph_rma.engine.figures import new_figure, save_png
 from graph_rma.tasks.node_classification import run_study, upgrade_metrics
 from graph_rma.tasks.protocols import resolve_protocol
-from studies.pages import check_defaults, page_file, paired_cell, renderer
+from studies.pages import check_defaults, page_file, paired_cell, renderer, stop_if_interrupted
 
 FINAL_SEEDS = list(range(10))  # seed s trains on split s: the published protocol's 10 splits
 SELECT_SEEDS = [100, 101, 102]  # splits 0-2, other initialisations: no final seed is ever used to choose
@@ -161,9 +161,7 @@ def reproduce(out: Path, rows: List[str], threads: int, seeds: List[int] = FINAL
             threads=threads,
             make_plot=False,
         )
-        print(res["table"])
-        if res["interrupted"]:
-            sys.exit(130)
+        print(stop_if_interrupted(res)["table"])
 
 
 def _row(text: str) -> Tuple[str, str]:
@@ -203,15 +201,17 @@ def _small_dir(out: Path, overrides: Dict) -> Path:
 
 def select_small(out: Path, threads: int) -> None:
     for overrides in SMALL_GRID:
-        res = run_study(
-            resolve_protocol("platonov-small", "minesweeper", {**SMALL_BASE, **overrides}),
-            ["ma"],
-            SELECT_SEEDS[:2],
-            _small_dir(out, overrides),
-            dataset="minesweeper",
-            resume=True,
-            threads=threads,
-            make_plot=False,
+        res = stop_if_interrupted(
+            run_study(
+                resolve_protocol("platonov-small", "minesweeper", {**SMALL_BASE, **overrides}),
+                ["ma"],
+                SELECT_SEEDS[:2],
+                _small_dir(out, overrides),
+                dataset="minesweeper",
+                resume=True,
+                threads=threads,
+                make_plot=False,
+            )
         )
         row = res["summary"][0]
         print(
@@ -300,7 +300,7 @@ def _run_settings(settings: List[Setting], seeds: Sequence[int], threads: int, j
     reported and the others go on; then each setting's ``results.json`` is written once from its finished runs."""
     if jobs == 1:
         for setting in settings:
-            _study(setting, seeds, threads)
+            stop_if_interrupted(_study(setting, seeds, threads))
         return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed

@@ -25,7 +25,7 @@ from graph_rma.tasks.defaults import NODE_FULL_VARIANTS
 from graph_rma.tasks.node_classification import run_study, upgrade_metrics
 from graph_rma.tasks.protocols import resolve_protocol
 from graph_rma.variants import parse_variant
-from studies.pages import cli, renderer
+from studies.pages import cli, renderer, stop_if_interrupted
 from studies.pages import mean_std_cell as _ms
 
 TUNING_SEEDS = [100, 101, 102]  # disjoint from the final seeds; the rule reads seeds 100-101
@@ -85,14 +85,14 @@ def run(out: Path, stages: List[str], threads: int = 1) -> None:
             for heads in sorted({h for _, h in TUNING}):
                 specs = [s for s, h in TUNING if h == heads]
                 gat = resolve_protocol("gat", "Cora", {"out_heads": heads})
-                run_study(gat, specs, TUNING_SEEDS, out / "tuning" / f"out_heads{heads}", **common)
+                stop_if_interrupted(run_study(gat, specs, TUNING_SEEDS, out / "tuning" / f"out_heads{heads}", **common))
         elif stage == "full":
-            run_study("gat", NODE_FULL_VARIANTS, FINAL_SEEDS, out / "full", **common)
+            stop_if_interrupted(run_study("gat", NODE_FULL_VARIANTS, FINAL_SEEDS, out / "full", **common))
         elif stage == "combo":
-            run_study("gat", COMBO, FINAL_SEEDS, out / "combo", **common)
+            stop_if_interrupted(run_study("gat", COMBO, FINAL_SEEDS, out / "combo", **common))
         else:
             gat = resolve_protocol("gat", "Cora", {"early_stopping": "gat"})
-            run_study(gat, GAT_RULE, FINAL_SEEDS, out / "gat", **common)
+            stop_if_interrupted(run_study(gat, GAT_RULE, FINAL_SEEDS, out / "gat", **common))
 
 
 def _runs(folder: Path) -> List[Dict]:

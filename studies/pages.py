@@ -25,6 +25,15 @@ def page_file(text: str) -> Path:
     return path
 
 
+def stop_if_interrupted(result: Dict) -> Dict:
+    """A study driver's check after each ``run_study``, which returns when Ctrl-C stops it (finished runs saved, the
+    run in progress where it stopped, ``result["interrupted"]`` true): end the whole driver with exit status 130
+    there, instead of going on with its next study; else ``result``."""
+    if result.get("interrupted"):
+        raise SystemExit(130)
+    return result
+
+
 def mean_std_cell(values: Sequence[float], digits: int = 2, empty: str = "–") -> str:
     """``mean ± std`` (sample std) of ``values`` at ``digits`` decimals, the one way every page writes a spread; one
     value alone has no spread to show; ``empty`` for none."""

@@ -36,12 +36,13 @@ from graph_rma.tasks.node_classification import format_table, upgrade_metrics
 from graph_rma.tasks.node_classification import run_study as _run_study
 from graph_rma.tasks.protocols import resolve_protocol
 from graph_rma.variants import parse_variant
+from studies.pages import stop_if_interrupted
 
 
 def run_study(variants, seeds, out, *, dataset: str, v2: bool, **kwargs):
     """This study ran under the GAT paper's Cora protocol on every graph (before per-graph protocols existed)."""
     protocol = resolve_protocol("gat", dataset, {"v2": v2})
-    return _run_study(protocol, variants, seeds, out, dataset=dataset, **kwargs)
+    return stop_if_interrupted(_run_study(protocol, variants, seeds, out, dataset=dataset, **kwargs))
 
 
 SELECT_SEEDS = list(range(100, 110))

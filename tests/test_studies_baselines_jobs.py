@@ -82,3 +82,21 @@ def test_an_interrupt_stops_the_running_runs_and_spares_an_idle_process(tmp_path
     text = log.read_text()
     assert code == 1 and "interrupted: finished runs are saved, the ones in progress where they stopped" in text
     assert "Traceback" not in text, text
+
+
+def test_one_job_stops_at_the_first_interrupted_setting(tmp_path, monkeypatch):
+    """run_study returns (``interrupted``) when Ctrl-C stops it: with one job the next setting must not start."""
+    calls = []
+
+    def fake(setting, seeds, threads, progress=True):
+        calls.append(setting[4].name)
+        return {"interrupted": setting[4].name == "first"}
+
+    monkeypatch.setattr(study, "_study", fake)
+    settings = [_setting(tmp_path / name, {}) for name in ("first", "second")]
+    with pytest.raises(SystemExit) as stopped:
+        study._run_settings(settings, [100], threads=1, jobs=1)
+    assert stopped.value.code == 130 and calls == ["first"]
+    calls.clear()
+    study._run_settings(settings[1:], [100], threads=1, jobs=1)  # nothing interrupted: every setting runs
+    assert calls == ["second"]
