@@ -497,10 +497,15 @@ def test_ctrl_c_held_by_the_caller_stops_the_run_at_the_end_of_its_epoch_saved_t
     assert "continuing the unfinished run after epoch 7" in capsys.readouterr().err
     timing = ("sec_per_epoch",)
     assert {k: v for k, v in resumed.items() if k not in timing} == {k: v for k, v in whole.items() if k not in timing}
-    # outside a deferral Ctrl-C acts at once, as before: no save
+    # outside a deferral Ctrl-C acts at once, as before: no save (with Python's own handler, set here: a shell ignores
+    # SIGINT for the background jobs it starts, and the tests may run as one)
     saves.clear()
     epochs_seen.clear()
     monkeypatch.setattr(nt.EarlyStopping, "update", update)
-    with pytest.raises(KeyboardInterrupt):
-        nt.train_run(data, "ma", 0, kwargs, partial=tmp_path / "other.partial.pt", save_every_s=3600, **settings)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            nt.train_run(data, "ma", 0, kwargs, partial=tmp_path / "other.partial.pt", save_every_s=3600, **settings)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert saves == [] and len(epochs_seen) == 7
