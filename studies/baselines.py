@@ -474,12 +474,15 @@ COMMITTED = Path(__file__).resolve().parents[1] / "docs" / "baselines" / "result
 
 def collect(out: Path) -> Dict:
     """Every finished run of the study, as committed in docs/baselines/results.json (the tables' one source). A
-    row, arm or setting with no folder under ``out`` keeps its committed runs, so one row can be run and reported
-    on a machine that does not hold the others."""
+    row, arm or setting keeps its committed runs but those of the seeds finished again under ``out``, so one row can
+    be run and reported on a machine that does not hold the others, and a folder that holds only some of a
+    setting's seeds (a fresh clone continuing it) loses none that was committed."""
     committed = json.loads(COMMITTED.read_text()) if COMMITTED.is_file() else {}
 
     def runs(path: Path, kept: List[Dict]) -> List[Dict]:
-        return _run_rows(_load(path)) if path.is_dir() else kept
+        here = _run_rows(_load(path)) if path.is_dir() else []
+        seeds = {r["seed"] for r in here}
+        return sorted(here + [r for r in kept if r["seed"] not in seeds], key=lambda r: r["seed"])
 
     old_rows = {(r["dataset"], r["protocol"]): r["runs"] for r in committed.get("reproduction", [])}
     rows = [

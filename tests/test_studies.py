@@ -277,6 +277,35 @@ def test_baselines_report_from_a_folder_without_runs_keeps_the_committed_results
     assert all(not e["select"] and not e["final"] for e in collected["evidence"] if e not in committed["evidence"])
 
 
+def test_baselines_report_keeps_the_committed_seeds_a_folder_has_not_finished(tmp_path):
+    """A setting's folder holding one finished seed (a fresh clone continuing it): that seed's run replaces its
+    committed one, the other committed seeds stay (the folder used to replace them all)."""
+    study = _load("baselines")
+    committed = json.loads((REPO / "docs" / "baselines" / "results.json").read_text())
+    row = next(r for r in committed["reproduction"] if len(r["runs"]) >= 3)
+    d, p = row["dataset"], row["protocol"]
+    seed = row["runs"][1]["seed"]
+    record = {
+        "seed": seed,
+        "split": row["runs"][1]["split"],
+        "metrics": {
+            "metric": row["runs"][1]["metric"],
+            "test_metric": 0.5,
+            "val_metric": 0.25,
+            "epochs": 7,
+            "sec_per_epoch": 1.0,
+        },
+    }
+    folder = study._row_dir(tmp_path, d, p) / "runs" / "ma"
+    folder.mkdir(parents=True)
+    (folder / f"seed{seed}.json").write_text(json.dumps(record))
+    runs = next(r for r in study.collect(tmp_path)["reproduction"] if (r["dataset"], r["protocol"]) == (d, p))["runs"]
+    assert [r["seed"] for r in runs] == [r["seed"] for r in row["runs"]]
+    assert (
+        runs[1]["test"] == 50.0 and runs[1]["epochs"] == 7 and runs[0] == row["runs"][0] and runs[2:] == row["runs"][2:]
+    )
+
+
 @pytest.mark.parametrize(
     "driver,args,word",
     [
