@@ -25,7 +25,7 @@ import statistics
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from graph_rma.argtypes import SeedsAction, out_dir, positive_int, seed_list
 from graph_rma.engine import CheckpointError, load_checkpoint, mean_std, one_line_errors, paired_comparison, write_json
@@ -294,13 +294,18 @@ def _first_interrupt_only():
         signal.signal(signal.SIGINT, previous)
 
 
-def _run_settings(settings: List[Setting], seeds: Sequence[int], threads: int, jobs: int) -> None:
-    """Every setting on every seed. ``jobs`` 1: one setting after another in this process. More: each (setting,
+def _run_settings(
+    settings: List[Setting], seeds: Sequence[int], threads: int, jobs: int, finished: FrozenSet[Tuple] = frozenset()
+) -> None:
+    """Every setting on every seed but those in ``finished`` (``(dataset, protocol, setting name, seed)``: runs
+    committed, :func:`_finished`). ``jobs`` 1: one setting after another in this process. More: each (setting,
     seed) run in its own process, ``jobs`` at a time (several small runs share a GPU or the cores); a failed run is
     reported and the others go on; then each setting's ``results.json`` is written once from its finished runs."""
+    todo = [(s, [k for k in seeds if (s[0], s[1], settings_name(s[2], s[3]), k) not in finished]) for s in settings]
+    todo = [(s, left) for s, left in todo if left]
     if jobs == 1:
-        for setting in settings:
-            stop_if_interrupted(_study(setting, seeds, threads))
+        for setting, left in todo:
+            stop_if_interrupted(_study(setting, left, threads))
         return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -314,7 +319,7 @@ def _run_settings(settings: List[Setting], seeds: Sequence[int], threads: int, j
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=module._child, initargs=(stop,))
     with _first_interrupt_only(), pool:
         work = module._one_run
-        units = {pool.submit(work, s, seed, threads): (s, seed) for s in settings for seed in seeds}
+        units = {pool.submit(work, s, seed, threads): (s, seed) for s, left in todo for seed in left}
         try:
             for done in tqdm(as_completed(units), total=len(units), desc="runs", unit="run", file=sys.stderr):
                 setting, seed = units[done]
@@ -331,8 +336,8 @@ def _run_settings(settings: List[Setting], seeds: Sequence[int], threads: int, j
         print(f"failed: {line}", file=sys.stderr)
     if failed:
         raise SystemExit(f"{len(failed)} of {len(units)} runs failed (above); the others are saved")
-    for setting in settings:
-        _study(setting, seeds, threads, progress=False)  # every run reused: the setting's summary, written once
+    for setting, left in todo:
+        _study(setting, left, threads, progress=False)  # every run reused: the setting's summary, written once
 
 
 def select(out: Path, threads: int, only: Optional[Tuple[str, str]] = None, jobs: int = 1) -> None:
@@ -342,7 +347,7 @@ def select(out: Path, threads: int, only: Optional[Tuple[str, str]] = None, jobs
         for arm_settings in EVIDENCE[(dataset, protocol)].values()
         for spec, overrides in arm_settings
     ]
-    _run_settings(settings, SELECT_SEEDS, threads, jobs)
+    _run_settings(settings, SELECT_SEEDS, threads, jobs, _finished(out, "select"))
 
 
 def _load(path: Path) -> Dict:
@@ -352,15 +357,28 @@ def _load(path: Path) -> Dict:
     return {"runs": sorted(runs, key=lambda r: r["seed"])}
 
 
+def _finished(out: Path, stage: str) -> FrozenSet[Tuple[str, str, str, int]]:
+    """``(dataset, protocol, setting name, seed)`` of every finished run of an evidence stage, here or committed
+    (:func:`collect`): a fresh clone does not train a committed run again."""
+    return frozenset(
+        (e["dataset"], e["protocol"], e["setting"], r["seed"]) for e in collect(out)["evidence"] for r in e[stage]
+    )
+
+
 def chosen(out: Path, dataset: str, protocol: str, arm: str) -> Tuple[str, Dict, List[Tuple[str, float]]]:
-    """The arm's setting with the highest mean validation metric on the selection seeds (ties: the earlier)."""
+    """The arm's setting with the highest mean validation metric on the selection seeds (ties: the earlier), over
+    its finished selection runs, here or committed (:func:`collect`, the page's numbers)."""
+    entries = {
+        e["setting"]: e
+        for e in collect(out)["evidence"]
+        if (e["dataset"], e["protocol"], e["arm"]) == (dataset, protocol, arm)
+    }
     scores = []
     for spec, overrides in EVIDENCE[(dataset, protocol)][arm]:
-        res = _load(_arm_dir(out, "select", dataset, protocol, spec, overrides))
-        runs = res.get("runs", [])
-        if len(runs) < len(SELECT_SEEDS):
+        runs = entries[settings_name(spec, overrides)]["select"]
+        if sorted(r["seed"] for r in runs) != sorted(SELECT_SEEDS):
             raise SystemExit(f"selection incomplete for {settings_name(spec, overrides)}: run `select` first")
-        scores.append((settings_name(spec, overrides), mean_std([100 * r["metrics"]["val_metric"] for r in runs])[0]))
+        scores.append((settings_name(spec, overrides), mean_std([r["val"] for r in runs])[0]))
     best = max(range(len(scores)), key=lambda i: (scores[i][1], -i))
     spec, overrides = EVIDENCE[(dataset, protocol)][arm][best]
     return spec, overrides, scores
@@ -377,7 +395,7 @@ def final(out: Path, threads: int, arms: List[str], only: Optional[Tuple[str, st
             settings.append(
                 (dataset, protocol, spec, overrides, _arm_dir(out, "final", dataset, protocol, spec, overrides))
             )
-    _run_settings(settings, FINAL_SEEDS, threads, jobs)
+    _run_settings(settings, FINAL_SEEDS, threads, jobs, _finished(out, "final"))
 
 
 def _part_way(path: Path) -> List[int]:

@@ -100,3 +100,39 @@ def test_one_job_stops_at_the_first_interrupted_setting(tmp_path, monkeypatch):
     calls.clear()
     study._run_settings(settings[1:], [100], threads=1, jobs=1)  # nothing interrupted: every setting runs
     assert calls == ["second"]
+
+
+def test_select_and_final_skip_committed_runs_and_choose_from_them(tmp_path, monkeypatch):
+    """A fresh clone (no run folders) trains only what docs/baselines/results.json does not hold: chameleon_filtered's
+    `luo` evidence is complete there, so nothing runs and each arm's choice comes from the committed selection."""
+    committed = json.loads(study.COMMITTED.read_text())
+    entries = [e for e in committed["evidence"] if (e["dataset"], e["protocol"]) == ("chameleon_filtered", "luo")]
+    assert entries and all(len(e["select"]) == len(study.SELECT_SEEDS) for e in entries)
+    calls = []
+    monkeypatch.setattr(
+        study, "_study", lambda s, seeds, threads, progress=True: calls.append((s[4], list(seeds))) or {}
+    )
+    study.select(tmp_path, 1, ("chameleon_filtered", "luo"))
+    study.final(tmp_path, 1, [], ("chameleon_filtered", "luo"))
+    assert calls == []
+    for arm in {e["arm"] for e in entries}:
+        mine = [e for e in entries if e["arm"] == arm]
+        means = [sum(r["val"] for r in e["select"]) / len(e["select"]) for e in mine]
+        spec, overrides, scores = study.chosen(tmp_path, "chameleon_filtered", "luo", arm)
+        assert study.settings_name(spec, overrides) == mine[means.index(max(means))]["setting"]
+        assert [round(m, 6) for _, m in scores] == [round(m, 6) for m in means]
+    # an entry with some runs committed: only the others are trained
+    done = {
+        (e["setting"], r["seed"])
+        for e in committed["evidence"]
+        if (e["dataset"], e["protocol"]) == ("minesweeper", "luo")
+        for r in e["select"]
+    }
+    study.select(tmp_path, 1, ("minesweeper", "luo"))
+    names = {
+        study._arm_dir(tmp_path, "select", "minesweeper", "luo", spec, o): study.settings_name(spec, o)
+        for arm in study.EVIDENCE[("minesweeper", "luo")].values()
+        for spec, o in arm
+    }
+    trained = {(names[folder], seed) for folder, seeds in calls for seed in seeds}
+    assert done and trained == {(n, k) for n in names.values() for k in study.SELECT_SEEDS} - done
