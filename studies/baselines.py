@@ -25,7 +25,7 @@ import statistics
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
 from graph_rma.argtypes import SeedsAction, out_dir, positive_int, seed_list
 from graph_rma.engine import CheckpointError, load_checkpoint, mean_std, one_line_errors, paired_comparison, write_json
@@ -398,11 +398,13 @@ def final(out: Path, threads: int, arms: List[str], only: Optional[Tuple[str, st
     _run_settings(settings, FINAL_SEEDS, threads, jobs, _finished(out, "final"))
 
 
-def _part_way(path: Path) -> List[int]:
-    """The epochs reached by the runs of this folder that were cut short and saved part-way (each resumes from its
-    save); an unreadable save counts as epoch 0 (its run starts again)."""
+def _part_way(path: Path, seeds: Iterable[int]) -> List[int]:
+    """The epochs reached by the runs of this folder on ``seeds`` that were cut short and saved part-way (each
+    resumes from its save; the save of a run finished elsewhere, e.g. committed from another machine, is not
+    counted); an unreadable save counts as epoch 0 (its run starts again)."""
     epochs = []
-    for save in sorted((path / "checkpoints").glob("*.partial.pt")):
+    saves = (save for seed in sorted(seeds) for save in (path / "checkpoints").glob(f"*_seed{seed}.partial.pt"))
+    for save in saves:
         try:
             epochs.append(int(load_checkpoint(save)["epoch"]))
         except (CheckpointError, KeyError, TypeError, ValueError):
@@ -417,51 +419,79 @@ def _part_way_note(epochs: List[int]) -> str:
     return f" ({len(epochs)} saved part-way, at epoch{'s' if len(epochs) > 1 else ''} {at}: resumed from there)"
 
 
+def _seconds_per_epoch(entries: List[Dict], settings: Dict[str, Tuple[str, Dict]], setting: str) -> Optional[float]:
+    """The median seconds per epoch of the finished runs (selection and final) of ``setting``, else of the settings
+    that train the same model (the same overrides, e.g. ``heads=8``), else of its arm, else of the entry; None when
+    the entry has no finished run. A run resumed on another machine mixes the two machines' epochs."""
+    arm = next(e["arm"] for e in entries if e["setting"] == setting)
+    for same in (
+        lambda e: e["setting"] == setting,
+        lambda e: settings[e["setting"]][1] == settings[setting][1],
+        lambda e: e["arm"] == arm,
+        lambda e: True,
+    ):
+        timed = [r["sec_per_epoch"] for e in entries if same(e) for r in e["select"] + e["final"]]
+        if timed:
+            return statistics.median(timed)
+    return None
+
+
 def plan(out: Path, only: Optional[Tuple[str, str]] = None) -> List[str]:
     """Per evidence entry, from :func:`collect` (the runs here, else the committed ones): each setting's selection
     runs left, each arm's final runs left (its chosen setting's; every final seed while its selection is incomplete)
-    and about how long they take on one thread each: the runs left times the protocol's epochs times the median
-    seconds per epoch of the entry's finished selection runs (which may differ between arms)."""
+    and about how long they take on one thread each: each run's epochs left (the protocol's, less what its part-way
+    save holds) times the seconds per epoch of :func:`_seconds_per_epoch` (an arm whose choice waits for the
+    selection is timed by its slowest setting)."""
     results, lines = collect(out), []
     for dataset, protocol in _entries(only):
         key = f"{dataset}:{protocol}"
         entries = [e for e in results["evidence"] if (e["dataset"], e["protocol"]) == (dataset, protocol)]
         settings = {settings_name(*s): s for arm in EVIDENCE[(dataset, protocol)].values() for s in arm}
-        left, upper, done = 0, "", 0  # runs left, and the epochs their part-way saves hold
+        epochs = _protocol(dataset, protocol, {}).epochs
+        left, upper, done, seconds = 0, "", 0, []  # runs left, the epochs their saves hold, and their time
+
+        def timed(line: str, setting_names: List[str], n: int, saved: List[int]) -> str:
+            per_epoch = [_seconds_per_epoch(entries, settings, name) for name in setting_names]
+            if None in per_epoch:
+                return line
+            seconds.append((n * epochs - sum(saved)) * max(per_epoch))
+            return f"{line}; about {seconds[-1] / 3600:.1f} h at {max(per_epoch):.2f} s/epoch"
+
         for e in entries:
-            n = len(set(SELECT_SEEDS) - {r["seed"] for r in e["select"]})
+            seeds = set(SELECT_SEEDS) - {r["seed"] for r in e["select"]}
+            n = len(seeds)
             left += n
             if n:
-                saved = _part_way(_arm_dir(out, "select", dataset, protocol, *settings[e["setting"]]))
+                saved = _part_way(_arm_dir(out, "select", dataset, protocol, *settings[e["setting"]]), seeds)
                 done += sum(saved)
-                lines.append(
+                line = (
                     f"{key} select {e['arm']} `{e['setting']}`: {n} of {len(SELECT_SEEDS)} left{_part_way_note(saved)}"
                 )
+                lines.append(timed(line, [e["setting"]], n, saved))
         for arm in EVIDENCE[(dataset, protocol)]:
             mine = [e for e in entries if e["arm"] == arm]
             if all(len(e["select"]) >= len(SELECT_SEEDS) for e in mine):
                 best = mine[_select(mine)[1]]
-                n = len(set(FINAL_SEEDS) - {r["seed"] for r in best["final"]})
-                saved = _part_way(_arm_dir(out, "final", dataset, protocol, *settings[best["setting"]])) if n else []
-                done += sum(saved)
+                seeds = set(FINAL_SEEDS) - {r["seed"] for r in best["final"]}
+                n = len(seeds)
+                saved = _part_way(_arm_dir(out, "final", dataset, protocol, *settings[best["setting"]]), seeds)
                 what = f" `{best['setting']}`: {n} of {len(FINAL_SEEDS)} left{_part_way_note(saved)}"
+                names = [best["setting"]]
             else:  # a chosen setting whose finals are the reproduction row's would have none left
-                n, upper = len(FINAL_SEEDS), "up to "
+                n, upper, saved = len(FINAL_SEEDS), "up to ", []
                 what = f": up to {n} left (its choice waits for the selection)"
+                names = [e["setting"] for e in mine]
+            done += sum(saved)
             left += n
             if n:
-                lines.append(f"{key} final {arm}{what}")
-        per_epoch = [r["sec_per_epoch"] for e in entries for r in e["select"]]
-        epochs = _protocol(dataset, protocol, {}).epochs
+                lines.append(timed(f"{key} final {arm}{what}", names, n, saved))
         if not left:
             lines.append(f"{key}: complete")
-        elif per_epoch:
-            seconds = statistics.median(per_epoch)
-            hours = (left * epochs - done) * seconds / 3600
+        elif seconds:
             saved = f", {done} of them saved part-way" if done else ""
             lines.append(
-                f"{key}: {upper}{left} runs left, about {hours:.1f} h of one thread ({left} x {epochs} epochs{saved}, "
-                f"at {seconds:.2f} s, the median of its {len(per_epoch)} finished selection runs)"
+                f"{key}: {upper}{left} runs left, about {sum(seconds) / 3600:.1f} h of one thread "
+                f"({left} x {epochs} epochs{saved})"
             )
         else:
             lines.append(f"{key}: {upper}{left} runs left of {epochs} epochs each (no finished run to time yet)")
