@@ -197,14 +197,20 @@ def chosen(out: Path, arm: str, results: Path = RESULTS) -> int:
     return choice[arm]["index"]
 
 
-def study_decoding(out: Path, results: Path = RESULTS) -> Dict:
-    """``OUT/decoding.json``, the one decoding of every final, else the committed one (its setting's options from
-    DECODE_GRID); ``SystemExit`` before either."""
+def _decided(out: Path, results: Path) -> Optional[Dict]:
+    """``OUT/decoding.json``, else the committed decoding (its setting's options from DECODE_GRID), else None."""
     choice = baseline._read(out / "decoding.json")
     kept = _committed(results).get("decoding")
     if not choice and kept:
         grid = {baseline.setting_name(g): g for g in DECODE_GRID}
         choice = {**kept, **grid[kept["setting"]]}
+    return choice or None
+
+
+def study_decoding(out: Path, results: Path = RESULTS) -> Dict:
+    """The one decoding of every final (:func:`_decided`: the run folder's, else the committed one); ``SystemExit``
+    before either."""
+    choice = _decided(out, results)
     if not choice:
         raise SystemExit(
             f"{out / 'decoding.json'}: the decoding is not chosen yet (python -m studies.webnlg2017_evidence decoding)"
@@ -566,8 +572,7 @@ def plan(out: Path = OUT, results: Path = RESULTS) -> List[str]:
     from there."""
     me = "python -m studies.webnlg2017_evidence"
     committed = _committed(results)
-    decided = (out / "decoding.json").is_file() or committed.get("decoding")
-    first = [] if decided else [f"OMP_NUM_THREADS=1 {me} decoding"]
+    first = [] if _decided(out, results) else [f"OMP_NUM_THREADS=1 {me} decoding"]
     kept_seconds = [r["seconds_per_epoch"] for r in committed.get("selection", []) if r.get("seconds_per_epoch")]
     seconds = _epoch_seconds(out) or (statistics.median(kept_seconds) if kept_seconds else None)
     selected = {(r["arm"], r["index"]) for r in committed.get("selection", []) if r.get("epochs") == SELECT_EPOCHS}

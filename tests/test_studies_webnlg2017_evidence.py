@@ -171,7 +171,9 @@ def test_before_any_run_the_block_says_so_and_plan_starts_with_selection(tmp_pat
     none = tmp_path / "nothing committed"
     assert ev.plan(tmp_path / "out", none) == [f"{me} decoding", *selection]
     (tmp_path / "out").mkdir()
-    (tmp_path / "out" / "decoding.json").write_text("{}")
+    (tmp_path / "out" / "decoding.json").write_text("{}")  # empty: not a decoding (study_decoding refuses it)
+    assert ev.plan(tmp_path / "out", none) == [f"{me} decoding", *selection]
+    (tmp_path / "out" / "decoding.json").write_text(json.dumps({"setting": "beam5-lp1.0", "beam": 5}))
     assert ev.plan(tmp_path / "out", none) == selection
     # a finished selection run gives the time per epoch (the median of its epochs, a partial one left out); a run
     # stopped part-way says how far it is
