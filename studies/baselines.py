@@ -347,7 +347,7 @@ def select(out: Path, threads: int, only: Optional[Tuple[str, str]] = None, jobs
         for arm_settings in EVIDENCE[(dataset, protocol)].values()
         for spec, overrides in arm_settings
     ]
-    _run_settings(settings, SELECT_SEEDS, threads, jobs, _finished(out, "select"))
+    _run_settings(settings, SELECT_SEEDS, threads, jobs, _finished(collect(out), "select"))
 
 
 def _load(path: Path) -> Dict:
@@ -357,20 +357,23 @@ def _load(path: Path) -> Dict:
     return {"runs": sorted(runs, key=lambda r: r["seed"])}
 
 
-def _finished(out: Path, stage: str) -> FrozenSet[Tuple[str, str, str, int]]:
-    """``(dataset, protocol, setting name, seed)`` of every finished run of an evidence stage, here or committed
-    (:func:`collect`): a fresh clone does not train a committed run again."""
+def _finished(results: Dict, stage: str) -> FrozenSet[Tuple[str, str, str, int]]:
+    """``(dataset, protocol, setting name, seed)`` of every finished run of an evidence stage in ``results``
+    (:func:`collect`: here or committed): a fresh clone does not train a committed run again."""
     return frozenset(
-        (e["dataset"], e["protocol"], e["setting"], r["seed"]) for e in collect(out)["evidence"] for r in e[stage]
+        (e["dataset"], e["protocol"], e["setting"], r["seed"]) for e in results["evidence"] for r in e[stage]
     )
 
 
-def chosen(out: Path, dataset: str, protocol: str, arm: str) -> Tuple[str, Dict, List[Tuple[str, float]]]:
+def chosen(
+    out: Path, dataset: str, protocol: str, arm: str, results: Optional[Dict] = None
+) -> Tuple[str, Dict, List[Tuple[str, float]]]:
     """The arm's setting with the highest mean validation metric on the selection seeds (ties: the earlier), over
-    its finished selection runs, here or committed (:func:`collect`, the page's numbers)."""
+    its finished selection runs, here or committed (``results``, else :func:`collect` of ``out``: the page's
+    numbers)."""
     entries = {
         e["setting"]: e
-        for e in collect(out)["evidence"]
+        for e in (results or collect(out))["evidence"]
         if (e["dataset"], e["protocol"], e["arm"]) == (dataset, protocol, arm)
     }
     scores = []
@@ -385,17 +388,17 @@ def chosen(out: Path, dataset: str, protocol: str, arm: str) -> Tuple[str, Dict,
 
 
 def final(out: Path, threads: int, arms: List[str], only: Optional[Tuple[str, str]] = None, jobs: int = 1) -> None:
-    settings = []
+    results, settings = collect(out), []
     for dataset, protocol in _entries(only):
         for arm in EVIDENCE[(dataset, protocol)]:
             if arms and arm not in arms:
                 continue
-            spec, overrides, _ = chosen(out, dataset, protocol, arm)
+            spec, overrides, _ = chosen(out, dataset, protocol, arm, results)
             print(f"{dataset} {arm}: {settings_name(spec, overrides)}", file=sys.stderr)
             settings.append(
                 (dataset, protocol, spec, overrides, _arm_dir(out, "final", dataset, protocol, spec, overrides))
             )
-    _run_settings(settings, FINAL_SEEDS, threads, jobs, _finished(out, "final"))
+    _run_settings(settings, FINAL_SEEDS, threads, jobs, _finished(results, "final"))
 
 
 def _part_way(path: Path, seeds: Iterable[int]) -> List[int]:
