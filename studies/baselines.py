@@ -294,18 +294,29 @@ def _first_interrupt_only():
         signal.signal(signal.SIGINT, previous)
 
 
+def _order(todo: List[Tuple[Setting, List[int]]]) -> List[Tuple[Setting, int]]:
+    """Every (setting, seed) run of ``todo``, those saved part-way first, the furthest on first (then in the given
+    order): a study stopped again part-way has finished, and can report, the runs that were nearest their end."""
+    units = [(setting, seed) for setting, left in todo for seed in left]
+    reached = [max(_part_way(setting[4], [seed]), default=0) for setting, seed in units]
+    return [units[i] for i in sorted(range(len(units)), key=lambda i: -reached[i])]
+
+
 def _run_settings(
     settings: List[Setting], seeds: Sequence[int], threads: int, jobs: int, finished: FrozenSet[Tuple] = frozenset()
 ) -> None:
     """Every setting on every seed but those in ``finished`` (``(dataset, protocol, setting name, seed)``: runs
-    committed, :func:`_finished`). ``jobs`` 1: one setting after another in this process. More: each (setting,
-    seed) run in its own process, ``jobs`` at a time (several small runs share a GPU or the cores); a failed run is
-    reported and the others go on; then each setting's ``results.json`` is written once from its finished runs."""
+    committed, :func:`_finished`), in :func:`_order` (the runs saved part-way first). ``jobs`` 1: one run after
+    another in this process. More: each run in its own process, ``jobs`` at a time (several small runs share a GPU
+    or the cores); a failed run is reported and the others go on. Then each setting's ``results.json`` is written
+    once from its finished runs."""
     todo = [(s, [k for k in seeds if (s[0], s[1], settings_name(s[2], s[3]), k) not in finished]) for s in settings]
     todo = [(s, left) for s, left in todo if left]
     if jobs == 1:
+        for setting, seed in _order(todo):
+            stop_if_interrupted(_study(setting, [seed], threads))
         for setting, left in todo:
-            stop_if_interrupted(_study(setting, left, threads))
+            _study(setting, left, threads, progress=False)  # every run reused: the setting's summary
         return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -319,7 +330,7 @@ def _run_settings(
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=module._child, initargs=(stop,))
     with _first_interrupt_only(), pool:
         work = module._one_run
-        units = {pool.submit(work, s, seed, threads): (s, seed) for s, left in todo for seed in left}
+        units = {pool.submit(work, s, seed, threads): (s, seed) for s, seed in _order(todo)}
         try:
             for done in tqdm(as_completed(units), total=len(units), desc="runs", unit="run", file=sys.stderr):
                 setting, seed = units[done]

@@ -89,17 +89,35 @@ def test_one_job_stops_at_the_first_interrupted_setting(tmp_path, monkeypatch):
     calls = []
 
     def fake(setting, seeds, threads, progress=True):
-        calls.append(setting[4].name)
+        calls.append((setting[4].name, list(seeds), progress))
         return {"interrupted": setting[4].name == "first"}
 
     monkeypatch.setattr(study, "_study", fake)
     settings = [_setting(tmp_path / name, {}) for name in ("first", "second")]
     with pytest.raises(SystemExit) as stopped:
         study._run_settings(settings, [100], threads=1, jobs=1)
-    assert stopped.value.code == 130 and calls == ["first"]
+    assert stopped.value.code == 130 and calls == [("first", [100], True)]
     calls.clear()
-    study._run_settings(settings[1:], [100], threads=1, jobs=1)  # nothing interrupted: every setting runs
-    assert calls == ["second"]
+    study._run_settings(settings[1:], [100, 101], threads=1, jobs=1)  # nothing interrupted: every run, then
+    assert calls == [("second", [100], True), ("second", [101], True), ("second", [100, 101], False)]  # the summary
+
+
+def test_runs_saved_part_way_go_first_the_furthest_first(tmp_path):
+    """A study stopped again part-way has finished the runs that were nearest their end."""
+    from graph_rma.engine import save_checkpoint
+
+    a, b = _setting(tmp_path / "a", {}), _setting(tmp_path / "b", {})
+    for setting, seed, epoch in ((a, 101, 50), (b, 100, 120), (b, 102, 50)):
+        save_checkpoint(setting[4] / "checkpoints" / f"ma-x_seed{seed}.partial.pt", {"epoch": epoch})
+    order = study._order([(a, [100, 101, 102]), (b, [100, 101, 102])])
+    assert [(s[4].name, seed) for s, seed in order] == [
+        ("b", 100),  # epoch 120
+        ("a", 101),  # epoch 50, before b's (the given order)
+        ("b", 102),
+        ("a", 100),  # not started: the given order
+        ("a", 102),
+        ("b", 101),
+    ]
 
 
 def test_select_and_final_skip_committed_runs_and_choose_from_them(tmp_path, monkeypatch):
