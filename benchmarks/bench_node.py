@@ -3,6 +3,7 @@
     python -m benchmarks.bench_node --dataset minesweeper            # platonov-small's residual GAT
     python -m benchmarks.bench_node --dataset chameleon              # ggcn's 2-layer GAT
     python -m benchmarks.bench_node --dataset tolokers --repeats 5   # the largest shared graph (1.04M edges)
+    python -m benchmarks.bench_node --dataset minesweeper --protocol luo --heads 8 --lean   # issue 34's 8-head arms
 
 An epoch is what ``graph_rma.tasks.node_classification.train_run`` does per epoch: one full-batch training step
 (Adam) and one evaluation forward pass. Contenders, timed interleaved in one process (``benchmarks.common.compare``):
@@ -41,6 +42,8 @@ def _stock(model: torch.nn.Module) -> torch.nn.Module:
                     concat=child.concat,
                     dropout=child.dropout,
                     add_self_loops=child.add_self_loops,
+                    negative_slope=child.negative_slope,
+                    bias=child.bias is not None,  # Luo et al.'s classic GAT has none
                 )
                 stock.load_state_dict(child.state_dict())
                 setattr(parent, name, stock)
@@ -70,13 +73,14 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset", default="minesweeper")
     p.add_argument("--protocol", default=None, help="default: the graph's own")
+    p.add_argument("--heads", type=int, default=None, help="attention heads (default: the protocol's)")
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--lean", action="store_true", help="also time lean=True layers")
     load_before = add_json_option(p)
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
-    protocol = resolve_protocol(a.protocol, a.dataset)
+    protocol = resolve_protocol(a.protocol, a.dataset, {"heads": a.heads})
     data = nc.prepare_graph(load_node_graph(a.dataset), protocol)
     classes = int(data.y.max()) + 1
     metric, _ = nc.resolve_metric(protocol, classes)
@@ -99,7 +103,9 @@ def main(argv=None) -> None:
         f"{a.dataset} ({protocol.name}: {name}, {data.num_nodes} nodes, {data.edge_index.size(1)} edges before "
         f"self-loops), {a.threads} thread(s), torch {torch.__version__}"
     )
-    compare(f"seconds per epoch (train step + evaluation), {a.dataset}", fns, repeats=a.repeats, warmup=1)
+    named = [protocol.name] * (a.protocol is not None) + [f"{protocol.heads} heads"] * (a.heads is not None)
+    label = f"{a.dataset} ({', '.join(named)})" if named else a.dataset  # the graph's default model: its name alone
+    compare(f"seconds per epoch (train step + evaluation), {label}", fns, repeats=a.repeats, warmup=1)
     save_if_asked(a, argv, "bench_node", load_before)
 
 
