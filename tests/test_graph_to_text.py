@@ -344,3 +344,36 @@ def test_ctrl_c_saves_the_step_it_came_in_and_the_run_resumes_as_if_uninterrupte
     a = load_checkpoint(tmp_path / "full" / "checkpoint.pt")["model"]
     b = load_checkpoint(tmp_path / "cut" / "checkpoint.pt")["model"]
     assert resumed["steps"] == full["steps"] == 6 and all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_the_dev_phase_stops_after_the_epochs_save_and_the_run_resumes_as_if_uninterrupted(
+    tmp_path, monkeypatch
+):
+    """A real SIGINT while epoch 1's dev loss is computed: the trainer finishes the dev phase, records the epoch,
+    writes best.pt and the end-of-epoch checkpoint, then stops; run again, it trains epoch 2 only and ends with the
+    weights and history of an uninterrupted run."""
+    import signal
+
+    full = agenda.train(dict(SMALL), tmp_path / "full", FIXTURE, seed=1, progress=False)
+    real_dev_loss, calls = g2t.dev_loss, []
+
+    def dev_loss_with_ctrl_c(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            signal.raise_signal(signal.SIGINT)  # in epoch 1's dev phase: held until the epoch is saved
+        return real_dev_loss(*args, **kwargs)
+
+    monkeypatch.setattr(g2t, "dev_loss", dev_loss_with_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        agenda.train(dict(SMALL), tmp_path / "cut", FIXTURE, seed=1, progress=False)
+    saved = load_checkpoint(tmp_path / "cut" / "checkpoint.pt")
+    assert (saved["step"], saved["epoch"], saved["batch"], len(saved["history"])) == (3, 1, 0, 1)
+    assert (tmp_path / "cut" / "best.pt").exists()
+    assert saved["history"][0]["dev_loss"] == pytest.approx(full["history"][0]["dev_loss"])
+    monkeypatch.setattr(g2t, "dev_loss", real_dev_loss)
+    resumed = agenda.train(dict(SMALL), tmp_path / "cut", FIXTURE, seed=1, progress=False)
+    a = load_checkpoint(tmp_path / "full" / "checkpoint.pt")["model"]
+    b = load_checkpoint(tmp_path / "cut" / "checkpoint.pt")["model"]
+    assert resumed["steps"] == full["steps"] == 6 and all(torch.equal(a[k], b[k]) for k in a)
+    assert [h["dev_loss"] for h in resumed["history"]] == pytest.approx([h["dev_loss"] for h in full["history"]])

@@ -5,9 +5,10 @@ r"""The graph-to-text trainer shared by AGENDA and WebNLG: GraphWriter with plai
 
 * ``checkpoint.pt``: everything needed to resume (weights, optimizer, sampler and RNG states, the position in the
   epoch), written atomically every ``save_every`` steps, at the end of every epoch and, in one process, when Ctrl-C
-  or SIGTERM comes during a training step (once that step is whole; then ``KeyboardInterrupt``,
-  :func:`graph_rma.engine.deferred_interrupt`); calling :func:`train` again with the same folder resumes from it and
-  ends with the same weights as an uninterrupted run with the same seed;
+  or SIGTERM comes during an epoch (held until the training step it came in is whole, or, if it came in the
+  epoch's dev phase, until the epoch's save; then ``KeyboardInterrupt``, :func:`graph_rma.engine.deferred_interrupt`);
+  calling :func:`train` again with the same folder resumes from it and ends with the same weights as an
+  uninterrupted run with the same seed;
 * ``best.pt``: the weights with the lowest dev loss (token-level teacher-forced NLL, :func:`dev_loss`), or with
   ``config["keep"] == "dev_bleu"`` the highest dev BLEU (the dev split decoded after every epoch by the task's
   scorer, ``dev_bleu``);
@@ -414,22 +415,29 @@ def train(
 
     steps_this_call = 0
     model.train()
-    for epoch in range(state["epoch"], config["epochs"]):
-        batches = _batches(len(train_items), config["batch_size"], torch.Generator().manual_seed(seed * 1009 + epoch))
-        start = state["batch"] if epoch == state["epoch"] else 0
-        run_loss, run_n, done_seconds, partial = 0.0, 0, 0.0, False
-        if epoch == state["epoch"] and ckpt is not None and start > 0:
-            if ckpt.get("world_size", 1) == world:
-                run_loss, run_n = ckpt.get("run_loss_ranks", [0.0] * world)[rank], ckpt.get("run_n", 0)
-            # the time trained before the stop; a checkpoint of an older release lacks it: the epoch's seconds are
-            # then only those since the resume, and its entry says so
-            partial = "epoch_seconds" not in ckpt
-            done_seconds = float(ckpt.get("epoch_seconds", 0.0))
-        t0 = _clock() - done_seconds
-        bar = tqdm(
-            range(start, len(batches)), desc=f"epoch {epoch + 1}/{config['epochs']}", disable=not progress, leave=False
-        )
-        with deferred_interrupt() if world == 1 else nullcontext():
+    # Ctrl-C or SIGTERM is held over the whole epoch (steps, dev phase, saves): the run stops after the step it
+    # came in, saved there, or after the epoch's save; under DDP the signals act at once
+    with deferred_interrupt() if world == 1 else nullcontext():
+        for epoch in range(state["epoch"], config["epochs"]):
+            batches = _batches(
+                len(train_items), config["batch_size"], torch.Generator().manual_seed(seed * 1009 + epoch)
+            )
+            start = state["batch"] if epoch == state["epoch"] else 0
+            run_loss, run_n, done_seconds, partial = 0.0, 0, 0.0, False
+            if epoch == state["epoch"] and ckpt is not None and start > 0:
+                if ckpt.get("world_size", 1) == world:
+                    run_loss, run_n = ckpt.get("run_loss_ranks", [0.0] * world)[rank], ckpt.get("run_n", 0)
+                # the time trained before the stop; a checkpoint of an older release lacks it: the epoch's seconds are
+                # then only those since the resume, and its entry says so
+                partial = "epoch_seconds" not in ckpt
+                done_seconds = float(ckpt.get("epoch_seconds", 0.0))
+            t0 = _clock() - done_seconds
+            bar = tqdm(
+                range(start, len(batches)),
+                desc=f"epoch {epoch + 1}/{config['epochs']}",
+                disable=not progress,
+                leave=False,
+            )
             for b in bar:
                 idx = batches[b]
                 if world > 1 and len(idx) < world:
@@ -462,54 +470,56 @@ def train(
                 if interrupt_requested():  # Ctrl-C or SIGTERM, held until this step was whole: saved here, then stop
                     save(epoch, b + 1, run_loss, run_n, _clock() - t0)
                     raise KeyboardInterrupt
-        dl = dev_loss(model, dev_items, config["batch_size"])
-        if world > 1:  # each rank's loss is its part of the global mean, times world: average them
-            run_loss = float(all_reduce_sum(torch.tensor(run_loss, dtype=torch.float64))) / world
-        entry = {
-            "epoch": epoch + 1,
-            "train_loss": run_loss / max(run_n, 1),
-            "dev_loss": dl,
-            "dev_ppl": math.exp(min(dl, 50)),
-            "seconds": round(_clock() - t0, 1),  # training and dev loss; dev decoding is dev_bleu_seconds
-        }
-        if partial:
-            entry["seconds_partial"] = True
-        if scheduler is not None:  # the rate this epoch trained with; the schedule may lower it for the next
-            entry["lr"] = optimizer.param_groups[0]["lr"]
-            scheduler.step(dl)
-        if by_bleu and main_rank:  # rank 0 alone decodes (no dropout); only it writes best.pt
-            model.eval()
-            t1 = _clock()
-            with torch.no_grad():
-                entry["dev_bleu"] = float(dev_bleu(model, vocab))
-            entry["dev_bleu_seconds"] = round(_clock() - t1, 1)
-            model.train()
-        state["history"].append(entry)
-        if main_rank:
-            print(json.dumps(entry), file=sys.stderr, flush=True)
-        improved = entry["dev_bleu"] > state["best_bleu"] if by_bleu and main_rank else dl < state["best_dev"]
-        state["best_dev"] = min(state["best_dev"], dl)
-        if by_bleu and main_rank:
-            state["best_bleu"] = max(state["best_bleu"], entry["dev_bleu"])
-        if improved and main_rank:
-            save_checkpoint(
-                out / "best.pt",
-                {
-                    "model": model.state_dict(),
-                    "config": config,
-                    "vocab": vocab.to_list(),
-                    "relations": list(splits.relation_names),
-                    "variant": v.spec,
-                    "seed": seed,
-                    "epoch": epoch + 1,
-                    "dev_loss": dl,
-                    **({"dev_bleu": entry["dev_bleu"]} if by_bleu else {}),
-                },
-            )
-        state["epoch"], state["batch"] = epoch + 1, 0
-        save(epoch + 1, 0)
-        if main_rank:
-            _draw_curves(out, state["history"], config.get("keep", "dev_loss"))
+            dl = dev_loss(model, dev_items, config["batch_size"])
+            if world > 1:  # each rank's loss is its part of the global mean, times world: average them
+                run_loss = float(all_reduce_sum(torch.tensor(run_loss, dtype=torch.float64))) / world
+            entry = {
+                "epoch": epoch + 1,
+                "train_loss": run_loss / max(run_n, 1),
+                "dev_loss": dl,
+                "dev_ppl": math.exp(min(dl, 50)),
+                "seconds": round(_clock() - t0, 1),  # training and dev loss; dev decoding is dev_bleu_seconds
+            }
+            if partial:
+                entry["seconds_partial"] = True
+            if scheduler is not None:  # the rate this epoch trained with; the schedule may lower it for the next
+                entry["lr"] = optimizer.param_groups[0]["lr"]
+                scheduler.step(dl)
+            if by_bleu and main_rank:  # rank 0 alone decodes (no dropout); only it writes best.pt
+                model.eval()
+                t1 = _clock()
+                with torch.no_grad():
+                    entry["dev_bleu"] = float(dev_bleu(model, vocab))
+                entry["dev_bleu_seconds"] = round(_clock() - t1, 1)
+                model.train()
+            state["history"].append(entry)
+            if main_rank:
+                print(json.dumps(entry), file=sys.stderr, flush=True)
+            improved = entry["dev_bleu"] > state["best_bleu"] if by_bleu and main_rank else dl < state["best_dev"]
+            state["best_dev"] = min(state["best_dev"], dl)
+            if by_bleu and main_rank:
+                state["best_bleu"] = max(state["best_bleu"], entry["dev_bleu"])
+            if improved and main_rank:
+                save_checkpoint(
+                    out / "best.pt",
+                    {
+                        "model": model.state_dict(),
+                        "config": config,
+                        "vocab": vocab.to_list(),
+                        "relations": list(splits.relation_names),
+                        "variant": v.spec,
+                        "seed": seed,
+                        "epoch": epoch + 1,
+                        "dev_loss": dl,
+                        **({"dev_bleu": entry["dev_bleu"]} if by_bleu else {}),
+                    },
+                )
+            state["epoch"], state["batch"] = epoch + 1, 0
+            save(epoch + 1, 0)
+            if main_rank:
+                _draw_curves(out, state["history"], config.get("keep", "dev_loss"))
+            if interrupt_requested():  # Ctrl-C or SIGTERM during the epoch's dev phase: stop after its save
+                raise KeyboardInterrupt
     summary = {
         "variant": v.spec,
         "seed": seed,
