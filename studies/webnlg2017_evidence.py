@@ -200,11 +200,13 @@ def chosen(out: Path, arm: str, results: Path = RESULTS) -> int:
 def _decided(out: Path, results: Path) -> Optional[Dict]:
     """``OUT/decoding.json``, else the committed decoding (its setting's options from DECODE_GRID), else None."""
     choice = baseline._read(out / "decoding.json")
+    if choice:
+        return choice
     kept = _committed(results).get("decoding")
-    if not choice and kept:
-        grid = {baseline.setting_name(g): g for g in DECODE_GRID}
-        choice = {**kept, **grid[kept["setting"]]}
-    return choice or None
+    if not kept:
+        return None
+    grid = {baseline.setting_name(g): g for g in DECODE_GRID}
+    return {**kept, **grid[kept["setting"]]}
 
 
 def study_decoding(out: Path, results: Path = RESULTS) -> Dict:
