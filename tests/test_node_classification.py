@@ -118,6 +118,7 @@ def test_interrupted_study_resumes_without_redoing_finished_runs(tmp_path, plane
     monkeypatch.setattr(nc, "train_run", interrupt_on_third)
     argv = ["--variants", "ma", "svgd:alpha=0.1", "--seeds", "0-1", "--epochs", "3", "--out", str(out), "--no-plot"]
     assert cora.main(argv) == 130
+    assert "run it again with --resume (resume=True) to continue" in capsys.readouterr().err
     # Seed-major order: ma and svgd on seed 0 finished, the third run (ma, seed 1) was interrupted.
     finished = sorted(str(p.relative_to(out / "runs")) for p in (out / "runs").rglob("seed*.json"))
     assert finished == [f"{nc.slug('ma')}/seed0.json", f"{nc.slug('svgd:alpha=0.1')}/seed0.json"]
@@ -136,6 +137,13 @@ def test_interrupted_study_resumes_without_redoing_finished_runs(tmp_path, plane
         ("svgd:alpha=0.1", 1),
     ]
     assert read_json(out / "runs" / nc.slug("ma") / "seed0.json") == first
+
+    # Interrupted when it already resumes: running it again continues (no --resume to add).
+    monkeypatch.setattr(nc, "train_run", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt))
+    capsys.readouterr()
+    assert cora.main(argv[:-1] + ["--patience", "2", "--no-plot", "--resume"]) == 130
+    assert "; run it again to continue" in capsys.readouterr().err
+    monkeypatch.setattr(nc, "train_run", lambda *a, **k: (calls.append(a[1:3]), real(*a, **k))[1])
 
     # A changed setting does not reuse runs made under another configuration, and says which setting differs.
     calls.clear()

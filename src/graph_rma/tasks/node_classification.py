@@ -359,11 +359,8 @@ def run_study(
                 bar.set_postfix_str(f"{parse_variant(spec).name} seed {seed}: test {100 * metrics['test_metric']:.1f}")
     except KeyboardInterrupt:
         interrupted = True
-        print(
-            "\ninterrupted: finished runs are saved, the one in progress where it stopped; rerun with --resume to "
-            "continue",
-            file=sys.stderr,
-        )
+        again = "run it again to continue" if resume else "run it again with --resume (resume=True) to continue"
+        print(f"\ninterrupted: finished runs are saved, the one in progress where it stopped; {again}", file=sys.stderr)
     finally:
         bar.close()
 
