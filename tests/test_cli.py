@@ -527,3 +527,44 @@ def test_version_flag_prints_the_installed_version(capsys):
 
     assert cli_main(["--version"]) == 0
     assert capsys.readouterr().out == f"graph-rma {version('graph-rma')}\n"
+
+
+@pytest.mark.slow
+def test_a_stopped_train_ends_in_one_line_with_exit_status_130_and_the_same_command_continues(
+    tmp_path, monkeypatch, capsys
+):
+    """A real SIGINT during the second training step: the trainer saves that step, the command prints where (no
+    traceback) and returns 130; the same command then finishes the run. Stopped before anything is saved, it says
+    the run starts again."""
+    import signal
+
+    import torch
+
+    out = tmp_path / "run"
+    argv = ["agenda", "train", "--root", str(FIXTURE), "--out", str(out), *TINY]
+    real_step, steps = torch.optim.Adam.step, []
+
+    def step_with_ctrl_c(self, *args, **kwargs):
+        steps.append(1)
+        if len(steps) == 2:
+            signal.raise_signal(signal.SIGINT)
+        return real_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.Adam, "step", step_with_ctrl_c)
+    assert cli_main(argv) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == f"interrupted: saved in {out / 'checkpoint.pt'}; the same command continues from there"
+    assert "Traceback" not in "\n".join(err)
+    monkeypatch.setattr(torch.optim.Adam, "step", real_step)
+    assert cli_main(argv) == 0 and (out / "train.json").is_file()
+
+    def ctrl_c_at_once(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(torch.optim.Adam, "step", ctrl_c_at_once)
+    fresh = tmp_path / "fresh"
+    assert cli_main(["agenda", "train", "--root", str(FIXTURE), "--out", str(fresh), *TINY]) == 130
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert (
+        last == f"interrupted before the first save ({fresh / 'checkpoint.pt'}); the same command starts the run again"
+    )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Sequence
 
@@ -191,7 +192,9 @@ def train_command(
     args: argparse.Namespace, run: Callable[[Any], Dict[str, Any]], evaluate_run: Callable[[Any], Dict[str, Any]]
 ) -> int:
     """``train`` (and ``--evaluate``) in one process, or under ``torchrun`` in each of its processes: the process
-    group is set up from torchrun's variables, each rank gets its own device, rank 0 prints and evaluates."""
+    group is set up from torchrun's variables, each rank gets its own device, rank 0 prints and evaluates. Stopped
+    by Ctrl-C or SIGTERM (the trainer saves first, in one process): one line on stderr saying where it is saved, and
+    exit status 130."""
     from ..engine.distributed import cleanup, init_from_env
 
     if args.evaluate:  # a missing text-metrics extra is said before training, not after it
@@ -210,9 +213,21 @@ def train_command(
             )
             if args.evaluate:
                 print(json.dumps(rounded(evaluate_run(device))))
+    except KeyboardInterrupt:
+        if info.rank == 0:
+            print(_stopped_note(Path(args.out)), file=sys.stderr)
+        return 130
     finally:
         cleanup()
     return 0
+
+
+def _stopped_note(out: Path) -> str:
+    """The line a stopped ``train`` ends with: where its last save is, and that the same command continues."""
+    saved = out / "checkpoint.pt"
+    if saved.is_file():
+        return f"interrupted: saved in {saved}; the same command continues from there"
+    return f"interrupted before the first save ({saved}); the same command starts the run again"
 
 
 __all__ = [
