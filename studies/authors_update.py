@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -22,7 +21,7 @@ import torch
 from graph_rma.engine import mean_std, paired_comparison, write_json
 from graph_rma.tasks.node_classification import format_table, run_study, summarize, upgrade_metrics
 from graph_rma.tasks.text_classification import run_benchmark
-from studies.pages import cli, paired_cell, publish, renderer, stop_if_interrupted
+from studies.pages import cli, paired_cell, publish, renderer, run_child, stop_if_interrupted
 
 STAGES = ["cora", "trec", "agenda"]
 SEEDS = list(range(10))
@@ -46,7 +45,7 @@ def run(out: Path, stages: List[str]) -> None:
         elif stage == "trec":
             run_benchmark(["trec"], models=["selfattn"], variants=TREC, seeds=SEEDS, out=out / "trec")
         else:
-            subprocess.run(
+            run_child(
                 [
                     sys.executable,
                     "-m",
@@ -59,8 +58,7 @@ def run(out: Path, stages: List[str]) -> None:
                     AGENDA_AUTHORS,
                     "--evaluate",
                     "--quiet",
-                ],
-                check=True,
+                ]
             )
         write_json(out / f"{stage}.time.json", {"wall_s": round(time.perf_counter() - start, 1)})
 

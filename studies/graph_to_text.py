@@ -15,7 +15,6 @@ import argparse
 import json
 import platform
 import resource
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Dict, List
 import torch
 
 from graph_rma.engine import write_json
-from studies.pages import publish, render_blocks
+from studies.pages import publish, render_blocks, run_child
 
 VARIANTS = {"ma": "ma", "svgd": "svgd:alpha=0.1"}
 TASKS = ["agenda", "webnlg"]
@@ -94,7 +93,7 @@ def run(out: Path, task: str, names: List[str]) -> None:
         before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
         for cmd in commands(task, name, out):
             print("$", " ".join(cmd[2:]), flush=True)
-            subprocess.run(cmd, check=True)
+            run_child(cmd)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         write_json(

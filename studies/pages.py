@@ -1,4 +1,4 @@
-"""What every study driver shares to write its page: generated blocks spliced between markers.
+"""What every study driver shares: generated blocks spliced between markers on its page, and how it stops.
 
 A page's generated block sits between ``<!-- name:start -->`` and ``<!-- name:end -->``; everything outside the
 markers is prose kept by hand. The drivers render the blocks from their committed results file, so a page is
@@ -8,11 +8,14 @@ always what its results render to (the tests check it).
 from __future__ import annotations
 
 import argparse
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Callable, Dict, Optional, Sequence
 
 from graph_rma.argtypes import out_dir, out_file, positive_int
-from graph_rma.engine import mean_std, one_line_errors, write_json
+from graph_rma.engine import deferred_interrupt, interrupt_requested, mean_std, one_line_errors, write_json
 
 
 def page_file(text: str) -> Path:
@@ -32,6 +35,30 @@ def stop_if_interrupted(result: Dict) -> Dict:
     if result.get("interrupted"):
         raise SystemExit(130)
     return result
+
+
+def run_child(cmd: Sequence[str], env: Optional[Dict[str, str]] = None) -> None:
+    """Run one command of a driver in its own process (a ``graph-rma`` training) to its end;
+    :class:`subprocess.CalledProcessError` if it fails. Ctrl-C or SIGTERM to the driver is held: the child gets
+    SIGTERM (a Ctrl-C at the terminal reaches it as well), the driver waits while it saves and stops, then ends with
+    one line and exit status 130 (``subprocess.run`` killed the child a quarter of a second after a Ctrl-C, before
+    its save; a SIGTERM to the driver alone left the child running)."""
+    with deferred_interrupt():
+        child = subprocess.Popen(list(cmd), env=env)
+        told = False
+        while True:
+            try:
+                code = child.wait(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                if interrupt_requested() and not told:
+                    child.send_signal(signal.SIGTERM)
+                    told = True
+        if interrupt_requested():
+            print(f"interrupted: its run stopped (exit status {code}); the same command continues", file=sys.stderr)
+            raise SystemExit(130)
+    if code != 0:
+        raise subprocess.CalledProcessError(code, list(cmd))
 
 
 def mean_std_cell(values: Sequence[float], digits: int = 2, empty: str = "–") -> str:

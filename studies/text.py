@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import platform
-import subprocess
 import sys
 from pathlib import Path
 from typing import Dict, List
@@ -19,7 +18,7 @@ from typing import Dict, List
 import torch
 
 from graph_rma.engine import mean_std
-from studies.pages import cli, publish, renderer
+from studies.pages import cli, publish, renderer, run_child
 
 # stage -> the arguments of `graph-rma text` (each stage's own --out under the study folder)
 STAGES: Dict[str, List[str]] = {
@@ -48,7 +47,7 @@ def run(out: Path, stages: List[str]) -> None:
     for stage in stages or list(STAGES):
         cmd = command(stage, out)
         print("$", " ".join(cmd[2:]), flush=True)
-        subprocess.run(cmd, check=True)
+        run_child(cmd)
 
 
 def collect(out: Path) -> Dict:

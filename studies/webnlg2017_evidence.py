@@ -54,7 +54,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
@@ -66,7 +65,7 @@ from graph_rma.tasks.defaults import METEOR_CHOICES
 from studies import webnlg2017 as baseline
 from studies.baselines import settings_name
 from studies.pages import mean_std_cell as _ms
-from studies.pages import page_file, publish, renderer
+from studies.pages import page_file, publish, renderer, run_child
 
 ARMS: Dict[str, List[Tuple[str, Dict]]] = {
     "plain": [("ma", {}), ("ma", {"dropout": 0.4})],
@@ -130,7 +129,7 @@ def _train(cmd: List[str], run: Path) -> None:
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", "1")
     print(f"{run}: training ({' '.join(cmd[2:])})", file=sys.stderr, flush=True)
-    subprocess.run(cmd, check=True, env=env)
+    run_child(cmd, env=env)
 
 
 def select(out: Path, only: Optional[Tuple[str, int]] = None, root=None, quiet=False) -> None:
