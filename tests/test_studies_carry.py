@@ -1,0 +1,167 @@
+"""``studies.carry``: unfinished runs saved into a committed folder and put back on a machine without them."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from graph_rma.engine import save_checkpoint
+from studies import carry
+
+NODE = "runs/baselines/select/minesweeper-luo/svgd-8fd216/checkpoints/svgd-aaa88a_seed101.partial.pt"
+TRAINING = "runs/webnlg2017/v4-s0"  # a graph-to-text run still training
+FINISHED = "runs/webnlg2017/ma-s0"  # a finished one, its dev decodes under way
+
+
+def _training(repo: Path, folder: str, step: int) -> None:
+    run = repo / folder
+    run.mkdir(parents=True, exist_ok=True)
+    (run / "config.json").write_text('{"config": {"epochs": 30}}')
+    save_checkpoint(run / "checkpoint.pt", {"step": step, "model": {"w": torch.full((3,), float(step))}})
+    save_checkpoint(run / "best.pt", {"epoch": 1, "model": {"w": torch.ones(3)}})
+
+
+def _repo(root: Path) -> Path:
+    save_checkpoint(root / NODE, {"epoch": 600, "model": {"w": torch.zeros(2)}})
+    _training(root, TRAINING, 1100)
+    _training(root, FINISHED, 900)
+    (root / FINISHED / "train.json").write_text('{"history": []}')
+    (root / FINISHED / "decode" / "beam5-lp1.0").mkdir(parents=True)
+    (root / FINISHED / "decode" / "beam5-lp1.0" / "hyp.dev.txt").write_text("a b c\n")
+    return root
+
+
+def _manifest(repo: Path) -> dict:
+    return json.loads((repo / "carry" / "manifest.json").read_text())
+
+
+def _fresh_clone(repo: Path, tmp_path: Path) -> Path:
+    """What a new machine has: the committed carry/, no runs/."""
+    clone = tmp_path / "clone"
+    shutil.copytree(repo / "carry", clone / "carry")
+    return clone
+
+
+def test_save_lists_each_unfinished_run_with_how_far_it_is_and_its_files(tmp_path):
+    repo = _repo(tmp_path / "repo")
+    lines = carry.save(repo)
+    runs = {r["path"]: r for r in _manifest(repo)["runs"]}
+    assert set(runs) == {NODE, TRAINING, FINISHED}
+    assert runs[NODE]["kind"] == "node" and runs[NODE]["progress"] == [600]
+    assert runs[TRAINING]["progress"] == [0, 1100]  # not finished, at step 1100
+    assert runs[FINISHED]["progress"] == [1, -1]  # finished: nothing left to resume
+    files = {f["path"] for f in runs[TRAINING]["files"]}
+    assert files == {f"{TRAINING}/{n}" for n in ("config.json", "checkpoint.pt", "best.pt")}
+    finished_files = {f["path"] for f in runs[FINISHED]["files"]}
+    assert f"{FINISHED}/checkpoint.pt" not in finished_files  # a finished run's resume state is not carried
+    assert f"{FINISHED}/decode/beam5-lp1.0/hyp.dev.txt" in finished_files
+    for run in runs.values():
+        for f in run["files"]:
+            copied = repo / "carry" / f["path"]
+            assert copied.read_bytes() == (repo / f["path"]).read_bytes()
+            assert f["sha256"] == carry.sha256sum(copied) and f["bytes"] == copied.stat().st_size
+    assert any(line.startswith(f"carried: {NODE} (node, epoch 600") for line in lines)
+
+
+def test_restore_on_a_new_machine_gives_back_the_same_files(tmp_path):
+    repo = _repo(tmp_path / "repo")
+    carry.save(repo)
+    clone = _fresh_clone(repo, tmp_path)
+    lines = carry.restore(clone)
+    assert sorted(line.split(":")[0] for line in lines) == ["restored"] * 3
+    for rel in (NODE, f"{TRAINING}/checkpoint.pt", f"{TRAINING}/best.pt", f"{FINISHED}/decode/beam5-lp1.0/hyp.dev.txt"):
+        assert (clone / rel).read_bytes() == (repo / rel).read_bytes()
+    assert not (clone / FINISHED / "checkpoint.pt").exists()
+    listed = [line.split(" (")[0] + ", " + line.split(", ")[-1] for line in carry.listing(clone)[:3]]
+    assert listed == [
+        f"{NODE}: carried epoch 600, here epoch 600",
+        f"{FINISHED}: carried finished, here finished",
+        f"{TRAINING}: carried step 1100, here step 1100",
+    ]
+
+
+def test_restore_keeps_a_run_that_is_further_on_here(tmp_path):
+    repo = _repo(tmp_path / "repo")
+    carry.save(repo)
+    clone = _fresh_clone(repo, tmp_path)
+    save_checkpoint(clone / NODE, {"epoch": 900, "model": {"w": torch.ones(2)}})
+    before = (clone / NODE).read_bytes()
+    lines = carry.restore(clone)
+    assert f"kept: {NODE} (here epoch 900, carried epoch 600)" in lines
+    assert (clone / NODE).read_bytes() == before
+
+
+def test_restore_moves_a_run_that_is_behind_aside_and_puts_the_carried_one_there(tmp_path):
+    repo = _repo(tmp_path / "repo")
+    carry.save(repo)
+    clone = _fresh_clone(repo, tmp_path)
+    _training(clone, TRAINING, 200)  # started again from scratch before the restore
+    (clone / TRAINING / "stale.txt").write_text("from the restarted run")
+    lines = carry.restore(clone)
+    assert any(line.startswith(f"moved aside: {TRAINING} (here step 200)") for line in lines)
+    assert (clone / TRAINING / "checkpoint.pt").read_bytes() == (repo / TRAINING / "checkpoint.pt").read_bytes()
+    assert not (clone / TRAINING / "stale.txt").exists()  # the folder is the carried one, not a mixture
+    aside = list((clone / "runs" / ".replaced").rglob("stale.txt"))
+    assert len(aside) == 1  # nothing of the local run is deleted
+    assert [r.path for r in carry.find_runs(clone / "runs", clone)].count(TRAINING) == 1  # the aside copy is no run
+
+
+def test_restore_of_a_run_as_far_on_copies_only_the_missing_files(tmp_path):
+    repo = _repo(tmp_path / "repo")
+    carry.save(repo)
+    clone = _fresh_clone(repo, tmp_path)
+    carry.restore(clone)
+    (clone / FINISHED / "decode" / "beam5-lp1.0" / "hyp.dev.txt").unlink()
+    (clone / FINISHED / "best.pt").write_bytes((clone / FINISHED / "best.pt").read_bytes())  # untouched content
+    lines = carry.restore(clone)
+    assert f"as far on here: {FINISHED} (finished; 1 missing file(s) copied)" in lines
+    assert f"as far on here: {NODE} (epoch 600; 0 missing file(s) copied)" in lines
+    assert (clone / FINISHED / "decode" / "beam5-lp1.0" / "hyp.dev.txt").read_text() == "a b c\n"
+
+
+def test_a_corrupt_carried_file_is_refused_before_anything_is_written(tmp_path):
+    repo = _repo(tmp_path / "repo")
+    carry.save(repo)
+    clone = _fresh_clone(repo, tmp_path)
+    best = clone / "carry" / TRAINING / "best.pt"
+    best.write_bytes(best.read_bytes()[:-1] + b"X")
+    with pytest.raises(ValueError, match="best.pt: sha256 .* the manifest says .*; nothing restored"):
+        carry.restore(clone)
+    assert not (clone / "runs").exists()
+
+
+def test_save_again_drops_the_runs_that_finished_and_skips_those_too_large(tmp_path):
+    repo = _repo(tmp_path / "repo")
+    carry.save(repo)
+    (repo / NODE).unlink()  # the node run finished (its save is removed then)
+    lines = carry.save(repo, max_mb=0.0005)  # 500 bytes: the generator runs' checkpoints are larger
+    assert f"removed from carry: {NODE}" in lines
+    assert any(line.startswith(f"not carried: {TRAINING} (") for line in lines)
+    assert _manifest(repo)["runs"] == []
+    assert sorted(p.name for p in (repo / "carry").rglob("*")) == ["manifest.json"]
+
+
+def test_a_run_saved_during_the_copy_is_copied_again_as_one_moment(tmp_path, monkeypatch):
+    repo = _repo(tmp_path / "repo")
+    copy, calls = carry._copy, []
+
+    def copy_while_training(src, dst):
+        copy(src, dst)
+        calls.append(src)
+        if src == repo / TRAINING / "checkpoint.pt" and calls.count(src) == 1:  # the run's next save lands mid-copy
+            save_checkpoint(repo / TRAINING / "checkpoint.pt", {"step": 1200, "model": {"w": torch.zeros(3)}})
+
+    monkeypatch.setattr(carry, "_copy", copy_while_training)
+    carry.save(repo)
+    run = next(r for r in _manifest(repo)["runs"] if r["path"] == TRAINING)
+    assert run["progress"] == [0, 1200]  # how far the copy is, not the run when the copy began
+    copied = repo / "carry" / TRAINING / "checkpoint.pt"
+    assert copied.read_bytes() == (repo / TRAINING / "checkpoint.pt").read_bytes()
+    assert calls.count(repo / TRAINING / "checkpoint.pt") == 2
+
+
+def test_nothing_to_carry_or_restore_says_so_in_one_line(tmp_path):
+    assert carry.save(tmp_path) == ["nothing to carry: no unfinished run under runs"]
+    assert carry.restore(tmp_path) == ["nothing carried (carry/manifest.json lists no run)"]
