@@ -10,7 +10,7 @@ run into ``carry/``, which is committed; ``restore`` on the new machine puts it 
 commands resume as if the machine had been kept. What a run is, and how far it is:
 
 * a node run saved part-way (``*.partial.pt``, :mod:`graph_rma.tasks.node_training`): that one file; how far: its
-  epoch;
+  epoch (finished, when the run's checkpoint is beside it: a restored save never shadows a run finished here);
 * a graph-to-text run folder (``config.json`` beside ``checkpoint.pt`` or ``best.pt``,
   :mod:`graph_rma.tasks.graph_to_text`): every file in it, except ``checkpoint.pt`` once ``train.json`` says the
   run is finished (nothing is left to resume; its ``best.pt`` and decodes are what the study steps read); how far:
@@ -49,7 +49,8 @@ MAX_MB = 256.0
 @dataclass(frozen=True)
 class Run:
     """One unfinished run: ``kind`` (``node`` or ``generator``), ``path`` (the file or folder, relative to the
-    repository), ``files`` (relative to the repository, sorted) and ``progress`` (larger is further on)."""
+    repository), ``files`` (relative to the repository, sorted) and ``progress``: (1, -1) when finished, else (0,
+    the epoch or step its save holds, -1 when unreadable); larger is further on."""
 
     kind: str
     path: str
@@ -68,8 +69,9 @@ def _checkpoint_field(path: Path, key: str) -> int:
 def _progress(kind: str, path: Path) -> Tuple[int, ...]:
     """How far the run at ``path`` is (see :class:`Run`): a node save's epoch; a graph-to-text folder's
     (finished, step of ``checkpoint.pt``)."""
-    if kind == "node":
-        return (_checkpoint_field(path, "epoch"),)
+    if kind == "node":  # finished when the run's checkpoint is beside its part-way save (X.pt beside X.partial.pt)
+        done = path.with_name(path.name[: -len(".partial.pt")] + ".pt").is_file()
+        return (int(done), -1 if done else _checkpoint_field(path, "epoch"))
     done = (path / "train.json").is_file()
     return (int(done), -1 if done else _checkpoint_field(path / "checkpoint.pt", "step"))
 
@@ -177,19 +179,18 @@ def save(repo: Path = REPO, runs: str = "runs", carry: str = "carry", max_mb: fl
 
 
 def describe(kind: str, progress: Sequence[int]) -> str:
-    """How far a run is, in words: ``epoch 600`` (node), ``step 11300`` or ``finished`` (generator)."""
-    if kind == "node":
-        return f"epoch {progress[0]}" if progress[0] >= 0 else "unreadable save"
+    """How far a run is, in words: ``finished``, else ``epoch 600`` (node) or ``step 11300`` (generator)."""
     if progress[0]:
         return "finished"
-    return f"step {progress[1]}" if progress[1] >= 0 else "unreadable save"
+    return f"{'epoch' if kind == 'node' else 'step'} {progress[1]}" if progress[1] >= 0 else "unreadable save"
 
 
 def _local(entry: Dict, repo: Path) -> Optional[Run]:
     """The run under ``runs/`` at the carried run's path, if any."""
     path = repo / entry["path"]
     if entry["kind"] == "node":
-        return Run("node", entry["path"], (entry["path"],), _progress("node", path)) if path.is_file() else None
+        progress = _progress("node", path)
+        return Run("node", entry["path"], (entry["path"],), progress) if path.is_file() or progress[0] else None
     return _generator_run(path, repo) if path.is_dir() else None
 
 
@@ -203,10 +204,12 @@ def _verify(entry: Dict, carry: Path) -> None:
             raise ValueError(f"{src}: sha256 {got}, the manifest says {f['sha256']}; nothing restored")
 
 
-def restore(repo: Path = REPO, carry: str = "carry") -> List[str]:
-    """Put every carried run back (see the module); every carried file is checked before any is written. The
-    lines it prints."""
+def restore(repo: Path = REPO, carry: str = "carry", under: Optional[str] = None) -> List[str]:
+    """Put every carried run back (see the module), or only those whose path starts with ``under`` (a folder
+    relative to the repository); every carried file is checked before any is written. The lines it prints."""
     src, manifest = repo / carry, _read_manifest(repo / carry)
+    if under is not None:
+        manifest["runs"] = [e for e in manifest["runs"] if Path(under) in Path(e["path"]).parents]
     for entry in manifest["runs"]:
         _verify(entry, src)
     lines = []
@@ -234,6 +237,21 @@ def restore(repo: Path = REPO, carry: str = "carry") -> List[str]:
             _copy(src / f, repo / f)
         lines.append(f"restored: {path} ({how_far})")
     return lines or [f"nothing carried ({carry / Path(MANIFEST)} lists no run)"]
+
+
+def restore_before(out: Path, repo: Optional[Path] = None) -> None:
+    """What a study driver calls before it trains into ``out``: the carried runs under ``out`` are put back first
+    (:func:`restore`), so that a new machine's first command continues them instead of starting them again (and
+    then overwriting their carried saves with its own). Prints what it restored or moved aside; silent when
+    ``out`` is outside the repository or nothing was carried there."""
+    repo = REPO if repo is None else repo
+    try:
+        under = Path(out).resolve().relative_to(repo.resolve()).as_posix()
+    except ValueError:
+        return
+    for line in restore(repo, under=under):
+        if line.startswith(("restored:", "moved aside:")):
+            print(f"carry: {line}", file=sys.stderr)
 
 
 def listing(repo: Path = REPO, carry: str = "carry") -> List[str]:

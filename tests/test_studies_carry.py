@@ -49,7 +49,7 @@ def test_save_lists_each_unfinished_run_with_how_far_it_is_and_its_files(tmp_pat
     lines = carry.save(repo)
     runs = {r["path"]: r for r in _manifest(repo)["runs"]}
     assert set(runs) == {NODE, TRAINING, FINISHED}
-    assert runs[NODE]["kind"] == "node" and runs[NODE]["progress"] == [600]
+    assert runs[NODE]["kind"] == "node" and runs[NODE]["progress"] == [0, 600]
     assert runs[TRAINING]["progress"] == [0, 1100]  # not finished, at step 1100
     assert runs[FINISHED]["progress"] == [1, -1]  # finished: nothing left to resume
     files = {f["path"] for f in runs[TRAINING]["files"]}
@@ -165,3 +165,39 @@ def test_a_run_saved_during_the_copy_is_copied_again_as_one_moment(tmp_path, mon
 def test_nothing_to_carry_or_restore_says_so_in_one_line(tmp_path):
     assert carry.save(tmp_path) == ["nothing to carry: no unfinished run under runs"]
     assert carry.restore(tmp_path) == ["nothing carried (carry/manifest.json lists no run)"]
+
+
+def test_a_driver_restores_only_the_runs_under_its_folder_before_it_trains(tmp_path, capsys):
+    repo = _repo(tmp_path / "repo")
+    carry.save(repo)
+    clone = _fresh_clone(repo, tmp_path)
+    carry.restore_before(clone / "runs" / "baselines", repo=clone)
+    assert (clone / NODE).is_file() and not (clone / TRAINING).exists()
+    assert capsys.readouterr().err == f"carry: restored: {NODE} (epoch 600)\n"
+    carry.restore_before(clone / "runs" / "baselines", repo=clone)  # again: nothing to do, nothing said
+    carry.restore_before(tmp_path / "elsewhere", repo=clone)  # a folder outside the repository: left alone
+    assert capsys.readouterr().err == ""
+
+
+def test_a_carried_save_of_a_run_finished_here_is_not_put_back(tmp_path):
+    repo = _repo(tmp_path / "repo")
+    carry.save(repo)
+    clone = _fresh_clone(repo, tmp_path)
+    finished = clone / NODE.replace(".partial.pt", ".pt")  # the run finished here; its part-way save is gone
+    save_checkpoint(finished, {"epoch": 2000})
+    assert f"kept: {NODE} (here finished, carried epoch 600)" in carry.restore(clone)
+    assert not (clone / NODE).exists()
+
+
+def test_the_node_study_puts_the_carried_saves_back_before_it_plans_or_trains(tmp_path, monkeypatch, capsys):
+    from studies import baselines
+
+    repo = _repo(tmp_path / "repo")
+    carry.save(repo)
+    clone = _fresh_clone(repo, tmp_path)
+    monkeypatch.setattr(carry, "REPO", clone)
+    out = clone / "runs" / "baselines"
+    monkeypatch.setattr("sys.argv", ["baselines", "plan", "--out", str(out), "--evidence", "minesweeper:luo"])
+    baselines.main()
+    assert (clone / NODE).read_bytes() == (repo / NODE).read_bytes()
+    assert f"carry: restored: {NODE} (epoch 600)" in capsys.readouterr().err
