@@ -47,6 +47,17 @@ loss (the preset's default). Why: the baseline's diagnosis (docs/webnlg.md, "Why
 that keeping by dev loss stops too early: decoded alike, the baseline run's last epoch scores a higher dev BLEU than
 its epoch of lowest dev loss. The plain generator's next round (``v3-s0``) applies the same rule. It is the same for
 both arms; selection stays by dev loss (no decoding during selection).
+
+Amended a third time on 2026-11-28, after the seed-0 final of each arm and before any other final. Before: every
+final trained ``v3-s0``'s recipe (the preset, ``best.pt`` kept by dev BLEU). Now the finals train the recipe of the
+stronger plain round, judged on dev (:func:`recipe`): of RECIPES, the round whose chosen decoding has the highest dev
+BLEU (a tie: the earlier round); no test number decides it, and no final runs before every round of RECIPES has its
+decoding chosen. On ``v4-s0``'s recipe both arms add its label smoothing (0.1), and every final keeps ``best.pt`` by
+dev BLEU decoded with ``v4-s0``'s chosen decoding, which also decodes its test set once; its run folders are
+``OUT/final-v4-s0/``, its outputs ``RESULTS/v4-s0/``. The selection (by dev loss, without smoothing) stands, and the
+finals of another recipe are reported apart, never pooled. Why: item 4 of issue 37 asks for the evidence on the
+reproduced plain generator, which is the strongest plain round (``v4-s0`` adds CGE-LW's label smoothing to
+``v3-s0``), and the two rounds are compared on dev only, as each round's decoding is chosen.
 """
 
 from __future__ import annotations
@@ -88,7 +99,37 @@ BLOCK = "webnlg2017-evidence"
 METRICS = ("BLEU", "METEOR", "TER")
 
 
+#: The plain rounds whose recipe the finals may train (:func:`recipe`), in the order they were run; the first is
+#: the recipe of the finals trained before the third amendment (their folders and outputs keep their old places).
+RECIPES = ("v3-s0", "v4-s0")
+
 label = settings_name  # ``ma``, ``ma [dropout=0.4]``: a setting as the page names it
+
+
+def _round_choice(name: str) -> Optional[Dict]:
+    """The committed decoding choice of the plain round ``name`` (its ``results.json``), ``None`` before it."""
+    return baseline._read(baseline.ROUNDS[name].results / "results.json").get("choice") or None
+
+
+def recipe_or_none() -> Optional[str]:
+    """The round of RECIPES whose recipe the finals train: the highest dev BLEU of its chosen decoding (a tie: the
+    earlier round); ``None`` while a round of RECIPES has no decoding chosen."""
+    choices = [_round_choice(name) for name in RECIPES]
+    if any(c is None for c in choices):
+        return None
+    return RECIPES[max(range(len(RECIPES)), key=lambda i: (choices[i]["dev_BLEU"], -i))]
+
+
+def recipe() -> str:
+    """:func:`recipe_or_none`, or ``SystemExit`` naming the round whose decoding is not chosen yet."""
+    name = recipe_or_none()
+    if name is None:
+        waiting = [r for r in RECIPES if _round_choice(r) is None]
+        raise SystemExit(
+            f"the finals' recipe is not decided: {', '.join(waiting)} has no decoding chosen yet (python -m "
+            f"studies.webnlg2017 dev, choose and report --round {waiting[0]}, after its training)"
+        )
+    return name
 
 
 def _setting(arm: str, index: int) -> Tuple[str, Dict]:
@@ -103,13 +144,13 @@ def select_dir(out: Path, arm: str, index: int) -> Path:
     return out / "select" / f"{arm}-{index}"
 
 
-def final_dir(out: Path, arm: str, seed: int) -> Path:
-    return out / "final" / f"{arm}-s{seed}"
+def final_dir(out: Path, arm: str, seed: int, recipe: str = RECIPES[0]) -> Path:
+    return out / ("final" if recipe == RECIPES[0] else f"final-{recipe}") / f"{arm}-s{seed}"
 
 
-def final_results(results: Path, arm: str, seed: int) -> Path:
+def final_results(results: Path, arm: str, seed: int, recipe: str = RECIPES[0]) -> Path:
     """Where a final run's test outputs are committed."""
-    return results / f"{arm}-s{seed}"
+    return (results if recipe == RECIPES[0] else results / recipe) / f"{arm}-s{seed}"
 
 
 def train_command(spec: str, overrides: Dict, seed: int, epochs: int, folder: Path, root=None, quiet=False):
@@ -209,9 +250,14 @@ def _decided(out: Path, results: Path) -> Optional[Dict]:
     return {**kept, **grid[kept["setting"]]}
 
 
-def study_decoding(out: Path, results: Path = RESULTS) -> Dict:
-    """The one decoding of every final (:func:`_decided`: the run folder's, else the committed one); ``SystemExit``
-    before either."""
+def study_decoding(out: Path, results: Path = RESULTS, recipe: str = RECIPES[0]) -> Dict:
+    """The one decoding of every final of ``recipe``: on the first recipe :func:`_decided` (the run folder's, else
+    the committed one), on another that round's own chosen decoding; ``SystemExit`` before it is chosen."""
+    if recipe != RECIPES[0]:
+        choice = _round_choice(recipe)
+        if not choice:
+            raise SystemExit(f"{recipe}: its decoding is not chosen yet (python -m studies.webnlg2017 choose)")
+        return choice
     choice = _decided(out, results)
     if not choice:
         raise SystemExit(
@@ -220,28 +266,42 @@ def study_decoding(out: Path, results: Path = RESULTS) -> Dict:
     return choice
 
 
-def keeping(out: Path, results: Path = RESULTS) -> Dict:
-    """The options every final trains with beyond its arm's setting: ``best.pt`` kept by dev BLEU, dev decoded after
-    every epoch with the study's decoding (:func:`study_decoding`)."""
-    choice = study_decoding(out, results)
+def keeping(out: Path, results: Path = RESULTS, recipe: str = RECIPES[0]) -> Dict:
+    """The options every final of ``recipe`` trains with beyond its arm's setting: the round's settings over the
+    preset (``v4-s0``: label smoothing), ``best.pt`` kept by dev BLEU, dev decoded after every epoch with the
+    recipe's decoding (:func:`study_decoding`)."""
+    choice = study_decoding(out, results, recipe)
     options = {"keep": "dev_bleu", "beam": choice["beam"], "length_penalty": choice["length_penalty"]}
-    return {**options, **baseline.extra_decoding(choice)}
+    return {**baseline.ROUNDS[recipe].overrides, **options, **baseline.extra_decoding(choice)}
 
 
 def final(out: Path, arm: str, seed: int, root=None, quiet=False, results: Path = RESULTS) -> Path:
-    """Train one final run (the arm's chosen setting, ``seed``, the options of :func:`keeping`), resumable; the
-    choice and the decoding are the run folder's, else the committed ones (``results/results.json``)."""
+    """Train one final run on :func:`recipe` (the arm's chosen setting, ``seed``, the options of :func:`keeping`),
+    resumable; the choice and the decoding are the run folder's, else the committed ones (``results/results.json``).
+    ``SystemExit`` while the recipe is not decided."""
     if seed not in FINAL_SEEDS:
         raise SystemExit(f"seed: the final seeds are {', '.join(map(str, FINAL_SEEDS))}, not {seed}")
     spec, overrides = ARMS[arm][chosen(out, arm, results)]
-    folder = final_dir(out, arm, seed)
-    tested = any((r["arm"], r["seed"]) == (arm, seed) for r in _committed(results).get("finals", []))
+    name = recipe()
+    folder = final_dir(out, arm, seed, name)
+    tested = (name, arm, seed) in _tested(_committed(results))
     if tested and not folder.is_dir():
         raise SystemExit(
             f"{arm} seed {seed}: its test scores are committed ({results / 'results.json'}); not trained again"
         )
-    _train(train_command(spec, {**overrides, **keeping(out, results)}, seed, FINAL_EPOCHS, folder, root, quiet), folder)
+    options = {**overrides, **keeping(out, results, name)}
+    _train(train_command(spec, options, seed, FINAL_EPOCHS, folder, root, quiet), folder)
     return folder
+
+
+def _recipe_of(final: Dict) -> str:
+    """The recipe a final entry of the results was trained on (entries from before the third amendment: the first)."""
+    return final.get("recipe", RECIPES[0])
+
+
+def _tested(committed: Dict) -> set:
+    """(recipe, arm, seed) of every final whose test scores are committed."""
+    return {(_recipe_of(r), r["arm"], r["seed"]) for r in committed.get("finals", [])}
 
 
 def decoding(out: Path, base: Path = baseline.RUN, **decode) -> Dict:
@@ -253,12 +313,12 @@ def decoding(out: Path, base: Path = baseline.RUN, **decode) -> Dict:
 
 
 def decode_final(out: Path, arm: str, seed: int, results: Path = RESULTS, **decode) -> Dict:
-    """Decode a final run's test set once with the study's decoding setting (``OUT/decoding.json``), score it and
-    copy its outputs to ``results/<arm>-s<seed>/`` (:func:`studies.webnlg2017.decode_test`, which refuses a second
-    setting)."""
-    run = final_dir(out, arm, seed)
+    """Decode a final run of :func:`recipe` once with its decoding (:func:`study_decoding`), score it and copy its
+    outputs to :func:`final_results` (:func:`studies.webnlg2017.decode_test`, which refuses a second setting)."""
+    name = recipe()
+    run = final_dir(out, arm, seed, name)
     best = baseline.finished(run)
-    choice = study_decoding(out, results)
+    choice = study_decoding(out, results, name)
     keys = ("setting", "beam", "length_penalty", "no_repeat_ngram")
     record = baseline._read(run / "decode" / "choice.json")
     if record and record["setting"] != choice["setting"]:
@@ -269,13 +329,12 @@ def decode_final(out: Path, arm: str, seed: int, results: Path = RESULTS, **deco
             {
                 **{k: choice.get(k, 0) for k in keys},
                 "dev_BLEU": None,
-                "rule": f"the decoding the baseline run chose on dev ({out / 'decoding.json'}), the same for every "
-                "final run",
+                "rule": f"the decoding of the finals' recipe ({name}), chosen on dev, the same for every final run",
                 "checkpoint": baseline._checkpoint(best),
                 "date": baseline._now(),
             },
         )
-    return baseline.decode_test(run, final_results(results, arm, seed), **decode)
+    return baseline.decode_test(run, final_results(results, arm, seed, name), **decode)
 
 
 def _selection(out: Path, committed: Dict) -> List[Dict]:
@@ -314,44 +373,51 @@ def collect(out: Path = OUT, results: Path = RESULTS, base: Path = baseline.RUN)
         "selection": _selection(out, committed),
         "choice": study_choice(out, results),
         "decoding": _decoding(baseline._read(out / "decoding.json"), base) or committed.get("decoding"),
+        "recipes": {name: (_round_choice(name) or {}).get("dev_BLEU") for name in RECIPES},
+        "recipe": recipe_or_none(),
         "finals": [],
     }
-    kept = {(r["arm"], r["seed"]): r for r in committed.get("finals", [])}
-    for arm in ARMS:
-        if not data["choice"]:
-            break
-        index = data["choice"][arm]["index"]
-        for seed in FINAL_SEEDS:
-            run = final_dir(out, arm, seed)
-            folder = run / "decode" / "test"
-            record = baseline._read(folder / "decoded.test.json")
-            scores = baseline._read(folder / f"metrics.test.{baseline.SCORER}.json")
-            if not (record and scores):
-                if (arm, seed) in kept:
-                    data["finals"].append(kept[(arm, seed)])
-                continue
-            history = baseline._read(run / "train.json").get("history", [])
-            where = final_results(results, arm, seed)
-            data["finals"].append(
-                {
-                    "arm": arm,
-                    "seed": seed,
-                    "setting": label(*ARMS[arm][index]),
-                    "run": str(run),
-                    "epochs_trained": len(history),
-                    "best_epoch": record["checkpoint"]["epoch"],
-                    "decoding": record["setting"],
-                    "scores": {
-                        s: baseline._rounded({m: scores[s][m] for m in (*METRICS, "n")}) for s in baseline.SUBSETS
-                    },
-                    "hyp": str(where / "hyp.test.txt"),
-                    "history": baseline.curve_history(history),  # the picture's numbers
-                    "threads": record["threads"],
-                    "torch": record["torch"],
-                    "date": record["date"],
-                }
-            )
+    kept = {(_recipe_of(r), r["arm"], r["seed"]): r for r in committed.get("finals", [])}
+    for name in RECIPES:
+        for arm in ARMS:
+            if data["choice"]:
+                data["finals"] += _collect_finals(out, results, name, arm, data["choice"][arm]["index"], kept)
     return data
+
+
+def _collect_finals(out: Path, results: Path, name: str, arm: str, index: int, kept: Dict) -> List[Dict]:
+    """The final runs of one recipe and arm with test scores: from their run folders, else as committed."""
+    finals = []
+    for seed in FINAL_SEEDS:
+        run = final_dir(out, arm, seed, name)
+        folder = run / "decode" / "test"
+        record = baseline._read(folder / "decoded.test.json")
+        scores = baseline._read(folder / f"metrics.test.{baseline.SCORER}.json")
+        if not (record and scores):
+            if (name, arm, seed) in kept:
+                finals.append({"recipe": name, **kept[(name, arm, seed)]})
+            continue
+        history = baseline._read(run / "train.json").get("history", [])
+        where = final_results(results, arm, seed, name)
+        finals.append(
+            {
+                "recipe": name,
+                "arm": arm,
+                "seed": seed,
+                "setting": label(*ARMS[arm][index]),
+                "run": str(run),
+                "epochs_trained": len(history),
+                "best_epoch": record["checkpoint"]["epoch"],
+                "decoding": record["setting"],
+                "scores": {s: baseline._rounded({m: scores[s][m] for m in (*METRICS, "n")}) for s in baseline.SUBSETS},
+                "hyp": str(where / "hyp.test.txt"),
+                "history": baseline.curve_history(history),  # the picture's numbers
+                "threads": record["threads"],
+                "torch": record["torch"],
+                "date": record["date"],
+            }
+        )
+    return finals
 
 
 def _decoding(choice: Dict, base: Path) -> Optional[Dict]:
@@ -368,13 +434,27 @@ def _decoding(choice: Dict, base: Path) -> Optional[Dict]:
 
 
 def not_run() -> Dict:
-    return {"selection": _selection(Path("/nonexistent"), {}), "choice": None, "decoding": None, "finals": []}
+    return {
+        "selection": _selection(Path("/nonexistent"), {}),
+        "choice": None,
+        "decoding": None,
+        "recipes": {},
+        "recipe": None,
+        "finals": [],
+    }
 
 
-def per_arm(data: Dict, subset: str, metric: str) -> Dict[str, Dict[int, float]]:
-    """Per arm, ``{seed: value}`` of ``metric`` on ``subset`` over the final runs in ``data``."""
+def main_recipe(data: Dict) -> str:
+    """The recipe whose finals are the evidence: the decided one (``data["recipe"]``), else the first of RECIPES."""
+    return data.get("recipe") or RECIPES[0]
+
+
+def per_arm(data: Dict, subset: str, metric: str, recipe: Optional[str] = None) -> Dict[str, Dict[int, float]]:
+    """Per arm, ``{seed: value}`` of ``metric`` on ``subset`` over the final runs in ``data`` of ``recipe``
+    (default: :func:`main_recipe`; the finals of another recipe are never pooled with them)."""
     out: Dict[str, Dict[int, float]] = {arm: {} for arm in ARMS}
-    for f in data["finals"]:
+    name = recipe or main_recipe(data)
+    for f in (f for f in data["finals"] if _recipe_of(f) == name):
         value = f["scores"][subset][metric]
         if value is not None:
             out[f["arm"]][f["seed"]] = value
@@ -398,9 +478,13 @@ def render_evidence(data: Dict) -> str:
                 f"| {r['arm']} | `{r['setting']}` | {r['dev_loss']:.4f} ({r['epoch']}) | "
                 f"{r['seconds_per_epoch']:.0f} | {mark} |"
             )
-    seeds = ", ".join(map(str, FINAL_SEEDS))
     dec = data.get("decoding")
-    lines += ["", "Decoding, one setting for every final, chosen on the baseline run's dev (the highest BLEU):", ""]
+    lines += [
+        "",
+        f"Decoding of the finals on `{RECIPES[0]}`'s recipe, one setting for every final, chosen on the "
+        "baseline run's dev (the highest BLEU):",
+        "",
+    ]
     if dec:
         lines += ["| decoding setting | dev BLEU | chosen |", "| --- | ---: | --- |"]
         for g in dec["grid"]:
@@ -409,9 +493,51 @@ def render_evidence(data: Dict) -> str:
     else:
         grid = ", ".join(f"`{baseline.setting_name(g)}`" for g in DECODE_GRID)
         lines.append(f"Not chosen yet (the grid: {grid}).")
-    lines += [
+    lines += ["", _recipe_line(data)]
+    main = main_recipe(data)
+    lines += _finals_lines(data, main)
+    for name in RECIPES:
+        if name != main and any(_recipe_of(f) == name for f in data["finals"]):
+            lines += ["", f"On `{name}`'s recipe, apart (not the finals' recipe; never pooled with them):"]
+            lines += _finals_lines(data, name)
+    lines.append("")
+    if any(f.get("history") for f in data["finals"]):
+        lines += [
+            "Dev BLEU per epoch of every final run scored so far (dev decoded with the study's setting; `best.pt` is "
+            "each run's highest):",
+            "",
+            f"![dev BLEU per epoch of the final runs]({CURVES})",
+            "",
+        ]
+    lines.append(
+        "Generated by `python -m studies.webnlg2017_evidence report` from "
+        "[webnlg2017/evidence/results.json](webnlg2017/evidence/results.json)."
+    )
+    return "\n".join(lines)
+
+
+def _recipe_line(data: Dict) -> str:
+    """Which round's recipe the finals train, from the rounds' dev BLEU (:func:`recipe_or_none`)."""
+    dev = data.get("recipes") or {}
+    scores = [f"`{n}` {dev[n]:.2f}" if dev.get(n) is not None else f"`{n}` not chosen yet" for n in RECIPES]
+    head = "The finals' recipe, the plain round whose chosen decoding has the higher dev BLEU (" + ", ".join(scores)
+    name = data.get("recipe")
+    if name is None:
+        return head + "): not decided; no final trains until it is."
+    extra = baseline.ROUNDS[name].overrides
+    added = ", ".join(f"{k.replace('_', ' ')} {v:g}" for k, v in extra.items())
+    how = f"both arms add {added}, and " if added else ""
+    return head + f"): `{name}`; {how}every final is decoded with `{name}`'s chosen decoding."
+
+
+def _finals_lines(data: Dict, name: str) -> List[str]:
+    """The finals table, the plain arm against the target, the paired table and the verdict, for recipe ``name``."""
+    choice = data.get("choice")
+    seeds = ", ".join(map(str, FINAL_SEEDS))
+    lines = [
         "",
-        f"Finals (seeds {seeds}; the test set decoded once per run; mean ± std over the seeds done):",
+        f"Finals on `{name}`'s recipe (seeds {seeds}; the test set decoded once per run; mean ± std over the seeds "
+        "done):",
         "",
         "| arm | setting | seeds done | BLEU seen | BLEU unseen | BLEU all | METEOR all | TER all |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
@@ -421,14 +547,14 @@ def render_evidence(data: Dict) -> str:
             lines.append(f"| {arm} | not chosen yet | 0 | | | | | |")
             continue
         cells = [
-            _ms(per_arm(data, s, m)[arm].values())
+            _ms(per_arm(data, s, m, name)[arm].values())
             for m, s in (("BLEU", "seen"), ("BLEU", "unseen"), ("BLEU", "all"), ("METEOR", "all"), ("TER", "all"))
         ]
-        done = len(per_arm(data, "all", "BLEU")[arm])
+        done = len(per_arm(data, "all", "BLEU", name)[arm])
         lines.append(
             f"| {arm} | `{choice[arm]['setting']}` | {done} of {len(FINAL_SEEDS)} | " + " | ".join(cells) + " |"
         )
-    lines += ["", _plain_against_target(data)] if choice else []
+    lines += ["", _plain_against_target(data, name)] if choice else []
     lines += [
         "",
         "SVGD minus plain, paired by seed (mean difference ± standard error; W/T/L: seeds where SVGD is "
@@ -441,7 +567,7 @@ def render_evidence(data: Dict) -> str:
     for subset in baseline.SUBSETS:
         row = {}
         for m in METRICS:
-            arms = per_arm(data, subset, m)
+            arms = per_arm(data, subset, m, name)
             row[m] = paired_comparison(arms["plain"], arms["svgd"])
         paired[subset] = row
         b = row["BLEU"]
@@ -466,26 +592,14 @@ def render_evidence(data: Dict) -> str:
             f"On all test entries SVGD minus plain is {b['mean']:+.2f} ± {b['se']:.2f} BLEU over {n} "
             f"paired seeds ({b['wins']}/{b['ties']}/{b['losses']})."
         )
-    lines.append("")
-    if any(f.get("history") for f in data["finals"]):
-        lines += [
-            "Dev BLEU per epoch of every final run scored so far (dev decoded with the study's setting; `best.pt` is "
-            "each run's highest):",
-            "",
-            f"![dev BLEU per epoch of the final runs]({CURVES})",
-            "",
-        ]
-    lines.append(
-        "Generated by `python -m studies.webnlg2017_evidence report` from "
-        "[webnlg2017/evidence/results.json](webnlg2017/evidence/results.json)."
-    )
-    return "\n".join(lines)
+    return lines
 
 
-def _plain_against_target(data: Dict) -> str:
-    """The plain arm's seen-category test BLEU over its seeds against the acceptance line of the reproduction
-    (:func:`studies.webnlg2017.target`, itself a mean over 3 seeds), once every seed is in."""
-    seen = per_arm(data, "seen", "BLEU")["plain"]
+def _plain_against_target(data: Dict, recipe: Optional[str] = None) -> str:
+    """The plain arm's seen-category test BLEU over its seeds (of ``recipe``, default :func:`main_recipe`) against
+    the acceptance line of the reproduction (:func:`studies.webnlg2017.target`, itself a mean over 3 seeds), once
+    every seed is in."""
+    seen = per_arm(data, "seen", "BLEU", recipe)["plain"]
     line = f"{baseline.TARGET}'s published seen BLEU {baseline.target():g} (a mean over 3 seeds)"
     if len(seen) < len(FINAL_SEEDS):
         return f"The plain arm against {line}: not decided, {len(seen)} of {len(FINAL_SEEDS)} seeds scored."
@@ -571,7 +685,8 @@ def plan(out: Path = OUT, results: Path = RESULTS) -> List[str]:
     once a selection run has finished, about how long is left (its median seconds per epoch, on this machine; for a
     final, plus the median dev decode of the finals so far). What is committed in ``results/results.json`` (a
     finished selection run, the choice, the decoding, a final's test scores) counts as done: a fresh clone goes on
-    from there."""
+    from there. The finals are those of :func:`recipe`; while it is not decided, the last step is the round's
+    report that decides it."""
     me = "python -m studies.webnlg2017_evidence"
     committed = _committed(results)
     first = [] if _decided(out, results) else [f"OMP_NUM_THREADS=1 {me} decoding"]
@@ -588,13 +703,20 @@ def plan(out: Path = OUT, results: Path = RESULTS) -> List[str]:
         return first + left
     if not study_choice(out, results):
         return first + [f"{me} choose"]
-    finals = {(arm, seed): _progress(final_dir(out, arm, seed)) for arm in ARMS for seed in FINAL_SEEDS}
+    name = recipe_or_none()
+    if name is None:
+        waiting = next(r for r in RECIPES if _round_choice(r) is None)
+        return first + [
+            f"python -m studies.webnlg2017 report --round {waiting}  # after its training, dev and choose: the "
+            "finals' recipe is decided then"
+        ]
+    finals = {(arm, seed): _progress(final_dir(out, arm, seed, name)) for arm in ARMS for seed in FINAL_SEEDS}
     left, decode = first, _decode_seconds(history for _, history in finals.values())
-    tested = {(r["arm"], r["seed"]) for r in committed.get("finals", [])}
+    tested = _tested(committed)
     for arm in ARMS:
         for seed in FINAL_SEEDS:
-            run = final_dir(out, arm, seed)
-            if (arm, seed) in tested and not run.is_dir():
+            run = final_dir(out, arm, seed, name)
+            if (name, arm, seed) in tested and not run.is_dir():
                 continue
             if baseline.trained(run) is None:
                 note = _left(finals[arm, seed][0], FINAL_EPOCHS, seconds, decodes=True, decode=decode)

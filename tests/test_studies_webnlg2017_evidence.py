@@ -25,6 +25,15 @@ def _run(folder: Path, losses, epochs=None, best=b"weights") -> Path:
     return folder
 
 
+@pytest.fixture
+def rounds(monkeypatch):
+    """The plain rounds' committed decoding choices as a test sets them (``rounds["v4-s0"] = {...}``); by default
+    ``v3-s0``'s recipe is the stronger one on dev."""
+    choices = {"v3-s0": {"setting": "beam5-lp1.8-nr3", "dev_BLEU": 57.0}, "v4-s0": {"dev_BLEU": 56.0}}
+    monkeypatch.setattr(ev, "_round_choice", lambda name: choices.get(name))
+    return choices
+
+
 def test_the_arms_have_an_equal_budget_and_the_seeds_are_disjoint():
     assert len({len(settings) for settings in ev.ARMS.values()}) == 1
     assert ev.SELECT_SEED not in ev.FINAL_SEEDS and len(ev.FINAL_SEEDS) >= 3
@@ -66,7 +75,7 @@ def test_choose_takes_the_lowest_dev_loss_per_arm_and_the_earlier_on_a_tie(tmp_p
     )
 
 
-def test_every_final_is_a_fresh_run_and_the_decoding_grid_extends_the_baselines(tmp_path):
+def test_every_final_is_a_fresh_run_and_the_decoding_grid_extends_the_baselines(tmp_path, rounds):
     out = tmp_path / "out"
     assert ev.final_dir(out, "plain", 0) == out / "final" / "plain-s0"  # not the baseline run (its test was decoded)
     assert ev.final_results(tmp_path / "ev", "svgd", 2) == tmp_path / "ev" / "svgd-s2"
@@ -110,7 +119,7 @@ def test_the_decoding_is_chosen_on_the_baselines_dev_from_the_whole_grid(tmp_pat
     assert len(decoded) == len(ev.DECODE_GRID)
 
 
-def test_a_final_is_decoded_with_the_studys_setting_only(tmp_path, monkeypatch):
+def test_a_final_is_decoded_with_the_studys_setting_only(tmp_path, monkeypatch, rounds):
     out = tmp_path / "out"
     svgd = _run(out / "final" / "svgd-s1", [1.6, 1.5], best=b"svgd weights")
     calls = []
@@ -163,7 +172,8 @@ def test_the_report_pairs_by_seed_hand_checked():
 
 def test_before_any_run_the_block_says_so_and_plan_starts_with_selection(tmp_path):
     text = ev.render_evidence(ev.not_run())
-    assert text.count("not run yet") == 4 and text.count("not chosen yet") == 2 and "Not decided: 0 of 3" in text
+    assert text.count("not run yet") == 4 and text.count("not chosen yet") == 4 and "Not decided: 0 of 3" in text
+    assert "(`v3-s0` not chosen yet, `v4-s0` not chosen yet): not decided; no final trains until it is." in text
     assert "The plain arm against" not in text  # nothing chosen yet
     assert "Not chosen yet (the grid: `beam5-lp0.6`," in text
     me = "OMP_NUM_THREADS=1 python -m studies.webnlg2017_evidence"
@@ -214,7 +224,7 @@ def test_before_any_run_the_block_says_so_and_plan_starts_with_selection(tmp_pat
 
 
 @pytest.mark.slow
-def test_the_study_end_to_end_on_the_fixture(tmp_path, monkeypatch):
+def test_the_study_end_to_end_on_the_fixture(tmp_path, monkeypatch, rounds):
     """select -> choose -> final -> test -> report with tiny settings (children of the real CLI) into tmp paths."""
     pytest.importorskip("sacrebleu")
     monkeypatch.setattr(sys, "excepthook", sys.excepthook)
@@ -340,3 +350,84 @@ def test_the_summary_shows_the_strongest_webnlg_baseline_and_the_evidence_on_it(
     results["webnlg2017"], results["webnlg2017/evidence"] = scored, evidence
     table = summary.render_summary(results, "")
     assert row in table and "CPU preset, all training data" not in table  # the strong row replaces the weak one
+
+
+def test_the_finals_recipe_is_the_plain_round_with_the_higher_dev_bleu_and_waits_for_both(rounds):
+    assert ev.recipe() == "v3-s0"  # 57.0 against 56.0
+    rounds["v4-s0"] = {"dev_BLEU": 57.0}
+    assert ev.recipe() == "v3-s0"  # a tie: the earlier round
+    rounds["v4-s0"] = {"dev_BLEU": 61.06}
+    assert ev.recipe() == "v4-s0"
+    rounds["v4-s0"] = None  # its decoding not chosen yet: nothing is decided, no final trains
+    assert ev.recipe_or_none() is None
+    with pytest.raises(SystemExit, match="recipe is not decided: v4-s0 has no decoding chosen yet"):
+        ev.recipe()
+
+
+def test_a_final_on_v4s_recipe_adds_its_label_smoothing_and_its_decoding(tmp_path, monkeypatch, rounds):
+    out, none = tmp_path / "out", tmp_path / "nothing committed"
+    out.mkdir()
+    (out / "choice.json").write_text(json.dumps({"plain": {"index": 1}, "svgd": {"index": 0}}))
+    v4 = {"setting": "beam5-lp1.4-nr3-cr0.5", "beam": 5, "length_penalty": 1.4, "no_repeat_ngram": 3}
+    rounds["v4-s0"] = dict(v4, coverage_reward=0.5, dev_BLEU=61.06)
+    trained = []
+    monkeypatch.setattr(ev, "_train", lambda cmd, run: trained.append((cmd, run)))
+    folder = ev.final(out, "plain", 2, results=none)
+    assert folder == out / "final-v4-s0" / "plain-s2"  # apart from the earlier recipe's finals
+    cmd = trained[0][0]
+    options = dict(zip(cmd[cmd.index("--variant") :: 2], cmd[cmd.index("--variant") + 1 :: 2]))
+    assert options["--variant"] == "ma" and options["--seed"] == "2" and options["--dropout"] == "0.4"
+    assert options["--label-smoothing"] == "0.1" and options["--keep"] == "dev_bleu"
+    assert [options[k] for k in ("--beam", "--length-penalty", "--no-repeat-ngram", "--coverage-reward")] == [
+        "5",
+        "1.4",
+        "3",
+        "0.5",
+    ]
+    assert ev.final_results(tmp_path / "ev", "plain", 2, "v4-s0") == tmp_path / "ev" / "v4-s0" / "plain-s2"
+    # the same on v3-s0's recipe: the preset's loss and the study's own decoding, in the old folders
+    rounds["v4-s0"]["dev_BLEU"] = 50.0
+    (out / "decoding.json").write_text(json.dumps({"setting": "beam5-lp1.8-nr3", "beam": 5, "length_penalty": 1.8}))
+    assert ev.final(out, "plain", 2, results=none) == out / "final" / "plain-s2"
+    assert "--label-smoothing" not in trained[1][0] and "--coverage-reward" not in trained[1][0]
+
+
+def test_the_finals_of_another_recipe_are_reported_apart_never_pooled(rounds):
+    from studies import summary
+
+    data = ev.not_run()
+    data["choice"] = {"plain": {"index": 0, "setting": "ma"}, "svgd": {"index": 1, "setting": "svgd:alpha=0.01"}}
+    data["finals"] = [dict(_final("plain", 0, 50.0), recipe="v3-s0"), dict(_final("svgd", 0, 49.0), recipe="v3-s0")]
+    data["finals"] += [dict(_final(arm, 0, b), recipe="v4-s0") for arm, b in (("plain", 60.0), ("svgd", 62.0))]
+    data["recipes"], data["recipe"] = {"v3-s0": 57.22, "v4-s0": 61.06}, "v4-s0"
+    assert ev.per_arm(data, "all", "BLEU") == {"plain": {0: 60.0}, "svgd": {0: 62.0}}
+    assert ev.per_arm(data, "all", "BLEU", "v3-s0") == {"plain": {0: 50.0}, "svgd": {0: 49.0}}
+    text = ev.render_evidence(data)
+    assert "(`v3-s0` 57.22, `v4-s0` 61.06): `v4-s0`; both arms add label smoothing 0.1, and every final" in text
+    main, apart = text.split("On `v3-s0`'s recipe, apart")
+    assert "Finals on `v4-s0`'s recipe" in main and "| all | +2.00 (one seed) | 1/0/0 |" in main
+    assert "Finals on `v3-s0`'s recipe" in apart and "| all | -1.00 (one seed) | 0/0/1 |" in apart
+    scored = dict(base.not_run(), round="v4-s0")
+    s = {"BLEU": 56.0, "METEOR": 40.0, "TER": 40.0, "n": 971}
+    scored["test"] = {"scores": {"seen": s, "unseen": dict(s, BLEU=20.0), "all": dict(s, BLEU=40.0)}}
+    row = summary._webnlg2017_row(scored, data, "")
+    assert "| 50.00 / 60.00 / 60.00 | SVGD 50.00 / 62.00 / 62.00 |" in row  # the recipe's finals alone
+
+
+def test_the_plan_waits_for_the_recipe_once_the_selection_is_chosen(tmp_path, rounds):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "choice.json").write_text(json.dumps({"plain": {"index": 0}, "svgd": {"index": 1}}))
+    (out / "decoding.json").write_text(json.dumps({"setting": "beam5-lp1.8-nr3", "beam": 5, "length_penalty": 1.8}))
+    committed = tmp_path / "committed"
+    selection = [{"arm": a, "index": i, "epochs": ev.SELECT_EPOCHS} for a in ev.ARMS for i in (0, 1)]
+    committed.mkdir()
+    (committed / "results.json").write_text(json.dumps({"selection": selection}))
+    rounds["v4-s0"] = None
+    assert ev.plan(out, committed) == [
+        "python -m studies.webnlg2017 report --round v4-s0  # after its training, dev and choose: the finals' "
+        "recipe is decided then"
+    ]
+    rounds["v4-s0"] = {"setting": "beam5-lp1.0", "beam": 5, "length_penalty": 1.0, "dev_BLEU": 60.0}
+    me = "OMP_NUM_THREADS=1 python -m studies.webnlg2017_evidence"
+    assert ev.plan(out, committed)[:2] == [f"{me} final plain 0", f"{me} final plain 1"]
