@@ -205,11 +205,12 @@ def _verify(entry: Dict, carry: Path) -> None:
 
 
 def restore(repo: Path = REPO, carry: str = "carry", under: Optional[str] = None) -> List[str]:
-    """Put every carried run back (see the module), or only those whose path starts with ``under`` (a folder
-    relative to the repository); every carried file is checked before any is written. The lines it prints."""
+    """Put every carried run back (see the module), or only those at or under ``under`` (a path relative to the
+    repository); every carried file is checked before any is written. The lines it prints."""
     src, manifest = repo / carry, _read_manifest(repo / carry)
     if under is not None:
-        manifest["runs"] = [e for e in manifest["runs"] if Path(under) in Path(e["path"]).parents]
+        inside = [e for e in manifest["runs"] if Path(under) in (Path(e["path"]), *Path(e["path"]).parents)]
+        manifest["runs"] = inside
     for entry in manifest["runs"]:
         _verify(entry, src)
     lines = []

@@ -177,6 +177,9 @@ def test_a_driver_restores_only_the_runs_under_its_folder_before_it_trains(tmp_p
     carry.restore_before(clone / "runs" / "baselines", repo=clone)  # again: nothing to do, nothing said
     carry.restore_before(tmp_path / "elsewhere", repo=clone)  # a folder outside the repository: left alone
     assert capsys.readouterr().err == ""
+    carry.restore_before(clone / TRAINING, repo=clone)  # a driver given the run folder itself
+    assert (clone / TRAINING / "checkpoint.pt").read_bytes() == (repo / TRAINING / "checkpoint.pt").read_bytes()
+    assert not (clone / FINISHED).exists()
 
 
 def test_a_carried_save_of_a_run_finished_here_is_not_put_back(tmp_path):
@@ -201,3 +204,16 @@ def test_the_node_study_puts_the_carried_saves_back_before_it_plans_or_trains(tm
     baselines.main()
     assert (clone / NODE).read_bytes() == (repo / NODE).read_bytes()
     assert f"carry: restored: {NODE} (epoch 600)" in capsys.readouterr().err
+
+
+def test_the_generator_study_puts_its_carried_run_folder_back_before_it_decodes(tmp_path, monkeypatch, capsys):
+    from studies import webnlg2017
+
+    repo = _repo(tmp_path / "repo")
+    carry.save(repo)
+    clone = _fresh_clone(repo, tmp_path)
+    monkeypatch.setattr(carry, "REPO", clone)
+    with pytest.raises(SystemExit):  # the stand-in run has not trained its epochs: dev refuses it, after the restore
+        webnlg2017.main(["dev", "--round", "v4-s0", "--run", str(clone / TRAINING), "--meteor", "none"])
+    assert (clone / TRAINING / "best.pt").read_bytes() == (repo / TRAINING / "best.pt").read_bytes()
+    assert f"carry: restored: {TRAINING} (step 1100)" in capsys.readouterr().err
