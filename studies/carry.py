@@ -29,16 +29,14 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import shutil
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from graph_rma.data.root import sha256sum
-from graph_rma.engine import CheckpointError, load_checkpoint, one_line_errors, write_json
+from graph_rma.engine import CheckpointError, atomic_write_bytes, load_checkpoint, one_line_errors, write_json
 
 REPO = Path(__file__).resolve().parents[1]
 MANIFEST = "manifest.json"
@@ -113,16 +111,8 @@ def _stamp(repo: Path, files: Sequence[str]) -> List[Tuple[str, int, int]]:
 
 
 def _copy(src: Path, dst: Path) -> None:
-    """``src`` to ``dst`` through a temporary file beside it and ``os.replace`` (a reader never sees half a file)."""
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix=f".{dst.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        shutil.copyfile(src, tmp)
-        os.replace(tmp, dst)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """``src`` to ``dst`` atomically (a reader never sees half a file)."""
+    atomic_write_bytes(dst, src.read_bytes())
 
 
 def _snapshot(run: Run, repo: Path, carry: Path, tries: int = 3) -> Dict:
@@ -132,10 +122,10 @@ def _snapshot(run: Run, repo: Path, carry: Path, tries: int = 3) -> Dict:
         before = _stamp(repo, run.files)
         entries = []
         for rel, _mtime, size in before:
-            dst = carry / rel
-            if not (dst.is_file() and dst.stat().st_size == size and sha256sum(dst) == sha256sum(repo / rel)):
+            dst, digest = carry / rel, sha256sum(repo / rel)
+            if not (dst.is_file() and dst.stat().st_size == size and sha256sum(dst) == digest):
                 _copy(repo / rel, dst)
-            entries.append({"path": rel, "sha256": sha256sum(dst), "bytes": dst.stat().st_size})
+            entries.append({"path": rel, "sha256": digest, "bytes": size})  # the stamps below say it is the copy's
         if _stamp(repo, run.files) == before:
             progress = _progress(run.kind, carry / run.path)
             return {"kind": run.kind, "path": run.path, "progress": list(progress), "files": entries}
