@@ -21,7 +21,9 @@ commands resume as if the machine had been kept. What a run is, and how far it i
 when the carried one is further on (the local folder is first moved aside to ``runs/.replaced/``), and when both
 are as far on, only the files missing locally are copied (e.g. the decodes of a finished run). A run larger than
 ``--max-mb`` is not carried (one line says so). Files of runs no longer carried are removed from ``carry/``; git
-keeps them in its history.
+keeps them in its history, so ``save`` and commit ``carry/`` once, at the end of a session: a graph-to-text run is
+about 140 MB (its ``checkpoint.pt`` holds Adam's state), and every commit of it adds to the repository and to what
+one submission may hold.
 """
 
 from __future__ import annotations
