@@ -620,7 +620,11 @@ def report(out: Path = OUT, page: Path = PAGE, results: Path = RESULTS, base: Pa
     the block writes nothing)."""
     data = collect(out, results, base)
     publish(page, data, BLOCKS, results / "results.json")
-    runs = [(f"{f['arm']} seed {f['seed']}", f["arm"], f["history"]) for f in data["finals"] if f.get("history")]
+    runs = [
+        (f"{f['arm']} seed {f['seed']}, {_recipe_of(f)}", f["arm"], f["history"])
+        for f in data["finals"]
+        if f.get("history")
+    ]
     if runs:
         plot_runs(runs, results / "curves.png", "dev_bleu")
     return data
