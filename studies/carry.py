@@ -21,9 +21,9 @@ commands resume as if the machine had been kept. What a run is, and how far it i
 when the carried one is further on (the local folder is first moved aside to ``runs/.replaced/``), and when both
 are as far on, only the files missing locally are copied (e.g. the decodes of a finished run). A run larger than
 ``--max-mb`` is not carried (one line says so). Files of runs no longer carried are removed from ``carry/``; git
-keeps them in its history, so ``save`` and commit ``carry/`` once, at the end of a session: a graph-to-text run is
-about 140 MB (its ``checkpoint.pt`` holds Adam's state), and every commit of it adds to the repository and to what
-one submission may hold.
+keeps them in its history, so ``save`` and commit ``carry/`` once, at the end of a session. What is carried is in
+every clone and every copy of the working tree: a graph-to-text run still training (about 140 MB: its
+``checkpoint.pt`` holds Adam's state) is carried only with ``--max-mb 160``, when losing it costs more than that.
 """
 
 from __future__ import annotations
@@ -42,8 +42,10 @@ from graph_rma.engine import CheckpointError, atomic_write_bytes, load_checkpoin
 
 REPO = Path(__file__).resolve().parents[1]
 MANIFEST = "manifest.json"
-#: A run larger than this (MB, all its files) is not carried unless ``--max-mb`` says otherwise.
-MAX_MB = 256.0
+#: A run larger than this (MB, all its files) is not carried unless ``--max-mb`` says otherwise: a node run's save
+#: (about 2 MB) and a finished graph-to-text run (its ``best.pt``, about 35 MB, and decodes) are; a graph-to-text run
+#: still training (about 140 MB with Adam's state) only when asked.
+MAX_MB = 48.0
 
 
 @dataclass(frozen=True)
