@@ -41,7 +41,9 @@ def venv(tmp_path_factory):
     shutil.copytree(
         REPO,
         src,
-        ignore=shutil.ignore_patterns(".git", ".venv", "runs", "__pycache__", "*.egg-info", "build", ".pytest_cache"),
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv", "runs", "carry", "__pycache__", "*.egg-info", "build", ".pytest_cache"
+        ),
     )
     _run([str(py), "-m", "pip", "install", "-q", str(src)], cwd=root)  # no extras
     return root
