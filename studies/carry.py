@@ -133,7 +133,7 @@ def _snapshot(run: Run, repo: Path, carry: Path, tries: int = 3) -> Dict:
         if _stamp(repo, run.files) == before:
             progress = _progress(run.kind, carry / run.path)
             return {"kind": run.kind, "path": run.path, "progress": list(progress), "files": entries}
-    raise RuntimeError(f"{run.path} kept changing while it was copied ({tries} tries); save again")
+    raise SystemExit(f"{run.path} kept changing while it was copied ({tries} tries); save again")
 
 
 def _read_manifest(carry: Path) -> Dict:
@@ -192,10 +192,10 @@ def _verify(entry: Dict, carry: Path) -> None:
     for f in entry["files"]:
         src = carry / f["path"]
         if not src.is_file():
-            raise FileNotFoundError(f"{src}: listed in {carry / MANIFEST} but missing; nothing restored")
+            raise SystemExit(f"{src}: listed in {carry / MANIFEST} but missing; nothing restored")
         got = sha256sum(src)
         if got != f["sha256"]:
-            raise ValueError(f"{src}: sha256 {got}, the manifest says {f['sha256']}; nothing restored")
+            raise SystemExit(f"{src}: sha256 {got}, the manifest says {f['sha256']}; nothing restored")
 
 
 def restore(repo: Path = REPO, carry: str = "carry", under: Optional[str] = None) -> List[str]:

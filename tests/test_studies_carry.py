@@ -127,7 +127,7 @@ def test_a_corrupt_carried_file_is_refused_before_anything_is_written(tmp_path):
     clone = _fresh_clone(repo, tmp_path)
     best = clone / "carry" / TRAINING / "best.pt"
     best.write_bytes(best.read_bytes()[:-1] + b"X")
-    with pytest.raises(ValueError, match="best.pt: sha256 .* the manifest says .*; nothing restored"):
+    with pytest.raises(SystemExit, match="best.pt: sha256 .* the manifest says .*; nothing restored"):
         carry.restore(clone)
     assert not (clone / "runs").exists()
 
