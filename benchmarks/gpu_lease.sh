@@ -12,7 +12,7 @@ set -u
 : "${OUT:?set OUT to the folder that comes back}"
 TESTS_SECONDS=${TESTS_SECONDS:-120}
 SUITE_SECONDS=${SUITE_SECONDS:-230}
-export MAX_JOBS=${MAX_JOBS:-6} PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export MAX_JOBS=${MAX_JOBS:-6} PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/src:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 mkdir -p "$OUT"
 start=$(date +%s)
 sdist=$(ls .whl/turbo_gnn-*.tar.gz 2>/dev/null | head -n 1)
