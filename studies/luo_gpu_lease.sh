@@ -7,8 +7,9 @@
 #
 # 0. the CUDA tests of the recipe's path (the run stops there if one fails);
 # 1. the selection runs left, every (setting, seed) in its own process (`--jobs`), many sharing the GPU (through
-#    CUDA's multi-process service when it starts);
-# 2. when the selection is complete and time is left, the final runs of each arm's choice, likewise;
+#    CUDA's multi-process service when it starts); beside them, the final runs of the arms whose selection is
+#    complete (READY_ARMS, default `plain`: every plain setting's selection runs are committed), likewise;
+# 2. when the selection is complete and time is left, the final runs of the other arms (LATER_ARMS, default `svgd`);
 # 3. the entry's run folders packed into $OUT (runs.tgz.00, .01, ...: at most 4 parts of 15 MiB; unfinished runs'
 #    part-way saves are packed while they fit, so that nothing finished is lost and the rest resumes elsewhere).
 # Unpack here with `cat runs.tgz.* | tar xz` in the repository root; `python -m studies.baselines plan` says what is left.
@@ -27,7 +28,7 @@ mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/machine.txt" 2>&1
 python3 -c "import torch, torch_geometric as g; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'pyg', g.__version__)" \
   >> "$OUT/machine.txt" 2>&1
-if pgrep -x nvidia-cuda-mps-control > /dev/null; then
+if pgrep -f "^nvidia-cuda-mps-control" > /dev/null; then
   log "MPS on (started by an earlier call on this machine)"
 elif nvidia-cuda-mps-control -d >> "$OUT/machine.txt" 2>&1; then
   if timeout 60 python3 -c "import torch; torch.ones(1, device='cuda').sum().item()" >> "$OUT/machine.txt" 2>&1; then
@@ -50,14 +51,23 @@ fi
 if [ "$status" -ne 0 ]; then
   log "nothing trained: a CUDA test failed (tests.log)"
 else
+  # one log for every `final` process: at most 8 files come back (4 of them the packed runs)
+  # shellcheck disable=SC2086
+  timeout -s INT -k 60 $(($(left) - 100)) python3 -m studies.baselines final ${READY_ARMS:-plain} \
+    --evidence minesweeper:luo --jobs "${READY_JOBS:-10}" >> "$OUT/final.log" 2>&1 &
+  ready=$!
   timeout -s INT -k 60 $(($(left) - 100)) python3 -m studies.baselines select --evidence minesweeper:luo \
     --jobs "${SELECT_JOBS:-18}" > "$OUT/select.log" 2>&1
-  log "select: exit $?"
-fi
-if [ "$status" -eq 0 ] && [ "$(left)" -gt 150 ]; then
-  timeout -s INT -k 60 $(($(left) - 100)) python3 -m studies.baselines final --evidence minesweeper:luo \
-    --jobs "${FINAL_JOBS:-16}" > "$OUT/final.log" 2>&1
-  log "final: exit $?"
+  selected=$?
+  log "select: exit $selected"
+  if [ "$selected" -eq 0 ] && [ "$(left)" -gt 150 ]; then
+    # shellcheck disable=SC2086
+    timeout -s INT -k 60 $(($(left) - 100)) python3 -m studies.baselines final ${LATER_ARMS:-svgd} \
+      --evidence minesweeper:luo --jobs "${LATER_JOBS:-10}" >> "$OUT/final.log" 2>&1
+    log "final ${LATER_ARMS:-svgd}: exit $?"
+  fi
+  wait "$ready"
+  log "final ${READY_ARMS:-plain}: exit $?"
 fi
 python3 - "$OUT" <<'PY' 2>&1 | tee -a "$OUT/machine.txt"
 import io, sys, tarfile
