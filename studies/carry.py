@@ -20,10 +20,20 @@ commands resume as if the machine had been kept. What a run is, and how far it i
 ``restore`` checks every file's SHA-256 before it writes anything; a run already under ``runs/`` is replaced only
 when the carried one is further on (the local folder is first moved aside to ``runs/.replaced/``), and when both
 are as far on, only the files missing locally are copied (e.g. the decodes of a finished run). A run larger than
-``--max-mb`` is not carried (one line says so). Files of runs no longer carried are removed from ``carry/``; git
-keeps them in its history, so ``save`` and commit ``carry/`` once, at the end of a session. What is carried is in
+``--max-mb`` is not carried (one line says so).
+
+What a session submits is limited (256 MiB of changes, counted as text: a binary file replaced counts as the old
+bytes removed plus the new ones added), and git keeps every committed copy in its history, so ``save`` never
+rewrites or deletes a committed file of ``carry/``: a file whose content changed is stored beside the committed one
+(``NAME.<sha256 prefix>``, the manifest's ``stored``), a file whose content is already stored anywhere in ``carry/``
+is not copied again, and a committed file that no run needs any longer stays as *stale* until ``prune`` removes it
+(in a session that carries little: removing counts as much as adding). Files never committed are rewritten and
+removed freely. ``save`` says how many MB it adds against the last commit and refuses, writing nothing, above
+``--budget-mb`` (default 200). Save and commit ``carry/`` once, at the end of a session. What is carried is in
 every clone and every copy of the working tree: a graph-to-text run still training (about 140 MB: its
 ``checkpoint.pt`` holds Adam's state) is carried only with ``--max-mb 160``, when losing it costs more than that.
+
+    python -m studies.carry prune     # remove the stale files (committed copies no carried run needs)
 """
 
 from __future__ import annotations
@@ -32,10 +42,11 @@ import argparse
 import datetime
 import json
 import shutil
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from graph_rma.data.root import sha256sum
 from graph_rma.engine import CheckpointError, atomic_write_bytes, load_checkpoint, one_line_errors, write_json
@@ -46,6 +57,8 @@ MANIFEST = "manifest.json"
 #: (about 2 MB) and a finished graph-to-text run (its ``best.pt``, about 35 MB, and decodes) are; a graph-to-text run
 #: still training (about 140 MB with Adam's state) only when asked.
 MAX_MB = 48.0
+#: The most a ``save`` may add to ``carry/`` against the last commit (MB), under the 256 MiB a session may submit.
+BUDGET_MB = 200.0
 
 
 @dataclass(frozen=True)
@@ -119,19 +132,71 @@ def _copy(src: Path, dst: Path) -> None:
     atomic_write_bytes(dst, src.read_bytes())
 
 
-def _snapshot(run: Run, repo: Path, carry: Path, tries: int = 3) -> Dict:
-    """Copy ``run``'s files into ``carry``; again when a file changed during the copy (a training that saved
+def committed_files(repo: Path, carry: str = "carry") -> FrozenSet[str]:
+    """The files of ``carry`` in the last commit (paths relative to ``carry``); none outside a git repository."""
+    try:
+        got = subprocess.run(
+            ["git", "-C", str(repo), "ls-tree", "-r", "--name-only", "HEAD", "--", carry],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return frozenset()
+    return frozenset(Path(line).relative_to(carry).as_posix() for line in got.stdout.splitlines() if line)
+
+
+class _Store:
+    """The files of ``carry/`` by content: where a file is stored (a path relative to ``carry``). No file is ever
+    rewritten (another run's entry may point to it): new content whose path is taken goes beside it, and what no run
+    needs is removed afterwards if it was never committed (see the module)."""
+
+    def __init__(self, carry: Path):
+        self.carry, self.added = carry, 0
+        self.by_sha: Dict[str, str] = {}
+        for path in sorted(carry.rglob("*")) if carry.is_dir() else []:
+            rel = path.relative_to(carry).as_posix()
+            if path.is_file() and rel != MANIFEST:
+                self.by_sha.setdefault(sha256sum(path), rel)
+
+    def where(self, rel: str, digest: str) -> Tuple[str, bool]:
+        """Where the content ``digest`` of the run file ``rel`` is, or goes, and whether it must be copied there."""
+        if digest in self.by_sha:
+            return self.by_sha[digest], False
+        return (f"{rel}.{digest[:12]}" if (self.carry / rel).exists() else rel), True  # nothing is rewritten
+
+    def put(self, src: Path, rel: str, digest: str) -> str:
+        stored, new = self.where(rel, digest)
+        if new:
+            _copy(src, self.carry / stored)
+            self.by_sha[digest] = stored
+            self.added += src.stat().st_size
+        return stored
+
+
+def _copy_progress(kind: str, path: str, stored: Dict[str, str], carry: Path) -> Tuple[int, ...]:
+    """How far the copies of a run are (:class:`Run`), read from where its files are stored."""
+    if kind == "node":
+        return (0, _checkpoint_field(carry / stored[path], "epoch"))
+    if f"{path}/train.json" in stored:
+        return (1, -1)
+    checkpoint = stored.get(f"{path}/checkpoint.pt")
+    return (0, -1 if checkpoint is None else _checkpoint_field(carry / checkpoint, "step"))
+
+
+def _snapshot(run: Run, repo: Path, store: _Store, tries: int = 3) -> Dict:
+    """Copy ``run``'s files into the store; again when a file changed during the copy (a training that saved
     meanwhile), so that the copies are of one moment of the run. Its manifest entry, with how far the copies are."""
     for _ in range(tries):
         before = _stamp(repo, run.files)
-        entries = []
+        entries, stored = [], {}
         for rel, _mtime, size in before:
-            dst, digest = carry / rel, sha256sum(repo / rel)
-            if not (dst.is_file() and dst.stat().st_size == size and sha256sum(dst) == digest):
-                _copy(repo / rel, dst)
-            entries.append({"path": rel, "sha256": digest, "bytes": size})  # the stamps below say it is the copy's
+            digest = sha256sum(repo / rel)
+            stored[rel] = store.put(repo / rel, rel, digest)
+            entry = {"path": rel, "sha256": digest, "bytes": size}  # the stamps below say it is the copy's
+            entries.append(entry if stored[rel] == rel else {**entry, "stored": stored[rel]})
         if _stamp(repo, run.files) == before:
-            progress = _progress(run.kind, carry / run.path)
+            progress = _copy_progress(run.kind, run.path, stored, store.carry)
             return {"kind": run.kind, "path": run.path, "progress": list(progress), "files": entries}
     raise SystemExit(f"{run.path} kept changing while it was copied ({tries} tries); save again")
 
@@ -147,29 +212,87 @@ def _mb(n: int) -> str:
     return f"{n / 1e6:.1f} MB"
 
 
-def save(repo: Path = REPO, runs: str = "runs", carry: str = "carry", max_mb: float = MAX_MB) -> List[str]:
-    """Copy every run of :func:`find_runs` no larger than ``max_mb`` into ``repo/carry`` and write its manifest;
-    remove from ``carry`` the files of runs no longer there. The lines it prints."""
+def _stored(f: Dict) -> str:
+    """Where a manifest's file is stored under ``carry/``."""
+    return f.get("stored", f["path"])
+
+
+def _stale(out: Path, manifest: Dict) -> List[Path]:
+    """The files of ``out`` (``carry/``) that no run of ``manifest`` needs."""
+    wanted = {out / _stored(f) for r in manifest["runs"] for f in r["files"]} | {out / MANIFEST}
+    return [p for p in sorted(out.rglob("*")) if p.is_file() and p not in wanted] if out.is_dir() else []
+
+
+def _remove_empty_folders(out: Path) -> None:
+    for folder in sorted((p for p in out.rglob("*") if p.is_dir()), reverse=True) if out.is_dir() else []:
+        if not any(folder.iterdir()):
+            folder.rmdir()
+
+
+def save(
+    repo: Path = REPO, runs: str = "runs", carry: str = "carry", max_mb: float = MAX_MB, budget_mb: float = BUDGET_MB
+) -> List[str]:
+    """Copy every run of :func:`find_runs` no larger than ``max_mb`` into ``repo/carry`` and write its manifest
+    (never rewriting a committed file: see the module); remove the files no run needs that were never committed.
+    Refuses, writing nothing, when the copies would add more than ``budget_mb`` against the last commit. The lines
+    it prints."""
     out, lines, kept = repo / carry, [], []
+    committed = committed_files(repo, carry)
+    store = _Store(out)
+    chosen = []
     for run in find_runs(repo / runs, repo):
         size = sum((repo / f).stat().st_size for f in run.files if (repo / f).is_file())
         if size > max_mb * 1e6:
             lines.append(f"not carried: {run.path} ({_mb(size)}, over --max-mb {max_mb:g})")
-            continue
-        kept.append(_snapshot(run, repo, out))
+        else:
+            chosen.append((run, size))
+    adding = sum(
+        (repo / f).stat().st_size
+        for run, _ in chosen
+        for f in run.files
+        if (repo / f).is_file() and store.where(f, sha256sum(repo / f))[1]
+    )
+    if adding > budget_mb * 1e6:
+        raise SystemExit(
+            f"not saved: the copies would add {_mb(adding)} to {carry}/ against the last commit, over --budget-mb "
+            f"{budget_mb:g} (a session may submit at most 256 MiB of changes); carry less (--max-mb)"
+        )
+    for run, size in chosen:
+        kept.append(_snapshot(run, repo, store))
         lines.append(f"carried: {run.path} ({run.kind}, {describe(run.kind, kept[-1]['progress'])}, {_mb(size)})")
-    wanted = {out / f["path"] for r in kept for f in r["files"]} | {out / MANIFEST}
-    for path in sorted(out.rglob("*")) if out.is_dir() else []:
-        if path.is_file() and path not in wanted:
-            path.unlink()
-            lines.append(f"removed from {carry}: {path.relative_to(out).as_posix()}")
-    for folder in sorted((p for p in out.rglob("*") if p.is_dir()), reverse=True) if out.is_dir() else []:
-        if not any(folder.iterdir()):
-            folder.rmdir()
+    for entry in kept:
+        _verify(entry, out)  # every entry's stored files are its copies, whatever later runs stored
+    stale_bytes = 0
+    for path in _stale(out, {"runs": kept}):
+        rel = path.relative_to(out).as_posix()
+        if rel in committed:
+            stale_bytes += path.stat().st_size
+            continue
+        path.unlink()
+        lines.append(f"removed from {carry}: {rel}")
+    _remove_empty_folders(out)
     if kept or out.is_dir():
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
         write_json(out / MANIFEST, {"saved": stamp, "runs": kept})
+    if stale_bytes:
+        lines.append(
+            f"stale: {_mb(stale_bytes)} of committed files in {carry}/ no run needs; `prune` removes them (in a "
+            "session that carries little: removing counts toward the submission as adding does)"
+        )
+    if kept:
+        lines.append(f"this save adds {_mb(store.added)} to {carry}/ against the last commit")
     return lines or ["nothing to carry: no unfinished run under " + runs]
+
+
+def prune(repo: Path = REPO, carry: str = "carry") -> List[str]:
+    """Remove the files of ``carry/`` that no carried run needs (committed ones included). The lines it prints."""
+    out = repo / carry
+    stale = _stale(out, _read_manifest(out))
+    lines = [f"removed from {carry}: {p.relative_to(out).as_posix()} ({_mb(p.stat().st_size)})" for p in stale]
+    for path in stale:
+        path.unlink()
+    _remove_empty_folders(out)
+    return lines or [f"nothing stale in {carry}/"]
 
 
 def describe(kind: str, progress: Sequence[int]) -> str:
@@ -190,7 +313,7 @@ def _local(entry: Dict, repo: Path) -> Optional[Run]:
 
 def _verify(entry: Dict, carry: Path) -> None:
     for f in entry["files"]:
-        src = carry / f["path"]
+        src = carry / _stored(f)
         if not src.is_file():
             raise SystemExit(f"{src}: listed in {carry / MANIFEST} but missing; nothing restored")
         got = sha256sum(src)
@@ -210,7 +333,7 @@ def restore(repo: Path = REPO, carry: str = "carry", under: Optional[str] = None
     lines = []
     for entry in manifest["runs"]:
         path, carried, local = entry["path"], tuple(entry["progress"]), _local(entry, repo)
-        files = [f["path"] for f in entry["files"]]
+        files = {f["path"]: _stored(f) for f in entry["files"]}
         how_far = describe(entry["kind"], carried)
         if local is not None and local.progress > carried:
             lines.append(f"kept: {path} (here {describe(local.kind, local.progress)}, carried {how_far})")
@@ -218,7 +341,7 @@ def restore(repo: Path = REPO, carry: str = "carry", under: Optional[str] = None
         if local is not None and local.progress == carried:
             missing = [f for f in files if not (repo / f).is_file()]
             for f in missing:
-                _copy(src / f, repo / f)
+                _copy(src / files[f], repo / f)
             lines.append(f"as far on here: {path} ({how_far}; {len(missing)} missing file(s) copied)")
             continue
         if local is not None:
@@ -228,8 +351,8 @@ def restore(repo: Path = REPO, carry: str = "carry", under: Optional[str] = None
             lines.append(
                 f"moved aside: {path} (here {describe(local.kind, local.progress)}) -> {aside.relative_to(repo)}"
             )
-        for f in files:
-            _copy(src / f, repo / f)
+        for f, stored in files.items():
+            _copy(src / stored, repo / f)
         lines.append(f"restored: {path} ({how_far})")
     return lines or [f"nothing carried ({carry / Path(MANIFEST)} lists no run)"]
 
@@ -260,18 +383,29 @@ def listing(repo: Path = REPO, carry: str = "carry") -> List[str]:
             f"{entry['path']}: carried {describe(entry['kind'], entry['progress'])} ({_mb(size)}), here {here}"
         )
     saved = f" (saved {manifest['saved']})" if manifest.get("saved") else ""
+    stale = _stale(repo / carry, manifest)
+    if stale:
+        lines.append(f"stale: {len(stale)} file(s), {_mb(sum(p.stat().st_size for p in stale))} (`prune` removes them)")
     return lines + [f"{len(manifest['runs'])} run(s) carried{saved}"]
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     one_line_errors()
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("step", choices=["save", "restore", "list"])
+    p.add_argument("step", choices=["save", "restore", "list", "prune"])
     p.add_argument("--max-mb", type=float, default=MAX_MB, help=f"save: the largest run carried (default {MAX_MB:g})")
+    p.add_argument(
+        "--budget-mb",
+        type=float,
+        default=BUDGET_MB,
+        help=f"save: the most it may add against the last commit (default {BUDGET_MB:g})",
+    )
     a = p.parse_args(argv)
-    if a.max_mb <= 0:
-        p.error(f"argument --max-mb: must be positive, got {a.max_mb:g}")
-    lines = {"save": lambda: save(max_mb=a.max_mb), "restore": restore, "list": listing}[a.step]()
+    for name in ("max_mb", "budget_mb"):
+        if getattr(a, name) <= 0:
+            p.error(f"argument --{name.replace('_', '-')}: must be positive, got {getattr(a, name):g}")
+    steps = {"save": lambda: save(max_mb=a.max_mb, budget_mb=a.budget_mb), "restore": restore, "list": listing}
+    lines = {**steps, "prune": prune}[a.step]()
     print("\n".join(lines))
 
 

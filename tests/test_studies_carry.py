@@ -20,7 +20,7 @@ def _training(repo: Path, folder: str, step: int) -> None:
     run.mkdir(parents=True, exist_ok=True)
     (run / "config.json").write_text('{"config": {"epochs": 30}}')
     save_checkpoint(run / "checkpoint.pt", {"step": step, "model": {"w": torch.full((3,), float(step))}})
-    save_checkpoint(run / "best.pt", {"epoch": 1, "model": {"w": torch.ones(3)}})
+    save_checkpoint(run / "best.pt", {"epoch": 1, "model": {"w": torch.full((3,), step + 0.5)}})
 
 
 def _repo(root: Path) -> Path:
@@ -59,7 +59,7 @@ def test_save_lists_each_unfinished_run_with_how_far_it_is_and_its_files(tmp_pat
     assert f"{FINISHED}/decode/beam5-lp1.0/hyp.dev.txt" in finished_files
     for run in runs.values():
         for f in run["files"]:
-            copied = repo / "carry" / f["path"]
+            copied = repo / "carry" / f.get("stored", f["path"])
             assert copied.read_bytes() == (repo / f["path"]).read_bytes()
             assert f["sha256"] == carry.sha256sum(copied) and f["bytes"] == copied.stat().st_size
     assert any(line.startswith(f"carried: {NODE} (node, epoch 600") for line in lines)
@@ -157,9 +157,11 @@ def test_a_run_saved_during_the_copy_is_copied_again_as_one_moment(tmp_path, mon
     carry.save(repo)
     run = next(r for r in _manifest(repo)["runs"] if r["path"] == TRAINING)
     assert run["progress"] == [0, 1200]  # how far the copy is, not the run when the copy began
-    copied = repo / "carry" / TRAINING / "checkpoint.pt"
+    entry = next(f for f in run["files"] if f["path"] == f"{TRAINING}/checkpoint.pt")
+    copied = repo / "carry" / entry.get("stored", entry["path"])
     assert copied.read_bytes() == (repo / TRAINING / "checkpoint.pt").read_bytes()
     assert calls.count(repo / TRAINING / "checkpoint.pt") == 2
+    assert len(list((repo / "carry" / TRAINING).glob("checkpoint.pt*"))) == 1  # the first copy, never committed, went
 
 
 def test_nothing_to_carry_or_restore_says_so_in_one_line(tmp_path):
@@ -217,3 +219,54 @@ def test_the_generator_study_puts_its_carried_run_folder_back_before_it_decodes(
         webnlg2017.main(["dev", "--round", "v4-s0", "--run", str(clone / TRAINING), "--meteor", "none"])
     assert (clone / TRAINING / "best.pt").read_bytes() == (repo / TRAINING / "best.pt").read_bytes()
     assert f"carry: restored: {TRAINING} (step 1100)" in capsys.readouterr().err
+
+
+def _commit(repo: Path) -> None:
+    """Commit everything under ``repo`` (a git repository, made on the first call)."""
+    import subprocess
+
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    if not (repo / ".git").is_dir():
+        subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "carry"], check=True)
+
+
+def test_a_committed_carried_file_is_never_rewritten_or_removed_and_prune_removes_it(tmp_path):
+    repo = _repo(tmp_path / "repo")
+    carry.save(repo)
+    _commit(repo)
+    committed = {p: p.read_bytes() for p in (repo / "carry").rglob("*.pt")}
+    save_checkpoint(repo / TRAINING / "checkpoint.pt", {"step": 1700, "model": {"w": torch.zeros(3)}})  # trained on
+    (repo / NODE).unlink()  # the node run finished
+    new_size = (repo / TRAINING / "checkpoint.pt").stat().st_size
+    lines = carry.save(repo)
+    assert {p: p.read_bytes() for p in committed} == committed  # not one committed copy rewritten or removed
+    run = next(r for r in _manifest(repo)["runs"] if r["path"] == TRAINING)
+    assert run["progress"] == [0, 1700]  # read from the new copy, not the committed one at the run's path
+    entry = next(f for f in run["files"] if f["path"] == f"{TRAINING}/checkpoint.pt")
+    assert entry["stored"] == f"{TRAINING}/checkpoint.pt.{entry['sha256'][:12]}"
+    assert "stored" not in next(f for f in run["files"] if f["path"] == f"{TRAINING}/best.pt")  # unchanged: reused
+    assert f"this save adds {new_size / 1e6:.1f} MB to carry/ against the last commit" in lines
+    stale = (repo / "carry" / NODE).stat().st_size + (repo / "carry" / TRAINING / "checkpoint.pt").stat().st_size
+    assert any(line.startswith(f"stale: {stale / 1e6:.1f} MB of committed files") for line in lines)
+    clone = _fresh_clone(repo, tmp_path)
+    assert f"restored: {TRAINING} (step 1700)" in carry.restore(clone)
+    assert (clone / TRAINING / "checkpoint.pt").read_bytes() == (repo / TRAINING / "checkpoint.pt").read_bytes()
+    assert carry.listing(repo)[-2].startswith("stale: 2 file(s)")
+    assert sorted(line.split(" (")[0] for line in carry.prune(repo)) == sorted(
+        f"removed from carry: {rel}" for rel in (NODE, f"{TRAINING}/checkpoint.pt")
+    )
+    assert carry.prune(repo) == ["nothing stale in carry/"]
+    assert "restored: " + TRAINING + " (step 1700)" in carry.restore(_fresh_clone(repo, tmp_path / "again"))
+
+
+def test_a_save_over_its_budget_writes_nothing(tmp_path):
+    repo = _repo(tmp_path / "repo")
+    with pytest.raises(
+        SystemExit, match=r"not saved: the copies would add 0\.0 MB to carry/ .* over --budget-mb 1e-06"
+    ):
+        carry.save(repo, budget_mb=1e-6)
+    assert not (repo / "carry").exists()
+    carry.save(repo)
+    assert "this save adds 0.0 MB to carry/ against the last commit" in carry.save(repo, budget_mb=1e-6)  # all stored
