@@ -638,17 +638,26 @@ def evidence_finals(results: Dict, dataset: str, protocol: str) -> Dict[str, Tup
     return finals
 
 
+def entry_complete(results: Dict, dataset: str, protocol: str) -> bool:
+    """Whether every arm of an evidence entry has its chosen setting's final runs on every final seed: only then
+    does the entry count (the picture, the README's summary); before, its final table is shown as open."""
+    finals = evidence_finals(results, dataset, protocol)
+    return set(finals) == set(EVIDENCE[(dataset, protocol)]) and all(
+        set(vals) >= set(FINAL_SEEDS) for _, vals in finals.values()
+    )
+
+
 #: The evidence's picture (every entry's arms against its chosen plain), as the page links it; under docs/.
 FOREST = "baselines/evidence.png"
 
 
 def forest_rows(results: Dict) -> List[Tuple[str, Dict]]:
-    """The picture's rows: per evidence entry whose finals are in, each arm but the chosen plain against it, as
-    ``(label, paired_comparison(plain, arm))`` (the numbers of the entry's final table)."""
+    """The picture's rows: per complete evidence entry (:func:`entry_complete`), each arm but the chosen plain
+    against it, as ``(label, paired_comparison(plain, arm))`` (the numbers of the entry's final table)."""
     rows = []
     for dataset, protocol in EVIDENCE:
         finals = evidence_finals(results, dataset, protocol)
-        if "plain" in finals and len(finals) > 1:
+        if entry_complete(results, dataset, protocol) and len(finals) > 1:
             base = finals["plain"][1]
             for arm, (_, vals) in finals.items():
                 if arm != "plain":
@@ -705,10 +714,10 @@ def render_evidence(results: Dict) -> str:
             f'{published} ({cite}); ours is the row "plain, as published" below and the reproduction '
             f"table above.\n\nSelection (validation only):\n\n" + "\n".join(sel)
         )
-        if "plain" not in finals or len(finals) < 2:
+        if not finals:
             out.append("Final runs: not run yet.")
             continue
-        base = finals["plain"][1]
+        base = finals.get("plain", ("", {}))[1]
         published = {}
         for row in results["reproduction"]:
             if (row["dataset"], row["protocol"]) == (dataset, protocol):
@@ -720,9 +729,12 @@ def render_evidence(results: Dict) -> str:
         ]
 
         def paired(a, b):
-            return paired_cell(paired_comparison(a, b))
+            pc = paired_comparison(a, b)
+            if pc["n"] < 2:  # no standard error from fewer than two paired seeds
+                return "—" if pc["n"] == 0 else f"{pc['mean']:+.2f} (1 seed)"
+            return paired_cell(pc)
 
-        if published and finals["plain"][0] != "ma":
+        if published and finals.get("plain", ("ma",))[0] != "ma":
             m, s_ = mean_std(list(published.values()))
             rows.append(
                 f"| plain, as published | `ma` | {len(published)} | {_fmt(m, s_)} | {paired(base, published)} | — |"
@@ -732,7 +744,16 @@ def render_evidence(results: Dict) -> str:
             vs_chosen = "—" if arm == "plain" else paired(base, vals)
             vs_pub = paired(published, vals) if published and name != "ma" else "—"
             rows.append(f"| {arm} | `{name}` | {len(vals)} | {_fmt(m, s_)} | {vs_chosen} | {vs_pub} |")
-        out.append(f"Final seeds {FINAL_SEEDS[0]}-{FINAL_SEEDS[-1]}:\n\n" + "\n".join(rows))
+        head = f"Final seeds {FINAL_SEEDS[0]}-{FINAL_SEEDS[-1]}"
+        if not entry_complete(results, dataset, protocol):
+            missing = [arm for arm in EVIDENCE[(dataset, protocol)] if arm not in finals]
+            head += (
+                ", **open** (runs still going: each row's seeds column says how many are in"
+                + (f"; no final run yet: {', '.join(missing)}" if missing else "")
+                + "). Paired differences are over the seeds both arms have so far; no verdict is drawn, and the "
+                "entry stays out of the picture and the README's summary, until every arm has every seed"
+            )
+        out.append(f"{head}:\n\n" + "\n".join(rows))
     return "\n\n".join(out)
 
 

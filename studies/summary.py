@@ -58,8 +58,8 @@ def _baseline_rows(results: Dict, link: str) -> List[str]:
     rows = []
     for (dataset, protocol), arms in baselines.EVIDENCE.items():
         finals = baselines.evidence_finals(results, dataset, protocol)
-        if "plain" not in finals or "svgd" not in finals:
-            continue  # not run yet: the baselines page says so
+        if not baselines.entry_complete(results, dataset, protocol) or not {"plain", "svgd"} <= set(finals):
+            continue  # not run yet, or runs still going: the baselines page says so
         (plain_setting, plain), (svgd_setting, svgd) = finals["plain"], finals["svgd"]
         runs = [
             r for e in results["evidence"] if (e["dataset"], e["protocol"]) == (dataset, protocol) for r in e["final"]

@@ -62,7 +62,7 @@ def test_baselines_page_is_what_its_committed_results_render_to():
 
 def test_the_evidence_picture_draws_the_final_tables_paired_differences(tmp_path):
     """Each row of docs/baselines/evidence.png is an arm's paired difference from its entry's chosen plain, the
-    number its final table prints; an entry without finals has no row; the picture is written and linked."""
+    number its final table prints; an entry without every final has no row; the picture is written and linked."""
     pytest.importorskip("matplotlib")
     study = _load("baselines")
     results = json.loads((REPO / "docs" / "baselines" / "results.json").read_text())
@@ -73,13 +73,55 @@ def test_the_evidence_picture_draws_the_final_tables_paired_differences(tmp_path
         assert f"{pc['mean']:+.2f} ± {pc['se']:.2f} ({pc['wins']}/{pc['ties']}/{pc['losses']})" in block
     finished = {label.split(":")[0] for label, _ in rows}
     for dataset, protocol in study.EVIDENCE:
-        has_finals = len(study.evidence_finals(results, dataset, protocol)) > 1
-        assert (f"{dataset}, {protocol}" in finished) == has_finals
+        counts = (
+            study.entry_complete(results, dataset, protocol)
+            and len(study.evidence_finals(results, dataset, protocol)) > 1
+        )
+        assert (f"{dataset}, {protocol}" in finished) == counts
     assert f"]({study.FOREST})" in block
     assert study.plot_forest(rows, tmp_path / "e.png").read_bytes()[:4] == b"\x89PNG"
     # no entry with finals: no picture, no link
     empty = dict(results, evidence=[dict(e, final=[]) for e in results["evidence"]])
     assert study.forest_rows(empty) == [] and study.FOREST not in study.render_evidence(empty)
+
+
+def test_an_entry_whose_finals_are_part_way_is_shown_open_and_counts_nowhere_until_complete():
+    """A final table with some arms' seeds still missing says so, compares over the seeds both arms have, and the
+    entry stays out of the picture and the README's summary; once every arm has every seed it is in both."""
+    study, summary = _load("baselines"), _load("summary")
+    results = json.loads((REPO / "docs" / "baselines" / "results.json").read_text())
+    key = ("chameleon_filtered", "luo")
+    assert study.entry_complete(results, *key)
+    finals = study.evidence_finals(results, *key)
+    svgd_setting = finals["svgd"][0]
+    part_way = {
+        **results,
+        "evidence": [
+            dict(e, final=e["final"][:3]) if (e["dataset"], e["protocol"], e["setting"]) == (*key, svgd_setting) else e
+            for e in results["evidence"]
+        ],
+    }
+    assert not study.entry_complete(part_way, *key)
+    assert all(not label.startswith("chameleon_filtered, luo") for label, _ in study.forest_rows(part_way))
+    assert any(label.startswith("chameleon_filtered, luo") for label, _ in study.forest_rows(results))
+    block = study.render_evidence(part_way).split("### chameleon_filtered, `luo` protocol")[1].split("###")[0]
+    assert "Final seeds 0-9, **open**" in block
+    plain, svgd = finals["plain"][1], finals["svgd"][1]
+    three = {seed: svgd[seed] for seed in sorted(svgd)[:3]}
+    pc = study.paired_comparison(plain, three)  # over the 3 seeds both arms have
+    assert pc["n"] == 3 and f"| svgd | `{svgd_setting}` | 3 | " in block
+    assert f"{pc['mean']:+.2f} ± {pc['se']:.2f} ({pc['wins']}/{pc['ties']}/{pc['losses']})" in block
+    one = {
+        **part_way,
+        "evidence": [
+            dict(e, final=e["final"][:1]) if e["setting"] == svgd_setting else e for e in part_way["evidence"]
+        ],
+    }
+    assert "(1 seed)" in study.render_evidence(one)  # no standard error from one pair, none printed
+    everything = summary.load()
+    whole = summary.render_summary({**everything, "baselines": results}, "")
+    cut = summary.render_summary({**everything, "baselines": part_way}, "")
+    assert "| chameleon_filtered (`luo` protocol" in whole and "| chameleon_filtered (`luo` protocol" not in cut
 
 
 def test_cora_page_is_what_its_committed_results_render_to():
