@@ -116,14 +116,15 @@ def render_largest(runs: List[Dict]) -> str:
             text += f" (fails at {m['failing']:,}: {m['failure']})"
         return text
 
-    verdicts = []
+    verdicts, undecided = [], 0
     for (layer, shape, dtype), g in groups.items():
         ratio = ""
         if "stock" in g and "lean" in g:
-            exact = g["stock"]["exact"] and g["lean"]["exact"]
-            value = g["lean"]["largest"] / g["stock"]["largest"]
-            ratio = f"{'' if exact else 'at least '}{value:.1f}x"
-            verdicts.append((value, exact, g["stock"]["exact"]))
+            ratio, value, exact = largest_ratio(g["stock"], g["lean"])
+            if value is None:
+                undecided += 1
+            else:
+                verdicts.append((value, exact, g["stock"]["exact"]))
         lines.append(
             f"| {layer} | {shape} | {dtype} | {cell(g.get('stock'))} | {cell(g.get('lean'))} | "
             + (f"{cell(g.get('turbo'))} | " if has_turbo else "")
@@ -131,15 +132,37 @@ def render_largest(runs: List[Dict]) -> str:
         )
     met = sum(v >= LARGEST_GOAL for v, _, _ in verdicts)
     unresolved = sum(v < LARGEST_GOAL and not exact for v, exact, _ in verdicts)
+    summary = (
+        f"Lean trains a graph {min(v for v, _, _ in verdicts):.1f}-{max(v for v, _, _ in verdicts):.1f}x "
+        f"larger than stock (goal: at least {LARGEST_GOAL:g}x; met in {met} of {len(verdicts)}, "
+        f"{unresolved} of them only bounded below the goal)"
+        if verdicts
+        else "No ratio is decided"
+    )
+    if undecided:
+        summary += f"; {undecided} not decided (stock's search stopped before any failure: no bound on its size)"
     lines += [
         "",
         f"{_conditions(_with(runs, 'largest'))}. A search doubles the edge count until a training step "
         "fails, then bisects to within 10%; 'at least' marks a search that its time bound stopped first. "
-        f"Lean trains a graph {min(v for v, _, _ in verdicts):.1f}-{max(v for v, _, _ in verdicts):.1f}x "
-        f"larger than stock (goal: at least {LARGEST_GOAL:g}x; met in {met} of {len(verdicts)}, "
-        f"{unresolved} of them only bounded below the goal).",
+        "Lean / stock is the ratio of the two largest sizes when both searches ended within 10%; otherwise a lower "
+        f"bound, lean's largest over the size at which stock failed. {summary}.",
     ]
     return "\n".join(lines)
+
+
+def largest_ratio(stock: Dict, lean: Dict) -> Tuple[str, Optional[float], bool]:
+    """Lean / stock of :func:`largest_by_contender`'s entries: ``(cell, value, exact)``. Both searches within 10%:
+    the ratio of their largest sizes. Otherwise lean's largest over stock's first failure, a lower bound (stock's
+    true largest is below it, lean's at or above its largest); stock without a failure bounds nothing
+    (``value`` None, ``not decided``)."""
+    if stock["exact"] and lean["exact"]:
+        value = lean["largest"] / stock["largest"]
+        return f"{value:.1f}x", value, True
+    if stock["failing"] is None:
+        return "not decided", None, False
+    value = lean["largest"] / stock["failing"]
+    return f"at least {value:.1f}x", value, False
 
 
 def render_peer(runs: List[Dict]) -> str:
