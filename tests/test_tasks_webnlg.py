@@ -51,6 +51,26 @@ def test_multi_reference_scores_by_hand():
         task.score(["a"], refs, meteor="none")
 
 
+def test_a_subset_holding_every_entry_is_scored_once_as_all(monkeypatch):
+    """dev holds seen categories only: its ``seen`` subset is the corpus ``all`` is, so the challenge scorer (whose
+    TER takes minutes on dev) runs once and both subsets get the same scores."""
+    pytest.importorskip("sacrebleu")
+    refs = [
+        {"references": ["the dog sat", "a cat ran"], "entities": [], "seen": True},
+        {"references": ["p q r s"], "entities": [], "seen": True},
+    ]
+    calls = []
+    scorer = task.score_webnlg2017
+    monkeypatch.setattr(task, "score_webnlg2017", lambda h, r, **kw: calls.append(len(h)) or scorer(h, r, **kw))
+    res = task.score(["the cat sat", "p q r"], refs, meteor="none", scorer="webnlg2017")
+    assert calls == [2] and res["unseen"] is None
+    assert res["seen"] == res["all"] and res["seen"] is not res["all"]
+    assert res["all"] == scorer(["the cat sat", "p q r"], [r["references"] for r in refs], meteor="none")
+    calls.clear()
+    task.score(["the cat sat", "p q r"], [refs[0], dict(refs[1], seen=False)], meteor="none", scorer="webnlg2017")
+    assert calls == [2, 1, 1]  # all, seen, unseen: three corpora
+
+
 @pytest.mark.slow
 def test_resume_after_kill_is_identical(tmp_path, splits):
     variant = "svgd:alpha=0.1"

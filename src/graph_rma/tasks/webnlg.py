@@ -21,6 +21,7 @@ scorers: ``scorer="coco"`` (default) scores every entry against **all** its refe
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
@@ -198,7 +199,8 @@ def score(
     ``seen``) for ``all``, ``seen`` and ``unseen`` entries (``None`` for an empty subset), each subset scored as one
     corpus. ``scorer``: ``"coco"`` (:func:`graph_rma.metrics.evaluate_generation` against all references) or
     ``"webnlg2017"`` (:func:`graph_rma.metrics.score_webnlg2017`: the challenge's BLEU, METEOR 1.5 and TER against
-    the first three references; ``meteor="nltk"`` is refused)."""
+    the first three references; ``meteor="nltk"`` is refused). A subset that holds every entry (dev: every entry is
+    of a seen category) is the same corpus as ``all``: its scores are ``all``'s, computed once."""
     _check_scorer(scorer, meteor)
     if len(hypotheses) != len(refs):
         raise ValueError(f"hypotheses: expected {len(refs)} (one per entry), got {len(hypotheses)}")
@@ -211,6 +213,8 @@ def score(
             keep = [i for i, r in enumerate(refs) if name == "all" or r["seen"] == (name == "seen")]
             if not keep:
                 result[name] = None
+            elif name != "all" and len(keep) == len(refs):  # every entry (dev: all seen): the same corpus as all
+                result[name] = copy.deepcopy(result["all"])
             elif scorer == "webnlg2017":
                 result[name] = score_webnlg2017(
                     [hypotheses[i] for i in keep],
