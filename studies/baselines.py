@@ -33,7 +33,7 @@ from graph_rma.engine.figures import new_figure, save_png
 from graph_rma.tasks.node_classification import run_study, upgrade_metrics
 from graph_rma.tasks.protocols import resolve_protocol
 from studies.carry import restore_before
-from studies.pages import check_defaults, page_file, paired_cell, renderer, stop_if_interrupted
+from studies.pages import check_defaults, mean_std_cell, page_file, paired_cell, renderer, stop_if_interrupted
 
 FINAL_SEEDS = list(range(10))  # seed s trains on split s: the published protocol's 10 splits
 SELECT_SEEDS = [100, 101, 102]  # splits 0-2, other initialisations: no final seed is ever used to choose
@@ -709,9 +709,10 @@ def render_evidence(results: Dict) -> str:
         finals = evidence_finals(results, dataset, protocol)
         cite = REPRODUCE[(dataset, protocol)][2]
         published = published_cell(dataset, protocol)
+        as_published = next((arm for arm, (name, _) in finals.items() if name == "ma"), "plain, as published")
         out.append(
             f"### {dataset}, `{protocol}` protocol\n\nPublished plain GAT on this graph and protocol: "
-            f'{published} ({cite}); ours is the row "plain, as published" below and the reproduction '
+            f'{published} ({cite}); ours is the row "{as_published}" below and the reproduction '
             f"table above.\n\nSelection (validation only):\n\n" + "\n".join(sel)
         )
         if not finals:
@@ -734,16 +735,14 @@ def render_evidence(results: Dict) -> str:
                 return "—" if pc["n"] == 0 else f"{pc['mean']:+.2f} (1 seed)"
             return paired_cell(pc)
 
-        if published and finals.get("plain", ("ma",))[0] != "ma":
-            m, s_ = mean_std(list(published.values()))
-            rows.append(
-                f"| plain, as published | `ma` | {len(published)} | {_fmt(m, s_)} | {paired(base, published)} | — |"
-            )
+        if published and as_published == "plain, as published":  # else an arm's chosen setting is these runs
+            cell = mean_std_cell(published.values())
+            rows.append(f"| plain, as published | `ma` | {len(published)} | {cell} | {paired(base, published)} | — |")
         for arm, (name, vals) in finals.items():
-            m, s_ = mean_std(list(vals.values()))
             vs_chosen = "—" if arm == "plain" else paired(base, vals)
             vs_pub = paired(published, vals) if published and name != "ma" else "—"
-            rows.append(f"| {arm} | `{name}` | {len(vals)} | {_fmt(m, s_)} | {vs_chosen} | {vs_pub} |")
+            cell = mean_std_cell(vals.values())
+            rows.append(f"| {arm} | `{name}` | {len(vals)} | {cell} | {vs_chosen} | {vs_pub} |")
         head = f"Final seeds {FINAL_SEEDS[0]}-{FINAL_SEEDS[-1]}"
         if not entry_complete(results, dataset, protocol):
             missing = [arm for arm in EVIDENCE[(dataset, protocol)] if arm not in finals]

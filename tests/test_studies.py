@@ -117,11 +117,25 @@ def test_an_entry_whose_finals_are_part_way_is_shown_open_and_counts_nowhere_unt
             dict(e, final=e["final"][:1]) if e["setting"] == svgd_setting else e for e in part_way["evidence"]
         ],
     }
-    assert "(1 seed)" in study.render_evidence(one)  # no standard error from one pair, none printed
+    first = study.render_evidence(one).split("### chameleon_filtered, `luo` protocol")[1].split("###")[0]
+    assert "(1 seed)" in first  # no standard error from one pair, none printed
+    assert f"| svgd | `{svgd_setting}` | 1 | {svgd[sorted(svgd)[0]]:.2f} | " in first  # one value: no "± 0.00"
     everything = summary.load()
     whole = summary.render_summary({**everything, "baselines": results}, "")
     cut = summary.render_summary({**everything, "baselines": part_way}, "")
     assert "| chameleon_filtered (`luo` protocol" in whole and "| chameleon_filtered (`luo` protocol" not in cut
+
+
+def test_an_arm_whose_choice_is_the_published_recipe_is_not_shown_twice():
+    """minesweeper's single-head arm chose the recipe as published (``ma``): its final runs are the reproduction
+    row's, shown once, as that arm's row."""
+    study = _load("baselines")
+    results = json.loads((REPO / "docs" / "baselines" / "results.json").read_text())
+    assert study.evidence_finals(results, "minesweeper", "luo")["single-head"][0] == "ma"
+    block = study.render_evidence(results).split("### minesweeper, `luo` protocol")[1]
+    assert "| single-head | `ma` | 10 | " in block and "plain, as published" not in block
+    assert 'ours is the row "single-head" below' in block
+    assert "| plain, as published | `ma` | 10 | " in study.render_evidence(results).split("### chameleon, ")[1]
 
 
 def test_cora_page_is_what_its_committed_results_render_to():
