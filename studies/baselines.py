@@ -296,11 +296,13 @@ def _first_interrupt_only():
 
 
 def _order(todo: List[Tuple[Setting, List[int]]]) -> List[Tuple[Setting, int]]:
-    """Every (setting, seed) run of ``todo``, those saved part-way first, the furthest on first (then in the given
-    order): a study stopped again part-way has finished, and can report, the runs that were nearest their end."""
+    """Every (setting, seed) run of ``todo``, those saved part-way first, the furthest on first: a study stopped
+    again part-way has finished, and can report, the runs that were nearest their end. Then seed by seed (every
+    setting's first seed, in the given order, then every setting's next one): runs that span days finish in pairs
+    of the same seed, so the finals finished so far are paired seeds of every arm."""
     units = [(setting, seed) for setting, left in todo for seed in left]
     reached = [max(_part_way(setting[4], [seed]), default=0) for setting, seed in units]
-    return [units[i] for i in sorted(range(len(units)), key=lambda i: -reached[i])]
+    return [units[i] for i in sorted(range(len(units)), key=lambda i: (-reached[i], units[i][1]))]
 
 
 def _run_settings(

@@ -102,8 +102,9 @@ def test_one_job_stops_at_the_first_interrupted_setting(tmp_path, monkeypatch):
     assert calls == [("second", [100], True), ("second", [101], True), ("second", [100, 101], False)]  # the summary
 
 
-def test_runs_saved_part_way_go_first_the_furthest_first(tmp_path):
-    """A study stopped again part-way has finished the runs that were nearest their end."""
+def test_runs_saved_part_way_go_first_the_furthest_first_then_seed_by_seed(tmp_path):
+    """A study stopped again part-way has finished the runs that were nearest their end, and the others finish in
+    pairs of the same seed."""
     from graph_rma.engine import save_checkpoint
 
     a, b = _setting(tmp_path / "a", {}), _setting(tmp_path / "b", {})
@@ -114,10 +115,13 @@ def test_runs_saved_part_way_go_first_the_furthest_first(tmp_path):
         ("b", 100),  # epoch 120
         ("a", 101),  # epoch 50, before b's (the given order)
         ("b", 102),
-        ("a", 100),  # not started: the given order
-        ("a", 102),
+        ("a", 100),  # not started: seed by seed, each seed's settings in the given order
         ("b", 101),
+        ("a", 102),
     ]
+    c, d = _setting(tmp_path / "c", {}), _setting(tmp_path / "d", {})
+    later = study._order([(c, [100, 101]), (d, [100, 101, 102])])  # none part-way: every setting's 100, then 101
+    assert [(s[4].name, seed) for s, seed in later] == [("c", 100), ("d", 100), ("c", 101), ("d", 101), ("d", 102)]
 
 
 def test_select_and_final_skip_committed_runs_and_choose_from_them(tmp_path, monkeypatch):
