@@ -13,8 +13,10 @@ commands resume as if the machine had been kept. What a run is, and how far it i
   epoch (finished, when the run's checkpoint is beside it: a restored save never shadows a run finished here);
 * a graph-to-text run folder (``config.json`` beside ``checkpoint.pt`` or ``best.pt``,
   :mod:`graph_rma.tasks.graph_to_text`): every file in it, except ``checkpoint.pt`` once ``train.json`` says the
-  run is finished (nothing is left to resume; its ``best.pt`` and decodes are what the study steps read); how far:
-  finished, then the training step of ``checkpoint.pt``.
+  run is finished (nothing is left to resume; its ``best.pt`` and decodes are what the study steps read), and
+  ``best.pt`` too once its test set is decoded and scored (:func:`tested`; the study reports read the decodes, and
+  a driver asked to decode again says in one line that the checkpoint is missing); how far: finished, then the
+  training step of ``checkpoint.pt``.
 
 ``carry/manifest.json`` lists each run with its files (path under the repository, SHA-256, bytes) and how far it is.
 ``restore`` checks every file's SHA-256 before it writes anything; a run already under ``runs/`` is replaced only
@@ -54,8 +56,8 @@ from graph_rma.engine import CheckpointError, atomic_write_bytes, load_checkpoin
 REPO = Path(__file__).resolve().parents[1]
 MANIFEST = "manifest.json"
 #: A run larger than this (MB, all its files) is not carried unless ``--max-mb`` says otherwise: a node run's save
-#: (about 2 MB) and a finished graph-to-text run (its ``best.pt``, about 35 MB, and decodes) are; a graph-to-text run
-#: still training (about 140 MB with Adam's state) only when asked.
+#: (about 2 MB) and a finished graph-to-text run (its decodes, and its ``best.pt``, about 35 MB, until its test set
+#: is decoded) are; a graph-to-text run still training (about 140 MB with Adam's state) only when asked.
 MAX_MB = 48.0
 #: The most a ``save`` may add to ``carry/`` against the last commit (MB), under the 256 MiB a session may submit.
 BUDGET_MB = 200.0
@@ -91,17 +93,24 @@ def _progress(kind: str, path: Path) -> Tuple[int, ...]:
     return (int(done), -1 if done else _checkpoint_field(path / "checkpoint.pt", "step"))
 
 
+def tested(folder: Path) -> bool:
+    """Whether a graph-to-text run's test set is decoded and scored (``decode/test/decoded.test.json`` beside a
+    ``metrics.test.*.json``): the study drivers decode each run's test set once, after its dev decodes, so nothing
+    is decoded from its weights any more."""
+    test = folder / "decode" / "test"
+    return (test / "decoded.test.json").is_file() and any(test.glob("metrics.test.*.json"))
+
+
 def _generator_run(folder: Path, repo: Path) -> Optional[Run]:
     if not (folder / "config.json").is_file():
         return None
     if not ((folder / "checkpoint.pt").is_file() or (folder / "best.pt").is_file()):
         return None
     done = (folder / "train.json").is_file()
-    files = sorted(
-        p.relative_to(repo).as_posix()
-        for p in folder.rglob("*")
-        if p.is_file() and not (done and p == folder / "checkpoint.pt")
-    )
+    left_out = {folder / "checkpoint.pt"} if done else set()
+    if done and tested(folder):
+        left_out.add(folder / "best.pt")
+    files = sorted(p.relative_to(repo).as_posix() for p in folder.rglob("*") if p.is_file() and p not in left_out)
     return Run("generator", folder.relative_to(repo).as_posix(), tuple(files), _progress("generator", folder))
 
 

@@ -270,3 +270,25 @@ def test_a_save_over_its_budget_writes_nothing(tmp_path):
     assert not (repo / "carry").exists()
     carry.save(repo)
     assert "this save adds 0.0 MB to carry/ against the last commit" in carry.save(repo, budget_mb=1e-6)  # all stored
+
+
+def test_a_finished_run_whose_test_set_is_decoded_is_carried_without_its_weights(tmp_path):
+    repo = _repo(tmp_path / "repo")
+    test = repo / FINISHED / "decode" / "test"
+    test.mkdir(parents=True)
+    (test / "decoded.test.json").write_text('{"setting": "beam5-lp1.0"}')
+    (test / "hyp.test.txt").write_text("a b\n")
+    carry.save(repo)
+    files = {f["path"] for r in _manifest(repo)["runs"] if r["path"] == FINISHED for f in r["files"]}
+    assert f"{FINISHED}/best.pt" in files  # decoded but not scored yet: the test step may still need it
+    (test / "metrics.test.webnlg2017.json").write_text('{"all": {"BLEU": 50.0}}')
+    carry.save(repo)
+    runs = {r["path"]: r for r in _manifest(repo)["runs"]}
+    files = {f["path"] for f in runs[FINISHED]["files"]}
+    assert f"{FINISHED}/best.pt" not in files and f"{FINISHED}/checkpoint.pt" not in files
+    assert {f"{FINISHED}/decode/test/hyp.test.txt", f"{FINISHED}/decode/test/metrics.test.webnlg2017.json"} <= files
+    assert f"{TRAINING}/best.pt" in {f["path"] for f in runs[TRAINING]["files"]}  # a run still training keeps both
+    clone = _fresh_clone(repo, tmp_path)
+    carry.restore(clone)
+    assert (clone / FINISHED / "decode" / "test" / "hyp.test.txt").read_text() == "a b\n"
+    assert not (clone / FINISHED / "best.pt").exists()
