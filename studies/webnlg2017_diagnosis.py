@@ -1,6 +1,6 @@
-"""Why the reproduced WebNLG 2017 generator falls short of its acceptance line (issue 37: "find out why before tuning
-further"): where it loses to the challenge baseline, and whether its outputs loop (docs/webnlg.md, "Why it falls
-short").
+"""Why the first rounds of the reproduced WebNLG 2017 generator fell short of its acceptance line (issue 37: "find out
+why before tuning further"): where it loses to the challenge baseline, and whether its outputs loop (docs/webnlg.md,
+"Why the first rounds fell short").
 
     python -m studies.webnlg2017_diagnosis run       # dev decoded again: n-grams blocked (NGRAMS); the last epoch
     python -m studies.webnlg2017_diagnosis report    # -> docs/webnlg2017/diagnosis/results.json -> the block

@@ -36,14 +36,14 @@ The rules, written before any run of this study:
 Amended on 2026-11-26, after the selection had started and before any final run or any decoding of this study
 (the rules above are the amended ones). Before: decoding held to the baseline's own choice from its GRID (no
 blocking of repeated n-grams), and the plain arm's seed-0 final was the baseline run itself when the preset won.
-Why: the baseline's diagnosis (docs/webnlg.md, "Why it falls short", on dev) found looping outputs that blocking
+Why: its diagnosis (docs/webnlg.md, "Why the first rounds fell short", on dev) found looping outputs that blocking
 repeated n-grams cures, so DECODE_GRID adds blocking to the baseline's GRID; and the baseline run's test set had
 already been decoded with the old setting, so no final reuses it: every final's test set is decoded exactly once,
 under this rule. The grid was written after the baseline's test score and its diagnosis were read (the test
 outputs of the runs it is applied to have not been decoded).
 
 Amended again on 2026-11-26, while the selection ran, before any final run. Before: finals kept ``best.pt`` by dev
-loss (the preset's default). Why: the baseline's diagnosis (docs/webnlg.md, "Why it falls short", on dev only) found
+loss (the preset's default). Why: its diagnosis (docs/webnlg.md, "Why the first rounds fell short", on dev only) found
 that keeping by dev loss stops too early: decoded alike, the baseline run's last epoch scores a higher dev BLEU than
 its epoch of lowest dev loss. The plain generator's next round (``v3-s0``) applies the same rule. It is the same for
 both arms; selection stays by dev loss (no decoding during selection).
