@@ -689,8 +689,9 @@ def plan(out: Path = OUT, results: Path = RESULTS) -> List[str]:
     once a selection run has finished, about how long is left (its median seconds per epoch, on this machine; for a
     final, plus the median dev decode of the finals so far). What is committed in ``results/results.json`` (a
     finished selection run, the choice, the decoding, a final's test scores) counts as done: a fresh clone goes on
-    from there. The finals are those of :func:`recipe`; while it is not decided, the last step is the round's
-    report that decides it."""
+    from there. The finals are those of :func:`recipe`, seed by seed (every arm's seed 0, then seed 1, ...), each
+    run's test decode after its training; while the recipe is not decided, the last step is the round's report that
+    decides it."""
     me = "python -m studies.webnlg2017_evidence"
     committed = _committed(results)
     first = [] if _decided(out, results) else [f"OMP_NUM_THREADS=1 {me} decoding"]
@@ -717,8 +718,8 @@ def plan(out: Path = OUT, results: Path = RESULTS) -> List[str]:
     finals = {(arm, seed): _progress(final_dir(out, arm, seed, name)) for arm in ARMS for seed in FINAL_SEEDS}
     left, decode = first, _decode_seconds(history for _, history in finals.values())
     tested = _tested(committed)
-    for arm in ARMS:
-        for seed in FINAL_SEEDS:
+    for seed in FINAL_SEEDS:  # seed by seed, every arm's: finals that span days finish as paired seeds
+        for arm in ARMS:
             run = final_dir(out, arm, seed, name)
             if (name, arm, seed) in tested and not run.is_dir():
                 continue

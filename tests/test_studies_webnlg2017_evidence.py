@@ -430,4 +430,4 @@ def test_the_plan_waits_for_the_recipe_once_the_selection_is_chosen(tmp_path, ro
     ]
     rounds["v4-s0"] = {"setting": "beam5-lp1.0", "beam": 5, "length_penalty": 1.0, "dev_BLEU": 60.0}
     me = "OMP_NUM_THREADS=1 python -m studies.webnlg2017_evidence"
-    assert ev.plan(out, committed)[:2] == [f"{me} final plain 0", f"{me} final plain 1"]
+    assert ev.plan(out, committed)[:4] == [f"{me} final {a} {s}" for s in (0, 1) for a in ("plain", "svgd")]
