@@ -22,7 +22,7 @@ commands resume as if the machine had been kept. What a run is, and how far it i
 ``restore`` checks every file's SHA-256 before it writes anything; a run already under ``runs/`` is replaced only
 when the carried one is further on (the local folder is first moved aside to ``runs/.replaced/``), and when both
 are as far on, only the files missing locally are copied (e.g. the decodes of a finished run). A run larger than
-``--max-mb`` is not carried (one line says so).
+``--max-mb`` is not copied (one line says so); what an earlier save carried of it stays carried.
 
 What a session submits is limited (256 MiB of changes, counted as text: a binary file replaced counts as the old
 bytes removed plus the new ones added), and git keeps every committed copy in its history, so ``save`` never
@@ -30,10 +30,12 @@ rewrites or deletes a committed file of ``carry/``: a file whose content changed
 (``NAME.<sha256 prefix>``, the manifest's ``stored``), a file whose content is already stored anywhere in ``carry/``
 is not copied again, and a committed file that no run needs any longer stays as *stale* until ``prune`` removes it
 (in a session that carries little: removing counts as much as adding). Files never committed are rewritten and
-removed freely. ``save`` says how many MB it adds against the last commit and refuses, writing nothing, above
-``--budget-mb`` (default 200). Save and commit ``carry/`` once, at the end of a session. What is carried is in
-every clone and every copy of the working tree: a graph-to-text run still training (about 140 MB: its
-``checkpoint.pt`` holds Adam's state) is carried only with ``--max-mb 160``, when losing it costs more than that.
+removed freely. ``save`` says how many MB it adds against the last commit, at most ``--budget-mb`` (default 200):
+node saves and finished runs take the budget first, then the runs still training, the furthest on first; a run
+that does not fit is not copied (one line says so) and its earlier save, if ``carry/`` holds one, stays carried.
+Save and commit ``carry/`` once, at the end of a session. What is carried is in every clone and every copy of the
+working tree: a graph-to-text run still training (about 140 MB: its ``checkpoint.pt`` holds Adam's state) is
+carried only with ``--max-mb 160``, when losing it costs more than that, and one such run at most fits the budget.
 
     python -m studies.carry prune     # remove the stale files (committed copies no carried run needs)
 """
@@ -210,6 +212,11 @@ def _snapshot(run: Run, repo: Path, store: _Store, tries: int = 3) -> Dict:
     raise SystemExit(f"{run.path} kept changing while it was copied ({tries} tries); save again")
 
 
+def _whole(entry: Dict, carry: Path) -> bool:
+    """Whether every file of a manifest entry is stored in ``carry`` with its listed content."""
+    return all((carry / _stored(f)).is_file() and sha256sum(carry / _stored(f)) == f["sha256"] for f in entry["files"])
+
+
 def _read_manifest(carry: Path) -> Dict:
     path = carry / MANIFEST
     if not path.is_file():
@@ -238,34 +245,47 @@ def _remove_empty_folders(out: Path) -> None:
             folder.rmdir()
 
 
+def _order(run: Run) -> Tuple[int, int]:
+    """The order in which runs take the budget: node saves and finished runs first (a few MB each), then the runs
+    still training, the furthest on first (losing it costs the most)."""
+    small = run.kind == "node" or bool(run.progress[0])
+    return (0, 0) if small else (1, -run.progress[1])
+
+
 def save(
     repo: Path = REPO, runs: str = "runs", carry: str = "carry", max_mb: float = MAX_MB, budget_mb: float = BUDGET_MB
 ) -> List[str]:
     """Copy every run of :func:`find_runs` no larger than ``max_mb`` into ``repo/carry`` and write its manifest
     (never rewriting a committed file: see the module); remove the files no run needs that were never committed.
-    Refuses, writing nothing, when the copies would add more than ``budget_mb`` against the last commit. The lines
-    it prints."""
+
+    The copies add at most ``budget_mb`` against the last commit: runs take the budget in :func:`_order`. A run
+    that does not fit (or is larger than ``max_mb``) is not copied; its earlier save stays carried when ``carry/``
+    still holds it whole (a restore then puts back that earlier step). The lines it prints."""
     out, lines, kept = repo / carry, [], []
     committed = committed_files(repo, carry)
     store = _Store(out)
-    chosen = []
-    for run in find_runs(repo / runs, repo):
+    earlier = {e["path"]: e for e in _read_manifest(out)["runs"]}
+    chosen, adding, new_digests = [], 0, set(store.by_sha)
+    for run in sorted(find_runs(repo / runs, repo), key=_order):
         size = sum((repo / f).stat().st_size for f in run.files if (repo / f).is_file())
+        digests = {sha256sum(repo / f): (repo / f).stat().st_size for f in run.files if (repo / f).is_file()}
+        adds = sum(n for d, n in digests.items() if d not in new_digests)
         if size > max_mb * 1e6:
-            lines.append(f"not carried: {run.path} ({_mb(size)}, over --max-mb {max_mb:g})")
+            why = f"{_mb(size)}, over --max-mb {max_mb:g}"
+        elif adding + adds > budget_mb * 1e6:
+            why = f"its copies would add {_mb(adds)}, over what is left of --budget-mb {budget_mb:g}"
         else:
             chosen.append((run, size))
-    adding = sum(
-        (repo / f).stat().st_size
-        for run, _ in chosen
-        for f in run.files
-        if (repo / f).is_file() and store.where(f, sha256sum(repo / f))[1]
-    )
-    if adding > budget_mb * 1e6:
-        raise SystemExit(
-            f"not saved: the copies would add {_mb(adding)} to {carry}/ against the last commit, over --budget-mb "
-            f"{budget_mb:g} (a session may submit at most 256 MiB of changes); carry less (--max-mb)"
-        )
+            adding += adds
+            new_digests |= set(digests)
+            continue
+        before = earlier.get(run.path)
+        if before is not None and _whole(before, out):  # what is carried already is never lost
+            kept.append(before)
+            how_far = describe(before["kind"], before["progress"])
+            lines.append(f"not carried anew: {run.path} ({why}); its earlier save stays carried ({how_far})")
+        else:
+            lines.append(f"not carried: {run.path} ({why})")
     for run, size in chosen:
         kept.append(_snapshot(run, repo, store))
         lines.append(f"carried: {run.path} ({run.kind}, {describe(run.kind, kept[-1]['progress'])}, {_mb(size)})")
@@ -282,7 +302,7 @@ def save(
     _remove_empty_folders(out)
     if kept or out.is_dir():
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-        write_json(out / MANIFEST, {"saved": stamp, "runs": kept})
+        write_json(out / MANIFEST, {"saved": stamp, "runs": sorted(kept, key=lambda e: e["path"])})
     if stale_bytes:
         lines.append(
             f"stale: {_mb(stale_bytes)} of committed files in {carry}/ no run needs; `prune` removes them (in a "

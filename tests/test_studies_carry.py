@@ -132,15 +132,24 @@ def test_a_corrupt_carried_file_is_refused_before_anything_is_written(tmp_path):
     assert not (clone / "runs").exists()
 
 
-def test_save_again_drops_the_runs_that_finished_and_skips_those_too_large(tmp_path):
+def test_save_again_drops_the_runs_that_finished_and_keeps_the_earlier_save_of_those_too_large(tmp_path):
     repo = _repo(tmp_path / "repo")
     carry.save(repo)
     (repo / NODE).unlink()  # the node run finished (its save is removed then)
+    save_checkpoint(repo / TRAINING / "checkpoint.pt", {"step": 1700, "model": {"w": torch.zeros(3)}})  # trained on
     lines = carry.save(repo, max_mb=0.0005)  # 500 bytes: the generator runs' checkpoints are larger
     assert f"removed from carry: {NODE}" in lines
+    assert any(
+        line.startswith(f"not carried anew: {TRAINING} (")
+        and line.endswith("its earlier save stays carried (step 1100)")
+        for line in lines
+    )
+    assert {r["path"]: r["progress"] for r in _manifest(repo)["runs"]} == {TRAINING: [0, 1100], FINISHED: [1, -1]}
+    assert f"restored: {TRAINING} (step 1100)" in carry.restore(_fresh_clone(repo, tmp_path))
+    fresh = _repo(tmp_path / "fresh")  # nothing carried before: nothing to keep
+    lines = carry.save(fresh, max_mb=0.0005)
     assert any(line.startswith(f"not carried: {TRAINING} (") for line in lines)
-    assert _manifest(repo)["runs"] == []
-    assert sorted(p.name for p in (repo / "carry").rglob("*")) == ["manifest.json"]
+    assert not (fresh / "carry").exists()  # the node save is larger than 500 bytes too
 
 
 def test_a_run_saved_during_the_copy_is_copied_again_as_one_moment(tmp_path, monkeypatch):
@@ -261,15 +270,33 @@ def test_a_committed_carried_file_is_never_rewritten_or_removed_and_prune_remove
     assert "restored: " + TRAINING + " (step 1700)" in carry.restore(_fresh_clone(repo, tmp_path / "again"))
 
 
-def test_a_save_over_its_budget_writes_nothing(tmp_path):
+def _files_mb(repo: Path, folder: str) -> float:
+    return sum(p.stat().st_size for p in (repo / folder).rglob("*") if p.is_file()) / 1e6
+
+
+def test_over_the_budget_the_run_furthest_on_is_carried_and_the_others_keep_their_earlier_save(tmp_path):
     repo = _repo(tmp_path / "repo")
-    with pytest.raises(
-        SystemExit, match=r"not saved: the copies would add 0\.0 MB to carry/ .* over --budget-mb 1e-06"
-    ):
-        carry.save(repo, budget_mb=1e-6)
-    assert not (repo / "carry").exists()
-    carry.save(repo)
-    assert "this save adds 0.0 MB to carry/ against the last commit" in carry.save(repo, budget_mb=1e-6)  # all stored
+    other = "runs/webnlg2017/evidence/final-v4-s0/svgd-s0"
+    _training(repo, other, 1700)  # further on than TRAINING (1100), as large
+    small = (repo / NODE).stat().st_size / 1e6 + _files_mb(repo, FINISHED)
+    budget = small + _files_mb(repo, other) + 1e-6  # the small runs and one run still training
+    lines = carry.save(repo, budget_mb=budget)
+    assert {r["path"] for r in _manifest(repo)["runs"]} == {NODE, FINISHED, other}
+    assert any(line.startswith(f"not carried: {TRAINING} (its copies would add ") for line in lines)
+    _commit(repo)
+    save_checkpoint(repo / other / "checkpoint.pt", {"step": 1900, "model": {"w": torch.zeros(3)}})
+    _training(repo, TRAINING, 2500)  # now the furthest on
+    lines = carry.save(repo, budget_mb=_files_mb(repo, TRAINING) + 1e-6)
+    assert any(line.startswith(f"carried: {TRAINING} (generator, step 2500") for line in lines)
+    assert any(
+        line.startswith(f"not carried anew: {other} (its copies would add ")
+        and line.endswith("its earlier save stays carried (step 1700)")
+        for line in lines
+    )
+    runs = {r["path"]: r["progress"] for r in _manifest(repo)["runs"]}
+    assert runs == {NODE: [0, 600], FINISHED: [1, -1], TRAINING: [0, 2500], other: [0, 1700]}
+    restored = carry.restore(_fresh_clone(repo, tmp_path))
+    assert f"restored: {other} (step 1700)" in restored and f"restored: {TRAINING} (step 2500)" in restored
 
 
 def test_a_finished_run_whose_test_set_is_decoded_is_carried_without_its_weights(tmp_path):
