@@ -268,7 +268,9 @@ def save(
     chosen, adding, new_digests = [], 0, set(store.by_sha)
     for run in sorted(find_runs(repo / runs, repo), key=_order):
         size = sum((repo / f).stat().st_size for f in run.files if (repo / f).is_file())
-        digests = {sha256sum(repo / f): (repo / f).stat().st_size for f in run.files if (repo / f).is_file()}
+        digests = {}  # a run over --max-mb is not read (a part-way generator run is about 140 MB)
+        if size <= max_mb * 1e6:
+            digests = {sha256sum(repo / f): (repo / f).stat().st_size for f in run.files if (repo / f).is_file()}
         adds = sum(n for d, n in digests.items() if d not in new_digests)
         if size > max_mb * 1e6:
             why = f"{_mb(size)}, over --max-mb {max_mb:g}"
