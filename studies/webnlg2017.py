@@ -366,11 +366,16 @@ def decode_test(
     """Decode the test split once with the chosen setting into ``RUN/decode/test/``, score it, and copy
     ``hyp.test.txt``, ``meta.test.tsv`` and ``test.json`` to ``results``; returns the scores. Rerun, it decodes
     nothing again (it scores, then copies). Refuses (``SystemExit``, before any decoding) without ``choice.json``,
-    when ``best.pt`` is not the one dev was decoded from, and when this run's test was decoded (or is being decoded),
-    here or in ``results``, with another setting."""
+    when its options are not the setting it names, when ``best.pt`` is not the one dev was decoded from, and when
+    this run's test was decoded (or is being decoded), here or in ``results``, with another setting."""
     choice = _read(run / "decode" / "choice.json")
     if not choice:
         raise SystemExit("no setting chosen: run `python -m studies.webnlg2017 choose` first")
+    if setting_name(choice) != choice["setting"]:
+        raise SystemExit(
+            f"{run / 'decode' / 'choice.json'}: names {choice['setting']} but its options decode "
+            f"{setting_name(choice)}; not decoded"
+        )
     best = _best(run)
     sha = _sha256(best)
     if choice["checkpoint"]["sha256"] != sha:

@@ -79,11 +79,13 @@ def looping(lines: Sequence[str], reference: bool = False) -> float:
 
 
 def settings(run: Path) -> List[Dict]:
-    """The diagnosis's dev settings: the run's chosen setting with each of :data:`NGRAMS` blocked."""
+    """The diagnosis's dev settings: the run's chosen setting (a coverage reward kept) with each of :data:`NGRAMS`
+    blocked."""
     choice = base._read(run / "decode" / "choice.json")
     if not choice:
         raise SystemExit(f"{run}: no decoding chosen yet (python -m studies.webnlg2017 choose)")
-    return [{"beam": choice["beam"], "length_penalty": choice["length_penalty"], "no_repeat_ngram": n} for n in NGRAMS]
+    chosen = {"beam": choice["beam"], "length_penalty": choice["length_penalty"], **base.extra_decoding(choice)}
+    return [{**chosen, "no_repeat_ngram": n} for n in NGRAMS]
 
 
 def last_epoch_folder(run_dir: Path) -> Path:
@@ -110,7 +112,7 @@ def run(run_dir: Path, root=None, meteor: str = "auto", progress: bool = True, s
         checkpoint=run_dir / "checkpoint.pt",
         beam=choice["beam"],
         length_penalty=choice["length_penalty"],
-        no_repeat_ngram=0,
+        **{k: choice.get(k, off) for k, off in base.EXTRA_DECODING.items()},  # every option the setting names
         progress=progress,
         splits=splits,
     )

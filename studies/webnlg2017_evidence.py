@@ -319,7 +319,7 @@ def decode_final(out: Path, arm: str, seed: int, results: Path = RESULTS, **deco
     run = final_dir(out, arm, seed, name)
     best = baseline.finished(run)
     choice = study_decoding(out, results, name)
-    keys = ("setting", "beam", "length_penalty", "no_repeat_ngram")
+    keys = ("setting", "beam", "length_penalty", *baseline.EXTRA_DECODING)  # every option the setting names
     record = baseline._read(run / "decode" / "choice.json")
     if record and record["setting"] != choice["setting"]:
         raise SystemExit(f"{run / 'decode' / 'choice.json'}: {record['setting']}, not the study's {choice['setting']}")
@@ -327,7 +327,7 @@ def decode_final(out: Path, arm: str, seed: int, results: Path = RESULTS, **deco
         write_json(
             run / "decode" / "choice.json",
             {
-                **{k: choice.get(k, 0) for k in keys},
+                **{k: choice.get(k, baseline.EXTRA_DECODING.get(k, 0)) for k in keys},
                 "dev_BLEU": None,
                 "rule": f"the decoding of the finals' recipe ({name}), chosen on dev, the same for every final run",
                 "checkpoint": baseline._checkpoint(best),
@@ -386,16 +386,24 @@ def collect(out: Path = OUT, results: Path = RESULTS, base: Path = baseline.RUN)
 
 
 def _collect_finals(out: Path, results: Path, name: str, arm: str, index: int, kept: Dict) -> List[Dict]:
-    """The final runs of one recipe and arm with test scores: from their run folders, else as committed."""
+    """The final runs of one recipe and arm with test scores: from their run folders, else as committed; a final
+    whose test set was decoded with another setting than the recipe's is left out (said on stderr)."""
     finals = []
+    try:
+        want = study_decoding(out, results, name).get("setting")
+    except SystemExit:
+        want = None
     for seed in FINAL_SEEDS:
         run = final_dir(out, arm, seed, name)
         folder = run / "decode" / "test"
         record = baseline._read(folder / "decoded.test.json")
         scores = baseline._read(folder / f"metrics.test.{baseline.SCORER}.json")
         if not (record and scores):
-            if (name, arm, seed) in kept:
-                finals.append({"recipe": name, **kept[(name, arm, seed)]})
+            entry = kept.get((name, arm, seed))
+            if entry and _decoded_as(entry["decoding"], want, f"{name} {arm} seed {seed}"):
+                finals.append({"recipe": name, **entry})
+            continue
+        if not _decoded_as(record["setting"], want, str(folder)):
             continue
         history = baseline._read(run / "train.json").get("history", [])
         where = final_results(results, arm, seed, name)
@@ -418,6 +426,14 @@ def _collect_finals(out: Path, results: Path, name: str, arm: str, index: int, k
             }
         )
     return finals
+
+
+def _decoded_as(setting: str, want: Optional[str], what: str) -> bool:
+    """Whether a final's test decode used its recipe's decoding ``want`` (True while none is chosen)."""
+    if want is None or setting == want:
+        return True
+    print(f"{what}: the test set was decoded with {setting}, not the recipe's {want}; left out", file=sys.stderr)
+    return False
 
 
 def _decoding(choice: Dict, base: Path) -> Optional[Dict]:

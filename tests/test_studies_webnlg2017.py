@@ -90,6 +90,13 @@ def test_test_refuses_before_choose_another_checkpoint_and_another_setting(tmp_p
     with pytest.raises(SystemExit, match="no setting chosen: run `python -m studies.webnlg2017 choose` first"):
         study.decode_test(run, results, **kwargs)
     choice = study.choose(run)
+    # a choice whose options are not the setting it names (a coverage reward left out): refused, nothing decoded
+    named = dict(choice, setting=choice["setting"] + "-cr1")
+    (run / "decode" / "choice.json").write_text(json.dumps(named))
+    with pytest.raises(SystemExit, match=f"names {named['setting']} but its options decode {choice['setting']}"):
+        study.decode_test(run, results, **kwargs)
+    assert not (run / "decode" / "test").exists()
+    (run / "decode" / "choice.json").write_text(json.dumps(choice))
     # the test set was decoded (or its decoding started) with another setting: no second decode
     claim = run / "decode" / "test" / "claim.json"
     claim.parent.mkdir()
@@ -315,8 +322,8 @@ def test_the_driver_end_to_end_on_the_fixture(tmp_path, monkeypatch, capsys):
     assert study.decode_test(run, results, **kwargs) == scores
     assert (run / "decode" / "test" / "decoded.test.json").stat().st_mtime_ns == before
     # a different choice now (e.g. another grid) is refused: one test decode per final run
-    other = next(s for s in map(study.setting_name, study.GRID) if s != choice["setting"])
-    (run / "decode" / "choice.json").write_text(json.dumps(dict(choice, setting=other)))
+    other = next(g for g in study.GRID if study.setting_name(g) != choice["setting"])
+    (run / "decode" / "choice.json").write_text(json.dumps(dict(choice, **other, setting=study.setting_name(other))))
     with pytest.raises(SystemExit, match="one test decode per final run"):
         study.decode_test(run, results, **kwargs)
     (run / "decode" / "choice.json").write_text(json.dumps(choice))

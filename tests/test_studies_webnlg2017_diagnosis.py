@@ -27,6 +27,23 @@ def test_settings_are_the_chosen_one_with_repeats_blocked(tmp_path):
     assert diagnosis.settings(tmp_path) == [
         {"beam": 5, "length_penalty": 1.4, "no_repeat_ngram": n} for n in diagnosis.NGRAMS
     ]
+    chosen = {"beam": 5, "length_penalty": 1.4, "no_repeat_ngram": 3, "coverage_reward": 1.0}  # v4-s0's kind
+    (tmp_path / "decode" / "choice.json").write_text(json.dumps(chosen))
+    assert diagnosis.settings(tmp_path) == [dict(chosen, no_repeat_ngram=n) for n in diagnosis.NGRAMS]
+
+
+def test_the_last_epoch_is_decoded_with_every_option_of_the_chosen_setting(tmp_path, monkeypatch):
+    from graph_rma.tasks import webnlg as task
+
+    chosen = {"setting": "beam5-lp1.4-nr3-cr1", "beam": 5, "length_penalty": 1.4, "no_repeat_ngram": 3}
+    (tmp_path / "decode").mkdir()
+    (tmp_path / "decode" / "choice.json").write_text(json.dumps(dict(chosen, coverage_reward=1.0)))
+    monkeypatch.setattr(diagnosis.base, "dev", lambda *a, **kw: None)  # the dev settings: tested above
+    asked = {}
+    monkeypatch.setattr(task, "generate", lambda *a, **kw: asked.update(kw) or (_ for _ in ()).throw(KeyboardInterrupt))
+    with pytest.raises(KeyboardInterrupt):
+        diagnosis.run(tmp_path, root="/nonexistent", progress=False)
+    assert [asked[k] for k in ("beam", "length_penalty", "no_repeat_ngram", "coverage_reward")] == [5, 1.4, 3, 1.0]
 
 
 def test_the_block_from_hand_made_numbers():

@@ -140,6 +140,13 @@ def test_a_final_is_decoded_with_the_studys_setting_only(tmp_path, monkeypatch, 
     with pytest.raises(SystemExit, match="beam5-lp1.4-nr3, not the study's beam10-lp1.0"):
         ev.decode_final(out, "svgd", 1, tmp_path / "ev")
     assert len(calls) == 1
+    # a decoding with a coverage reward: the run's choice names it and holds it (it once held only the name)
+    plain = _run(out / "final" / "plain-s1", [1.6, 1.5], best=b"plain weights")
+    (out / "decoding.json").write_text(json.dumps(dict(choice, setting="beam5-lp1.4-nr3-cr1", coverage_reward=1.0)))
+    ev.decode_final(out, "plain", 1, tmp_path / "ev")
+    record = json.loads((plain / "decode" / "choice.json").read_text())
+    assert (record["setting"], record["no_repeat_ngram"], record["coverage_reward"]) == ("beam5-lp1.4-nr3-cr1", 3, 1.0)
+    assert base.setting_name(record) == record["setting"]
 
 
 def _final(arm, seed, bleu_all, bleu_seen=50.0, ter=40.0):
@@ -390,6 +397,21 @@ def test_a_final_on_v4s_recipe_adds_its_label_smoothing_and_its_decoding(tmp_pat
     (out / "decoding.json").write_text(json.dumps({"setting": "beam5-lp1.8-nr3", "beam": 5, "length_penalty": 1.8}))
     assert ev.final(out, "plain", 2, results=none) == out / "final" / "plain-s2"
     assert "--label-smoothing" not in trained[1][0] and "--coverage-reward" not in trained[1][0]
+
+
+def test_a_final_decoded_with_another_setting_than_its_recipes_is_left_out(tmp_path, rounds, capsys):
+    out, results = tmp_path / "out", tmp_path / "ev"
+    out.mkdir()
+    (out / "choice.json").write_text(json.dumps({"plain": {"index": 0}, "svgd": {"index": 1}}))
+    rounds["v4-s0"] = {"setting": "beam5-lp1.4-nr3-cr1", "beam": 5, "length_penalty": 1.4, "dev_BLEU": 61.0}
+    wrong = dict(_final("plain", 0, 43.3), decoding="beam5-lp1.4-nr3", recipe="v4-s0")  # the coverage reward missed
+    right = dict(_final("svgd", 0, 44.0), decoding="beam5-lp1.4-nr3-cr1", recipe="v4-s0")
+    results.mkdir()
+    (results / "results.json").write_text(json.dumps({"finals": [wrong, right]}))
+    data = ev.collect(out, results, base=tmp_path / "no-baseline-run")
+    assert [(f["arm"], f["seed"]) for f in data["finals"]] == [("svgd", 0)]
+    said = capsys.readouterr().err
+    assert "v4-s0 plain seed 0: the test set was decoded with beam5-lp1.4-nr3, not the recipe's" in said
 
 
 def test_the_finals_of_another_recipe_are_reported_apart_never_pooled(rounds):
