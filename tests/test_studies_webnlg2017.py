@@ -41,6 +41,21 @@ def test_the_grid_is_the_issues():
     assert [study.setting_name(s) for s in study.GRID] == ["beam5-lp0.6", "beam5-lp1.0", "beam5-lp1.4", "beam10-lp1.0"]
 
 
+def test_a_settings_name_covers_every_decoding_option_of_the_generator():
+    """Every decoding option the generator has besides beam, length and length penalty is one the study names, with
+    the generator's default as "off" (a coverage reward once went unnamed through a choice and was dropped)."""
+    import dataclasses
+
+    from graph_rma.tasks.generator_config import DECODING_FIELDS, GeneratorConfig
+
+    defaults_ = {f.name: f.default for f in dataclasses.fields(GeneratorConfig) if f.name in DECODING_FIELDS}
+    extra = {k: v for k, v in defaults_.items() if k not in ("beam", "max_len", "length_penalty")}
+    assert study.EXTRA_DECODING == extra
+    plain = {"beam": 5, "length_penalty": 1.4}
+    names = {study.setting_name(dict(plain, **{k: 2})) for k in extra}  # each option on alone: a name of its own
+    assert len(names) == len(extra) and study.setting_name(plain) not in names
+
+
 def test_pick_takes_the_highest_and_the_earlier_on_a_tie():
     assert study.pick([40.0, 42.5, 42.5, 41.0]) == 1
     assert study.pick([3.0, 1.0, 2.0]) == 0 and study.pick([1.0, 1.0]) == 0 and study.pick([0.0, 0.5]) == 1
