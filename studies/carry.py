@@ -21,7 +21,8 @@ commands resume as if the machine had been kept. What a run is, and how far it i
 ``carry/manifest.json`` lists each run with its files (path under the repository, SHA-256, bytes) and how far it is.
 ``restore`` checks every file's SHA-256 before it writes anything; a run already under ``runs/`` is replaced only
 when the carried one is further on (the local folder is first moved aside to ``runs/.replaced/``), and when both
-are as far on, only the files missing locally are copied (e.g. the decodes of a finished run). A run larger than
+are as far on, only the files missing locally are copied (e.g. the decodes of a finished run; the study drivers'
+own restore, :func:`restore_before`, leaves such a run as it is). A run larger than
 ``--max-mb`` is not copied (one line says so); what an earlier save carried of it stays carried.
 
 What a session submits is limited (256 MiB of changes, counted as text: a binary file replaced counts as the old
@@ -352,9 +353,10 @@ def _verify(entry: Dict, carry: Path) -> None:
             raise SystemExit(f"{src}: sha256 {got}, the manifest says {f['sha256']}; nothing restored")
 
 
-def restore(repo: Path = REPO, carry: str = "carry", under: Optional[str] = None) -> List[str]:
+def restore(repo: Path = REPO, carry: str = "carry", under: Optional[str] = None, fill: bool = True) -> List[str]:
     """Put every carried run back (see the module), or only those at or under ``under`` (a path relative to the
-    repository); every carried file is checked before any is written. The lines it prints."""
+    repository); every carried file is checked before any is written. With ``fill=False`` a run as far on here as
+    carried is left as it is (its missing files are not copied). The lines it prints."""
     src, manifest = repo / carry, _read_manifest(repo / carry)
     if under is not None:
         inside = [e for e in manifest["runs"] if Path(under) in (Path(e["path"]), *Path(e["path"]).parents)]
@@ -368,6 +370,9 @@ def restore(repo: Path = REPO, carry: str = "carry", under: Optional[str] = None
         how_far = describe(entry["kind"], carried)
         if local is not None and local.progress > carried:
             lines.append(f"kept: {path} (here {describe(local.kind, local.progress)}, carried {how_far})")
+            continue
+        if local is not None and local.progress == carried and not fill:
+            lines.append(f"as far on here: {path} ({how_far}; left as it is)")
             continue
         if local is not None and local.progress == carried:
             missing = [f for f in files if not (repo / f).is_file()]
@@ -391,14 +396,16 @@ def restore(repo: Path = REPO, carry: str = "carry", under: Optional[str] = None
 def restore_before(out: Path, repo: Optional[Path] = None) -> None:
     """What a study driver calls before it trains into ``out``: the carried runs under ``out`` are put back first
     (:func:`restore`), so that a new machine's first command continues them instead of starting them again (and
-    then overwriting their carried saves with its own). Prints what it restored or moved aside; silent when
-    ``out`` is outside the repository or nothing was carried there."""
+    then overwriting their carried saves with its own). A run as far on here as carried is left as it is: a file
+    removed from it here (a wrong decode, say) is not put back behind the driver's back (``python -m studies.carry
+    restore`` copies such files). Prints what it restored or moved aside; silent when ``out`` is outside the
+    repository or nothing was carried there."""
     repo = REPO if repo is None else repo
     try:
         under = Path(out).resolve().relative_to(repo.resolve()).as_posix()
     except ValueError:
         return
-    for line in restore(repo, under=under):
+    for line in restore(repo, under=under, fill=False):
         if line.startswith(("restored:", "moved aside:")):
             print(f"carry: {line}", file=sys.stderr)
 

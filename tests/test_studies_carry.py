@@ -121,6 +121,20 @@ def test_restore_of_a_run_as_far_on_copies_only_the_missing_files(tmp_path):
     assert (clone / FINISHED / "decode" / "beam5-lp1.0" / "hyp.dev.txt").read_text() == "a b c\n"
 
 
+def test_a_driver_does_not_put_back_a_file_removed_from_a_run_as_far_on_here(tmp_path, capsys):
+    repo = _repo(tmp_path / "repo")
+    carry.save(repo)
+    clone = _fresh_clone(repo, tmp_path)
+    carry.restore(clone)
+    removed = clone / FINISHED / "decode" / "beam5-lp1.0" / "hyp.dev.txt"  # e.g. a decode found wrong here
+    removed.unlink()
+    carry.restore_before(clone / FINISHED, repo=clone)
+    assert not removed.exists() and capsys.readouterr().err == ""
+    assert f"as far on here: {FINISHED} (finished; left as it is)" in carry.restore(clone, fill=False)
+    carry.restore(clone)  # asked for by name: the missing file is copied
+    assert removed.read_text() == "a b c\n"
+
+
 def test_a_corrupt_carried_file_is_refused_before_anything_is_written(tmp_path):
     repo = _repo(tmp_path / "repo")
     carry.save(repo)
