@@ -213,9 +213,17 @@ def _snapshot(run: Run, repo: Path, store: _Store, tries: int = 3) -> Dict:
     raise SystemExit(f"{run.path} kept changing while it was copied ({tries} tries); save again")
 
 
-def _whole(entry: Dict, carry: Path) -> bool:
-    """Whether every file of a manifest entry is stored in ``carry`` with its listed content."""
-    return all((carry / _stored(f)).is_file() and sha256sum(carry / _stored(f)) == f["sha256"] for f in entry["files"])
+def _problem(entry: Dict, carry: Path) -> Optional[str]:
+    """The first file of a manifest entry not stored in ``carry`` with its listed content, said in one line; None
+    when every file is."""
+    for f in entry["files"]:
+        src = carry / _stored(f)
+        if not src.is_file():
+            return f"{src}: listed in {carry / MANIFEST} but missing"
+        got = sha256sum(src)
+        if got != f["sha256"]:
+            return f"{src}: sha256 {got}, the manifest says {f['sha256']}"
+    return None
 
 
 def _read_manifest(carry: Path) -> Dict:
@@ -283,7 +291,7 @@ def save(
             new_digests |= set(digests)
             continue
         before = earlier.get(run.path)
-        if before is not None and _whole(before, out):  # what is carried already is never lost
+        if before is not None and _problem(before, out) is None:  # what is carried already is never lost
             kept.append(before)
             how_far = describe(before["kind"], before["progress"])
             lines.append(f"not carried anew: {run.path} ({why}); its earlier save stays carried ({how_far})")
@@ -344,13 +352,9 @@ def _local(entry: Dict, repo: Path) -> Optional[Run]:
 
 
 def _verify(entry: Dict, carry: Path) -> None:
-    for f in entry["files"]:
-        src = carry / _stored(f)
-        if not src.is_file():
-            raise SystemExit(f"{src}: listed in {carry / MANIFEST} but missing; nothing restored")
-        got = sha256sum(src)
-        if got != f["sha256"]:
-            raise SystemExit(f"{src}: sha256 {got}, the manifest says {f['sha256']}; nothing restored")
+    problem = _problem(entry, carry)
+    if problem:
+        raise SystemExit(f"{problem}; nothing restored")
 
 
 def restore(repo: Path = REPO, carry: str = "carry", under: Optional[str] = None, fill: bool = True) -> List[str]:
