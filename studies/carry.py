@@ -38,7 +38,8 @@ Save and commit ``carry/`` once, at the end of a session. What is carried is in 
 working tree: a graph-to-text run still training (about 140 MB: its ``checkpoint.pt`` holds Adam's state) is
 carried only with ``--max-mb 160``, when losing it costs more than that, and one such run at most fits the budget.
 
-    python -m studies.carry prune     # remove the stale files (committed copies no carried run needs)
+    python -m studies.carry prune     # remove the stale files (committed copies no carried run needs);
+                                      # --budget-mb N: at most N MB of committed ones, the rest later
 """
 
 from __future__ import annotations
@@ -324,15 +325,26 @@ def save(
     return lines or ["nothing to carry: no unfinished run under " + runs]
 
 
-def prune(repo: Path = REPO, carry: str = "carry") -> List[str]:
-    """Remove the files of ``carry/`` that no carried run needs (committed ones included). The lines it prints."""
+def prune(repo: Path = REPO, carry: str = "carry", budget_mb: Optional[float] = None) -> List[str]:
+    """Remove the files of ``carry/`` that no carried run needs (committed ones included). With ``budget_mb`` the
+    committed ones removed come to at most that many MB (the largest that fit first; removing counts toward a
+    submission as adding does), and the rest stay for a later ``prune``. The lines it prints."""
     out = repo / carry
-    stale = _stale(out, _read_manifest(out))
-    lines = [f"removed from {carry}: {p.relative_to(out).as_posix()} ({_mb(p.stat().st_size)})" for p in stale]
-    for path in stale:
+    committed = committed_files(repo, carry)
+    left_mb = float("inf") if budget_mb is None else budget_mb * 1e6
+    lines, gone = [], []
+    for path in sorted(_stale(out, _read_manifest(out)), key=lambda p: -p.stat().st_size):
+        rel, size = path.relative_to(out).as_posix(), path.stat().st_size
+        if rel in committed and size > left_mb:
+            lines.append(f"left in {carry}: {rel} ({_mb(size)}, over what is left of --budget-mb {budget_mb:g})")
+            continue
+        left_mb -= size if rel in committed else 0
+        gone.append(path)
+        lines.append(f"removed from {carry}: {rel} ({_mb(size)})")
+    for path in gone:
         path.unlink()
     _remove_empty_folders(out)
-    return lines or [f"nothing stale in {carry}/"]
+    return sorted(lines) or [f"nothing stale in {carry}/"]
 
 
 def describe(kind: str, progress: Sequence[int]) -> str:
@@ -439,15 +451,17 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     p.add_argument(
         "--budget-mb",
         type=float,
-        default=BUDGET_MB,
-        help=f"save: the most it may add against the last commit (default {BUDGET_MB:g})",
+        default=None,
+        help=f"save: the most it may add against the last commit (default {BUDGET_MB:g}); prune: the most it may "
+        "remove of committed files (default: every stale file)",
     )
     a = p.parse_args(argv)
     for name in ("max_mb", "budget_mb"):
-        if getattr(a, name) <= 0:
+        if getattr(a, name) is not None and getattr(a, name) <= 0:
             p.error(f"argument --{name.replace('_', '-')}: must be positive, got {getattr(a, name):g}")
-    steps = {"save": lambda: save(max_mb=a.max_mb, budget_mb=a.budget_mb), "restore": restore, "list": listing}
-    lines = {**steps, "prune": prune}[a.step]()
+    budget = BUDGET_MB if a.budget_mb is None else a.budget_mb
+    steps = {"save": lambda: save(max_mb=a.max_mb, budget_mb=budget), "restore": restore, "list": listing}
+    lines = {**steps, "prune": lambda: prune(budget_mb=a.budget_mb)}[a.step]()
     print("\n".join(lines))
 
 

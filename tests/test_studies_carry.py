@@ -277,9 +277,20 @@ def test_a_committed_carried_file_is_never_rewritten_or_removed_and_prune_remove
     assert f"restored: {TRAINING} (step 1700)" in carry.restore(clone)
     assert (clone / TRAINING / "checkpoint.pt").read_bytes() == (repo / TRAINING / "checkpoint.pt").read_bytes()
     assert carry.listing(repo)[-2].startswith("stale: 2 file(s)")
-    assert sorted(line.split(" (")[0] for line in carry.prune(repo)) == sorted(
-        f"removed from carry: {rel}" for rel in (NODE, f"{TRAINING}/checkpoint.pt")
-    )
+    (repo / "carry" / "never-committed.bin").write_bytes(b"x" * 10**6)  # stale too, but free to remove
+    stale = {NODE: (repo / "carry" / NODE).stat().st_size}
+    stale[f"{TRAINING}/checkpoint.pt"] = (repo / "carry" / TRAINING / "checkpoint.pt").stat().st_size
+    # a budget that holds one of the two committed stale files: one goes, the other stays for a later prune
+    lines = carry.prune(repo, budget_mb=(max(stale.values()) + 1) / 1e6)
+    gone = [rel for rel in stale if not (repo / "carry" / rel).exists()]
+    assert len(gone) == 1 and not (repo / "carry" / "never-committed.bin").exists()
+    (left,) = set(stale) - set(gone)
+    assert [line.split(" (")[0] for line in lines] == [
+        f"left in carry: {left}",
+        "removed from carry: never-committed.bin",
+        f"removed from carry: {gone[0]}",
+    ]
+    assert [line.split(" (")[0] for line in carry.prune(repo)] == [f"removed from carry: {left}"]
     assert carry.prune(repo) == ["nothing stale in carry/"]
     assert "restored: " + TRAINING + " (step 1700)" in carry.restore(_fresh_clone(repo, tmp_path / "again"))
 
