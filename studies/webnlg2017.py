@@ -219,7 +219,7 @@ def _decode(folder: Path, split: str, setting: Dict, best: Path, args: Dict) -> 
             checkpoint=best,
             beam=setting["beam"],
             length_penalty=setting["length_penalty"],
-            **{k: setting.get(k, off) for k, off in EXTRA_DECODING.items()},
+            **every_decoding_option(setting),
             progress=args["progress"],
             splits=args["splits"](),
             device=args["device"],
@@ -450,6 +450,12 @@ def not_run(grid: Sequence[Dict] = GRID) -> Dict:
     """The results before any step has run."""
     rows = [{"setting": setting_name(s), **s, "dev": None, "decode": None} for s in grid]
     return {"grid": rows, "choice": None, "test": None, "conditions": None}
+
+
+def every_decoding_option(record: Dict) -> Dict:
+    """Every setting of :data:`EXTRA_DECODING` of ``record``, its default where ``record`` has none (what a decode is
+    called with, so that no option the setting names is dropped)."""
+    return {k: record.get(k, off) for k, off in EXTRA_DECODING.items()}
 
 
 def extra_decoding(record: Dict) -> Dict:

@@ -112,7 +112,7 @@ def run(run_dir: Path, root=None, meteor: str = "auto", progress: bool = True, s
         checkpoint=run_dir / "checkpoint.pt",
         beam=choice["beam"],
         length_penalty=choice["length_penalty"],
-        **{k: choice.get(k, off) for k, off in base.EXTRA_DECODING.items()},  # every option the setting names
+        **base.every_decoding_option(choice),
         progress=progress,
         splits=splits,
     )

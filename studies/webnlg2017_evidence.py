@@ -319,7 +319,7 @@ def decode_final(out: Path, arm: str, seed: int, results: Path = RESULTS, **deco
     run = final_dir(out, arm, seed, name)
     best = baseline.finished(run)
     choice = study_decoding(out, results, name)
-    keys = ("setting", "beam", "length_penalty", *baseline.EXTRA_DECODING)  # every option the setting names
+    keys = ("setting", "beam", "length_penalty")
     record = baseline._read(run / "decode" / "choice.json")
     if record and record["setting"] != choice["setting"]:
         raise SystemExit(f"{run / 'decode' / 'choice.json'}: {record['setting']}, not the study's {choice['setting']}")
@@ -327,7 +327,8 @@ def decode_final(out: Path, arm: str, seed: int, results: Path = RESULTS, **deco
         write_json(
             run / "decode" / "choice.json",
             {
-                **{k: choice.get(k, baseline.EXTRA_DECODING.get(k, 0)) for k in keys},
+                **{k: choice.get(k, 0) for k in keys},
+                **baseline.every_decoding_option(choice),
                 "dev_BLEU": None,
                 "rule": f"the decoding of the finals' recipe ({name}), chosen on dev, the same for every final run",
                 "checkpoint": baseline._checkpoint(best),
