@@ -108,9 +108,10 @@ def tested(folder: Path) -> bool:
 def _generator_run(folder: Path, repo: Path) -> Optional[Run]:
     if not (folder / "config.json").is_file():
         return None
-    if not ((folder / "checkpoint.pt").is_file() or (folder / "best.pt").is_file()):
-        return None
     done = (folder / "train.json").is_file()
+    weights = (folder / "checkpoint.pt").is_file() or (folder / "best.pt").is_file()
+    if not (weights or (done and tested(folder))):  # a tested run is carried, and put back, without its weights
+        return None
     left_out = {folder / "checkpoint.pt"} if done else set()
     if done and tested(folder):
         left_out.add(folder / "best.pt")

@@ -344,3 +344,8 @@ def test_a_finished_run_whose_test_set_is_decoded_is_carried_without_its_weights
     carry.restore(clone)
     assert (clone / FINISHED / "decode" / "test" / "hyp.test.txt").read_text() == "a b\n"
     assert not (clone / FINISHED / "best.pt").exists()
+    assert f"as far on here: {FINISHED} (finished; left as it is)" in carry.restore(clone, fill=False)
+    assert any(
+        line.startswith(f"{FINISHED}: carried finished") and line.endswith("here finished")
+        for line in carry.listing(clone)
+    )
