@@ -36,7 +36,13 @@ node saves and finished runs take the budget first, then the runs still training
 that does not fit is not copied (one line says so) and its earlier save, if ``carry/`` holds one, stays carried.
 Save and commit ``carry/`` once, at the end of a session. What is carried is in every clone and every copy of the
 working tree: a graph-to-text run still training (about 140 MB: its ``checkpoint.pt`` holds Adam's state) is
-carried only with ``--max-mb 160``, when losing it costs more than that, and one such run at most fits the budget.
+carried only with ``--max-mb 160``, when losing it costs more than that.
+
+Checkpoints (``*.pt``) of 1 MB or more are stored packed (``NAME.blosc2``: blosc2's byte shuffle, then zstd;
+lossless): float32 weights and Adam's moments come to about 0.82 of their size, so that a part-way graph-to-text run
+takes about 115 MB and two fit one session's submission (``--budget-mb 240``). The manifest's SHA-256 and bytes are
+the run file's, checked on the unpacked bytes; copies an earlier save stored unpacked stay as they are and are
+reused.
 
     python -m studies.carry prune     # remove the stale files (committed copies no carried run needs);
                                       # --budget-mb N: at most N MB of committed ones, the rest later
@@ -46,10 +52,12 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import json
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
@@ -59,6 +67,10 @@ from graph_rma.engine import CheckpointError, atomic_write_bytes, load_checkpoin
 
 REPO = Path(__file__).resolve().parents[1]
 MANIFEST = "manifest.json"
+#: The suffix of a run file stored packed in ``carry/`` (:func:`_pack`).
+PACKED = ".blosc2"
+#: Checkpoints from this size (bytes) are stored packed: the graph-to-text ones (35 and 106 MB), not the few-kB ones.
+PACK_FROM = 1 << 20
 #: A run larger than this (MB, all its files) is not carried unless ``--max-mb`` says otherwise: a node run's save
 #: (about 2 MB) and a finished graph-to-text run (its decodes, and its ``best.pt``, about 35 MB, until its test set
 #: is decoded) are; a graph-to-text run still training (about 140 MB with Adam's state) only when asked.
@@ -80,10 +92,15 @@ class Run:
 
 
 def _checkpoint_field(path: Path, key: str) -> int:
-    """``key`` of a checkpoint as an int; -1 when the file is unreadable (a run that starts again)."""
+    """``key`` of a checkpoint as an int (a packed copy in ``carry/`` is read unpacked); -1 when the file is
+    unreadable (a run that starts again)."""
     try:
-        return int(load_checkpoint(path)[key])
-    except (CheckpointError, KeyError, TypeError, ValueError, OSError):
+        if not path.name.endswith(PACKED):
+            return int(load_checkpoint(path)[key])
+        with tempfile.TemporaryDirectory() as tmp:
+            atomic_write_bytes(Path(tmp) / "checkpoint.pt", read_stored(path))
+            return int(load_checkpoint(Path(tmp) / "checkpoint.pt")[key])
+    except (CheckpointError, KeyError, TypeError, ValueError, OSError, RuntimeError):
         return -1
 
 
@@ -141,9 +158,53 @@ def _stamp(repo: Path, files: Sequence[str]) -> List[Tuple[str, int, int]]:
     return [(f, (repo / f).stat().st_mtime_ns, (repo / f).stat().st_size) for f in files if (repo / f).is_file()]
 
 
+def _packs(rel: str, size: int) -> bool:
+    """Whether the run file ``rel`` of ``size`` bytes is stored packed (:func:`_pack`): checkpoints (``*.pt``)
+    from :data:`PACK_FROM` bytes up to blosc2's 2 GB."""
+    return rel.endswith(".pt") and PACK_FROM <= size < 2**31 - 64
+
+
+def _pack(data: bytes) -> bytes:
+    """``data`` compressed losslessly for ``carry/``: blosc2's byte shuffle of 4-byte words (float32 tensors: the
+    exponent bytes apart from the mantissa bytes), then zstd; a run's checkpoints come to about 0.82 of their size."""
+    import blosc2
+
+    return blosc2.compress2(data, typesize=4, clevel=5, codec=blosc2.Codec.ZSTD, filter=blosc2.Filter.SHUFFLE)
+
+
+def read_stored(stored: Path) -> bytes:
+    """The run file's bytes from where ``carry/`` stores them (unpacked when stored packed)."""
+    data = stored.read_bytes()
+    if not stored.name.endswith(PACKED):
+        return data
+    import blosc2
+
+    return bytes(blosc2.decompress2(data))
+
+
+def _digest(stored: Path) -> str:
+    """SHA-256 of the run file stored at ``stored`` (of its unpacked bytes when packed)."""
+    return hashlib.sha256(read_stored(stored)).hexdigest() if stored.name.endswith(PACKED) else sha256sum(stored)
+
+
+def _stored_size(path: Path, rel: str) -> Tuple[str, int]:
+    """The run file's SHA-256 and the bytes its copy takes in ``carry/`` (packed when :func:`_packs`)."""
+    data = path.read_bytes()
+    return hashlib.sha256(data).hexdigest(), len(_pack(data)) if _packs(rel, len(data)) else len(data)
+
+
+def _copy_in(src: Path, dst: Path) -> int:
+    """The run file ``src`` into ``carry/`` at ``dst`` atomically, packed when ``dst`` ends with :data:`PACKED`; the
+    bytes written."""
+    data = src.read_bytes()
+    data = _pack(data) if dst.name.endswith(PACKED) else data
+    atomic_write_bytes(dst, data)
+    return len(data)
+
+
 def _copy(src: Path, dst: Path) -> None:
-    """``src`` to ``dst`` atomically (a reader never sees half a file)."""
-    atomic_write_bytes(dst, src.read_bytes())
+    """``src`` (a file of ``carry/``, unpacked when packed) to ``dst`` atomically (a reader never sees half a file)."""
+    atomic_write_bytes(dst, read_stored(src))
 
 
 def committed_files(repo: Path, carry: str = "carry") -> FrozenSet[str]:
@@ -171,20 +232,23 @@ class _Store:
         for path in sorted(carry.rglob("*")) if carry.is_dir() else []:
             rel = path.relative_to(carry).as_posix()
             if path.is_file() and rel != MANIFEST:
-                self.by_sha.setdefault(sha256sum(path), rel)
+                self.by_sha.setdefault(_digest(path), rel)
 
-    def where(self, rel: str, digest: str) -> Tuple[str, bool]:
-        """Where the content ``digest`` of the run file ``rel`` is, or goes, and whether it must be copied there."""
+    def where(self, rel: str, digest: str, size: int) -> Tuple[str, bool]:
+        """Where the content ``digest`` of the run file ``rel`` (``size`` bytes) is, or goes, and whether it must be
+        copied there."""
         if digest in self.by_sha:
             return self.by_sha[digest], False
-        return (f"{rel}.{digest[:12]}" if (self.carry / rel).exists() else rel), True  # nothing is rewritten
+        name = rel + PACKED if _packs(rel, size) else rel
+        if (self.carry / name).exists():  # nothing is rewritten
+            name = f"{rel}.{digest[:12]}{PACKED}" if name.endswith(PACKED) else f"{rel}.{digest[:12]}"
+        return name, True
 
     def put(self, src: Path, rel: str, digest: str) -> str:
-        stored, new = self.where(rel, digest)
+        stored, new = self.where(rel, digest, src.stat().st_size)
         if new:
-            _copy(src, self.carry / stored)
+            self.added += _copy_in(src, self.carry / stored)
             self.by_sha[digest] = stored
-            self.added += src.stat().st_size
         return stored
 
 
@@ -222,7 +286,10 @@ def _problem(entry: Dict, carry: Path) -> Optional[str]:
         src = carry / _stored(f)
         if not src.is_file():
             return f"{src}: listed in {carry / MANIFEST} but missing"
-        got = sha256sum(src)
+        try:
+            got = _digest(src)
+        except ValueError as exc:  # a packed copy blosc2 cannot unpack (truncated, damaged header)
+            return f"{src}: not unpackable ({exc})"
         if got != f["sha256"]:
             return f"{src}: sha256 {got}, the manifest says {f['sha256']}"
     return None
@@ -281,7 +348,7 @@ def save(
         size = sum((repo / f).stat().st_size for f in run.files if (repo / f).is_file())
         digests = {}  # a run over --max-mb is not read (a part-way generator run is about 140 MB)
         if size <= max_mb * 1e6:
-            digests = {sha256sum(repo / f): (repo / f).stat().st_size for f in run.files if (repo / f).is_file()}
+            digests = dict(_stored_size(repo / f, f) for f in run.files if (repo / f).is_file())
         adds = sum(n for d, n in digests.items() if d not in new_digests)
         if size > max_mb * 1e6:
             why = f"{_mb(size)}, over --max-mb {max_mb:g}"

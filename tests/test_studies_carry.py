@@ -168,15 +168,16 @@ def test_save_again_drops_the_runs_that_finished_and_keeps_the_earlier_save_of_t
 
 def test_a_run_saved_during_the_copy_is_copied_again_as_one_moment(tmp_path, monkeypatch):
     repo = _repo(tmp_path / "repo")
-    copy, calls = carry._copy, []
+    copy, calls = carry._copy_in, []
 
     def copy_while_training(src, dst):
-        copy(src, dst)
+        written = copy(src, dst)
         calls.append(src)
         if src == repo / TRAINING / "checkpoint.pt" and calls.count(src) == 1:  # the run's next save lands mid-copy
             save_checkpoint(repo / TRAINING / "checkpoint.pt", {"step": 1200, "model": {"w": torch.zeros(3)}})
+        return written
 
-    monkeypatch.setattr(carry, "_copy", copy_while_training)
+    monkeypatch.setattr(carry, "_copy_in", copy_while_training)
     carry.save(repo)
     run = next(r for r in _manifest(repo)["runs"] if r["path"] == TRAINING)
     assert run["progress"] == [0, 1200]  # how far the copy is, not the run when the copy began
@@ -349,3 +350,60 @@ def test_a_finished_run_whose_test_set_is_decoded_is_carried_without_its_weights
         line.startswith(f"{FINISHED}: carried finished") and line.endswith("here finished")
         for line in carry.listing(clone)
     )
+
+
+def _large_checkpoint(repo: Path, step: int) -> int:
+    """A part-way run's checkpoint of float32 weights over PACK_FROM (Adam's state beside them); its size."""
+    g = torch.Generator().manual_seed(step)
+    w = torch.randn(300_000, generator=g)
+    state = {"step": step, "model": {"w": w}, "optim": {"exp_avg": 1e-3 * w, "exp_avg_sq": 1e-6 * w.square()}}
+    save_checkpoint(repo / TRAINING / "checkpoint.pt", state)
+    return (repo / TRAINING / "checkpoint.pt").stat().st_size
+
+
+def test_a_large_checkpoint_is_carried_packed_smaller_and_put_back_byte_for_byte(tmp_path):
+    repo = _repo(tmp_path / "repo")
+    size = _large_checkpoint(repo, 1300)
+    assert size > carry.PACK_FROM
+    packed_mb = len(carry._pack((repo / TRAINING / "checkpoint.pt").read_bytes())) / 1e6
+    assert packed_mb < 0.9 * size / 1e6  # float32 tensors: the shuffled exponent bytes compress
+    # a budget the run fits packed and would not fit unpacked: what save counts is what it commits
+    lines = carry.save(repo, budget_mb=(packed_mb + size / 1e6) / 2)
+    run = next(r for r in _manifest(repo)["runs"] if r["path"] == TRAINING)
+    assert run["progress"] == [0, 1300]  # read from the packed copy
+    entry = next(f for f in run["files"] if f["path"] == f"{TRAINING}/checkpoint.pt")
+    assert entry["stored"] == f"{TRAINING}/checkpoint.pt{carry.PACKED}" and entry["bytes"] == size
+    assert entry["sha256"] == carry.sha256sum(repo / TRAINING / "checkpoint.pt")  # of the run's file, not the copy
+    stored = repo / "carry" / entry["stored"]
+    assert stored.stat().st_size == round(packed_mb * 1e6)
+    assert any(line.startswith(f"carried: {TRAINING} (generator, step 1300") for line in lines)
+    assert "stored" not in next(f for f in run["files"] if f["path"] == f"{TRAINING}/best.pt")  # small: as it is
+    clone = _fresh_clone(repo, tmp_path)
+    assert f"restored: {TRAINING} (step 1300)" in carry.restore(clone)
+    assert (clone / TRAINING / "checkpoint.pt").read_bytes() == (repo / TRAINING / "checkpoint.pt").read_bytes()
+    assert carry.save(repo)[-1] == "this save adds 0.0 MB to carry/ against the last commit"  # known content: reused
+    damaged = bytearray(stored.read_bytes())
+    damaged[len(damaged) // 2] ^= 0xFF
+    stored.write_bytes(bytes(damaged))
+    again = _fresh_clone(repo, tmp_path / "again")
+    with pytest.raises(SystemExit, match=r"checkpoint.pt.blosc2: .*; nothing restored"):
+        carry.restore(again)
+    assert not (again / "runs").exists()
+    (again / "carry" / entry["stored"]).write_bytes(bytes(damaged[:10]))  # truncated: blosc2 cannot unpack it at all
+    with pytest.raises(SystemExit, match=r"checkpoint.pt.blosc2: not unpackable .*; nothing restored"):
+        carry.restore(again)
+
+
+def test_a_copy_stored_unpacked_by_an_earlier_save_is_still_restored_and_reused(tmp_path, monkeypatch):
+    repo = _repo(tmp_path / "repo")
+    _large_checkpoint(repo, 1400)
+    with monkeypatch.context() as m:
+        m.setattr(carry, "PACK_FROM", 1 << 40)  # a save from before checkpoints were packed
+        carry.save(repo)
+    assert (repo / "carry" / TRAINING / "checkpoint.pt").is_file()
+    carry.save(repo)  # packing now: the same content is already stored, as it is
+    entry = next(f for r in _manifest(repo)["runs"] for f in r["files"] if f["path"] == f"{TRAINING}/checkpoint.pt")
+    assert "stored" not in entry and not list((repo / "carry" / TRAINING).glob(f"*{carry.PACKED}"))
+    clone = _fresh_clone(repo, tmp_path)
+    assert f"restored: {TRAINING} (step 1400)" in carry.restore(clone)
+    assert (clone / TRAINING / "checkpoint.pt").read_bytes() == (repo / TRAINING / "checkpoint.pt").read_bytes()
