@@ -376,7 +376,7 @@ def graph_to_text_report(path: Union[str, Path], out: Union[str, Path]) -> Dict[
         "vocab": len(vocab),
         "encoder_heads": ck["config"].get("heads"),
         "encoder_layers": ck["config"].get("layers"),
-        "head_parameter_cosine": float(parameter_disagreement(model.encoder)),
+        "head_parameter_cosine": float(parameter_disagreement(model.encoder).detach()),
     }
     out = Path(out)
     summary["files"] = {"summary": str(write_json(out / "report.json", summary))}
