@@ -544,6 +544,11 @@ def test_a_study_takes_a_protocol_and_records_no_head_distance_for_one_head(tmp_
     assert isinstance(model, ClassicGAT) and metrics["dist"] is None
     rows = nc.summarize([{"variant": "ma", "seed": 0, "metrics": metrics}], ["ma"])
     assert rows[0]["dist_mean"] is None and "| — |" in nc.format_table(rows)
+    # one seed: its value without a spread (a standard deviation of one run would be a made-up 0)
+    acc = f"{100 * metrics['test_metric']:.1f}"
+    assert f"| `ma` | 1 | {acc} | — |" in nc.format_table(rows) and "±" not in nc.format_table(rows)
+    two = nc.summarize([{"variant": "ma", "seed": s, "metrics": metrics} for s in (0, 1)], ["ma"])
+    assert f"| `ma` | 2 | {acc} ± 0.0 | — |" in nc.format_table(two)
 
 
 # ---- issue 33 item 1: the command line's protocol options are generated from the dataclass ---------------------

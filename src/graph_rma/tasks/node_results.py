@@ -67,8 +67,14 @@ def summarize(results: List[Dict[str, Any]], variants: Sequence[str]) -> List[Di
 METRIC_LABELS = {"accuracy": "acc", "roc_auc": "ROC AUC"}
 
 
+def _spread(mean: float, std: float, seeds: int, digits: int) -> str:
+    """``mean ± std`` over the seeds; ``mean`` alone for one seed (a single run has no spread to state)."""
+    return f"{mean:.{digits}f}" if seeds < 2 else f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
 def format_table(rows: List[Dict[str, Any]], metric: str = "accuracy") -> str:
-    """A markdown table of :func:`summarize`'s rows; the paired column compares each variant with the first row."""
+    """A markdown table of :func:`summarize`'s rows; the paired column compares each variant with the first row.
+    A row of one seed states its values without a spread."""
     m = METRIC_LABELS.get(metric, metric)
     lines = [
         f"| variant | seeds | test {m} (%) | paired diff vs first (W/T/L) | val {m} (%) | Dist | epochs | s/epoch |",
@@ -81,11 +87,11 @@ def format_table(rows: List[Dict[str, Any]], metric: str = "accuracy") -> str:
                 f"{r['paired_mean']:+.2f} ± {r['paired_se']:.2f} "
                 f"({r['paired_wins']}/{r['paired_ties']}/{r['paired_losses']})"
             )
+        n = r["seeds"]
+        dist = "—" if r["dist_mean"] is None else _spread(r["dist_mean"], r["dist_std"], n, 2)
         lines.append(
-            f"| `{r['variant']}` | {r['seeds']} | {r['test_metric_mean']:.1f} ± {r['test_metric_std']:.1f} | "
-            f"{paired} | {r['val_metric_mean']:.1f} ± {r['val_metric_std']:.1f} | "
-            + ("—" if r["dist_mean"] is None else f"{r['dist_mean']:.2f} ± {r['dist_std']:.2f}")
-            + " | "
+            f"| `{r['variant']}` | {n} | {_spread(r['test_metric_mean'], r['test_metric_std'], n, 1)} | {paired} | "
+            f"{_spread(r['val_metric_mean'], r['val_metric_std'], n, 1)} | {dist} | "
             f"{r['epochs_mean']:.0f} | {r['sec_per_epoch_mean']:.3f} |"
         )
     return "\n".join(lines)
