@@ -164,11 +164,20 @@ def _packs(rel: str, size: int) -> bool:
     return rel.endswith(".pt") and PACK_FROM <= size < 2**31 - 64
 
 
+def _blosc2():
+    try:
+        import blosc2
+    except ImportError:
+        raise SystemExit(
+            "studies.carry: packed checkpoints need blosc2 (the dev extra: pip install -e '.[dev]')"
+        ) from None
+    return blosc2
+
+
 def _pack(data: bytes) -> bytes:
     """``data`` compressed losslessly for ``carry/``: blosc2's byte shuffle of 4-byte words (float32 tensors: the
     exponent bytes apart from the mantissa bytes), then zstd; a run's checkpoints come to about 0.82 of their size."""
-    import blosc2
-
+    blosc2 = _blosc2()
     return blosc2.compress2(data, typesize=4, clevel=5, codec=blosc2.Codec.ZSTD, filter=blosc2.Filter.SHUFFLE)
 
 
@@ -177,9 +186,7 @@ def read_stored(stored: Path) -> bytes:
     data = stored.read_bytes()
     if not stored.name.endswith(PACKED):
         return data
-    import blosc2
-
-    return bytes(blosc2.decompress2(data))
+    return bytes(_blosc2().decompress2(data))
 
 
 def _digest(stored: Path) -> str:

@@ -407,3 +407,14 @@ def test_a_copy_stored_unpacked_by_an_earlier_save_is_still_restored_and_reused(
     clone = _fresh_clone(repo, tmp_path)
     assert f"restored: {TRAINING} (step 1400)" in carry.restore(clone)
     assert (clone / TRAINING / "checkpoint.pt").read_bytes() == (repo / TRAINING / "checkpoint.pt").read_bytes()
+
+
+def test_without_blosc2_a_packed_copy_is_refused_in_one_line(tmp_path, monkeypatch):
+    import sys
+
+    repo = _repo(tmp_path / "repo")
+    _large_checkpoint(repo, 1500)
+    carry.save(repo)
+    monkeypatch.setitem(sys.modules, "blosc2", None)  # not installed
+    with pytest.raises(SystemExit, match=r"^studies.carry: packed checkpoints need blosc2 \(the dev extra"):
+        carry.restore(_fresh_clone(repo, tmp_path))
