@@ -348,7 +348,9 @@ def test_the_summary_shows_the_strongest_webnlg_baseline_and_the_evidence_on_it(
     row = summary._webnlg2017_row(scored, evidence, "")
     assert "| 1 paired seed, each arm chosen on dev from 2 settings" in row and "one seed: no difference to tell" in row
     assert "| 50.00 / 50.00 / 50.00 | SVGD 50.00 / 49.00 / 49.00 |" in row  # one seed: no spread shown
-    evidence["finals"] += [_final("plain", 1, 52.0), _final("svgd", 1, 50.0)]
+    evidence["finals"].append(_final("plain", 1, 52.0))  # a seed of one arm only: not in the paired row
+    assert summary._webnlg2017_row(scored, evidence, "") == row
+    evidence["finals"] += [_final("svgd", 1, 50.0)]
     row = summary._webnlg2017_row(scored, evidence, "")
     # all-subset differences -1 and -2: mean -1.5, se 0.5 -> z = -3, a loss
     assert "| 2 paired seeds, each arm chosen on dev from 2 settings" in row
