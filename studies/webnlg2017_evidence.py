@@ -704,7 +704,8 @@ def plan(out: Path = OUT, results: Path = RESULTS) -> List[str]:
     """The steps left, in order, as commands (nothing when the study is complete); the decoding's step is
     independent of the selection and comes first while it is left. A training step says how far its run is and,
     once a selection run has finished, about how long is left (its median seconds per epoch, on this machine; for a
-    final, plus the median dev decode of the finals so far). What is committed in ``results/results.json`` (a
+    final, the median epoch of the finals here once any has trained one, plus the median dev decode of the finals so
+    far). What is committed in ``results/results.json`` (a
     finished selection run, the choice, the decoding, a final's test scores) counts as done: a fresh clone goes on
     from there. The finals are those of :func:`recipe`, seed by seed (every arm's seed 0, then seed 1, ...), each
     run's test decode after its training; while the recipe is not decided, the last step is the round's report that
@@ -734,6 +735,8 @@ def plan(out: Path = OUT, results: Path = RESULTS) -> List[str]:
         ]
     finals = {(arm, seed): _progress(final_dir(out, arm, seed, name)) for arm in ARMS for seed in FINAL_SEEDS}
     left, decode = first, _decode_seconds(history for _, history in finals.values())
+    timed = [t for _, history in finals.values() for t in _timed(history)]
+    seconds = statistics.median(timed) if timed else seconds  # the finals' own epochs, once any are here
     tested = _tested(committed)
     for seed in FINAL_SEEDS:  # seed by seed, every arm's: finals that span days finish as paired seeds
         for arm in ARMS:

@@ -321,6 +321,16 @@ def test_the_study_end_to_end_on_the_fixture(tmp_path, monkeypatch, rounds):
     with pytest.raises(SystemExit, match="svgd seed 0: its test scores are committed .*; not trained again"):
         ev.final(elsewhere, "svgd", 0, root=root, quiet=True, results=results)
     assert not elsewhere.exists()
+    # a final trained part-way here times what is left by the finals' own epochs (not the selection's)
+    from graph_rma.engine import save_checkpoint
+
+    here, history = tmp_path / "here", [{"epoch": 1, "seconds": 300.0, "dev_bleu_seconds": 12.0}]
+    save_checkpoint(ev.final_dir(here, "plain", 0, ev.recipe()) / "checkpoint.pt", {"epoch": 1, "history": history})
+    monkeypatch.setattr(ev, "FINAL_EPOCHS", 13)  # 12 epochs left: 12 x (300 + 12) s = 1.04 h
+    assert ev.plan(here, results)[0] == (
+        "OMP_NUM_THREADS=1 python -m studies.webnlg2017_evidence final plain 0  # 1 of 13 epochs trained; about "
+        "1.0 h left at 300 s per epoch and 12 s per dev decode"
+    )
 
 
 def test_the_summary_shows_the_strongest_webnlg_baseline_and_the_evidence_on_it():
