@@ -8,6 +8,7 @@ always what its results render to (the tests check it).
 from __future__ import annotations
 
 import argparse
+import shlex
 import signal
 import subprocess
 import sys
@@ -38,11 +39,12 @@ def stop_if_interrupted(result: Dict) -> Dict:
 
 
 def run_child(cmd: Sequence[str], env: Optional[Dict[str, str]] = None) -> None:
-    """Run one command of a driver in its own process (a ``graph-rma`` training) to its end;
-    :class:`subprocess.CalledProcessError` if it fails. Ctrl-C or SIGTERM to the driver is held: the child gets
-    SIGTERM (a Ctrl-C at the terminal reaches it as well), the driver waits while it saves and stops, then ends with
-    one line and exit status 130 (``subprocess.run`` killed the child a quarter of a second after a Ctrl-C, before
-    its save; a SIGTERM to the driver alone left the child running)."""
+    """Run one command of a driver in its own process (a ``graph-rma`` training) to its end; if it fails (a child
+    stopped by its own SIGTERM included), one line after the child's own and :class:`SystemExit` with its exit
+    status, no traceback. Ctrl-C or SIGTERM to the driver is held: the child gets SIGTERM (a Ctrl-C at the
+    terminal reaches it as well), the driver waits while it saves and stops, then ends with one line and exit status
+    130 (``subprocess.run`` killed the child a quarter of a second after a Ctrl-C, before its save; a SIGTERM to the
+    driver alone left the child running)."""
     with deferred_interrupt():
         child = subprocess.Popen(list(cmd), env=env)
         told = False
@@ -57,8 +59,10 @@ def run_child(cmd: Sequence[str], env: Optional[Dict[str, str]] = None) -> None:
         if interrupt_requested():
             print(f"interrupted: its run stopped (exit status {code}); the same command continues", file=sys.stderr)
             raise SystemExit(130)
-    if code != 0:
-        raise subprocess.CalledProcessError(code, list(cmd))
+    if code != 0:  # the child said why in its own line above: one more line, no traceback
+        shown = shlex.join(cmd[:5]) + (" ..." if len(cmd) > 5 else "")
+        print(f"stopped: {shown} ended with exit status {code}", file=sys.stderr)
+        raise SystemExit(code)
 
 
 def mean_std_cell(values: Sequence[float], digits: int = 2, empty: str = "–") -> str:

@@ -2,7 +2,6 @@
 child save and stop before the driver ends with status 130."""
 
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -27,11 +26,12 @@ time.sleep(60)
 """
 
 
-def test_a_child_that_ends_well_returns_and_one_that_fails_raises():
+def test_a_child_that_ends_well_returns_and_one_that_fails_ends_the_driver_in_one_line(capsys):
     run_child([sys.executable, "-c", "pass"])
-    with pytest.raises(subprocess.CalledProcessError) as failed:
+    with pytest.raises(SystemExit) as failed:  # a child stopped by SIGTERM alone: its status, and no traceback
         run_child([sys.executable, "-c", "raise SystemExit(3)"])
-    assert failed.value.returncode == 3
+    assert failed.value.code == 3
+    assert capsys.readouterr().err == f"stopped: {sys.executable} -c 'raise SystemExit(3)' ended with exit status 3\n"
 
 
 def test_ctrl_c_to_the_driver_lets_the_child_save_then_ends_the_driver_with_130(tmp_path, capsys):
