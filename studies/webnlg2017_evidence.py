@@ -706,9 +706,9 @@ def plan(out: Path = OUT, results: Path = RESULTS) -> List[str]:
     once a selection run has finished, about how long is left (its median seconds per epoch, on this machine; for a
     final, the median epoch of the finals here once any has trained one, plus the median dev decode of the finals so
     far). What is committed in ``results/results.json`` (a finished selection run, the choice, the decoding, a
-    final's test scores) counts as done: a fresh clone goes on from there. The finals are those of :func:`recipe`, seed by seed (every arm's seed 0, then seed 1, ...), each
-    run's test decode after its training; while the recipe is not decided, the last step is the round's report that
-    decides it."""
+    final's test scores) counts as done: a fresh clone goes on from there. The finals are those of :func:`recipe`,
+    seed by seed (every arm's seed 0, then seed 1, ...), each run's test decode after its training; while the recipe
+    is not decided, the last step is the round's report that decides it."""
     me = "python -m studies.webnlg2017_evidence"
     committed = _committed(results)
     first = [] if _decided(out, results) else [f"OMP_NUM_THREADS=1 {me} decoding"]
