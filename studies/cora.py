@@ -27,6 +27,7 @@ from graph_rma.tasks.protocols import resolve_protocol
 from graph_rma.variants import parse_variant
 from studies.pages import cli, renderer, stop_if_interrupted
 from studies.pages import mean_std_cell as _ms
+from studies.pages import paired_verdict as _verdict
 
 TUNING_SEEDS = [100, 101, 102]  # disjoint from the final seeds; the rule reads seeds 100-101
 RULE_SEEDS = [100, 101]
@@ -238,11 +239,6 @@ def render_combo(results: Dict) -> str:
 def render_gat(results: Dict) -> str:
     gat = results["gat"]
     return "\n".join(_study_table(gat, GAT_RULE, _by(gat, "ma")))
-
-
-def _verdict(pc: Dict) -> str:
-    z = pc["mean"] / pc["se"] if pc["se"] > 0 else 0.0
-    return "within noise" if abs(z) < 2 else ("a gain" if z > 0 else "a loss")
 
 
 def render_summary(results: Dict) -> str:

@@ -80,6 +80,13 @@ def paired_cell(pc: Dict) -> str:
     return f"{pc['mean']:+.2f} ± {pc['se']:.2f} ({pc['wins']}/{pc['ties']}/{pc['losses']})"
 
 
+def paired_verdict(pc: Dict) -> str:
+    """The verdict every page gives a paired comparison (higher is better): ``within noise`` when the mean difference
+    is within 2 standard errors of zero, else ``a gain`` or ``a loss``."""
+    z = pc["mean"] / pc["se"] if pc["se"] > 0 else 0.0
+    return "within noise" if abs(z) < 2 else ("a gain" if z > 0 else "a loss")
+
+
 def splice(text: str, name: str, block: str) -> str:
     """``text`` with the lines between ``<!-- name:start -->`` and ``<!-- name:end -->`` replaced by ``block``."""
     start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"

@@ -21,6 +21,7 @@ from graph_rma.engine import mean_std, paired_comparison
 from studies import baselines, cora, webnlg2017, webnlg2017_evidence
 from studies.pages import mean_std_cell as _ms
 from studies.pages import paired_cell as _paired
+from studies.pages import paired_verdict as _verdict
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 PAGES = ("cora", "baselines", "agenda", "webnlg", "webnlg2017/evidence")  # the results files read, beside the rounds
@@ -46,7 +47,7 @@ def _cora_rows(results: Dict, link: str) -> List[str]:
         setting = f"{len(ma)} paired seeds, {rule}"
         if abs(mean_std(tests[0])[0] - pub_m) <= pub_s:
             setting += f" (plain reproduces the published {pub_m} ± {pub_s})"
-        verdicts = " and ".join(dict.fromkeys(cora._verdict(p) for p in (p_sv, p_sp)))
+        verdicts = " and ".join(dict.fromkeys(_verdict(p) for p in (p_sv, p_sp)))
         rows.append(
             f"| Cora (GAT), test accuracy % | {setting} | {_ms(tests[0], 1)} | SVGD {_ms(tests[1], 1)}, SPOS "
             f"{_ms(tests[2], 1)} | paired {_paired(p_sv)} / {_paired(p_sp)}: {verdicts} | [Cora]({link}cora.md) |"
@@ -80,7 +81,7 @@ def _baseline_rows(results: Dict, link: str) -> List[str]:
             f"| {dataset} (`{protocol}` protocol; published plain GAT {published}), {metric} | {pc['n']} paired "
             f"seeds, each arm chosen on validation seeds {select[0]}-{select[-1]} from {len(arms['plain'])} "
             f"settings | {plain_cell} | SVGD {_ms(list(svgd.values()))} (`{svgd_setting}`) | paired {_paired(pc)}: "
-            f"{cora._verdict(pc)} | [baselines]({link}baselines.md) |"
+            f"{_verdict(pc)} | [baselines]({link}baselines.md) |"
         )
     return rows
 
@@ -107,7 +108,7 @@ def _webnlg2017_row(base: Dict, evidence: Dict, link: str) -> Optional[str]:
         pc = paired_comparison(arms["plain"], arms["svgd"])
         verdict = "one seed: no difference to tell"
         if pc["n"] > 1:
-            verdict = f"paired (all) {_paired(pc)}: {cora._verdict(pc)}"
+            verdict = f"paired (all) {_paired(pc)}: {_verdict(pc)}"
         k = len(webnlg2017_evidence.ARMS["plain"])
         seeds = f"{pc['n']} paired seed{'s' if pc['n'] > 1 else ''}"
         setting = f"{seeds}, each arm chosen on dev from {k} settings ({target})"

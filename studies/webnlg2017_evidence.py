@@ -7,8 +7,9 @@
     python -m studies.webnlg2017_evidence decoding             # DECODE_GRID on the baseline's dev -> OUT/decoding.json
     python -m studies.webnlg2017_evidence final ARM SEED       # one final run, resumable
     python -m studies.webnlg2017_evidence test ARM SEED        # its test set decoded once, outputs committed
-    python -m studies.webnlg2017_evidence report               # -> docs/webnlg2017/evidence/results.json -> the block
-                                                               #    and curves.png: the finals' dev BLEU per epoch
+    python -m studies.webnlg2017_evidence report               # -> docs/webnlg2017/evidence/results.json -> the
+                                                               #    page's summary and evidence blocks, and
+                                                               #    curves.png: the finals' dev BLEU per epoch
 
 Every run is ``graph-rma webnlg train --preset webnlg2017`` in a child process (``OMP_NUM_THREADS=1`` unless set),
 so a stopped run resumes from its ``checkpoint.pt`` when the same step is run again; two steps can run at once.
@@ -77,7 +78,7 @@ from studies import webnlg2017 as baseline
 from studies.baselines import settings_name
 from studies.carry import restore_before
 from studies.pages import mean_std_cell as _ms
-from studies.pages import page_file, publish, renderer, run_child
+from studies.pages import page_file, paired_verdict, publish, renderer, run_child
 
 ARMS: Dict[str, List[Tuple[str, Dict]]] = {
     "plain": [("ma", {}), ("ma", {"dropout": 0.4})],
@@ -96,6 +97,7 @@ RESULTS = Path("docs/webnlg2017/evidence")
 PAGE = baseline.PAGE
 CURVES = (RESULTS / "curves.png").relative_to("docs").as_posix()  # the finals' dev BLEU per epoch, as linked
 BLOCK = "webnlg2017-evidence"
+SUMMARY = "webnlg2017-summary"  # the page's first screen
 METRICS = ("BLEU", "METEOR", "TER")
 
 
@@ -596,40 +598,86 @@ def _finals_lines(data: Dict, name: str) -> List[str]:
 
         wtl = f"{b['wins']}/{b['ties']}/{b['losses']}" if b["n"] else "–"
         lines.append(f"| {subset} | {cell(b)} | {wtl} | {cell(row['METEOR'])} | {cell(row['TER'])} |")
-    n = paired["all"]["BLEU"]["n"]
-    lines.append("")
+    return lines + ["", _verdict_line({s: paired[s]["BLEU"] for s in baseline.SUBSETS})]
+
+
+def _paired_bleu(data: Dict, recipe: Optional[str] = None) -> Dict[str, Dict]:
+    """Per subset, SVGD minus plain BLEU paired by seed (:func:`graph_rma.engine.paired_comparison`)."""
+    out = {}
+    for subset in baseline.SUBSETS:
+        arms = per_arm(data, subset, "BLEU", recipe)
+        out[subset] = paired_comparison(arms["plain"], arms["svgd"])
+    return out
+
+
+def _verdict_line(paired: Dict[str, Dict]) -> str:
+    """The study's verdict once every seed is paired: per subset, the paired BLEU difference and whether it is
+    noise (within 2 standard errors, the rule of every results page); before that, how many seeds are paired."""
+    n = paired["all"]["n"]
     if n < len(FINAL_SEEDS):
-        lines.append(
+        return (
             f"Not decided: {n} of {len(FINAL_SEEDS)} seeds paired so far "
             "(`python -m studies.webnlg2017_evidence plan` lists what is left)."
         )
-    else:
-        b = paired["all"]["BLEU"]
-        lines.append(
-            f"On all test entries SVGD minus plain is {b['mean']:+.2f} ± {b['se']:.2f} BLEU over {n} "
-            f"paired seeds ({b['wins']}/{b['ties']}/{b['losses']})."
-        )
-    return lines
+    each = "; ".join(
+        f"{s} {pc['mean']:+.2f} ± {pc['se']:.2f} ({pc['wins']}/{pc['ties']}/{pc['losses']}), {paired_verdict(pc)}"
+        for s, pc in paired.items()
+    )
+    return f"SVGD minus plain BLEU over {n} paired seeds (a difference within 2 standard errors is noise): {each}."
 
 
-def _plain_against_target(data: Dict, recipe: Optional[str] = None) -> str:
-    """The plain arm's seen-category test BLEU over its seeds (of ``recipe``, default :func:`main_recipe`) against
-    the acceptance line of the reproduction (:func:`studies.webnlg2017.target`, itself a mean over 3 seeds), once
-    every seed is in."""
-    seen = per_arm(data, "seen", "BLEU", recipe)["plain"]
-    line = f"{baseline.TARGET}'s published seen BLEU {baseline.target():g} (a mean over 3 seeds)"
-    if len(seen) < len(FINAL_SEEDS):
-        return f"The plain arm against {line}: not decided, {len(seen)} of {len(FINAL_SEEDS)} seeds scored."
-    m, s = mean_std(list(seen.values()))
-    verdict = "met" if m >= baseline.target() else "not met"
+def render_summary(data: Dict) -> str:
+    """The page's first screen: the reproduced plain generator's test BLEU over its seeds against the acceptance
+    line, and what repulsive encoder heads do to it (the verdict of :func:`_verdict_line`), on the finals' recipe."""
+    choice = data.get("choice")
+    tail = (
+        " Details, every setting and the rules: [Repulsion on the reproduced baseline]"
+        "(#repulsion-on-the-reproduced-baseline). Generated by `python -m studies.webnlg2017_evidence report` from "
+        "[webnlg2017/evidence/results.json](webnlg2017/evidence/results.json)."
+    )
+    plain = {s: per_arm(data, s, "BLEU")["plain"] for s in baseline.SUBSETS}
+    if not choice or not plain["all"]:
+        return "**Summary.** The repulsion evidence on the reproduced generator has no final run scored yet." + tail
+    k = len(plain["all"])
+    cells = " / ".join(_ms(plain[s].values()) for s in baseline.SUBSETS)
+    target = _acceptance(data)[1]
+    paired = _paired_bleu(data)
+    n = paired["all"]["n"]
+    repulsion = (
+        f"not decided yet, {n} of {len(FINAL_SEEDS)} seeds paired." if n < len(FINAL_SEEDS) else _verdict_line(paired)
+    )
     return (
-        f"The plain arm against {line}: {m:.2f} ± {s:.2f} over its {len(seen)} seeds, **{verdict}** "
-        f"({m - baseline.target():+.2f})."
+        f"**Summary.** The reproduced plain generator (`--preset webnlg2017` on `{main_recipe(data)}`'s recipe, "
+        f"test set scored as the 2017 challenge did) scores BLEU seen / unseen / all {cells} over {k} seed"
+        f"{'s' if k > 1 else ''}; against {baseline.TARGET}'s published seen BLEU {baseline.target():g}, {target}. "
+        f"Repulsive encoder heads against it (`{choice['svgd']['setting']}`, each arm's setting chosen on dev from "
+        f"{len(ARMS['svgd'])}): {repulsion}" + tail
     )
 
 
-BLOCKS = {BLOCK: render_evidence}
-render = renderer(BLOCKS)  # render(page_text, results): the page with its generated block rendered from results
+def _acceptance(data: Dict, recipe: Optional[str] = None) -> Tuple[Optional[float], str]:
+    """The plain arm's mean seen-category test BLEU over its seeds (of ``recipe``, default :func:`main_recipe`) and
+    its verdict against the acceptance line of the reproduction (:func:`studies.webnlg2017.target`, itself a mean
+    over 3 seeds), decided once every seed is in; ``(None, "not decided, ...")`` before."""
+    seen = per_arm(data, "seen", "BLEU", recipe)["plain"]
+    if len(seen) < len(FINAL_SEEDS):
+        return None, f"not decided, {len(seen)} of {len(FINAL_SEEDS)} seeds scored"
+    m = mean_std(list(seen.values()))[0]
+    return m, f"**{'met' if m >= baseline.target() else 'not met'}** ({m - baseline.target():+.2f})"
+
+
+def _plain_against_target(data: Dict, recipe: Optional[str] = None) -> str:
+    """The sentence of :func:`_acceptance` on the page."""
+    seen = per_arm(data, "seen", "BLEU", recipe)["plain"]
+    line = f"{baseline.TARGET}'s published seen BLEU {baseline.target():g} (a mean over 3 seeds)"
+    m, verdict = _acceptance(data, recipe)
+    if m is None:
+        return f"The plain arm against {line}: {verdict}."
+    return f"The plain arm against {line}: {_ms(seen.values())} over its {len(seen)} seeds, {verdict}."
+
+
+BLOCKS = {SUMMARY: render_summary, BLOCK: render_evidence}
+render = renderer(BLOCKS)  # render(page_text, results): the page with its generated blocks rendered from results
 
 
 def report(out: Path = OUT, page: Path = PAGE, results: Path = RESULTS, base: Path = baseline.RUN) -> Dict:

@@ -455,3 +455,20 @@ def test_every_page_writes_a_spread_and_a_paired_difference_one_way():
     assert mean_std_cell({0: 1.0, 1: 3.0}.values()) == "2.00 ± 1.41"
     pc = {"mean": 0.4444, "se": 0.1, "wins": 3, "ties": 0, "losses": 1}
     assert paired_cell(pc) == "+0.44 ± 0.10 (3/0/1)" and paired_cell(dict(pc, mean=-1.005)).startswith("-1.00")
+
+
+def test_every_page_calls_a_paired_difference_noise_within_two_standard_errors():
+    from graph_rma.engine import paired_comparison
+    from studies.pages import paired_verdict
+
+    # differences +1, +2, +3: mean 2, sd 1, se 1/sqrt(3) = 0.577, z = 3.46: a gain; the mirror image a loss
+    a = {0: 10.0, 1: 10.0, 2: 10.0}
+    assert paired_verdict(paired_comparison(a, {0: 11.0, 1: 12.0, 2: 13.0})) == "a gain"
+    assert paired_verdict(paired_comparison(a, {0: 9.0, 1: 8.0, 2: 7.0})) == "a loss"
+    # differences +1, -1, +3: mean 1, sd 2, se 1.155, z = 0.87: noise; one seed has no standard error: noise
+    assert paired_verdict(paired_comparison(a, {0: 11.0, 1: 9.0, 2: 13.0})) == "within noise"
+    assert paired_verdict(paired_comparison({0: 1.0}, {0: 5.0})) == "within noise"
+    assert (
+        paired_verdict({"mean": -2.0, "se": 1.0}) == "a loss"
+        and paired_verdict({"mean": 1.99, "se": 1.0}) == "within noise"
+    )

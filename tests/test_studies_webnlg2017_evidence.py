@@ -173,8 +173,35 @@ def test_the_report_pairs_by_seed_hand_checked():
     text = ev.render_evidence(data)
     # differences -1, +1, -1: mean -1/3, sd sqrt(4/3), se 2/3
     assert "| all | -0.33 ± 0.67 | 1/0/2 |" in text
-    assert "On all test entries SVGD minus plain is -0.33 ± 0.67 BLEU over 3 paired seeds (1/0/2)." in text
     assert "| seen | +0.00 ± 0.00 | 0/3/0 |" in text
+    # the verdict per subset: |-1/3| < 2 * 2/3 is noise; seen differs by exactly 0 on every seed (no spread)
+    assert (
+        "SVGD minus plain BLEU over 3 paired seeds (a difference within 2 standard errors is noise): seen +0.00 ± "
+        "0.00 (0/3/0), within noise; unseen -0.33 ± 0.67 (1/0/2), within noise; all -0.33 ± 0.67 (1/0/2), within "
+        "noise." in text
+    )
+
+
+def test_the_summary_states_the_plain_generator_against_the_line_and_the_repulsion_verdict():
+    data = ev.not_run()
+    assert "has no final run scored yet" in ev.render_summary(data)
+    data["choice"] = {"plain": {"index": 0, "setting": "ma"}, "svgd": {"index": 1, "setting": "svgd:alpha=0.01"}}
+    data["finals"] = [_final("plain", s, b, bleu_seen=b + 6.0) for s, b in ((0, 50.0), (1, 52.0))]
+    text = ev.render_summary(data)  # seen 56 and 58: the mean 57 is above 55.9, but only 2 of 3 seeds are in
+    assert "BLEU seen / unseen / all 57.00 ± 1.41 / 51.00 ± 1.41 / 51.00 ± 1.41 over 2 seeds" in text
+    assert "55.9, not decided, 2 of 3 seeds scored." in text and "not decided yet, 0 of 3 seeds paired." in text
+    data["finals"].append(_final("plain", 2, 54.0, bleu_seen=60.0))
+    # svgd lower by 3, 2 and 4 on seen (mean -3, sd 1, se 1/sqrt(3) = 0.577: beyond 2 SE, a loss); by 1, 0, 0 on
+    # all and unseen (mean -1/3, sd 1/sqrt(3), se 1/3: within 2 SE, noise)
+    finals = ((0, 49.0, 53.0), (1, 52.0, 56.0), (2, 54.0, 56.0))
+    data["finals"] += [_final("svgd", s, b, bleu_seen=seen) for s, b, seen in finals]
+    text = ev.render_summary(data)
+    assert "58.00 ± 2.00" in text and "against GCN_EC's published seen BLEU 55.9, **met** (+2.10)." in text
+    assert "(`svgd:alpha=0.01`, each arm's setting chosen on dev from 2): SVGD minus plain BLEU over 3 paired" in text
+    assert "seen -3.00 ± 0.58 (0/0/3), a loss;" in text and "all -0.33 ± 0.33 (0/2/1), within noise." in text
+    assert ev.SUMMARY in ev.BLOCKS and ev.render_summary(data) in ev.render(
+        REPO.joinpath("docs/webnlg.md").read_text(), data
+    )
 
 
 def test_before_any_run_the_block_says_so_and_plan_starts_with_selection(tmp_path):
