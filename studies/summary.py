@@ -109,6 +109,9 @@ def _webnlg2017_row(base: Dict, evidence: Dict, link: str) -> Optional[str]:
         verdict = "one seed: no difference to tell"
         if pc["n"] > 1:
             verdict = f"paired (all) {_paired(pc)}: {_verdict(pc)}"
+            for subset, other in webnlg2017_evidence.paired_bleu(evidence).items():
+                if _verdict(other) != _verdict(pc):  # a subset that tells otherwise is named
+                    verdict += f"; {subset} {_paired(other)}: {_verdict(other)}"
         k = len(webnlg2017_evidence.ARMS["plain"])
         seeds = f"{pc['n']} paired seed{'s' if pc['n'] > 1 else ''}"
         setting = f"{seeds}, each arm chosen on dev from {k} settings ({target})"

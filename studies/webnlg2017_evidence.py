@@ -601,7 +601,7 @@ def _finals_lines(data: Dict, name: str) -> List[str]:
     return lines + ["", _verdict_line({s: paired[s]["BLEU"] for s in baseline.SUBSETS})]
 
 
-def _paired_bleu(data: Dict, recipe: Optional[str] = None) -> Dict[str, Dict]:
+def paired_bleu(data: Dict, recipe: Optional[str] = None) -> Dict[str, Dict]:
     """Per subset, SVGD minus plain BLEU paired by seed (:func:`graph_rma.engine.paired_comparison`)."""
     out = {}
     for subset in baseline.SUBSETS:
@@ -641,7 +641,7 @@ def render_summary(data: Dict) -> str:
     k = len(plain["all"])
     cells = " / ".join(_ms(plain[s].values()) for s in baseline.SUBSETS)
     target = _acceptance(data)[1]
-    paired = _paired_bleu(data)
+    paired = paired_bleu(data)
     n = paired["all"]["n"]
     repulsion = (
         f"not decided yet, {n} of {len(FINAL_SEEDS)} seeds paired." if n < len(FINAL_SEEDS) else _verdict_line(paired)

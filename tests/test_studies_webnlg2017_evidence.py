@@ -392,7 +392,7 @@ def test_the_summary_shows_the_strongest_webnlg_baseline_and_the_evidence_on_it(
     # all-subset differences -1 and -2: mean -1.5, se 0.5 -> z = -3, a loss
     assert "| 2 paired seeds, each arm chosen on dev from 2 settings" in row
     assert "| 50.00 ± 0.00 / 51.00 ± 1.41 / 51.00 ± 1.41 | SVGD 50.00 ± 0.00 / 49.50 ± 0.71 / 49.50 ± 0.71 |" in row
-    assert "paired (all) -1.50 ± 0.50 (0/0/2): a loss" in row
+    assert "paired (all) -1.50 ± 0.50 (0/0/2): a loss; seen +0.00 ± 0.00 (0/2/0): within noise |" in row
     results["webnlg2017"], results["webnlg2017/evidence"] = scored, evidence
     table = summary.render_summary(results, "")
     assert row in table and "CPU preset, all training data" not in table  # the strong row replaces the weak one
