@@ -582,13 +582,9 @@ def _finals_lines(data: Dict, name: str) -> List[str]:
         "| subset | BLEU | W/T/L (BLEU) | METEOR | TER |",
         "| --- | ---: | --- | ---: | ---: |",
     ]
-    paired = {}
+    paired = paired_scores(data, name)
     for subset in baseline.SUBSETS:
-        row = {}
-        for m in METRICS:
-            arms = per_arm(data, subset, m, name)
-            row[m] = paired_comparison(arms["plain"], arms["svgd"])
-        paired[subset] = row
+        row = paired[subset]
         b = row["BLEU"]
 
         def cell(pc):
@@ -598,22 +594,35 @@ def _finals_lines(data: Dict, name: str) -> List[str]:
 
         wtl = f"{b['wins']}/{b['ties']}/{b['losses']}" if b["n"] else "–"
         lines.append(f"| {subset} | {cell(b)} | {wtl} | {cell(row['METEOR'])} | {cell(row['TER'])} |")
-    return lines + ["", _verdict_line({s: paired[s]["BLEU"] for s in baseline.SUBSETS})]
+    n, main = paired["all"]["BLEU"]["n"], main_recipe(data)
+    if name != main and n < len(FINAL_SEEDS):  # a recipe the finals left: its seeds are not trained any further
+        return lines + ["", f"Stopped at {n} of {len(FINAL_SEEDS)} seeds paired: the finals train `{main}`'s recipe."]
+    return lines + ["", _verdict_line(paired)]
 
 
-def paired_bleu(data: Dict, recipe: Optional[str] = None) -> Dict[str, Dict]:
-    """Per subset, SVGD minus plain BLEU paired by seed (:func:`graph_rma.engine.paired_comparison`)."""
-    out = {}
+def paired_scores(data: Dict, recipe: Optional[str] = None) -> Dict[str, Dict[str, Dict]]:
+    """Per subset and metric of METRICS, SVGD minus plain paired by seed
+    (:func:`graph_rma.engine.paired_comparison`) over the finals of ``recipe`` (default :func:`main_recipe`)."""
+    out: Dict[str, Dict[str, Dict]] = {}
     for subset in baseline.SUBSETS:
-        arms = per_arm(data, subset, "BLEU", recipe)
-        out[subset] = paired_comparison(arms["plain"], arms["svgd"])
+        out[subset] = {}
+        for m in METRICS:
+            arms = per_arm(data, subset, m, recipe)
+            out[subset][m] = paired_comparison(arms["plain"], arms["svgd"])
     return out
 
 
-def _verdict_line(paired: Dict[str, Dict]) -> str:
-    """The study's verdict once every seed is paired: per subset, the paired BLEU difference and whether it is
-    noise (within 2 standard errors, the rule of every results page); before that, how many seeds are paired."""
-    n = paired["all"]["n"]
+def paired_bleu(data: Dict, recipe: Optional[str] = None) -> Dict[str, Dict]:
+    """Per subset, SVGD minus plain BLEU paired by seed (:func:`paired_scores`)."""
+    return {s: row["BLEU"] for s, row in paired_scores(data, recipe).items()}
+
+
+def _verdict_line(paired: Dict[str, Dict[str, Dict]]) -> str:
+    """The study's verdict once every seed is paired (``paired``: :func:`paired_scores`): per subset, the paired BLEU
+    difference and whether it is noise (within 2 standard errors, the rule of every results page), then each METEOR
+    or TER difference that is not noise, with its direction (TER: lower is better); before that, how many seeds are
+    paired."""
+    n = paired["all"]["BLEU"]["n"]
     if n < len(FINAL_SEEDS):
         return (
             f"Not decided: {n} of {len(FINAL_SEEDS)} seeds paired so far "
@@ -621,9 +630,18 @@ def _verdict_line(paired: Dict[str, Dict]) -> str:
         )
     each = "; ".join(
         f"{s} {pc['mean']:+.2f} ± {pc['se']:.2f} ({pc['wins']}/{pc['ties']}/{pc['losses']}), {paired_verdict(pc)}"
-        for s, pc in paired.items()
+        for s, pc in ((s, row["BLEU"]) for s, row in paired.items())
     )
-    return f"SVGD minus plain BLEU over {n} paired seeds (a difference within 2 standard errors is noise): {each}."
+    line = f"SVGD minus plain BLEU over {n} paired seeds (a difference within 2 standard errors is noise): {each}."
+    beyond = []
+    for m, sign in (("METEOR", 1), ("TER", -1)):  # sign: +1 where higher is better
+        for s, row in paired.items():
+            pc = row[m]
+            verdict = paired_verdict(dict(pc, mean=sign * pc["mean"]))
+            if verdict != "within noise":
+                better = "better" if verdict == "a gain" else "worse"
+                beyond.append(f"{m} {s} {pc['mean']:+.2f} ± {pc['se']:.2f} ({better} with SVGD)")
+    return line + (f" Beyond noise in the other metrics: {', '.join(beyond)}." if beyond else "")
 
 
 def render_summary(data: Dict) -> str:
@@ -641,8 +659,8 @@ def render_summary(data: Dict) -> str:
     k = len(plain["all"])
     cells = " / ".join(_ms(plain[s].values()) for s in baseline.SUBSETS)
     target = _acceptance(data)[1]
-    paired = paired_bleu(data)
-    n = paired["all"]["n"]
+    paired = paired_scores(data)
+    n = paired["all"]["BLEU"]["n"]
     repulsion = (
         f"not decided yet, {n} of {len(FINAL_SEEDS)} seeds paired." if n < len(FINAL_SEEDS) else _verdict_line(paired)
     )

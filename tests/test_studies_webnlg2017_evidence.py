@@ -193,12 +193,15 @@ def test_the_summary_states_the_plain_generator_against_the_line_and_the_repulsi
     data["finals"].append(_final("plain", 2, 54.0, bleu_seen=60.0))
     # svgd lower by 3, 2 and 4 on seen (mean -3, sd 1, se 1/sqrt(3) = 0.577: beyond 2 SE, a loss); by 1, 0, 0 on
     # all and unseen (mean -1/3, sd 1/sqrt(3), se 1/3: within 2 SE, noise)
-    finals = ((0, 49.0, 53.0), (1, 52.0, 56.0), (2, 54.0, 56.0))
-    data["finals"] += [_final("svgd", s, b, bleu_seen=seen) for s, b, seen in finals]
+    # and TER higher by 1, 2 and 3 on every subset (mean 2, se 0.577: worse beyond noise; METEOR equal: not named)
+    finals = ((0, 49.0, 53.0, 41.0), (1, 52.0, 56.0, 42.0), (2, 54.0, 56.0, 43.0))
+    data["finals"] += [_final("svgd", s, b, bleu_seen=seen, ter=ter) for s, b, seen, ter in finals]
     text = ev.render_summary(data)
     assert "58.00 ± 2.00" in text and "against GCN_EC's published seen BLEU 55.9, **met** (+2.10)." in text
     assert "(`svgd:alpha=0.01`, each arm's setting chosen on dev from 2): SVGD minus plain BLEU over 3 paired" in text
     assert "seen -3.00 ± 0.58 (0/0/3), a loss;" in text and "all -0.33 ± 0.33 (0/2/1), within noise." in text
+    assert text.count("worse with SVGD") == 3 and "METEOR" not in text
+    assert "Beyond noise in the other metrics: TER seen +2.00 ± 0.58 (worse with SVGD), TER unseen" in text
     assert ev.SUMMARY in ev.BLOCKS and ev.render_summary(data) in ev.render(
         REPO.joinpath("docs/webnlg.md").read_text(), data
     )
@@ -468,6 +471,9 @@ def test_the_finals_of_another_recipe_are_reported_apart_never_pooled(rounds):
     main, apart = text.split("On `v3-s0`'s recipe, apart")
     assert "Finals on `v4-s0`'s recipe" in main and "| all | +2.00 (one seed) | 1/0/0 |" in main
     assert "Finals on `v3-s0`'s recipe" in apart and "| all | -1.00 (one seed) | 0/0/1 |" in apart
+    # the recipe the finals left is not trained further: no "what is left" for it, the finals' recipe still has one
+    assert "Stopped at 1 of 3 seeds paired: the finals train `v4-s0`'s recipe." in apart
+    assert "Not decided: 1 of 3 seeds paired so far" in main and "Stopped at" not in main
     scored = dict(base.not_run(), round="v4-s0")
     s = {"BLEU": 56.0, "METEOR": 40.0, "TER": 40.0, "n": 971}
     scored["test"] = {"scores": {"seen": s, "unseen": dict(s, BLEU=20.0), "all": dict(s, BLEU=40.0)}}
