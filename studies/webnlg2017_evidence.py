@@ -78,7 +78,7 @@ from studies import webnlg2017 as baseline
 from studies.baselines import settings_name
 from studies.carry import restore_before
 from studies.pages import mean_std_cell as _ms
-from studies.pages import page_file, paired_verdict, publish, renderer, run_child
+from studies.pages import page_file, paired_cell, paired_verdict, publish, renderer, run_child
 
 ARMS: Dict[str, List[Tuple[str, Dict]]] = {
     "plain": [("ma", {}), ("ma", {"dropout": 0.4})],
@@ -612,11 +612,6 @@ def paired_scores(data: Dict, recipe: Optional[str] = None) -> Dict[str, Dict[st
     return out
 
 
-def paired_bleu(data: Dict, recipe: Optional[str] = None) -> Dict[str, Dict]:
-    """Per subset, SVGD minus plain BLEU paired by seed (:func:`paired_scores`)."""
-    return {s: row["BLEU"] for s, row in paired_scores(data, recipe).items()}
-
-
 def _verdict_line(paired: Dict[str, Dict[str, Dict]]) -> str:
     """The study's verdict once every seed is paired (``paired``: :func:`paired_scores`): per subset, the paired BLEU
     difference and whether it is noise (within 2 standard errors, the rule of every results page), then each METEOR
@@ -628,10 +623,7 @@ def _verdict_line(paired: Dict[str, Dict[str, Dict]]) -> str:
             f"Not decided: {n} of {len(FINAL_SEEDS)} seeds paired so far "
             "(`python -m studies.webnlg2017_evidence plan` lists what is left)."
         )
-    each = "; ".join(
-        f"{s} {pc['mean']:+.2f} ± {pc['se']:.2f} ({pc['wins']}/{pc['ties']}/{pc['losses']}), {paired_verdict(pc)}"
-        for s, pc in ((s, row["BLEU"]) for s, row in paired.items())
-    )
+    each = "; ".join(f"{s} {paired_cell(row['BLEU'])}, {paired_verdict(row['BLEU'])}" for s, row in paired.items())
     line = f"SVGD minus plain BLEU over {n} paired seeds (a difference within 2 standard errors is noise): {each}."
     beyond = []
     for m, sign in (("METEOR", 1), ("TER", -1)):  # sign: +1 where higher is better
