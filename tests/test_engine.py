@@ -168,6 +168,11 @@ def test_the_classifier_shortens_only_the_mistakes_the_package_raised(tmp_path):
     assert _errors.classify(_raise_in("package", "raise TypeError('a bug')")) is None
     assert _errors.classify(_raise_in("package", "raise LookupError('no punkt\\nmore')")) == (1, "no punkt")
     assert _errors.classify(_raise_in("user", "raise LookupError('no punkt')")) is None
+    # the package's exception type is one line wherever it is raised, and still a ValueError for old callers
+    from graph_rma import GraphRMAError
+
+    refused = _raise_in("user", "raise GraphRMAError('no such head: 9')", GraphRMAError=GraphRMAError)
+    assert isinstance(refused, ValueError) and _errors.classify(refused) == (2, "no such head: 9")
     # a file-system failure on a named path: one line if the package raised it, the user's own open() a traceback
     missing = str(tmp_path / "none.txt")
     assert _errors.classify(_raise_in("package", f"open({missing!r})")) == (1, f"No such file or directory: {missing}")

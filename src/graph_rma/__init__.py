@@ -13,6 +13,7 @@ __version__ = "0.1.0"
 
 # public name -> the module (relative to this package) that defines it
 _EXPORTS = {
+    "GraphRMAError": "._errors",
     "convert": ".nn.conversion",
     "register_conversion": ".nn.conversion",
     "DropAttention": ".dropattention",
@@ -44,6 +45,7 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "GraphRMAError",
     "DropAttention",
     "drop_attention",
     "drop_attention_dense",

@@ -19,9 +19,16 @@ import sysconfig
 from types import TracebackType
 from typing import Optional, Tuple
 
-__all__ = ["UsageError", "classify", "raised_by_package"]
+__all__ = ["GraphRMAError", "UsageError", "classify", "raised_by_package"]
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+class GraphRMAError(ValueError):
+    """The package's one exception type for bad input (a value, a file or an option it refuses): one line, exit 2.
+
+    A ``ValueError`` subclass, so code that caught ``ValueError`` keeps working; subclasses may name a kind of
+    mistake where callers need to tell them apart."""
 
 
 class UsageError(Exception):
