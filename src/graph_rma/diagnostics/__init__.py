@@ -4,7 +4,8 @@
   ``nn.MultiheadAttention`` or a HuggingFace ``transformers`` attention module (:mod:`graph_rma.hf`) inside any model.
 * :mod:`.diversity`: Dist, Div (Lin et al.), Disagreement (Li et al.), per-head entropy; sparse and dense.
 * :mod:`.redundancy`: per-head masking drops (Michel et al., 2019).
-* :mod:`.calibration`: ECE, overconfidence error, predictive entropy and its empirical CDF.
+* :mod:`.calibration`: ECE, overconfidence error, NLL, Brier score, predictive entropy, its empirical CDF and
+  out-of-distribution AUROC; temperature scaling and ensemble averaging.
 * :mod:`.sweep`: error versus the number of heads.
 * :mod:`.plots`: reliability diagram, drop histograms, entropy CDFs, sweep curves (PNG, Agg).
 * :mod:`.neighbourhood`: one node's neighbourhood with each head's attention, as a networkx graph and a picture.
@@ -16,9 +17,16 @@ The report of a trained model (all of the above, as JSON + PNGs; ``graph-rma rep
 from .._deprecation import renamed
 from .calibration import (
     CalibrationBins,
+    apply_temperature,
+    brier_score,
     calibration_bins,
+    class_probabilities,
     empirical_cdf,
+    ensemble_probabilities,
+    entropy_auroc,
     expected_calibration_error,
+    fit_temperature,
+    negative_log_likelihood,
     overconfidence_error,
     predictive_entropy,
 )
@@ -30,6 +38,13 @@ from .redundancy import HeadImportance, head_importance, mask_heads
 from .sweep import heads_sweep
 
 __all__ = [
+    "negative_log_likelihood",
+    "fit_temperature",
+    "entropy_auroc",
+    "ensemble_probabilities",
+    "class_probabilities",
+    "brier_score",
+    "apply_temperature",
     "CalibrationBins",
     "HeadCapture",
     "HeadImportance",

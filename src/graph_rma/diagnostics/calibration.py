@@ -17,6 +17,18 @@ ECE (Naeini et al., 2015; Guo et al., 2017) measures miscalibration in both dire
 For out-of-distribution inputs a good model should be uncertain: the predictive entropy
 :math:`H(p_i) = -\sum_k p_{ik}\log p_{ik}` (nats) is summarised by its empirical CDF
 :math:`F(t) = \tfrac{1}{n}\,|\{i : H(p_i) \le t\}|`; a curve further right means more uncertainty.
+Its power to tell out-of-distribution inputs from in-distribution ones is the AUROC of entropy as a score
+(:func:`entropy_auroc`: the probability that an out-of-distribution input has the higher entropy, ties counting
+one half).
+
+The strong baselines of both claims are here too: **temperature scaling** (Guo et al., 2017) divides the logits
+by one temperature :math:`T > 0` fitted on validation logits by their negative log-likelihood
+(:func:`fit_temperature`, :func:`apply_temperature`), and a **deep ensemble** (Lakshminarayanan et al., 2017)
+averages its members' class probabilities (:func:`ensemble_probabilities`). The proper scores beside ECE are the
+negative log-likelihood :math:`-\tfrac{1}{n}\sum_i \log p_{i y_i}` (:func:`negative_log_likelihood`) and the
+Brier score :math:`\tfrac{1}{n}\sum_i \sum_k (p_{ik} - [y_i = k])^2` (:func:`brier_score`). A binary model's
+one logit :math:`z` is read through the sigmoid as the two class probabilities :math:`(1 - \sigma(z), \sigma(z))`
+(:func:`class_probabilities`).
 """
 
 from __future__ import annotations
@@ -27,6 +39,8 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
+from .._errors import GraphRMAError
+
 __all__ = [
     "CalibrationBins",
     "calibration_bins",
@@ -34,6 +48,13 @@ __all__ = [
     "overconfidence_error",
     "predictive_entropy",
     "empirical_cdf",
+    "class_probabilities",
+    "fit_temperature",
+    "apply_temperature",
+    "ensemble_probabilities",
+    "negative_log_likelihood",
+    "brier_score",
+    "entropy_auroc",
 ]
 
 
@@ -165,3 +186,131 @@ def empirical_cdf(values: Tensor, at: Optional[Tensor] = None) -> Tuple[Tensor, 
     t = v.unique() if at is None else torch.as_tensor(at, dtype=torch.float64)
     F = torch.searchsorted(v, t, right=True).double() / v.numel()
     return t, F
+
+
+def _logits(logits: Tensor) -> Tensor:
+    """``[n, K]`` logits (``K >= 2``), or a binary model's ``[n]`` / ``[n, 1]`` logits as ``[n]``."""
+    if not isinstance(logits, Tensor) or logits.dim() not in (1, 2) or logits.size(0) == 0:
+        raise GraphRMAError(
+            f"logits: expected a non-empty [n, K] or binary [n] / [n, 1] tensor, got "
+            f"{list(logits.shape) if isinstance(logits, Tensor) else type(logits).__name__}"
+        )
+    if not bool(torch.isfinite(logits).all()):
+        raise GraphRMAError("logits: contains NaN or infinite entries")
+    return logits.squeeze(-1) if logits.dim() == 2 and logits.size(-1) == 1 else logits
+
+
+def _labels(labels: Tensor, n: int, classes: int) -> Tensor:
+    if not isinstance(labels, Tensor) or labels.dim() != 1 or labels.numel() != n:
+        raise GraphRMAError(f"labels: expected shape [{n}], got {getattr(labels, 'shape', type(labels).__name__)}")
+    if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= classes):
+        raise GraphRMAError(f"labels: expected classes in [0, {classes - 1}], got {labels.min()}..{labels.max()}")
+    return labels.long()
+
+
+def class_probabilities(logits: Tensor, temperature: float = 1.0) -> Tensor:
+    r"""Class probabilities ``[n, K]`` of ``logits / temperature``: the softmax of ``[n, K]`` logits; for a binary
+    model's ``[n]`` or ``[n, 1]`` logits :math:`z`, the two columns :math:`(1 - \sigma(z), \sigma(z))`."""
+    z = apply_temperature(_logits(logits), temperature)
+    if z.dim() == 1:
+        p = torch.sigmoid(z)
+        return torch.stack([1 - p, p], dim=-1)
+    return torch.softmax(z, dim=-1)
+
+
+def apply_temperature(logits: Tensor, temperature: float) -> Tensor:
+    """``logits / temperature`` (temperature scaling; the logits of a binary model too)."""
+    t = float(temperature)
+    if not t > 0 or t == float("inf"):
+        raise GraphRMAError(f"temperature: expected a positive finite number, got {temperature!r}")
+    return logits / t
+
+
+def _nll_of_logits(z: Tensor, labels: Tensor) -> Tensor:
+    if z.dim() == 1:
+        return torch.nn.functional.binary_cross_entropy_with_logits(z, labels.to(z.dtype))
+    return torch.nn.functional.cross_entropy(z, labels)
+
+
+def fit_temperature(logits: Tensor, labels: Tensor, max_iter: int = 100) -> float:
+    r"""The temperature :math:`T` minimising the mean negative log-likelihood of ``logits / T`` on ``labels`` (Guo
+    et al., 2017): :math:`\log T` optimised from 0 by ``torch.optim.LBFGS`` (strong-Wolfe line search) in float64.
+
+    Args:
+        logits (Tensor): validation logits ``[n, K]``, or a binary model's ``[n]`` / ``[n, 1]`` (sigmoid, binary
+            cross-entropy).
+        labels (Tensor): true classes ``[n]`` (0/1 for a binary model).
+        max_iter (int, optional): the most LBFGS iterations. (default: ``100``)
+
+    Returns:
+        float: :math:`T > 0`; above 1 softens overconfident logits, below 1 sharpens underconfident ones.
+    """
+    z = _logits(logits).detach().double().cpu()
+    y = _labels(labels.cpu(), z.size(0), 2 if z.dim() == 1 else z.size(-1))
+    log_t = torch.zeros((), dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.LBFGS([log_t], lr=1.0, max_iter=max_iter, line_search_fn="strong_wolfe")
+
+    def closure():
+        opt.zero_grad()
+        loss = _nll_of_logits(z / log_t.exp(), y)
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    return float(log_t.detach().exp())
+
+
+def ensemble_probabilities(members) -> Tensor:
+    """A deep ensemble's prediction: the mean of its members' class probabilities (a sequence of ``[n, K]``
+    tensors, or one ``[m, n, K]`` tensor)."""
+    if not isinstance(members, Tensor):
+        members = list(members)
+        shapes = {tuple(m.shape) if isinstance(m, Tensor) else None for m in members}
+        if not members or len(shapes) != 1 or None in shapes:
+            raise GraphRMAError(f"members: expected m >= 1 probability matrices [n, K] of one shape, got {shapes}")
+        members = torch.stack(members)
+    probs = members
+    if probs.dim() != 3 or probs.size(0) == 0:
+        raise GraphRMAError(
+            f"members: expected m >= 1 probability matrices [n, K] of one shape, got {list(probs.shape)}"
+        )
+    return probs.mean(dim=0)
+
+
+def _probs_and_labels(probs: Tensor, labels: Tensor) -> Tuple[Tensor, Tensor]:
+    if not isinstance(probs, Tensor) or probs.dim() != 2 or probs.size(0) == 0:
+        raise GraphRMAError(f"probs: expected class probabilities [n, K], got {getattr(probs, 'shape', type(probs))}")
+    return probs.double(), _labels(labels.to(probs.device), probs.size(0), probs.size(1))
+
+
+def negative_log_likelihood(probs: Tensor, labels: Tensor, eps: float = 1e-12) -> float:
+    """Mean negative log-likelihood (nats) of the true classes under ``probs`` ``[n, K]``, each probability clipped
+    below at ``eps``."""
+    p, y = _probs_and_labels(probs, labels)
+    return float(-p.gather(1, y[:, None]).clamp(min=eps).log().mean())
+
+
+def brier_score(probs: Tensor, labels: Tensor) -> float:
+    """Brier score: the mean over predictions of the squared distance between ``probs`` ``[n, K]`` and the one-hot
+    label, summed over all ``K`` classes (Brier, 1950; in [0, 2]). For two classes it is twice the one-column form
+    :math:`(p_1 - y)^2` (scikit-learn's binary ``brier_score_loss``)."""
+    p, y = _probs_and_labels(probs, labels)
+    onehot = torch.nn.functional.one_hot(y, p.size(1)).double()
+    return float(((p - onehot) ** 2).sum(dim=1).mean())
+
+
+def entropy_auroc(in_distribution: Tensor, out_of_distribution: Tensor) -> float:
+    r"""AUROC of a score (predictive entropy) separating out-of-distribution inputs (positives) from
+    in-distribution ones: :math:`P(s_\text{out} > s_\text{in}) + \tfrac12 P(s_\text{out} = s_\text{in})`, by the
+    Mann-Whitney rank sum (tied scores share their mean rank). 0.5: no separation; 1: every out-of-distribution
+    input scores higher."""
+    for name, v in (("in_distribution", in_distribution), ("out_of_distribution", out_of_distribution)):
+        if not isinstance(v, Tensor) or v.dim() != 1 or v.numel() == 0 or bool(torch.isnan(v).any()):
+            raise GraphRMAError(f"{name}: expected a non-empty 1-D tensor of scores without NaN")
+    scores = torch.cat([in_distribution.detach().double().cpu(), out_of_distribution.detach().double().cpu()])
+    _, inverse, counts = torch.unique(scores, return_inverse=True, return_counts=True)
+    last = counts.cumsum(0).double()  # 1-based rank of the last of each tied group
+    ranks = (last - (counts.double() - 1) / 2)[inverse]
+    n_in, n_out = in_distribution.numel(), out_of_distribution.numel()
+    u = ranks[n_in:].sum() - n_out * (n_out + 1) / 2
+    return float(u / (n_in * n_out))
