@@ -15,7 +15,8 @@ The one part of the package that imports ``transformers`` (the optional extra ``
   BART-like ``out_proj``, GPT-2's fused ``c_attn``). The samplers, :func:`graph_rma.find_particle_groups`,
   :func:`graph_rma.apply_variant` and :class:`graph_rma.diagnostics.HeadCapture` find them without an extra argument:
   this subpackage is imported by itself the first time a model holding a ``transformers`` module is searched.
-* :mod:`.pruning`: :func:`prune_heads` (``transformers`` 5 removed its own), equal to masking the heads.
+* :mod:`.pruning`: :func:`prune_heads` (``transformers`` 5 removed its own), equal to masking the heads, and
+  :func:`from_pretrained` to load a pruned model back.
 * :mod:`.trainer`: :class:`SamplerCallback` for ``transformers.Trainer`` (also under ``accelerate`` / DDP).
 """
 
@@ -33,7 +34,7 @@ if int(_transformers.__version__.split(".")[0]) < 5:
 
 from .attention import ATTENTION_NAME, attention_function_modules, drop_attention_forward, use_drop_attention  # noqa: E402
 from .layouts import AttentionLayout, attention_layers, find_attention_layout  # noqa: E402
-from .pruning import prune_heads  # noqa: E402
+from .pruning import from_pretrained, prune_heads  # noqa: E402
 from .trainer import SamplerCallback  # noqa: E402
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "attention_layers",
     "drop_attention_forward",
     "find_attention_layout",
+    "from_pretrained",
     "prune_heads",
     "use_drop_attention",
 ]
