@@ -232,3 +232,55 @@ def test_multihead_attention_names_an_input_of_another_dtype():
     ):
         layer(x, x, x)
     assert layer.to(torch.float64)(x, x, x)[0].dtype == torch.float64  # a layer of the input's dtype runs
+
+
+BOOL_OPTIONS = (
+    [("ClassicGAT", name) for name in ("residual", "pre_linear", "v2", "self_loops", "lean")]
+    + [("TwoLayerGAT", name) for name in ("v2", "self_loops", "lean")]
+    + [("ResidualGAT", name) for name in ("v2", "self_loops", "sep", "lean")]
+)
+
+
+@pytest.mark.parametrize("model,name", BOOL_OPTIONS, ids=[f"{m}-{n}" for m, n in BOOL_OPTIONS])
+@pytest.mark.parametrize("value", ["false", "no", "False", 0, 1, None])
+def test_model_boolean_options_take_a_bool_only(model, name, value):
+    """Issue 67, item 1: residual="false" built residual maps, v2="no" GATv2, lean="False" the lean path."""
+    from graph_rma import GraphRMAError, models
+
+    cls = getattr(models, model)
+    with pytest.raises(GraphRMAError, match=rf"^{name}: expected a bool \(True or False\), got {value!r}$"):
+        cls(5, 3, **{name: value})
+    assert cls(5, 3, **{name: False}).model_kwargs[name] is False  # a bool builds, and is kept as given
+
+
+@pytest.mark.parametrize("value", ["2", True, float("inf"), float("nan"), 0, -1.0, None])
+def test_residual_gat_refuses_a_bad_ffn_multiplier_naming_it(value):
+    """Issue 67, item 5 and issue 65, item 9: "2" and True were accepted, inf ended in an OverflowError."""
+    with pytest.raises(graph_rma.GraphRMAError, match=r"^ffn_multiplier: expected a finite positive number") as e:
+        ResidualGAT(4, 2, hidden=8, heads=2, ffn_multiplier=value)
+    assert "\n" not in str(e.value)
+    with pytest.raises(graph_rma.GraphRMAError, match=r"^ffn_multiplier: expected at least 1 / hidden \(0.125\)"):
+        ResidualGAT(4, 2, hidden=8, heads=2, ffn_multiplier=0.1)  # 0 units
+    assert ResidualGAT(4, 2, hidden=8, heads=2, ffn_multiplier=2).ffn_in[0].out_features == 16
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: ResidualGAT(5, 2, hidden=8, heads=2),
+        lambda: graph_rma.models.ClassicGAT(5, 2, hidden=8, heads=2, pre_linear=True),
+        lambda: graph_rma.models.ClassicGAT(5, 2, hidden=8, heads=2),
+    ],
+)
+def test_node_models_name_the_expected_feature_width(build):
+    """Issue 65, item 9: ResidualGAT fed 3 features ended in torch's bare "mat1 and mat2 shapes cannot be
+    multiplied"."""
+    model, ei = build(), torch.tensor([[0, 1, 2], [1, 2, 0]])
+    for call in (model, model.forward_with_attention, model.head_outputs):
+        with pytest.raises(
+            graph_rma.GraphRMAError,
+            match=r"^x: expected node features of shape \[num_nodes, 5\] \(in_channels\), "
+            r"got shape \[3, 3\]$",
+        ):
+            call(torch.randn(3, 3), ei)
+    assert model(torch.randn(3, 5), ei).shape == (3, 2)

@@ -8,9 +8,12 @@ line too (``hidden_channels=0`` would otherwise build empty layers, ``dropout=1.
 from __future__ import annotations
 
 import inspect
+import math
 from typing import Any, Dict
 
-from torch import nn
+from torch import Tensor, nn
+
+from .._errors import GraphRMAError
 
 
 class RebuildableModel(nn.Module):
@@ -41,6 +44,30 @@ def check_probabilities(**values: Any) -> None:
     for name, value in values.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
             raise ValueError(f"{name}: expected a probability in [0, 1), got {value!r}")
+
+
+def check_bools(**values: Any) -> None:
+    """Each value is a ``bool`` (``"false"``, ``0`` or ``None`` is not); a one-line error naming the first that is
+    not."""
+    for name, value in values.items():
+        if not isinstance(value, bool):
+            raise GraphRMAError(f"{name}: expected a bool (True or False), got {value!r}")
+
+
+def check_positive_number(name: str, value: Any) -> float:
+    """``value`` as a float when it is a finite positive real number (not a bool or a string); else a one-line
+    error naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise GraphRMAError(f"{name}: expected a finite positive number, got {value!r}")
+    return float(value)
+
+
+def check_features(x: Any, in_channels: int) -> None:
+    """``x`` is a node-feature tensor ``[N, in_channels]`` (dense or sparse); else a one-line error naming the
+    expected width."""
+    if not isinstance(x, Tensor) or x.dim() != 2 or x.size(1) != in_channels:
+        got = f"shape {list(x.shape)}" if isinstance(x, Tensor) else type(x).__name__
+        raise GraphRMAError(f"x: expected node features of shape [num_nodes, {in_channels}] (in_channels), got {got}")
 
 
 def check_stack(in_channels, out_channels, hidden, heads, layers, dropout, attn_dropout) -> None:

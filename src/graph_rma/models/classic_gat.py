@@ -26,7 +26,7 @@ from torch import Tensor, nn
 
 from ..nn.gat_conv import RepulsiveGATConv, RepulsiveGATv2Conv
 from ..nn.lean import share_csr_cache
-from ._common import RebuildableModel, check_stack
+from ._common import RebuildableModel, check_bools, check_features, check_stack
 
 __all__ = ["ClassicGAT", "NORMS"]
 
@@ -80,12 +80,13 @@ class ClassicGAT(RebuildableModel):
     ) -> None:
         super().__init__()
         check_stack(in_channels, out_channels, hidden, heads, layers, dropout, attn_dropout)
+        check_bools(residual=residual, pre_linear=pre_linear, v2=v2, self_loops=self_loops, lean=lean)
         if norm not in NORMS:
             raise ValueError(f"norm: expected one of {NORMS}, got {norm!r}")
         self.in_channels, self.out_channels, self.hidden, self.heads = in_channels, out_channels, hidden, heads
         self.layers, self.dropout, self.attn_dropout, self.norm = layers, float(dropout), float(attn_dropout), norm
-        self.residual, self.pre_linear, self.v2 = bool(residual), bool(pre_linear), bool(v2)
-        self.self_loops, self.lean = bool(self_loops), bool(lean)
+        self.residual, self.pre_linear, self.v2 = residual, pre_linear, v2
+        self.self_loops, self.lean = self_loops, lean
 
         Conv = RepulsiveGATv2Conv if self.v2 else RepulsiveGATConv
         widths = [hidden if self.pre_linear else in_channels] + [hidden] * (layers - 1)
@@ -108,6 +109,7 @@ class ClassicGAT(RebuildableModel):
         share_csr_cache(self)  # every lean layer reads the same graph: one CSR of the edges, built once
 
     def _input(self, x: Tensor) -> Tensor:
+        check_features(x, self.in_channels)
         if x.is_sparse:
             x = x.to_dense()
         return F.dropout(self.input(x), self.dropout, self.training) if self.input is not None else x

@@ -29,7 +29,7 @@ from .._deprecation import renamed
 from ..dropattention import DropAttention
 from ..nn.gat_conv import RepulsiveGATConv, RepulsiveGATv2Conv
 from ..nn.lean import share_csr_cache
-from ._common import check_positive_ints, check_probabilities
+from ._common import check_bools, check_positive_ints, check_probabilities
 
 __all__ = ["TwoLayerGAT"]
 
@@ -76,16 +76,16 @@ class TwoLayerGAT(nn.Module):
             out_heads=out_heads,
         )
         check_probabilities(dropout=dropout, attn_dropout=attn_dropout)
+        check_bools(v2=v2, self_loops=self_loops, lean=lean)
         if drop_attention is not None and not isinstance(drop_attention, dict):
             raise ValueError(
                 f"drop_attention: expected None or a dict of DropAttention arguments, got {drop_attention!r}"
             )
         self.in_channels, self.out_channels = in_channels, out_channels
         self.hidden_channels, self.heads, self.out_heads = hidden_channels, heads, out_heads
-        self.dropout, self.attn_dropout, self.v2 = float(dropout), float(attn_dropout), bool(v2)
+        self.dropout, self.attn_dropout, self.v2 = float(dropout), float(attn_dropout), v2
         self.drop_attention = dict(drop_attention) if drop_attention is not None else None
-        self.self_loops = bool(self_loops)
-        self.lean = bool(lean)
+        self.self_loops, self.lean = self_loops, lean
 
         Conv = RepulsiveGATv2Conv if self.v2 else RepulsiveGATConv
 

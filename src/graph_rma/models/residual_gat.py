@@ -26,9 +26,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .._errors import GraphRMAError
 from ..nn.gat_conv import RepulsiveGATConv, RepulsiveGATv2Conv
 from ..nn.lean import share_csr_cache
-from ._common import RebuildableModel, check_stack
+from ._common import RebuildableModel, check_bools, check_features, check_positive_number, check_stack
 
 __all__ = ["ResidualGAT"]
 
@@ -68,17 +69,16 @@ class ResidualGAT(RebuildableModel):
     ) -> None:
         super().__init__()
         check_stack(in_channels, out_channels, hidden, heads, layers, dropout, attn_dropout)
-        if not float(ffn_multiplier) > 0 or int(hidden * ffn_multiplier) < 1:
-            raise ValueError(f"ffn_multiplier: expected a positive number, got {ffn_multiplier!r}")
+        check_bools(v2=v2, self_loops=self_loops, sep=sep, lean=lean)
+        if int(hidden * check_positive_number("ffn_multiplier", ffn_multiplier)) < 1:
+            raise GraphRMAError(
+                f"ffn_multiplier: expected at least 1 / hidden ({1 / hidden:g}), got {ffn_multiplier!r} "
+                f"(a feed-forward net of no units)"
+            )
         self.in_channels, self.out_channels, self.hidden, self.heads = in_channels, out_channels, hidden, heads
         self.layers, self.dropout, self.attn_dropout = layers, float(dropout), float(attn_dropout)
-        self.ffn_multiplier, self.v2, self.self_loops, self.sep = (
-            float(ffn_multiplier),
-            bool(v2),
-            bool(self_loops),
-            bool(sep),
-        )
-        self.lean = bool(lean)
+        self.ffn_multiplier, self.v2, self.self_loops, self.sep = float(ffn_multiplier), v2, self_loops, sep
+        self.lean = lean
 
         Conv = RepulsiveGATv2Conv if self.v2 else RepulsiveGATConv
         width = int(hidden * self.ffn_multiplier)
@@ -120,6 +120,7 @@ class ResidualGAT(RebuildableModel):
     ) -> Tuple[Tensor, List[Tuple[Tensor, Tensor]], Tensor]:
         """Outputs, each block's ``(alpha [E, H], destination index [E])`` and the first block's head outputs
         ``[N, heads, hidden // heads]`` (the attention layer's output, before the feed-forward net)."""
+        check_features(x, self.in_channels)
         if x.is_sparse:
             x = x.to_dense()
         h = F.gelu(F.dropout(self.input(x), self.dropout, self.training))
@@ -135,6 +136,7 @@ class ResidualGAT(RebuildableModel):
 
     def head_outputs(self, x: Tensor, edge_index: Tensor) -> Tensor:
         """First-block head outputs ``[N, heads, hidden // heads]`` in the current mode, before the layer's bias."""
+        check_features(x, self.in_channels)
         with torch.no_grad():
             if x.is_sparse:
                 x = x.to_dense()
