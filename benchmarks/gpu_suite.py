@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import math
 import os
 import platform
 import sys
@@ -55,6 +56,8 @@ import torch.nn.functional as F
 from benchmarks import gpu_memory as gm
 from benchmarks import turbo_peer
 from benchmarks.common import compare, random_graph
+from graph_rma.argtypes import device as device_name
+from graph_rma.argtypes import nonnegative_float, out_dir, positive_float, positive_int
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
 
@@ -562,6 +565,18 @@ def to_markdown(result: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def edge_count(text: str) -> int:
+    """An edge count: a whole number >= 1, digits or a float's notation (``1e6``); ``1.5``, ``inf``, ``nan`` and
+    ``0`` are refused (argparse prints one line naming the option)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an edge count such as 1e6, got {text!r}") from None
+    if not math.isfinite(value) or value < 1 or value != int(value):
+        raise argparse.ArgumentTypeError(f"expected a whole number of edges >= 1, got {text!r}")
+    return int(value)
+
+
 def _writable_folder(path: Path) -> Path:
     """``--out`` checked before any work: a folder (created) that can be written to."""
     if path.exists() and not path.is_dir():
@@ -585,15 +600,17 @@ def _save(out: Path, result: Dict[str, Any]) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", type=Path, default=Path("results/gpu_suite"))
-    p.add_argument("--device", default=None, help="default: cuda when available, else cpu")
+    p.add_argument("--out", type=out_dir, default=Path("results/gpu_suite"))
+    p.add_argument(
+        "--device", type=device_name, default=None, help="cpu, cuda or cuda:N (default: cuda when available)"
+    )
     p.add_argument("--smoke", action="store_true", help="every step on tiny sizes (CPU is fine): the suite's own test")
     p.add_argument("--steps", nargs="+", choices=STEPS, default=list(STEPS), help="run in the order of the choices")
-    p.add_argument("--edges", nargs="+", type=float, default=[1e6, 1e7], help="edge counts of the memory step")
-    p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--edges", nargs="+", type=edge_count, default=[10**6, 10**7], help="edge counts of the memory step")
+    p.add_argument("--repeats", type=positive_int, default=10)
     p.add_argument(
         "--deadline",
-        type=float,
+        type=positive_float,
         default=None,
         help="seconds: a step not started by then is skipped; the largest-graph searches share what is "
         "left of it (default: 60 s per search)",
@@ -604,7 +621,7 @@ def main(argv=None) -> int:
         default=None,
         help="peer: turbo-gnn's build folder (benchmarks/turbo_peer.py build), waited for up to --turbo-wait",
     )
-    p.add_argument("--turbo-wait", type=float, default=0.0)
+    p.add_argument("--turbo-wait", type=nonnegative_float, default=0.0)
     p.add_argument(
         "--contenders",
         nargs="+",
@@ -614,14 +631,14 @@ def main(argv=None) -> int:
     )
     p.add_argument(
         "--largest-start",
-        type=float,
+        type=edge_count,
         default=None,
         help="largest: the first edge count tried (default: the largest of --edges)",
     )
     p.add_argument("--webnlg-preset", default="full")
     p.add_argument(
         "--chunk-steps",
-        type=int,
+        type=positive_int,
         default=400,
         help="webnlg: optimizer steps per call (each call resumes from the checkpoint; keep a call under "
         "the machine's per-command limit)",
@@ -631,8 +648,6 @@ def main(argv=None) -> int:
         _writable_folder(a.out)
     except argparse.ArgumentTypeError as e:
         p.error(str(e))
-    if a.repeats < 1 or any(e < 1 for e in a.edges):
-        p.error("--repeats and --edges: expected positive numbers")
     device = torch.device(a.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     sizes = [2000, 4000] if a.smoke else [int(e) for e in a.edges]
     dtypes = [torch.float32] if a.smoke and device.type == "cpu" else [torch.float32, torch.bfloat16]

@@ -133,3 +133,49 @@ def test_suite_refuses_an_unwritable_out_before_any_work(tmp_path):
     )
     assert proc.returncode == 2 and "--out:" in proc.stderr and "is a file" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "suite.json").exists()
+
+
+BAD_OPTIONS = [
+    (["--out", ""], "--out: expected a folder, got an empty path"),
+    (["--device", "bogus"], "--device: expected cpu, cuda or cuda:N, got 'bogus'"),
+    (["--edges", "nan"], "--edges: expected a whole number of edges >= 1, got 'nan'"),
+    (["--edges", "inf"], "--edges: expected a whole number of edges >= 1, got 'inf'"),
+    (["--edges", "1.5"], "--edges: expected a whole number of edges >= 1, got '1.5'"),
+    (["--edges", "1e6", "0"], "--edges: expected a whole number of edges >= 1, got '0'"),
+    (["--edges", "many"], "--edges: expected an edge count such as 1e6, got 'many'"),
+    (["--deadline", "-1"], "--deadline: expected a positive number, got '-1'"),
+    (["--deadline", "0"], "--deadline: expected a positive number, got '0'"),
+    (["--deadline", "nan"], "--deadline: expected a finite number, got 'nan'"),
+    (["--chunk-steps", "0"], "--chunk-steps: expected a positive integer, got '0'"),
+    (["--chunk-steps", "-5"], "--chunk-steps: expected a positive integer, got '-5'"),
+    (["--largest-start", "0"], "--largest-start: expected a whole number of edges >= 1, got '0'"),
+    (["--turbo-wait", "-1"], "--turbo-wait: expected a number >= 0, got '-1'"),
+    (["--repeats", "0"], "--repeats: expected a positive integer, got '0'"),
+]
+if not __import__("torch").cuda.is_available():
+    BAD_OPTIONS += [
+        (["--device", "cuda"], "--device: 'cuda' asked for, but this torch build sees no CUDA device"),
+        (["--device", "cuda:0"], "--device: 'cuda:0' asked for, but this torch build sees no CUDA device"),
+    ]
+
+
+@pytest.mark.parametrize("argv,line", BAD_OPTIONS, ids=[" ".join(a) for a, _ in BAD_OPTIONS])
+def test_suite_refuses_bad_options_in_one_line_before_any_work(argv, line, tmp_path, monkeypatch, capsys):
+    """Issue 67, items 2 and 6, issue 65, items 9 and 11: --out '' wrote into the current folder, --deadline -1,
+    --edges 1.5 or --chunk-steps 0 exited 0 having measured nothing, --edges inf / --device cuda without CUDA ended
+    in a traceback."""
+    from benchmarks import gpu_suite
+
+    monkeypatch.chdir(tmp_path)
+    out = [] if argv[0] == "--out" else ["--out", str(tmp_path / "suite")]
+    with pytest.raises(SystemExit) as e:
+        gpu_suite.main(["--smoke", "--steps", "memory", *out, *argv])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and err[-1].endswith(f"error: argument {line}"), err
+    assert list(tmp_path.iterdir()) == []  # nothing measured, nothing written
+
+
+def test_suite_reads_edge_counts_in_float_notation():
+    from benchmarks.gpu_suite import edge_count
+
+    assert edge_count("1e6") == 10**6 and edge_count("2000") == 2000 and edge_count("2.5e3") == 2500
