@@ -44,6 +44,10 @@ def save_checkpoint(path: PathLike, state: Dict[str, Any]) -> Path:
 def _payload(path: Path, blob: bytes) -> bytes:
     """The verified payload of a checksummed file, or ``blob`` itself for a legacy file (with a warning)."""
     if not blob.startswith(_MAGIC + b" "):
+        if not blob.startswith((b"PK\x03\x04", b"\x80")):  # neither torch.save's zip nor its legacy pickle
+            raise CheckpointError(
+                f"{path}: not a checkpoint (neither graph_rma's checkpoint format nor a file of torch.save)"
+            )
         warnings.warn(
             f"{path}: checkpoint without a checksum (written by an older graph_rma or plain torch.save); "
             f"loading it unverified",

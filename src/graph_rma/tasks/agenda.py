@@ -67,6 +67,7 @@ def train(
         make_vocab=build_vocab,
         make_encoder=AgendaEncoder,
         dev_bleu=dev_bleu(config, splits, max_dev),
+        dataset="agenda",
     )
 
 
@@ -114,7 +115,7 @@ def generate(
     ``coverage_reward`` (added to an output's score per distinct input entity it copies; 0: off;
     :meth:`~graph_rma.models.graphwriter.GraphWriter.beam_search`): ``None`` takes the run's configuration."""
     out = Path(out)
-    ckpt_path = Path(checkpoint) if checkpoint else out / "best.pt"
+    ckpt_path = g2t.check_run(out, checkpoint, "agenda")  # before any data is read or file written
     splits = splits or load_agenda(root, protocol)
     recs: List[AgendaRecord] = splits.split(split)[:limit] if limit else splits.split(split)
     relex, delex, record = g2t.decode_checkpoint(
@@ -178,6 +179,7 @@ def evaluate(
 
     require_text_metrics()  # before any decoding: a missing extra is said at once, not after minutes of work
     out = Path(out)
+    g2t.check_run(out, gen_kwargs.get("checkpoint"), "agenda")  # before any data is read or file written
     splits = splits or load_agenda(root, protocol)
     hyp_path = out / f"hyp.{split}.txt"
     if regenerate or g2t.stale_outputs(out, split, gen_kwargs):
@@ -207,9 +209,8 @@ def head_diversity(
 ) -> Dict[str, Any]:
     """:func:`graph_rma.tasks.graph_to_text.head_diversity` of ``OUT/best.pt`` on the first ``limit`` graphs of
     ``split``; writes ``heads.<split>.json``."""
+    path = g2t.check_run(out, checkpoint, "agenda")  # before any data is read or file written
     splits = splits or load_agenda(root, protocol)
-    result = g2t.head_diversity(
-        checkpoint or Path(out) / "best.pt", splits.split(split)[:limit], AgendaEncoder, device=device
-    )
+    result = g2t.head_diversity(path, splits.split(split)[:limit], AgendaEncoder, device=device)
     write_json(Path(out) / f"heads.{split}.json", result)
     return result

@@ -93,6 +93,7 @@ from .generator_config import (
 )
 from .graph_to_text_model import (  # noqa: F401 (the model's side, importable from here)
     DECODE_OPTIONS,
+    TASK,
     DevScorer,
     EncoderFactory,
     PathLike,
@@ -100,6 +101,8 @@ from .graph_to_text_model import (  # noqa: F401 (the model's side, importable f
     _device,
     _to,
     build_model,
+    check_run,
+    checkpoint_dataset,
     decode_checkpoint,
     decode_record,
     decode_records,
@@ -120,6 +123,8 @@ __all__ = [
     "build_model",
     "build_optimizer",
     "check_config",
+    "check_run",
+    "checkpoint_dataset",
     "check_variant",
     "DECODE_OPTIONS",
     "decode_checkpoint",
@@ -253,6 +258,7 @@ def train(
     make_vocab: VocabBuilder = build_vocab,
     make_encoder: EncoderFactory = GraphTextEncoder,
     dev_bleu: Optional[DevScorer] = None,
+    dataset: Optional[str] = None,
 ) -> Dict[str, Any]:
     """Train (or resume) GraphWriter on ``splits`` into ``out``; returns the run summary (also ``train.json``).
 
@@ -273,6 +279,9 @@ def train(
         dev_bleu: ``(model, vocab) -> BLEU`` of the dev split decoded with the run's decoding settings (the task's
             scorer); needed by ``config["keep"] == "dev_bleu"``, which keeps in ``best.pt`` the epoch it scores
             highest (ties: the earlier), and records it in each epoch's history as ``dev_bleu``.
+        dataset: the dataset's name (``"agenda"``, ``"webnlg"``), recorded with ``task`` (:data:`TASK`) in
+            ``config.json``, ``checkpoint.pt`` and ``best.pt``; a task's ``generate`` / ``evaluate`` check it
+            (:func:`check_run`) before decoding or writing.
 
     Each epoch's history entry records ``seconds``: its training and dev-loss time, carried across a stop and
     resume (the checkpoint holds the time trained so far; an epoch resumed from an older release's checkpoint counts
@@ -366,6 +375,8 @@ def train(
         write_json(
             out / "config.json",
             {
+                "task": TASK,
+                "dataset": dataset,
                 "config": config,
                 "variant": v.spec,
                 "seed": seed,
@@ -396,6 +407,8 @@ def train(
                     "rng": rngs[0],
                     "rng_ranks": rngs,
                     "world_size": world,
+                    "task": TASK,
+                    "dataset": dataset,
                     "config": config,
                     "vocab": vocab.to_list(),
                     "relations": list(splits.relation_names),
@@ -503,6 +516,8 @@ def train(
                 save_checkpoint(
                     out / "best.pt",
                     {
+                        "task": TASK,
+                        "dataset": dataset,
                         "model": model.state_dict(),
                         "config": config,
                         "vocab": vocab.to_list(),

@@ -14,8 +14,9 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 import torch
 from tqdm.auto import tqdm
 
+from .._errors import GraphRMAError
 from ..data.graph_text import EncodedRecord, GraphTextEncoder, GraphTextRecord, Vocab, collate
-from ..engine import load_checkpoint
+from ..engine import load_checkpoint, read_json
 from ..engine.distributed import all_reduce_sum, rank_and_world
 from ..models.graphwriter import GraphWriter
 from ..regularizers import disagreement, parameter_disagreement
@@ -247,3 +248,56 @@ def head_diversity(
         "head_parameter_cosine": float(parameter_disagreement(model.encoder)),
         "attention_cosine": [float(disagreement(alpha.t(), head_dim=0)) for alpha, _ in memory["attention"]],
     }
+
+
+#: What a graph-to-text run's ``config.json``, ``checkpoint.pt`` and ``best.pt`` record as their ``task``.
+TASK = "graph_to_text"
+_COMMANDS = {"agenda": "graph-rma agenda", "webnlg": "graph-rma webnlg", "node": "graph-rma node / graph-rma report"}
+
+
+def checkpoint_dataset(ck: Dict[str, Any]) -> Optional[str]:
+    """The dataset a graph-to-text checkpoint was trained on: its ``dataset`` entry, else (runs saved before the
+    entry existed) ``"webnlg"`` when its one relation is WebNLG's ``<rel>`` and ``"agenda"`` otherwise."""
+    if "dataset" in ck:
+        return ck["dataset"]
+    return "webnlg" if list(ck.get("relations", [])) == ["<rel>"] else "agenda"
+
+
+def _folder_dataset(out: Path) -> Optional[str]:
+    """The dataset ``out/config.json`` records (older runs: read from their protocol), or ``None``."""
+    try:
+        saved = read_json(out / "config.json")
+    except (OSError, ValueError):
+        return None
+    if not isinstance(saved, dict) or "protocol" not in saved:
+        return None
+    return saved.get("dataset") or ("webnlg" if saved["protocol"] == "webnlg2017" else "agenda")
+
+
+def check_run(out: PathLike, checkpoint: Optional[PathLike], dataset: str) -> Path:
+    """The checkpoint a ``dataset`` command decodes (``checkpoint``, else ``out/best.pt``), checked before any data
+    is read or file written: a graph-to-text checkpoint of ``dataset``, into a run folder that is not another
+    dataset's run. A one-line :class:`graph_rma.GraphRMAError` otherwise (a node checkpoint, a text file, a run of
+    the other dataset)."""
+    out = Path(out)
+    path = Path(checkpoint) if checkpoint else out / "best.pt"
+    if not path.is_file():
+        raise GraphRMAError(f"checkpoint: no such file {path}")
+    ck = load_checkpoint(path)
+    if not isinstance(ck, dict) or not {"config", "vocab", "relations", "model"} <= set(ck):
+        task = ck.get("task") if isinstance(ck, dict) else None
+        what = f"a {task!r} checkpoint (use {_COMMANDS.get(task, 'its own command')})" if task else "not one"
+        raise GraphRMAError(f"checkpoint: {path} is not a graph-to-text run's checkpoint; it is {what}")
+    trained = checkpoint_dataset(ck)
+    if trained is not None and trained != dataset:
+        raise GraphRMAError(
+            f"checkpoint: {path} was trained on {trained}, not {dataset}; decode it with "
+            f"{_COMMANDS.get(trained, trained)} (nothing was written)"
+        )
+    folder = _folder_dataset(out)
+    if folder is not None and folder != dataset:
+        raise GraphRMAError(
+            f"out: {out} is a {folder} run; {dataset} outputs would overwrite its files: give another --out "
+            f"(nothing was written)"
+        )
+    return path

@@ -169,7 +169,7 @@ def report_checkpoint(
         raise ValueError(f"bins: expected a positive integer, got {bins!r}")
     path = Path(path)
     ckpt = load_checkpoint(path)
-    if "task" not in ckpt and {"config", "vocab", "relations", "model"} <= set(ckpt):
+    if ckpt.get("task", "graph_to_text") == "graph_to_text" and {"config", "vocab", "relations", "model"} <= set(ckpt):
         return graph_to_text_report(path, out)
     for key in ("task", "model_kwargs", "model"):
         if key not in ckpt:
@@ -359,7 +359,7 @@ def graph_to_text_report(path: Union[str, Path], out: Union[str, Path]) -> Dict[
     cosine over head pairs, averaged over layers; no data needed). The attention-based diversity on a split is
     ``graph-rma agenda heads``. Writes ``report.json`` into ``out``."""
     from ..regularizers import parameter_disagreement
-    from .graph_to_text import load_model
+    from .graph_to_text import checkpoint_dataset, load_model
 
     try:
         model, vocab, ck = load_model(path, "cpu")
@@ -370,6 +370,7 @@ def graph_to_text_report(path: Union[str, Path], out: Union[str, Path]) -> Dict[
     summary = {
         "kind": "graph_to_text",
         "checkpoint": str(path),
+        "dataset": checkpoint_dataset(ck),
         "variant": ck.get("variant"),
         "epoch": ck.get("epoch"),
         "dev_loss": ck.get("dev_loss"),

@@ -75,6 +75,7 @@ def train(
         make_vocab=build_webnlg_vocab,
         make_encoder=WebNLGEncoder,
         dev_bleu=dev_bleu(config, splits, max_dev),
+        dataset="webnlg",
     )
 
 
@@ -138,7 +139,7 @@ def generate(
     :meth:`~graph_rma.models.graphwriter.GraphWriter.beam_search`): ``None`` takes the run's configuration;
     ``decode.<split>.json`` records the values used."""
     out = Path(out)
-    ckpt_path = Path(checkpoint) if checkpoint else out / "best.pt"
+    ckpt_path = g2t.check_run(out, checkpoint, "webnlg")  # before any data is read or file written
     splits = splits or load_webnlg_splits(root)
     recs = entries(splits, split)[:limit] if limit else entries(splits, split)
     relex, delex, record = g2t.decode_checkpoint(
@@ -258,6 +259,7 @@ def evaluate(
 
         require_webnlg2017()
     out = Path(out)
+    g2t.check_run(out, gen_kwargs.get("checkpoint"), "webnlg")  # before any data is read or file written
     hyp_path = out / f"hyp.{split}.txt"
     if regenerate or g2t.stale_outputs(out, split, gen_kwargs):
         generate(out, split, root, splits=splits, **gen_kwargs)
