@@ -341,7 +341,8 @@ def test_features_that_are_not_finite_are_refused_when_the_graph_is_prepared():
             r"more than the .* GiB of memory of cpu; .* \(the labels go up to 999999999, "
             r"so the output layer has 1000000000 classes for 5 nodes\)",
         ),
-        # NaN features used to end in "training diverged ... lower the learning rate"
+        # NaN features used to end in "training diverged ... lower the learning rate"; the loader refuses them now,
+        # naming the file (prepare_graph's own check covers graphs built in Python)
         (
             "features",
             {
@@ -349,7 +350,8 @@ def test_features_that_are_not_finite_are_refused_when_the_graph_is_prepared():
                     [[0.0, 1, 2], [3, float("nan"), 5], [6, 7, 8], [9, 10, 11], [12, 13, 14]], dtype="float32"
                 )
             },
-            r"x: the feature matrix holds 1 NaN or infinite entries, the first in row 1 \(node\)",
+            r"odd\.npz: node_features holds 1 value\(s\) that are not finite float32 numbers \(first: "
+            r"node_features\[1, 1\] = nan",
         ),
     ],
 )

@@ -7,6 +7,7 @@ import pytest
 import torch
 from conftest import PYG, offline_downloads, snapshot
 
+import graph_rma
 from graph_rma.data import platonov
 from graph_rma.data.nodes import canonical_name, dataset_family, load_node_graph
 from graph_rma.data.platonov import available_platonov, load_platonov_all_splits, platonov_name
@@ -180,3 +181,96 @@ def test_a_split_without_validation_or_test_nodes_is_refused_when_loaded(tmp_pat
     _write(tmp_path, "notrain", train_masks=train)
     with pytest.raises(ValueError, match=r"split 0 has no training node \(train_masks\[0\] is all False\)"):
         load_platonov_all_splits("notrain", root=tmp_path)
+
+
+def _overlapping(a_role, b_role, split=2, node=4):
+    base = {
+        "train_masks": [1, 1, 0, 0, 0],
+        "val_masks": [0, 0, 1, 0, 0],
+        "test_masks": [0, 0, 0, 1, 1],
+    }
+    masks = {k: np.tile(np.array(v, dtype=bool), (10, 1)) for k, v in base.items()}
+    masks[a_role][split, node] = masks[b_role][split, node] = True
+    return masks
+
+
+@pytest.mark.parametrize(
+    "replace,message",
+    [
+        (
+            {"edges": np.array([[0, 1.7], [1, 2], [3, 4]])},
+            r"edges holds 1 value\(s\) that are not whole numbers \(node ids; first: edges\[0, 1\] = 1\.7\)",
+        ),
+        (
+            {"edges": np.array([[0, 1], [1, np.nan], [3, 4]])},
+            r"edges holds 1 value\(s\) that are not whole numbers \(node ids; first: edges\[1, 1\] = nan\)",
+        ),
+        (
+            {"node_labels": np.array([0, 1, 0.7, 0, 1])},
+            r"node_labels holds 1 value\(s\) that are not whole numbers \(class labels; first: "
+            r"node_labels\[2\] = 0\.7\)",
+        ),
+        (
+            {"node_features": np.array([[1.0, 2.0, 3.0]] * 4 + [[1e40, 0.0, 0.0]])},
+            r"node_features holds 1 value\(s\) that are not finite float32 numbers \(first: node_features\[4, 0\] = "
+            r"1e\+40; float32 holds magnitudes up to 3\.4e38\)",
+        ),
+        (
+            {"node_features": np.array([[1.0, np.inf, 3.0]] * 5)},
+            r"node_features holds 5 value\(s\) that are not finite float32 numbers \(first: "
+            r"node_features\[0, 1\] = inf",
+        ),
+        (
+            {"node_features": np.array([["1", "a", "2"]] * 5)},
+            r"node_features: expected numbers, got dtype <U1 \(text\)",
+        ),
+        ({"edges": np.array([["0", "1"]] * 3)}, r"edges: expected whole numbers \(node ids\), got dtype <U1 \(text\)"),
+        ({"val_masks": np.full((10, 5), 0.5)}, r"val_masks: expected booleans \(or 0/1\), got values other than 0/1"),
+        (
+            _overlapping("train_masks", "test_masks"),
+            r"split 2 puts 1 node\(s\) in both its training and test sets \(first: node 4; train_masks and test_masks "
+            r"must not overlap\)",
+        ),
+        (
+            {"test_masks": np.tile(np.array([1, 1, 0, 1, 1], dtype=bool), (10, 1))},
+            r"split 0 puts 2 node\(s\) in both its training and test sets \(first: node 0;",
+        ),
+        (_overlapping("train_masks", "val_masks", split=9, node=2), r"split 9 puts 1 node\(s\) in both its training "),
+        (_overlapping("val_masks", "test_masks", node=3), r"split 2 puts 1 node\(s\) in both its validation and test "),
+    ],
+    ids=[
+        "float-id",
+        "nan-id",
+        "float-label",
+        "huge-feature",
+        "inf-feature",
+        "string-features",
+        "string-edges",
+        "half-mask",
+        "train-test",
+        "train-test-all",
+        "train-val",
+        "val-test",
+    ],
+)
+def test_values_that_loading_would_change_are_refused_naming_the_file_and_array(tmp_path, replace, message):
+    """Issue 67, item 3: edge ids 1.7 became 1, labels 0.7 became 0, features of 1e40 became inf, a test mask equal
+    to the training mask was accepted (every test node trained on), string features gave numpy's message alone."""
+    _write(tmp_path, "bad", **replace)
+    with pytest.raises(graph_rma.GraphRMAError, match=r"^\S*heterophilous_graph/bad/raw/bad\.npz: " + message) as e:
+        load_platonov_all_splits("bad", root=tmp_path)
+    assert "\n" not in str(e.value)
+
+
+def test_whole_numbers_stored_as_floats_and_0_1_masks_still_load(tmp_path):
+    _write(
+        tmp_path,
+        "floats",
+        edges=np.array([[0.0, 1.0], [1.0, 2.0], [3.0, 4.0]]),
+        node_labels=np.array([0.0, 1.0, 1.0, 0.0, 1.0]),
+        node_features=np.arange(15, dtype=np.int64).reshape(5, 3),
+        val_masks=np.tile(np.array([0, 0, 1, 0, 0], dtype=np.int8), (10, 1)),
+    )
+    d = load_platonov_all_splits("floats", root=tmp_path)
+    assert d.edge_index.tolist() == [[0, 1, 3], [1, 2, 4]] and d.y.tolist() == [0, 1, 1, 0, 1]
+    assert d.x.dtype == torch.float32 and d.val_mask[:, 0].tolist() == [False, False, True, False, False]

@@ -17,7 +17,8 @@ original link once). Any other graph of the same benchmark works too (``roman_em
 same; case-insensitive).
 
 A file holds ``node_features`` (float [N, F]), ``node_labels`` (int [N]), ``edges`` (int [E, 2]) and
-``train_masks``/``val_masks``/``test_masks`` (bool [10, N]; every split needs training, validation and test nodes);
+``train_masks``/``val_masks``/``test_masks`` (bool [10, N]; every split needs training, validation and test nodes,
+and no node may be in two of them);
 it is read with ``numpy.load(allow_pickle=False)``, so nothing in it can run code, and nothing is cached or written
 beside it. The graph is returned **as stored**
 (``edge_index = edges.T``); PyG's class and the paper's code make it undirected, which is the ``edges="undirected"``
@@ -40,6 +41,7 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
+from .._errors import GraphRMAError
 from .root import ENV_VAR, DataNotFoundError, PathLike, download_verified, missing_data_message, resolve_root, sha256sum
 
 __all__ = [
@@ -127,6 +129,54 @@ def _check_sizes(f, path: Path) -> None:
             )
 
 
+def _check_values(path: Path, arrays: Dict[str, np.ndarray]) -> None:
+    """Refuse values that the conversion to the graph's dtypes would change without a word: features that are not
+    numbers (strings), node ids and labels that are not whole numbers (``1.7`` would become ``1``), masks other
+    than 0/1."""
+    if arrays["node_features"].dtype.kind not in "biuf":
+        raise GraphRMAError(
+            f"{path}: node_features: expected numbers, got dtype {arrays['node_features'].dtype} "
+            f"({_DTYPE_KINDS.get(arrays['node_features'].dtype.kind, 'not numbers')})"
+        )
+    for k, what in (("edges", "node ids"), ("node_labels", "class labels")):
+        a = arrays[k]
+        if a.dtype.kind not in "biuf":
+            raise GraphRMAError(
+                f"{path}: {k}: expected whole numbers ({what}), got dtype {a.dtype} "
+                f"({_DTYPE_KINDS.get(a.dtype.kind, 'not numbers')})"
+            )
+        if a.dtype.kind == "f":
+            bad = np.argwhere(~np.isfinite(a) | (a != np.round(a)))
+            if bad.size:
+                where = tuple(int(v) for v in bad[0])
+                raise GraphRMAError(
+                    f"{path}: {k} holds {len(bad)} value(s) that are not whole numbers ({what}; first: "
+                    f"{k}[{', '.join(map(str, where))}] = {a[where].item()!r})"
+                )
+    for k in _ROLES:
+        m = arrays[k]
+        if m.dtype != bool and not (m.dtype.kind in "iuf" and np.isin(m, (0, 1)).all()):
+            raise GraphRMAError(f"{path}: {k}: expected booleans (or 0/1), got values other than 0/1 of {m.dtype}")
+
+
+_DTYPE_KINDS = {"U": "text", "S": "bytes", "c": "complex numbers", "M": "dates", "m": "time spans", "V": "records"}
+
+
+def _check_disjoint(path: Path, masks: Dict[str, torch.Tensor]) -> None:
+    """Refuse a split that puts a node in two of its training, validation and test sets (a test node trained on,
+    or a model selected on test nodes: a leak)."""
+    pairs = (("train_masks", "test_masks"), ("train_masks", "val_masks"), ("val_masks", "test_masks"))
+    for a, b in pairs:
+        both = masks[a] & masks[b]  # [N, splits]
+        if both.any():
+            split = int(both.any(dim=0).nonzero()[0])
+            nodes = both[:, split].nonzero().flatten()
+            raise GraphRMAError(
+                f"{path}: split {split} puts {nodes.numel()} node(s) in both its {_ROLES[a]} and {_ROLES[b]} sets "
+                f"(first: node {int(nodes[0])}; {a} and {b} must not overlap)"
+            )
+
+
 def _read(path: Path, key: str) -> Data:
     try:
         with open(path, "rb") as fh:
@@ -153,6 +203,7 @@ def _read(path: Path, key: str) -> Data:
         if str(path) in str(exc):
             raise
         raise ValueError(f"{path}: unreadable .npz file ({exc})") from None
+    _check_values(path, arrays)
     x, y, edges = arrays["node_features"], arrays["node_labels"], arrays["edges"]
     n = x.shape[0] if x.ndim == 2 else -1
     if x.ndim != 2 or y.shape != (n,) or edges.ndim != 2 or edges.shape[1] != 2:
@@ -179,11 +230,21 @@ def _read(path: Path, key: str) -> Data:
         masks[k] = torch.from_numpy(m.astype(bool)).t().contiguous()  # [N, splits], as PyG's Geom-GCN masks
     if len({m.shape[1] for m in masks.values()}) != 1:
         raise ValueError(f"{path}: the three mask arrays have different numbers of splits")
+    _check_disjoint(path, masks)
     labels = torch.from_numpy(y.astype(np.int64))
     if labels.numel() and labels.min() < 0:
         raise ValueError(f"{path}: negative class labels")
+    with np.errstate(over="ignore"):  # a value beyond float32's range is refused below, naming it
+        features = x.astype(np.float32)
+    bad = np.argwhere(~np.isfinite(features))
+    if bad.size:
+        i, j = (int(v) for v in bad[0])
+        raise GraphRMAError(
+            f"{path}: node_features holds {len(bad)} value(s) that are not finite float32 numbers (first: "
+            f"node_features[{i}, {j}] = {x[i, j].item()!r}; float32 holds magnitudes up to 3.4e38)"
+        )
     return Data(
-        x=torch.from_numpy(x.astype(np.float32)),
+        x=torch.from_numpy(features),
         edge_index=torch.from_numpy(edges.astype(np.int64)).t().contiguous(),
         y=labels,
         train_mask=masks["train_masks"],
@@ -211,6 +272,9 @@ def load_platonov_all_splits(name: str, root: Optional[PathLike] = None, downloa
         DataNotFoundError: the file is missing (and could not be downloaded) or its SHA-256 is not the known one.
         ValueError: a bad name, a file that is not in this format (a ``.npy`` file, a header claiming more data than
             the file holds, no nodes, no split), or a split whose training, validation or test mask is empty.
+        GraphRMAError: values that loading would change (features that are not numbers or not finite in float32,
+            node ids or labels that are not whole numbers, masks other than 0/1), or a split that puts a node in two
+            of its training, validation and test sets; each names the file and the array.
     """
     key = platonov_name(name)
     pyg_root = resolve_root("pyg", root)
