@@ -3,6 +3,7 @@ cited configurations; the residual GAT is Platonov et al.'s block around PyG's G
 
 import itertools
 import math
+import re
 
 import pytest
 import torch
@@ -10,7 +11,7 @@ from conftest import PYG
 from torch_geometric.data import Data
 from torch_geometric.nn import GATConv
 
-from graph_rma.data.transforms import direct_edges, normalize_features
+from graph_rma.data.transforms import EDGE_OPTIONS, direct_edges, normalize_features
 from graph_rma.engine import EarlyStopping
 from graph_rma.metrics.classification import roc_auc, score
 from graph_rma.models import ClassicGAT, ResidualGAT, TwoLayerGAT
@@ -727,3 +728,47 @@ def test_models_built_directly_still_refuse_bad_sizes_in_one_line():
     ):
         with pytest.raises(ValueError, match=match):
             cls(5, 3, **kwargs)
+
+
+def test_direct_edges_refuses_a_node_count_that_would_drop_edges():
+    """Issue 67, item 4: num_nodes not above the largest id made "undirected" (and "reversed") drop that node's
+    edges without a word."""
+    from graph_rma import GraphRMAError
+
+    ei = torch.tensor([[0, 1, 4], [1, 2, 0]])
+    for how in EDGE_OPTIONS:
+        for n in (4, 2):
+            with pytest.raises(
+                GraphRMAError,
+                match=rf"^num_nodes: expected more than every node id of edge_index \(ids from 0 to 4\), got {n}: "
+                rf"the edges of the nodes outside \[0, {n}\) would be dropped$",
+            ):
+                direct_edges(ei, how, n)
+        assert direct_edges(ei, how, 5).size(1) == {"as-stored": 3, "reversed": 3, "undirected": 6}[how]
+    with pytest.raises(GraphRMAError, match=r"ids from -1 to 1"):
+        direct_edges(torch.tensor([[0, -1], [1, 1]]), "undirected", 3)
+    for bad in (5.0, True, -1, "5"):
+        with pytest.raises(GraphRMAError, match=rf"^num_nodes: expected an integer >= 0, got {bad!r}$"):
+            direct_edges(ei, "undirected", bad)
+    with pytest.raises(
+        GraphRMAError, match=r"^edge_index: expected a tensor of shape \[2, num_edges\], got shape \[3\]"
+    ):
+        direct_edges(torch.tensor([0, 1, 2]), "undirected", 3)
+    assert direct_edges(torch.zeros(2, 0, dtype=torch.long), "undirected", 0).shape == (2, 0)
+
+
+def test_normalize_features_takes_dense_coo_and_csr_matrices_and_refuses_other_shapes():
+    """Issue 65, item 9: a 1-D tensor ended in an IndexError, a sparse CSR matrix in a torch error."""
+    from graph_rma import GraphRMAError
+
+    x = torch.tensor([[1.0, 3.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0], [2.0, 2.0, 4.0, 0.0]])
+    expected = [[0.25, 0.75, 0.0, 0.0], [0.0] * 4, [0.25, 0.25, 0.5, 0.0]]
+    for layout in (x, x.to_sparse(), x.to_sparse_csr()):
+        assert normalize_features(layout, "row").to_dense().tolist() == expected
+    for bad, got in ((torch.ones(5), "shape [5]"), (torch.ones(2, 2, 2), "shape [2, 2, 2]"), ([[1.0]], "list")):
+        for how in ("none", "row"):
+            with pytest.raises(
+                GraphRMAError,
+                match=rf"^x: expected node features of shape \[num_nodes, num_features\], got {re.escape(got)}$",
+            ):
+                normalize_features(bad, how)
