@@ -1,6 +1,7 @@
 """The Cora pipeline: GAT model, the Dist metric, and end-to-end CLI runs (outputs, checkpoints, resume)."""
 
 import copy
+import re
 
 import pytest
 import torch
@@ -519,3 +520,16 @@ def test_ctrl_c_held_by_the_caller_stops_the_run_at_the_end_of_its_epoch_saved_t
     finally:
         signal.signal(signal.SIGINT, previous)
     assert saves == [] and len(epochs_seen) == 7
+
+
+@pytest.mark.parametrize("patience", [float("nan"), True, "3", 2.5, 3.0, 0, -1, None])
+def test_early_stopping_refuses_a_patience_that_is_not_a_whole_number_of_epochs(patience):
+    """Issue 67, item 5 and issue 65, item 9: nan never stopped, True counted as 1, "3" ended in a TypeError."""
+    from graph_rma import GraphRMAError
+    from graph_rma.engine import EarlyStopping
+
+    with pytest.raises(
+        GraphRMAError, match=rf"^patience: expected an integer >= 1 \(epochs\), got {re.escape(repr(patience))}$"
+    ):
+        EarlyStopping("val_acc", patience=patience)
+    assert EarlyStopping("val_acc", patience=__import__("numpy").int64(2)).patience == 2

@@ -3,9 +3,11 @@ r"""Early stopping from validation metrics: when to keep the model and when to s
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Tuple
 
 from .._deprecation import warn_renamed
+from .._errors import GraphRMAError
 
 __all__ = ["EarlyStopping"]
 
@@ -31,9 +33,9 @@ class EarlyStopping:
     def __init__(self, rule: str = "val_acc", patience: int = 100) -> None:
         if rule not in self.RULES:
             raise ValueError(f"rule: expected one of {self.RULES}, got {rule!r}")
-        if patience < 1:
-            raise ValueError(f"patience: expected >= 1, got {patience}")
-        self.rule, self.patience = rule, patience
+        if isinstance(patience, bool) or not isinstance(patience, numbers.Integral) or patience < 1:
+            raise GraphRMAError(f"patience: expected an integer >= 1 (epochs), got {patience!r}")
+        self.rule, self.patience = rule, int(patience)
         self.best_metric, self.best_loss = -math.inf, math.inf  # of the kept model
         self.metric_max, self.loss_min = -math.inf, math.inf  # running extremes
         self.bad = 0
