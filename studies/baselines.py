@@ -32,7 +32,6 @@ from graph_rma.engine import CheckpointError, load_checkpoint, mean_std, one_lin
 from graph_rma.engine.figures import new_figure, save_png
 from graph_rma.tasks.node_classification import run_study, upgrade_metrics
 from graph_rma.tasks.protocols import resolve_protocol
-from studies.carry import restore_before
 from studies.pages import check_defaults, mean_std_cell, page_file, paired_cell, renderer, stop_if_interrupted
 
 FINAL_SEEDS = list(range(10))  # seed s trains on split s: the published protocol's 10 splits
@@ -836,8 +835,6 @@ def main() -> None:
                 p.error(f"rows: unknown arm {arm!r}; choose from {', '.join(arms)}")
     elif a.rows:
         p.error(f"rows: {a.step} takes no rows, got {' '.join(a.rows)}")
-    if a.step != "report":
-        restore_before(a.out)  # a new machine: the runs the last one carried continue, not start again
     if a.step == "reproduce":
         reproduce(a.out, a.rows, a.threads, a.seeds)
     elif a.step == "select-small":

@@ -66,7 +66,6 @@ from graph_rma.engine import atomic_write_text, one_line_errors, read_lines, wri
 from graph_rma.tasks.curves import plot_curves
 from graph_rma.tasks.defaults import METEOR_CHOICES, WEBNLG_PRESETS
 from graph_rma.tasks.generator_config import DECODING_FIELDS
-from studies.carry import restore_before
 from studies.graph_to_text import PUBLISHED
 from studies.pages import page_file, renderer
 
@@ -784,8 +783,6 @@ def main(argv=None) -> int:
     r = ROUNDS[a.round]
     run, results = a.run or r.run, a.results or r.results
     decode = dict(root=a.root, meteor=a.meteor, threads=a.threads, device=a.device, progress=not a.quiet)
-    if a.step in ("dev", "choose", "test"):
-        restore_before(run)  # a new machine: the run folder the last one carried, back first
     if a.step == "dev":
         dev(run, settings=r.grid, **decode)
     elif a.step == "choose":

@@ -76,7 +76,6 @@ from graph_rma.tasks.curves import plot_runs
 from graph_rma.tasks.defaults import METEOR_CHOICES
 from studies import webnlg2017 as baseline
 from studies.baselines import settings_name
-from studies.carry import restore_before
 from studies.pages import mean_std_cell as _ms
 from studies.pages import page_file, paired_cell, paired_verdict, publish, renderer, run_child
 
@@ -830,8 +829,6 @@ def main(argv=None) -> int:
         p.error(f"{a.step} needs ARM and SEED, e.g. `{a.step} svgd 0`")
     if a.step == "select" and (a.arm is None) != (a.number is None):
         p.error("select takes both ARM and INDEX (one run) or neither (every selection run)")
-    if a.step != "report":
-        restore_before(a.out)  # a new machine: the runs the last one carried continue, not start again
     if a.step == "plan":
         for line in plan(a.out, a.results) or ["nothing left: the study is complete"]:
             print(line)

@@ -37,14 +37,10 @@ def venv(tmp_path_factory):
     _run([sys.executable, "-m", "venv", str(root / "venv")], cwd=root)  # no --system-site-packages
     py = root / "venv" / "bin" / "python"
     _run([str(py), "-m", "pip", "install", "-q", "torch==2.13.0"], cwd=root)  # as the Makefile does
-    src = root / "src"  # a copy, so that the build never writes into the work tree
-    shutil.copytree(
-        REPO,
-        src,
-        ignore=shutil.ignore_patterns(
-            ".git", ".venv", "runs", "carry", "__pycache__", "*.egg-info", "build", ".pytest_cache"
-        ),
-    )
+    src = root / "src"  # a copy of what the build reads, so that the build never writes into the work tree
+    shutil.copytree(REPO / "src", src / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy2(REPO / name, src / name)
     _run([str(py), "-m", "pip", "install", "-q", str(src)], cwd=root)  # no extras
     return root
 

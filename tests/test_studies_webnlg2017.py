@@ -361,7 +361,7 @@ def test_the_driver_end_to_end_on_the_fixture(tmp_path, monkeypatch, capsys):
     verdict = "**met**" if data["test"]["scores"]["seen"]["BLEU"] >= 55.9 else "**not met**"
     assert f"`{study.FIRST}` {verdict}" in block
     assert "not run yet" not in study.render_results({study.FIRST: data})
-    # carried to a new machine once tested, the run has no weights (studies.carry): its report reads the decodes
+    # a tested run folder without its weights (best.pt deleted or not copied): its report reads the decodes
     (run / "best.pt").rename(tmp_path / "best.pt")
     assert study.report(study.FIRST, page, run, results) == data
     (tmp_path / "best.pt").rename(run / "best.pt")
