@@ -40,7 +40,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="output folder (default: <first checkpoint dir>/report_<checkpoint stem>)",
     )
-    p.add_argument("--root", default=None, help="dataset folder (default: $GRAPH_RMA_DATA/<dataset>)")
+    p.add_argument(
+        "--root",
+        default=None,
+        help="the data folder the checkpoint's dataset is read from, as its training command takes it: for a node "
+        "checkpoint the dataset family's folder ($GRAPH_RMA_DATA/planetoid for Cora and CiteSeer, "
+        "$GRAPH_RMA_DATA/pyg for the others; default: those)",
+    )
     p.add_argument("--bins", type=positive_int, default=10, help="number M of equal-width confidence bins")
     p.add_argument(
         "--layers",
@@ -53,14 +59,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..tasks.report import compare_reports, format_report, report_checkpoint
+    from ..tasks.report import checkpoint_datasets, compare_reports, format_report, report_checkpoint
 
     paths = [Path(p) for p in args.checkpoint]
     for path in paths:
+        if path.is_dir():
+            found = sorted(p.name for p in path.glob("*.pt"))[:3]
+            inside = f" (it holds {', '.join(found)})" if found else " (it holds no .pt file)"
+            raise UsageError(f"--checkpoint: {path} is a folder; give a checkpoint file in it{inside}")
         if not path.is_file():
             raise UsageError(f"--checkpoint: no such file {path}")
     if len({p.stem for p in paths}) != len(paths):
         raise UsageError("--checkpoint: several checkpoints must have distinct file names (they name the subfolders)")
+    if len(paths) > 1:
+        checkpoint_datasets(paths)  # one dataset, before any report is computed
     first = paths[0]
     out = Path(args.out) if args.out else require_out_dir(first.parent / f"report_{first.stem}")  # before reading
     summaries = {}

@@ -96,9 +96,10 @@ def plot_head_importance(
     path: PathLike = "head_importance.png",
     num_bins: int = 15,
     metric: str = "accuracy",
+    title: Optional[str] = None,
 ) -> Path:
     """Histograms of per-head metric drops (one panel per model, e.g. ``{"plain": [...], "svgd": [...]}``),
-    side by side on shared axes, as in the paper's Figure 2."""
+    side by side on shared axes, as in the paper's Figure 2; ``title`` (e.g. the dataset) above the panels."""
     if not drops:
         raise ValueError("drops: expected at least one model's list of drops")
     data = {k: _values(v) for k, v in drops.items()}
@@ -120,6 +121,8 @@ def plot_head_importance(
         mean = sum(vals) / max(len(vals), 1)
         ax.set_title(f"{name}\n{len(vals)} heads, mean drop {mean:.4f}", fontsize=9)
         ax.set(xlabel=f"{metric} drop when masked", ylabel="heads" if i == 0 else None)
+    if title:
+        fig.suptitle(title, fontsize=10)
     return _save(fig, path)
 
 
@@ -170,9 +173,10 @@ def plot_head_entropy(
     entropy: Mapping[str, Sequence[float]],
     path: PathLike = "head_entropy.png",
     uniform: Optional[float] = None,
+    title: Optional[str] = None,
 ) -> Path:
     """Bar chart of each head's mean attention entropy, one group per model/layer; ``uniform`` draws the entropy
-    of uniform attention (e.g. mean ``log(degree)``) as a reference line."""
+    of uniform attention (e.g. mean ``log(degree)``) as a reference line; ``title`` (e.g. the dataset) above it."""
     if not entropy:
         raise ValueError("entropy: expected at least one list of per-head entropies")
     data = {k: _values(v) for k, v in entropy.items()}
@@ -184,6 +188,6 @@ def plot_head_entropy(
         ax.bar([h + (i - (k - 1) / 2) * width for h in range(len(vals))], vals, width=width, label=name)
     if uniform is not None and math.isfinite(uniform):
         ax.axhline(uniform, color="k", ls="--", lw=1, label="uniform attention")
-    ax.set(xlabel="head", ylabel="mean attention entropy (nats)")
+    ax.set(xlabel="head", ylabel="mean attention entropy (nats)", title=title)
     ax.legend(fontsize=8)
     return _save(fig, path)

@@ -35,6 +35,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 import torch
 from torch import Tensor, nn
 
+from .._errors import GraphRMAError
 from ..diagnostics.calibration import (
     calibration_bins,
     expected_calibration_error,
@@ -171,6 +172,11 @@ def report_checkpoint(
     ckpt = load_checkpoint(path)
     if ckpt.get("task", "graph_to_text") == "graph_to_text" and {"config", "vocab", "relations", "model"} <= set(ckpt):
         return graph_to_text_report(path, out)
+    if "task" not in ckpt and path.name.endswith(".partial.pt"):
+        raise GraphRMAError(
+            f"{path}: an unfinished run's save (written while it trains, resumed by the same command with "
+            f"--resume), not a trained model; report the finished checkpoint ({path.name[: -len('.partial.pt')]}.pt)"
+        )
     for key in ("task", "model_kwargs", "model"):
         if key not in ckpt:
             raise ValueError(f"{path}: checkpoint has no {key!r} entry")
@@ -336,17 +342,26 @@ def node_classification_report(
                 reliability_diagram,
             )
 
-            files["reliability"] = reliability_diagram(bins, path=out / "reliability.png")
+            on = f", {summary['dataset']}" if summary.get("dataset") else ""  # every title names the dataset
+            files["reliability"] = reliability_diagram(
+                bins, path=out / "reliability.png", title=f"Reliability diagram{on}"
+            )
             files["head_importance"] = plot_head_importance(
-                redundancy.drops, path=out / "head_importance.png", metric="ROC AUC" if binary else "accuracy"
+                redundancy.drops,
+                path=out / "head_importance.png",
+                metric="ROC AUC" if binary else "accuracy",
+                title=f"Head importance{on}",
             )
             first = next(iter(diversity.values()))
             files["head_entropy"] = plot_head_entropy(
                 {k: v["entropy"] for k, v in diversity.items()},
                 path=out / "head_entropy.png",
                 uniform=first["uniform_entropy"],
+                title=f"Attention entropy per head{on}",
             )
-            files["entropy_cdf"] = plot_entropy_cdf({"test nodes": ent}, path=out / "entropy_cdf.png")
+            files["entropy_cdf"] = plot_entropy_cdf(
+                {"test nodes": ent}, path=out / "entropy_cdf.png", title=f"Predictive entropy, empirical CDF{on}"
+            )
         files["summary"] = out / "report.json"
         summary["files"] = {k: str(v) for k, v in files.items()}
         write_json(out / "report.json", summary)
@@ -384,6 +399,30 @@ def graph_to_text_report(path: Union[str, Path], out: Union[str, Path]) -> Dict[
     return summary
 
 
+def _other_datasets(datasets: Dict[str, Any]) -> str:
+    shown = ", ".join(f"{name}: {d}" for name, d in datasets.items())
+    return (
+        f"the checkpoints are of different datasets ({shown}); a side-by-side comparison needs one dataset: "
+        f"report them one at a time"
+    )
+
+
+def checkpoint_datasets(paths: Sequence[Union[str, Path]]) -> Dict[str, Any]:
+    """Each checkpoint's dataset (by file stem), read before any report is computed; a one-line
+    :class:`graph_rma.GraphRMAError` when they differ (:func:`compare_reports` compares one dataset's models)."""
+    from ..engine import load_checkpoint
+    from .graph_to_text_model import checkpoint_dataset
+
+    datasets = {}
+    for path in paths:
+        ck = load_checkpoint(path)
+        graph_to_text = ck.get("task", "graph_to_text") == "graph_to_text" and "relations" in ck
+        datasets[Path(path).stem] = checkpoint_dataset(ck) if graph_to_text else ck.get("dataset")
+    if len(set(datasets.values())) > 1:
+        raise GraphRMAError(f"--checkpoint: {_other_datasets(datasets)}")
+    return datasets
+
+
 def compare_reports(summaries: Dict[str, Dict[str, Any]], out: Union[str, Path], plots: bool = True) -> Path:
     """``comparison.json`` (the metric and its score, accuracy, ECE, OE, diversity and the mean head-masking drop of
     the metric, per report) and, with ``plots``, ``head_importance_compare.png`` (the paper's Figure 2, side by
@@ -395,8 +434,12 @@ def compare_reports(summaries: Dict[str, Dict[str, Any]], out: Union[str, Path],
         v = summaries[name].get("variant")
         return f"{v} ({name})" if v else name
 
+    datasets = {name: s.get("dataset") for name, s in summaries.items()}
+    if len(set(datasets.values())) > 1:
+        raise GraphRMAError(f"checkpoint: {_other_datasets(datasets)}")
     comparison = {
         label(name): {
+            "dataset": s.get("dataset"),
             "metric": s.get("metric", "accuracy"),
             "score": s.get("score", s["accuracy"]),
             "accuracy": s["accuracy"],
@@ -417,8 +460,12 @@ def compare_reports(summaries: Dict[str, Dict[str, Any]], out: Union[str, Path],
         }
         metrics = {"ROC AUC" if s.get("metric") == "roc_auc" else "accuracy" for s in summaries.values()}
         try:
+            datasets = sorted({str(s.get("dataset")) for s in summaries.values()})
             plot_head_importance(
-                drops, path=out / "head_importance_compare.png", metric=metrics.pop() if len(metrics) == 1 else "metric"
+                drops,
+                path=out / "head_importance_compare.png",
+                metric=metrics.pop() if len(metrics) == 1 else "metric",
+                title=f"Head importance, {' / '.join(datasets)}",
             )
         except MissingExtraError as exc:  # optional: comparison.json is the comparison
             print(f"plots skipped ({exc.module} not installed): {exc.hint}", file=sys.stderr)
