@@ -43,13 +43,13 @@ def _same(edge_index: Tensor, copy: Tensor) -> bool:
 
 class _Entry:
     """One edge index: a weak reference to it, a copy of its values, its CSRs by
-    ``(num_src, num_dst, self_loops)``."""
+    ``(num_src, num_dst, self_loops, by_source)``."""
 
     __slots__ = ("ref", "values", "csrs")
 
     def __init__(self, ref: "weakref.ref[Tensor]", values: Tensor) -> None:
         self.ref, self.values = ref, values
-        self.csrs: Dict[Tuple[int, int, int], EdgeCSR] = {}
+        self.csrs: Dict[Tuple[int, int, int, bool], EdgeCSR] = {}
 
     @property
     def nbytes(self) -> int:
@@ -77,10 +77,12 @@ class CSRCache:
         self.max_entries, self.max_bytes = int(max_entries), int(max_bytes)
         self._entries: "OrderedDict[int, _Entry]" = OrderedDict()
 
-    def get(self, edge_index: Tensor, num_src: int, num_dst: int, self_loops: int = 0) -> EdgeCSR:
+    def get(
+        self, edge_index: Tensor, num_src: int, num_dst: int, self_loops: int = 0, by_source: bool = False
+    ) -> EdgeCSR:
         """The CSR of ``edge_index`` (row 0 sources, row 1 destinations) with ``self_loops`` loops added as PyG
-        adds them (see :func:`~graph_rma.nn.lean.csr.edge_csr`)."""
-        shape = (int(num_src), int(num_dst), int(self_loops))
+        adds them, its rows sorted by source with ``by_source`` (see :func:`~graph_rma.nn.lean.csr.edge_csr`)."""
+        shape = (int(num_src), int(num_dst), int(self_loops), bool(by_source))
         if edge_index.is_inference():
             return edge_csr(edge_index[0], edge_index[1], *shape)
         key, entries = id(edge_index), self._entries

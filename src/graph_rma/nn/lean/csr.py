@@ -30,6 +30,7 @@ import torch
 from torch import Tensor
 
 from ..._deprecation import renamed
+from .strategy import forced_strategy
 
 __all__ = ["EdgeCSR", "edge_csr", "csr_supported", "spmm", "spmm_t", "sddmm", "segment_max", "segment_sum"]
 
@@ -65,8 +66,13 @@ def _with_loops(index: Tensor, kept: Optional[Tensor], num_loops: int, dtype: to
     return torch.cat([index.to(dtype), torch.arange(num_loops, dtype=dtype, device=index.device)])
 
 
-def edge_csr(src: Tensor, dst: Tensor, num_src: int, num_dst: int, self_loops: int = 0) -> EdgeCSR:
+def edge_csr(
+    src: Tensor, dst: Tensor, num_src: int, num_dst: int, self_loops: int = 0, by_source: bool = False
+) -> EdgeCSR:
     """:class:`EdgeCSR` of the edges ``src[e] -> dst[e]`` (``[E]`` integer tensors).
+
+    ``by_source``: each destination's incoming edges sorted by source id (edges of one source pair in their order),
+    as DropAttention's element-mode windows run (the fused kernels need it); else in their order.
 
     ``self_loops`` > 0: the edges as PyG's ``remove_self_loops`` and then ``add_self_loops(num_nodes=self_loops)``
     leave them (the edges ``j -> j`` dropped, order kept, then ``i -> i`` for ``i < self_loops`` appended), without
@@ -76,7 +82,11 @@ def edge_csr(src: Tensor, dst: Tensor, num_src: int, num_dst: int, self_loops: i
     index = torch.int32 if max(E, num_src, num_dst) < 2**31 - 1 else torch.int64
     sources, targets = _with_loops(src, kept, self_loops, index), _with_loops(dst, kept, self_loops, index)
     del kept
-    row, order = torch.sort(targets, stable=True)
+    if by_source:  # one stable sort on (destination, source)
+        order = torch.sort(targets.long() * max(int(num_src), 1) + sources.long(), stable=True)[1]
+        row = targets.index_select(0, order)
+    else:
+        row, order = torch.sort(targets, stable=True)
     del targets
     perm, col = order.to(index), sources.index_select(0, order)
     del sources
@@ -88,8 +98,9 @@ def edge_csr(src: Tensor, dst: Tensor, num_src: int, num_dst: int, self_loops: i
 
 
 def csr_supported(*tensors: Tensor) -> bool:
-    """Whether the CSR kernels apply: CPU tensors of ``float32``/``float64``, not under :func:`torch.compile`."""
-    if torch.compiler.is_compiling():
+    """Whether the CSR kernels apply: CPU tensors of ``float32``/``float64``, not under :func:`torch.compile`, unless
+    ``GRAPH_RMA_LEAN=chunked`` forces the chunked path (:mod:`~graph_rma.nn.lean.strategy`)."""
+    if torch.compiler.is_compiling() or forced_strategy() == "chunked":
         return False
     return all(t.device.type == "cpu" and t.dtype in (torch.float32, torch.float64) for t in tensors)
 

@@ -14,6 +14,7 @@ from torch_geometric.utils.sparse import set_sparse_value
 
 from ..._deprecation import renamed
 from . import csr as csr_kernels
+from . import fused
 from .csr import EdgeCSR, edge_csr
 from .functions import (
     csr_for,
@@ -27,8 +28,18 @@ from .functions import (
     softmax_aggregate,
 )
 from .score import head_dot
+from .strategy import lean_strategy
 
-__all__ = ["gat_forward", "gatv2_forward", "check_lean", "attention_softmax", "dropout_mask", "cached_csr"]
+__all__ = [
+    "gat_forward",
+    "gatv2_forward",
+    "check_lean",
+    "attention_softmax",
+    "dropout_mask",
+    "cached_csr",
+    "fused_csr",
+    "layer_dropout",
+]
 
 
 def check_lean(layer: Any, lean: Any) -> bool:
@@ -83,6 +94,54 @@ def cached_csr(layer: Any, edge_index: Any, num_src: int, num_dst: int, loops: i
     return cache.get(edge_index, num_src, num_dst, loops)
 
 
+def fused_csr(layer: Any, edge_index: Tensor, num_src: int, num_dst: int, loops: int) -> EdgeCSR:
+    """The CSR the fused kernels walk (rows sorted by source) of a ``[2, E]`` edge index with ``loops`` self-loops
+    added as the stock layers add them, from the layer's ``csr_cache`` when it has one."""
+    cache = getattr(layer, "csr_cache", None)
+    if cache is None:
+        return edge_csr(edge_index[0], edge_index[1], num_src, num_dst, loops, by_source=True)
+    return cache.get(edge_index, num_src, num_dst, loops, by_source=True)
+
+
+def layer_dropout(layer: Any, layer_rate: float) -> fused.Dropout:
+    """What the fused kernels drop for a layer: its DropAttention, else its plain attention dropout at
+    ``layer_rate``."""
+    drop = getattr(layer, "drop_attention", None)
+    if drop is not None:
+        return fused.drop_attention_dropout(drop, layer_rate)
+    return fused.plain_dropout(float(layer_rate), layer.training)
+
+
+def _fused_edges(layer: Any, edge_index: Any, edge_attr: Optional[Tensor], num_src: int, num_dst: int, loops: int):
+    """``(csr, edge_index, edge_attr)`` for the fused kernels: the CSR, and the edge index and features with the
+    self-loops (formed only when the edge features or the returned weights need them)."""
+    dense = not is_torch_sparse_tensor(edge_index)
+    if dense and edge_attr is None:
+        return fused_csr(layer, edge_index, num_src, num_dst, loops), edge_index, None
+    if loops:
+        edge_index, edge_attr = _self_loops(layer, edge_index, edge_attr, loops)
+    src, dst, num_src, num_dst = _edges(edge_index, num_src, num_dst)
+    return edge_csr(src, dst, num_src, num_dst, by_source=True), edge_index, edge_attr
+
+
+def _fused_gat(layer: Any, x_src: Tensor, x_dst: Optional[Tensor], edge_index: Any, edge_attr, sizes, res, weights):
+    """``GATConv.forward``'s attention on the fused kernels (:mod:`~graph_rma.nn.lean.fused`)."""
+    num_src, num_dst, loops = sizes
+    if layer.lin_edge is None:
+        edge_attr = None
+    csr, edge_index, edge_attr = _fused_edges(layer, edge_index, edge_attr, num_src, num_dst, loops)
+    if weights and loops and edge_attr is None and not is_torch_sparse_tensor(edge_index):
+        edge_index, _ = _self_loops(layer, edge_index, None, loops)
+    a = head_dot(x_src, layer.att_src)
+    b = None if x_dst is None else head_dot(x_dst, layer.att_dst)
+    c = _gat_edge_term(layer, edge_attr)
+    drop, seed = layer_dropout(layer, layer.dropout), fused.draw_seed()
+    args = dict(a=a, b=b, c=c, negative_slope=layer.negative_slope, dropout=drop, seed=seed)
+    out = fused.fused_attention(fused.GAT, csr, x_src, **args)
+    alpha = fused.fused_weights(fused.GAT, csr, x_src, **args) if weights else None
+    return _finish(layer, out, res, edge_index, alpha, inplace=False)
+
+
 def _self_loops(layer: Any, edge_index: Any, edge_attr: Optional[Tensor], num_nodes: int):
     if not layer.add_self_loops:
         return edge_index, edge_attr
@@ -107,10 +166,17 @@ def _finish(
     alpha: Optional[Tensor] = None,
     keep: Optional[Tensor] = None,
     scale: Optional[Tensor] = None,
+    inplace: bool = True,
 ):
     """The stock layers' epilogue: residual, bias, concatenation or mean of the heads, returned weights (``alpha``
-    given: ``(out, (edge_index, alpha after dropout))``)."""
-    if layer.concat:
+    given: ``(out, (edge_index, alpha after dropout))``). ``inplace=False``: ``out`` is kept for backward."""
+    if layer.concat and not inplace:
+        if res is not None:
+            out = out + res.view(out.shape)
+        if layer.bias is not None:
+            out = out + layer.bias.view(out.shape[1:])
+        out = out.view(-1, layer.heads * layer.out_channels)
+    elif layer.concat:
         # The aggregate is a fresh tensor that autograd does not keep: residual and bias are added in place, on
         # the tensor itself (in place on a view of it would make backward copy it twice).
         if res is not None:
@@ -206,13 +272,16 @@ def gat_forward(
     if layer.add_self_loops and isinstance(edge_index, Tensor):
         n = x_src.size(0) if x_dst is None else min(x_src.size(0), x_dst.size(0))
         loops = min(size) if size is not None else n
-    fused = getattr(layer, "drop_attention", None) is None and not return_attention_weights
+    if lean_strategy(x_src) == "fused":
+        sizes = (num_src, num_dst, loops)
+        return _fused_gat(layer, x_src, x_dst, edge_index, edge_attr, sizes, res, return_attention_weights)
+    one_node = getattr(layer, "drop_attention", None) is None and not return_attention_weights
     p = float(layer.dropout) if layer.training else 0.0  # plain attention dropout, in the fused node
     att_dst = None if x_dst is None else layer.att_dst
     x_dst_term = None if x_dst is x_src else x_dst  # None: the destination term reads x_src itself
     # The CSR straight from the edge index, self-loops included (no [2, E] int64 copy with loops).
     csr = cached_csr(layer, edge_index, num_src, num_dst, loops, x_src)
-    if fused and csr is not None and (edge_attr is None or layer.lin_edge is None):
+    if one_node and csr is not None and (edge_attr is None or layer.lin_edge is None):
         out = gat_attention(
             x_src, layer.att_src, x_dst_term, att_dst, None, None, None, num_dst, layer.negative_slope, p, csr
         )
@@ -222,7 +291,7 @@ def gat_forward(
     src, dst, num_src, num_dst = _edges(edge_index, num_src, num_dst)
     a_edge = _gat_edge_term(layer, edge_attr)
     csr = csr_for(csr, src, dst, num_src, num_dst, x_src)
-    if fused:
+    if one_node:
         out = gat_attention(
             x_src, layer.att_src, x_dst_term, att_dst, a_edge, src, dst, num_dst, layer.negative_slope, p, csr
         )
