@@ -5,6 +5,7 @@ skips with its reason when the files are absent, so the suite also runs on a mac
 """
 
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -14,7 +15,20 @@ import pytest
 # the caller chose one (tests that need their own set $GRAPH_RMA_CACHE themselves).
 os.environ.setdefault("GRAPH_RMA_CACHE", tempfile.mkdtemp(prefix="graph_rma-test-cache-"))
 
-from graph_rma.metrics import java_available
+
+def _no_gpu() -> bool:
+    import torch  # imports no triton
+
+    return not torch.cuda.is_available()
+
+
+# The fused lean kernels' tests (tests/test_lean_fused.py) run Triton's interpreter on a machine without a GPU: it is
+# chosen when triton is first imported (torch_geometric imports it), so here, before anything else; with a GPU the
+# kernels compile for it and nothing changes.
+if "triton" not in sys.modules and "TRITON_INTERPRET" not in os.environ and _no_gpu():
+    os.environ["TRITON_INTERPRET"] = "1"
+
+from graph_rma.metrics import java_available  # noqa: E402 (after the interpreter choice above)
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "datasets" / "fixtures"

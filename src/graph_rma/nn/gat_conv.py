@@ -32,7 +32,11 @@ bit-identical outputs. What they add:
   recomputed in backward), and on CPU the products are sparse-dense kernels; same outputs (to float rounding),
   parameters, ``state_dict`` and dropout / DropAttention draws (CPU). Memory and time against the stock layer are
   measured in benchmarks/README.md. The CSR of an edge index is built once and kept in the layer's
-  ``csr_cache`` while the tensor lives unchanged. Use it for full-batch training on large graphs on CPU.
+  ``csr_cache`` while the tensor lives unchanged. Use it for full-batch training on large graphs on CPU. On CUDA
+  tensors, with Triton installed, it runs fused Triton kernels (:mod:`graph_rma.nn.lean.fused`: scores, softmax,
+  dropout and aggregation in one pass per destination; per edge nothing is kept but the CSR, the dropout masks are
+  drawn in the kernel from a seed, and the returned attention weights carry no gradient), else the chunked path;
+  ``GRAPH_RMA_LEAN=fused|chunked|csr`` forces one (:mod:`graph_rma.nn.lean.strategy`).
 * Bad input (feature size, ``edge_index`` shape or range, ``edge_attr`` size) raises a ``ValueError`` naming the
   argument. The data-dependent range check is skipped under ``torch.compile``, so compiled layers have no graph
   break (with ``add_self_loops=False``).

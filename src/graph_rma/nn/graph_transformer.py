@@ -54,6 +54,9 @@ from .._deprecation import warn_renamed
 from ..dropattention import DropAttention
 from ..particles import HeadParam, register_head_layout
 from .lean import CSRCache, EdgeCSR, cached_csr, edge_aggregate, edge_dot, edge_softmax, share_csr_cache
+from .lean.fused import DOT_SCORE, fused_attention, fused_weights
+from .lean.layers import fused_csr, layer_dropout
+from .lean.strategy import lean_strategy
 
 __all__ = ["GraphTransformerLayer", "GraphTransformerEncoder"]
 
@@ -76,7 +79,9 @@ class GraphTransformerLayer(nn.Module):
         lean: compute scores and aggregation with :mod:`graph_rma.nn.lean`, keeping no
             ``[E, H, C / H]`` tensor for backward (same outputs and parameters; for large graphs). On CPU the
             edges' CSR is kept in ``csr_cache`` (a :class:`~graph_rma.nn.lean.CSRCache`, checked
-            exactly against the edge index at every call; ``reset_cache()`` empties it).
+            exactly against the edge index at every call; ``reset_cache()`` empties it). On CUDA tensors with
+            Triton installed, fused Triton kernels (:mod:`graph_rma.nn.lean.fused`; the attention dropout drawn
+            in the kernel, the returned weights without gradient); ``GRAPH_RMA_LEAN`` forces a strategy.
 
     Shapes:
         ``x`` ``[N, C]``, ``edge_index`` ``[2, E]`` (row 0 source ``j``, row 1 target ``i``) -> ``[N, C]``;
@@ -190,6 +195,31 @@ class GraphTransformerLayer(nn.Module):
         if edge_index.dim() != 2 or edge_index.size(0) != 2:
             raise ValueError(f"edge_index: expected shape [2, E], got {tuple(edge_index.shape)}")
         N = x.size(0)
+        if self.lean and lean_strategy(x) == "fused":
+            agg, alpha = self._fused(x, edge_index, return_attention_weights)
+        else:
+            agg, alpha = self._attend(x, edge_index, return_attention_weights)
+        a = self.lin_out(agg.reshape(N, self.channels))
+        h = self.norm1(x + F.dropout(a, self.dropout, self.training))
+        f = self.ffn_out(self.act(self.ffn_in(h)))
+        out = self.norm2(h + F.dropout(f, self.dropout, self.training))
+        if return_attention_weights:
+            return out, (edge_index, alpha)
+        return out
+
+    def _fused(self, x: Tensor, edge_index: Tensor, weights: bool) -> Tuple[Tensor, Optional[Tensor]]:
+        """``(aggregate [N, H, d], softmax weights [E, H] or None)`` from the fused kernels (lean path on CUDA)."""
+        N, H, d = x.size(0), self.heads, self.head_dim
+        csr = fused_csr(self, edge_index, N, N, 0)
+        # the scale goes into the queries here, exactly (the kernels would take it in float32)
+        q = self.lin_query(x).view(N, H, d) * (1.0 / math.sqrt(d))
+        k, v = self.lin_key(x).view(N, H, d), self.lin_value(x).view(N, H, d)
+        agg = fused_attention(DOT_SCORE, csr, v, q=q, k=k, dropout=layer_dropout(self, self.attention_dropout))
+        return agg, (fused_weights(DOT_SCORE, csr, v, q=q, k=k) if weights else None)
+
+    def _attend(self, x: Tensor, edge_index: Tensor, return_attention_weights: bool) -> Tuple[Tensor, Tensor]:
+        """``(aggregate [N, H, d], softmax weights [E, H])``: the default path or the CSR / chunked lean path."""
+        N = x.size(0)
         src, dst = edge_index[0], edge_index[1]
         # the lean path's CSR of the edges, for the scores and the aggregation (kept with the edge index)
         csr = cached_csr(self, edge_index, N, N, 0, x) if self.lean else None
@@ -210,13 +240,7 @@ class GraphTransformerLayer(nn.Module):
         else:
             msg = weights.unsqueeze(-1) * v[src]
             agg = x.new_zeros(N, self.heads, self.head_dim).index_add_(0, dst, msg)
-        a = self.lin_out(agg.reshape(N, self.channels))
-        h = self.norm1(x + F.dropout(a, self.dropout, self.training))
-        f = self.ffn_out(self.act(self.ffn_in(h)))
-        out = self.norm2(h + F.dropout(f, self.dropout, self.training))
-        if return_attention_weights:
-            return out, (edge_index, alpha)
-        return out
+        return agg, alpha
 
     def __repr__(self) -> str:
         extra = f", drop_attention={self.drop_attention}" if self.drop_attention is not None else ""

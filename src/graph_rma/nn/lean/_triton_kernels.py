@@ -8,9 +8,9 @@ edges are taken ``BLOCK_E`` at a time, channels padded to ``BLOCK_C`` (a power o
 
 Scores (``KIND``), for an edge :math:`e = (j \to i)` and head :math:`h`:
 
-* ``GAT`` (0): :math:`s = \mathrm{LeakyReLU}(A_{j,h} + B_{i,h} + CE_{e,h})` (``B``, ``CE`` optional);
-* ``DOT`` (1): :math:`s = \gamma \langle Q_{i,h}, K_{j,h} \rangle`;
-* ``GATV2`` (2): :math:`s = \langle \mathrm{ATT}_h, \mathrm{LeakyReLU}(V_{j,h} + XR_{i,h} + EE_{e,h}) \rangle`.
+* ``GAT_SCORE`` (0): :math:`s = \mathrm{LeakyReLU}(A_{j,h} + B_{i,h} + CE_{e,h})` (``B``, ``CE`` optional);
+* ``DOT_SCORE`` (1): :math:`s = \gamma \langle Q_{i,h}, K_{j,h} \rangle`;
+* ``GATV2_SCORE`` (2): :math:`s = \langle \mathrm{ATT}_h, \mathrm{LeakyReLU}(V_{j,h} + XR_{i,h} + EE_{e,h}) \rangle`.
 
 Weights: :math:`w_e = m_e \exp(s_e - \mathrm{LSE}_i)`, where ``LSE`` is the log-sum-exp of the scores over the
 normalisation set of the destination and :math:`m_e` the dropout factor (``DROP``): ``NO_DROP`` 1; ``PLAIN``
@@ -26,7 +26,7 @@ draws the very same numbers, so no mask is stored.
 import triton
 import triton.language as tl
 
-GAT, DOT, GATV2 = 0, 1, 2
+GAT_SCORE, DOT_SCORE, GATV2_SCORE = 0, 1, 2
 NO_DROP, PLAIN, NORMALIZED, INVERSE = 0, 1, 2, 3
 
 
@@ -55,8 +55,30 @@ def _row2(P, n, hh, cc, H, C):
 
 @triton.jit
 def _score(
-    i, j, eid, m2, m3, hh, cc, H, C, A, B, CE, Q, K, V, XR, ATT, EE, scale, slope,
-    KIND: tl.constexpr, HAS_B: tl.constexpr, HAS_C: tl.constexpr, ACC: tl.constexpr,
+    i,
+    j,
+    eid,
+    m2,
+    m3,
+    hh,
+    cc,
+    H,
+    C,
+    A,
+    B,
+    CE,
+    Q,
+    K,
+    V,
+    XR,
+    ATT,
+    EE,
+    scale,
+    slope,
+    KIND: tl.constexpr,
+    HAS_B: tl.constexpr,
+    HAS_C: tl.constexpr,
+    ACC: tl.constexpr,
 ):
     """``(s, pre)`` for edges with destinations ``i``, sources ``j`` and edge ids ``eid`` (each ``[BE]``): the
     scores ``[BE, BH]`` and what backward differentiates (GAT: the LeakyReLU's input ``[BE, BH]``; GATv2: its input
@@ -102,8 +124,19 @@ def _dropped(seed, gamma, window, pos, rank, j, hh, m2, E, NS, COLUMN: tl.conste
 
 @triton.jit
 def _alive(
-    start, end, COL, hh, hm, seed, gamma, window, E, NS,
-    COLUMN: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_H: tl.constexpr,
+    start,
+    end,
+    COL,
+    hh,
+    hm,
+    seed,
+    gamma,
+    window,
+    E,
+    NS,
+    COLUMN: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+    BLOCK_H: tl.constexpr,
 ):
     """Whether the destination whose edges are ``[start, end)`` has a surviving edge, per head ``[BH]``."""
     count = tl.zeros([BLOCK_H], dtype=tl.int32)
@@ -136,14 +169,47 @@ def _weigh(s, lse, dropped, alive, m2, inv_keep, DROP: tl.constexpr):
 
 @triton.jit
 def _lse_pass(
-    i, start, end, alive, COL, PERM, A, B, CE, Q, K, V, XR, ATT, EE,
-    H, C, E, NS, scale, slope, seed, gamma, window, hh, hm, cc, cm,
-    KIND: tl.constexpr, HAS_B: tl.constexpr, HAS_C: tl.constexpr, DROP: tl.constexpr, COLUMN: tl.constexpr,
-    ACC: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_C: tl.constexpr,
+    i,
+    start,
+    end,
+    alive,
+    COL,
+    PERM,
+    A,
+    B,
+    CE,
+    Q,
+    K,
+    V,
+    XR,
+    ATT,
+    EE,
+    H,
+    C,
+    E,
+    NS,
+    scale,
+    slope,
+    seed,
+    gamma,
+    window,
+    hh,
+    hm,
+    cc,
+    cm,
+    KIND: tl.constexpr,
+    HAS_B: tl.constexpr,
+    HAS_C: tl.constexpr,
+    DROP: tl.constexpr,
+    COLUMN: tl.constexpr,
+    ACC: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_C: tl.constexpr,
 ):
-    """The running maximum and sum of one destination's scores over its normalisation set: ``(m, l)`` ``[BH]``."""
+    """The running maximum and sum of one destination's scores over its normalisation set: ``(m, total)`` ``[BH]``."""
     m = tl.full([BLOCK_H], float("-inf"), ACC)
-    l = tl.zeros([BLOCK_H], ACC)
+    total = tl.zeros([BLOCK_H], ACC)
     for e0 in range(start, end, BLOCK_E):
         pos = e0 + tl.arange(0, BLOCK_E)
         em = pos < end
@@ -155,30 +221,61 @@ def _lse_pass(
         m2 = em[:, None] & hm[None, :]
         m3 = m2[:, :, None] & cm[None, None, :]
         ii = tl.zeros([BLOCK_E], tl.int64) + i
-        s, pre = _score(ii, j, eid, m2, m3, hh, cc, H, C, A, B, CE, Q, K, V, XR, ATT, EE, scale, slope,
-                        KIND, HAS_B, HAS_C, ACC)
+        s, pre = _score(
+            ii, j, eid, m2, m3, hh, cc, H, C, A, B, CE, Q, K, V, XR, ATT, EE, scale, slope, KIND, HAS_B, HAS_C, ACC
+        )
         s = tl.where(m2, s, float("-inf"))
         if DROP == 2:
             d = _dropped(seed, gamma, window, pos, pos - start, j, hh, m2, E, NS, COLUMN)
             s = tl.where(d & alive[None, :], float("-inf"), s)
         m_new = tl.maximum(m, tl.max(s, 0))
         m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        l = l * tl.exp(m - m_safe) + tl.sum(tl.exp(s - m_safe[None, :]), 0)
+        total = total * tl.exp(m - m_safe) + tl.sum(tl.exp(s - m_safe[None, :]), 0)
         m = m_new
-    return m, l
+    return m, total
 
 
 @triton.jit
 def attention_forward(
-    CROW, COL, PERM, A, B, CE, Q, K, V, XR, ATT, EE, OUT, LSE, ALIVE,
-    H, C, E, NS, scale, slope, seed, gamma, inv_keep, window,
-    KIND: tl.constexpr, HAS_B: tl.constexpr, HAS_C: tl.constexpr, DROP: tl.constexpr, COLUMN: tl.constexpr,
-    ACC: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_C: tl.constexpr,
+    CROW,
+    COL,
+    PERM,
+    A,
+    B,
+    CE,
+    Q,
+    K,
+    V,
+    XR,
+    ATT,
+    EE,
+    OUT,
+    LSE,
+    ALIVE,
+    H,
+    C,
+    E,
+    NS,
+    scale,
+    slope,
+    seed,
+    gamma,
+    inv_keep,
+    window,
+    KIND: tl.constexpr,
+    HAS_B: tl.constexpr,
+    HAS_C: tl.constexpr,
+    DROP: tl.constexpr,
+    COLUMN: tl.constexpr,
+    ACC: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_C: tl.constexpr,
 ):
     """Grid ``(N_dst, cdiv(H, BLOCK_H))``: program ``(i, hb)`` computes destination ``i``'s output for heads
-    ``hb * BLOCK_H ...`` in one pass over its incoming edges, an online softmax (running maximum ``m`` and sum ``l``,
+    ``hb * BLOCK_H ...`` in one pass over its incoming edges, an online softmax (running maximum ``m``, sum ``total``,
     the accumulator rescaled by :math:`e^{m_{old} - m_{new}}` as the maximum grows) with the dropout factor applied
-    to each weight as it is accumulated: ``OUT[i] = sum_e w_e V[j]``. Saves ``LSE[i] = m + log l`` (0 without
+    to each weight as it is accumulated: ``OUT[i] = sum_e w_e V[j]``. Saves ``LSE[i] = m + log total`` (0 without
     edges, whose output is 0 as stock's) and, for DropAttention, ``ALIVE[i]`` (a survivor exists), from a first
     pass that draws only the mask."""
     i = tl.program_id(0).to(tl.int64)
@@ -194,7 +291,7 @@ def attention_forward(
     else:
         alive = hm
     m = tl.full([BLOCK_H], float("-inf"), ACC)
-    l = tl.zeros([BLOCK_H], ACC)
+    total = tl.zeros([BLOCK_H], ACC)
     acc = tl.zeros([BLOCK_H, BLOCK_C], ACC)
     for e0 in range(start, end, BLOCK_E):
         pos = e0 + tl.arange(0, BLOCK_E)
@@ -207,8 +304,9 @@ def attention_forward(
         m2 = em[:, None] & hm[None, :]
         m3 = m2[:, :, None] & cm[None, None, :]
         ii = tl.zeros([BLOCK_E], tl.int64) + i
-        s, pre = _score(ii, j, eid, m2, m3, hh, cc, H, C, A, B, CE, Q, K, V, XR, ATT, EE, scale, slope,
-                        KIND, HAS_B, HAS_C, ACC)
+        s, pre = _score(
+            ii, j, eid, m2, m3, hh, cc, H, C, A, B, CE, Q, K, V, XR, ATT, EE, scale, slope, KIND, HAS_B, HAS_C, ACC
+        )
         if DROP > 0:
             d = _dropped(seed, gamma, window, pos, pos - start, j, hh, m2, E, NS, COLUMN)
         else:
@@ -220,7 +318,7 @@ def attention_forward(
         m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
         corr = tl.exp(m - m_safe)
         pe = tl.exp(s - m_safe[None, :])
-        l = l * corr + tl.sum(pe, 0)
+        total = total * corr + tl.sum(pe, 0)
         if DROP == 1:
             pe = tl.where(d, 0.0, pe * inv_keep)
         elif DROP == 3:
@@ -228,19 +326,47 @@ def attention_forward(
         v = tl.load(_rows3(V, j, hh, cc, H, C), mask=m3, other=0.0).to(ACC)
         acc = acc * corr[:, None] + tl.sum(pe[:, :, None] * v, 0)
         m = m_new
-    has = l > 0
+    has = total > 0
     m_fin = tl.where(m == float("-inf"), 0.0, m)
-    out = acc / tl.where(has, l, 1.0)[:, None]
+    out = acc / tl.where(has, total, 1.0)[:, None]
     tl.store(_row2(OUT, i, hh, cc, H, C), out.to(OUT.dtype.element_ty), mask=hm[:, None] & cm[None, :])
-    tl.store(LSE + i * H + hh, tl.where(has, m_fin + tl.log(tl.where(has, l, 1.0)), 0.0), mask=hm)
+    tl.store(LSE + i * H + hh, tl.where(has, m_fin + tl.log(tl.where(has, total, 1.0)), 0.0), mask=hm)
 
 
 @triton.jit
 def attention_weights(
-    CROW, COL, PERM, A, B, CE, Q, K, V, XR, ATT, EE, W,
-    H, C, E, NS, scale, slope, seed, gamma, inv_keep, window,
-    KIND: tl.constexpr, HAS_B: tl.constexpr, HAS_C: tl.constexpr, DROP: tl.constexpr, COLUMN: tl.constexpr,
-    ACC: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_C: tl.constexpr,
+    CROW,
+    COL,
+    PERM,
+    A,
+    B,
+    CE,
+    Q,
+    K,
+    V,
+    XR,
+    ATT,
+    EE,
+    W,
+    H,
+    C,
+    E,
+    NS,
+    scale,
+    slope,
+    seed,
+    gamma,
+    inv_keep,
+    window,
+    KIND: tl.constexpr,
+    HAS_B: tl.constexpr,
+    HAS_C: tl.constexpr,
+    DROP: tl.constexpr,
+    COLUMN: tl.constexpr,
+    ACC: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_C: tl.constexpr,
 ):
     """Grid ``(N_dst, cdiv(H, BLOCK_H))``: program ``(i, hb)`` writes the weights ``w_e`` (after dropout, as the
     forward kernel uses them) of destination ``i``'s edges into ``W[e]`` ``[E, H]`` (by edge id): a pass for the
@@ -256,11 +382,47 @@ def attention_weights(
         alive = _alive(start, end, COL, hh, hm, seed, gamma, window, E, NS, COLUMN, BLOCK_E, BLOCK_H)
     else:
         alive = hm
-    m, l = _lse_pass(i, start, end, alive, COL, PERM, A, B, CE, Q, K, V, XR, ATT, EE,
-                     H, C, E, NS, scale, slope, seed, gamma, window, hh, hm, cc, cm,
-                     KIND, HAS_B, HAS_C, DROP, COLUMN, ACC, BLOCK_E, BLOCK_H, BLOCK_C)
+    m, total = _lse_pass(
+        i,
+        start,
+        end,
+        alive,
+        COL,
+        PERM,
+        A,
+        B,
+        CE,
+        Q,
+        K,
+        V,
+        XR,
+        ATT,
+        EE,
+        H,
+        C,
+        E,
+        NS,
+        scale,
+        slope,
+        seed,
+        gamma,
+        window,
+        hh,
+        hm,
+        cc,
+        cm,
+        KIND,
+        HAS_B,
+        HAS_C,
+        DROP,
+        COLUMN,
+        ACC,
+        BLOCK_E,
+        BLOCK_H,
+        BLOCK_C,
+    )
     m = tl.where(m == float("-inf"), 0.0, m)
-    lse = m + tl.log(tl.where(l > 0, l, 1.0))
+    lse = m + tl.log(tl.where(total > 0, total, 1.0))
     for e0 in range(start, end, BLOCK_E):
         pos = e0 + tl.arange(0, BLOCK_E)
         em = pos < end
@@ -269,8 +431,9 @@ def attention_weights(
         m2 = em[:, None] & hm[None, :]
         m3 = m2[:, :, None] & cm[None, None, :]
         ii = tl.zeros([BLOCK_E], tl.int64) + i
-        s, pre = _score(ii, j, eid, m2, m3, hh, cc, H, C, A, B, CE, Q, K, V, XR, ATT, EE, scale, slope,
-                        KIND, HAS_B, HAS_C, ACC)
+        s, pre = _score(
+            ii, j, eid, m2, m3, hh, cc, H, C, A, B, CE, Q, K, V, XR, ATT, EE, scale, slope, KIND, HAS_B, HAS_C, ACC
+        )
         if DROP > 0:
             d = _dropped(seed, gamma, window, pos, pos - start, j, hh, m2, E, NS, COLUMN)
         else:
@@ -281,10 +444,46 @@ def attention_weights(
 
 @triton.jit
 def backward_rows(
-    CROW, COL, PERM, A, B, CE, Q, K, V, XR, ATT, EE, G, LSE, ALIVE, DD, GB, GCE, GQ, GXR, GATT,
-    H, C, E, NS, scale, slope, seed, gamma, inv_keep, window,
-    KIND: tl.constexpr, HAS_B: tl.constexpr, HAS_C: tl.constexpr, DROP: tl.constexpr, COLUMN: tl.constexpr,
-    ACC: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_C: tl.constexpr,
+    CROW,
+    COL,
+    PERM,
+    A,
+    B,
+    CE,
+    Q,
+    K,
+    V,
+    XR,
+    ATT,
+    EE,
+    G,
+    LSE,
+    ALIVE,
+    DD,
+    GB,
+    GCE,
+    GQ,
+    GXR,
+    GATT,
+    H,
+    C,
+    E,
+    NS,
+    scale,
+    slope,
+    seed,
+    gamma,
+    inv_keep,
+    window,
+    KIND: tl.constexpr,
+    HAS_B: tl.constexpr,
+    HAS_C: tl.constexpr,
+    DROP: tl.constexpr,
+    COLUMN: tl.constexpr,
+    ACC: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_C: tl.constexpr,
 ):
     """Grid ``(N_dst, cdiv(H, BLOCK_H))``: program ``(i, hb)`` walks destination ``i``'s edges, recomputes each
     weight from the score and ``LSE[i]`` (and the mask from the seed) and the score's gradient
@@ -323,8 +522,9 @@ def backward_rows(
         m2 = em[:, None] & hm[None, :]
         m3 = m2[:, :, None] & cm[None, None, :]
         ii = tl.zeros([BLOCK_E], tl.int64) + i
-        s, pre = _score(ii, j, eid, m2, m3, hh, cc, H, C, A, B, CE, Q, K, V, XR, ATT, EE, scale, slope,
-                        KIND, HAS_B, HAS_C, ACC)
+        s, pre = _score(
+            ii, j, eid, m2, m3, hh, cc, H, C, A, B, CE, Q, K, V, XR, ATT, EE, scale, slope, KIND, HAS_B, HAS_C, ACC
+        )
         if DROP > 0:
             d = _dropped(seed, gamma, window, pos, pos - start, j, hh, m2, E, NS, COLUMN)
         else:
@@ -358,10 +558,47 @@ def backward_rows(
 
 @triton.jit
 def backward_columns(
-    CROW, COL, PERM, CROW_T, COL_T, PERM_T, A, B, CE, Q, K, V, XR, ATT, EE, G, LSE, ALIVE, DD, GV, GA, GK,
-    H, C, E, NS, scale, slope, seed, gamma, inv_keep, window,
-    KIND: tl.constexpr, HAS_B: tl.constexpr, HAS_C: tl.constexpr, DROP: tl.constexpr, COLUMN: tl.constexpr,
-    ACC: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_C: tl.constexpr,
+    CROW,
+    COL,
+    PERM,
+    CROW_T,
+    COL_T,
+    PERM_T,
+    A,
+    B,
+    CE,
+    Q,
+    K,
+    V,
+    XR,
+    ATT,
+    EE,
+    G,
+    LSE,
+    ALIVE,
+    DD,
+    GV,
+    GA,
+    GK,
+    H,
+    C,
+    E,
+    NS,
+    scale,
+    slope,
+    seed,
+    gamma,
+    inv_keep,
+    window,
+    KIND: tl.constexpr,
+    HAS_B: tl.constexpr,
+    HAS_C: tl.constexpr,
+    DROP: tl.constexpr,
+    COLUMN: tl.constexpr,
+    ACC: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_C: tl.constexpr,
 ):
     """Grid ``(N_src, cdiv(H, BLOCK_H))``: program ``(j, hb)`` walks source ``j``'s outgoing edges (the CSR's
     transpose: ``PERM_T`` their CSR positions, ``COL_T`` their destinations), recomputes weight and score gradient
@@ -393,8 +630,9 @@ def backward_columns(
         m2 = em[:, None] & hm[None, :]
         m3 = m2[:, :, None] & cm[None, None, :]
         jj = tl.zeros([BLOCK_E], tl.int64) + j
-        s, pre = _score(i, jj, eid, m2, m3, hh, cc, H, C, A, B, CE, Q, K, V, XR, ATT, EE, scale, slope,
-                        KIND, HAS_B, HAS_C, ACC)
+        s, pre = _score(
+            i, jj, eid, m2, m3, hh, cc, H, C, A, B, CE, Q, K, V, XR, ATT, EE, scale, slope, KIND, HAS_B, HAS_C, ACC
+        )
         if DROP > 0:
             row_start = tl.load(CROW + i, mask=em, other=0).to(tl.int64)
             d = _dropped(seed, gamma, window, pos, pos - row_start, jj, hh, m2, E, NS, COLUMN)

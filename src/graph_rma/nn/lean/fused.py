@@ -3,11 +3,12 @@ r"""The fused lean path: scores, edge softmax, dropout and aggregation in one Tr
 
 :func:`fused_attention` computes, for every destination :math:`i` and head :math:`h`,
 :math:`\mathbf{y}_{i,h} = \sum_{e = (j \to i)} \mathrm{drop}(\alpha)_{e,h} \mathbf{v}_{j,h}` with
-:math:`\alpha = \operatorname{softmax}(s)` over :math:`i`'s incoming edges and the score :math:`s` of GAT, GATv2 or
-scaled dot products (:data:`GAT`, :data:`GATV2`, :data:`DOT`), computed in the kernel from node-level tensors. It
-is one autograd node that saves node-level tensors only (its inputs, its output and one log-sum-exp per destination
-and head, plus a survivor flag per destination and head under DropAttention) and the dropout seed: backward
-recomputes every weight, and draws every mask again, from them. Per edge it keeps nothing but the CSR's indices.
+:math:`\alpha = \operatorname{softmax}(s)` over :math:`i`'s incoming edges and the score :math:`s` of GAT,
+GATv2 or scaled dot products (:data:`GAT_SCORE`, :data:`GATV2_SCORE`, :data:`DOT_SCORE`), computed in the kernel
+from node-level tensors. It is one autograd node that saves node-level tensors only (its inputs, its output and
+one log-sum-exp per destination and head, plus a survivor flag per destination and head under DropAttention) and
+the dropout seed: backward recomputes every weight, and draws every mask again, from them. Per edge it keeps
+nothing but the CSR's indices.
 
 Plain dropout and DropAttention (:class:`Dropout`) are drawn in the kernels with Philox (``tl.rand``) from a seed
 taken from torch's default CPU generator at each call (so :func:`torch.manual_seed` repeats them) and the edge's
@@ -28,9 +29,9 @@ from ..._errors import GraphRMAError
 from .csr import EdgeCSR
 
 __all__ = [
-    "GAT",
-    "DOT",
-    "GATV2",
+    "GAT_SCORE",
+    "DOT_SCORE",
+    "GATV2_SCORE",
     "Dropout",
     "NO_DROPOUT",
     "plain_dropout",
@@ -41,7 +42,7 @@ __all__ = [
 ]
 
 #: Score kinds: GAT's additive score, scaled dot products, GATv2's.
-GAT, DOT, GATV2 = 0, 1, 2
+GAT_SCORE, DOT_SCORE, GATV2_SCORE = 0, 1, 2
 #: Dropout modes (:attr:`Dropout.mode`): none, plain attention dropout, DropAttention with either rescaling.
 NO_DROP, PLAIN, NORMALIZED, INVERSE = 0, 1, 2, 3
 
@@ -179,7 +180,9 @@ class _FusedAttention(torch.autograd.Function):
         alive = torch.empty(nd, H, dtype=torch.int8, device=v.device) if spec.drop.mode >= NORMALIZED else None
         index = (csr.crow, csr.col, csr.perm)
         holder = run.placeholder
-        run.launch(run.kernels.attention_forward, nd, *index, *run.tensors, out, lse, holder if alive is None else alive)
+        run.launch(
+            run.kernels.attention_forward, nd, *index, *run.tensors, out, lse, holder if alive is None else alive
+        )
         ctx.spec, ctx.csr = spec, csr
         ctx.save_for_backward(v, a, b, c, q, k, xr, att, attr, w_edge, out, lse, alive)
         return out
@@ -202,19 +205,17 @@ class _FusedAttention(torch.autograd.Function):
             return torch.zeros(*shape, dtype=acc, device=dev) if needed else holder
 
         kind = spec.kind
-        g_b = buffer(kind == GAT and b is not None, nd, H)
-        g_c = buffer(c is not None, E, H) if kind == GAT else buffer(ee is not None, E, H, C)
-        g_q = buffer(kind == DOT, nd, H, C)
-        g_xr, g_att = buffer(kind == GATV2, nd, H, C), buffer(kind == GATV2, nd, H, C)
-        if kind != GAT or b is not None or c is not None:
+        g_b = buffer(kind == GAT_SCORE and b is not None, nd, H)
+        g_c = buffer(c is not None, E, H) if kind == GAT_SCORE else buffer(ee is not None, E, H, C)
+        g_q = buffer(kind == DOT_SCORE, nd, H, C)
+        g_xr, g_att = buffer(kind == GATV2_SCORE, nd, H, C), buffer(kind == GATV2_SCORE, nd, H, C)
+        if kind != GAT_SCORE or b is not None or c is not None:
             run.launch(
                 run.kernels.backward_rows, nd, *index, *run.tensors, g, lse, alive, dd, g_b, g_c, g_q, g_xr, g_att
             )
-        g_v, g_a, g_k = buffer(True, ns, H, C), buffer(kind == GAT, ns, H), buffer(kind == DOT, ns, H, C)
+        g_v, g_a, g_k = buffer(True, ns, H, C), buffer(kind == GAT_SCORE, ns, H), buffer(kind == DOT_SCORE, ns, H, C)
         transpose = (csr.crow_t, csr.col_t, csr.perm_t)
-        run.launch(
-            run.kernels.backward_columns, ns, *index, *transpose, *run.tensors, g, lse, alive, dd, g_v, g_a, g_k
-        )
+        run.launch(run.kernels.backward_columns, ns, *index, *transpose, *run.tensors, g, lse, alive, dd, g_v, g_a, g_k)
 
         def cast(needed: bool, gradient: Tensor, like: Optional[Tensor]) -> Optional[Tensor]:
             return gradient.to(like.dtype).view(like.shape) if needed and like is not None else None
@@ -230,7 +231,7 @@ class _FusedAttention(torch.autograd.Function):
             cast(need[2], g_v, v),
             cast(need[3], g_a, a),
             cast(need[4], g_b, b),
-            cast(need[5] and kind == GAT, g_c, c),
+            cast(need[5] and kind == GAT_SCORE, g_c, c),
             cast(need[6], g_q, q),
             cast(need[7], g_k, k),
             cast(need[8], g_xr, xr),
@@ -263,9 +264,9 @@ def fused_attention(
     node: ``[num_dst, H, C]`` in ``v``'s dtype (float32 arithmetic for half precision).
 
     ``v`` ``[N_src, H, C]``: the values (GATv2: also the source features of the score). The score's tensors, by
-    ``kind``: :data:`GAT` ``a`` ``[N_src, H]``, ``b`` ``[N_dst, H]`` or ``None``, ``c`` ``[E, H]`` (by edge id) or
-    ``None`` (:math:`s = \mathrm{LeakyReLU}(a_j + b_i + c_e)`); :data:`DOT` ``q`` ``[N_dst, H, C]``, ``k``
-    ``[N_src, H, C]`` (:math:`s = \gamma \langle q_i, k_j \rangle`, ``scale`` :math:`\gamma`); :data:`GATV2`
+    ``kind``: :data:`GAT_SCORE` ``a`` ``[N_src, H]``, ``b`` ``[N_dst, H]`` or ``None``, ``c`` ``[E, H]`` (by edge id) or
+    ``None`` (:math:`s = \mathrm{LeakyReLU}(a_j + b_i + c_e)`); :data:`DOT_SCORE` ``q`` ``[N_dst, H, C]``, ``k``
+    ``[N_src, H, C]`` (:math:`s = \gamma \langle q_i, k_j \rangle`, ``scale`` :math:`\gamma`); :data:`GATV2_SCORE`
     ``xr`` ``[N_dst, H, C]``, ``att`` ``[1, H, C]``, ``edge_attr`` ``[E, D]`` with ``w_edge`` ``[H * C, D]`` or
     ``None`` (:math:`s = \langle att, \mathrm{LeakyReLU}(v_j + xr_i + W_e e) \rangle`). ``seed``: the dropout
     seed (default: drawn from torch's default generator)."""

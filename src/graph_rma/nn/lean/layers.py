@@ -112,34 +112,49 @@ def layer_dropout(layer: Any, layer_rate: float) -> fused.Dropout:
     return fused.plain_dropout(float(layer_rate), layer.training)
 
 
-def _fused_edges(layer: Any, edge_index: Any, edge_attr: Optional[Tensor], num_src: int, num_dst: int, loops: int):
+def _fused_edges(layer: Any, edge_index: Any, edge_attr: Optional[Tensor], sizes: Tuple[int, int, int], weights):
     """``(csr, edge_index, edge_attr)`` for the fused kernels: the CSR, and the edge index and features with the
-    self-loops (formed only when the edge features or the returned weights need them)."""
-    dense = not is_torch_sparse_tensor(edge_index)
-    if dense and edge_attr is None:
-        return fused_csr(layer, edge_index, num_src, num_dst, loops), edge_index, None
+    self-loops (formed only when the edge features or the returned ``weights`` need them)."""
+    num_src, num_dst, loops = sizes
+    if not is_torch_sparse_tensor(edge_index) and edge_attr is None:
+        csr = fused_csr(layer, edge_index, num_src, num_dst, loops)
+        if weights and loops:
+            edge_index, _ = _self_loops(layer, edge_index, None, loops)
+        return csr, edge_index, None
     if loops:
         edge_index, edge_attr = _self_loops(layer, edge_index, edge_attr, loops)
     src, dst, num_src, num_dst = _edges(edge_index, num_src, num_dst)
     return edge_csr(src, dst, num_src, num_dst, by_source=True), edge_index, edge_attr
 
 
+def _fused_run(layer: Any, kind: int, csr: EdgeCSR, v: Tensor, edge_index: Any, res, weights, **score):
+    """The fused attention of ``kind`` and the stock layers' epilogue (with the weights after dropout when asked)."""
+    args = dict(score, negative_slope=layer.negative_slope, dropout=layer_dropout(layer, layer.dropout))
+    args["seed"] = fused.draw_seed()
+    out = fused.fused_attention(kind, csr, v, **args)
+    alpha = fused.fused_weights(kind, csr, v, **args) if weights else None
+    return _finish(layer, out, res, edge_index, alpha, inplace=False)
+
+
 def _fused_gat(layer: Any, x_src: Tensor, x_dst: Optional[Tensor], edge_index: Any, edge_attr, sizes, res, weights):
     """``GATConv.forward``'s attention on the fused kernels (:mod:`~graph_rma.nn.lean.fused`)."""
-    num_src, num_dst, loops = sizes
-    if layer.lin_edge is None:
-        edge_attr = None
-    csr, edge_index, edge_attr = _fused_edges(layer, edge_index, edge_attr, num_src, num_dst, loops)
-    if weights and loops and edge_attr is None and not is_torch_sparse_tensor(edge_index):
-        edge_index, _ = _self_loops(layer, edge_index, None, loops)
+    edge_attr = edge_attr if layer.lin_edge is not None else None
+    csr, edge_index, edge_attr = _fused_edges(layer, edge_index, edge_attr, sizes, weights)
     a = head_dot(x_src, layer.att_src)
     b = None if x_dst is None else head_dot(x_dst, layer.att_dst)
     c = _gat_edge_term(layer, edge_attr)
-    drop, seed = layer_dropout(layer, layer.dropout), fused.draw_seed()
-    args = dict(a=a, b=b, c=c, negative_slope=layer.negative_slope, dropout=drop, seed=seed)
-    out = fused.fused_attention(fused.GAT, csr, x_src, **args)
-    alpha = fused.fused_weights(fused.GAT, csr, x_src, **args) if weights else None
-    return _finish(layer, out, res, edge_index, alpha, inplace=False)
+    return _fused_run(layer, fused.GAT_SCORE, csr, x_src, edge_index, res, weights, a=a, b=b, c=c)
+
+
+def _fused_gatv2(layer: Any, x_l: Tensor, x_r: Tensor, edge_index: Any, edge_attr, loops: int, res, weights):
+    """``GATv2Conv.forward``'s attention on the fused kernels (:mod:`~graph_rma.nn.lean.fused`)."""
+    sizes = (x_l.size(0), x_r.size(0), loops)
+    csr, edge_index, edge_attr = _fused_edges(layer, edge_index, edge_attr, sizes, weights)
+    attr = w_edge = None
+    if edge_attr is not None:
+        attr, w_edge = (edge_attr.view(-1, 1) if edge_attr.dim() == 1 else edge_attr), layer.lin_edge.weight
+    score = dict(xr=x_r, att=layer.att, edge_attr=attr, w_edge=w_edge)
+    return _fused_run(layer, fused.GATV2_SCORE, csr, x_l, edge_index, res, weights, **score)
 
 
 def _self_loops(layer: Any, edge_index: Any, edge_attr: Optional[Tensor], num_nodes: int):
@@ -321,6 +336,8 @@ def gatv2_forward(
             raise ValueError("x: GATv2 needs destination features, got (x_src, None)")
         x_r = layer.lin_r(x_r).view(-1, H, C)
     loops = min(x_l.size(0), x_r.size(0)) if layer.add_self_loops and isinstance(edge_index, Tensor) else 0
+    if lean_strategy(x_l) == "fused":
+        return _fused_gatv2(layer, x_l, x_r, edge_index, edge_attr, loops, res, return_attention_weights)
     csr = cached_csr(layer, edge_index, x_l.size(0), x_r.size(0), loops, x_l)
     if loops:
         edge_index, edge_attr = _self_loops(layer, edge_index, edge_attr, loops)

@@ -1,0 +1,222 @@
+"""The fused lean kernels (graph_rma.nn.lean.fused) and the strategy choice (GRAPH_RMA_LEAN).
+
+Without a GPU the kernels run under Triton's interpreter (tests/conftest.py sets TRITON_INTERPRET=1 before triton
+is imported), in float64; with one they compile for it and run in float32. Graphs are small: the interpreter runs
+every program in Python.
+"""
+
+import sys
+import types
+import warnings
+
+import pytest
+import torch
+from torch_geometric.nn import GATConv, GATv2Conv
+
+from graph_rma import GraphRMAError
+from graph_rma.nn import RepulsiveGATConv, RepulsiveGATv2Conv
+from graph_rma.nn.lean import csr_supported, strategy
+
+triton = pytest.importorskip("triton")
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+DTYPE = torch.float64 if DEVICE == "cpu" else torch.float32
+TOL = dict(rtol=1e-9, atol=1e-11) if DTYPE == torch.float64 else dict(rtol=1e-4, atol=1e-5)
+if DEVICE == "cpu" and not triton.knobs.runtime.interpret:
+    pytest.skip("triton was imported before TRITON_INTERPRET=1 was set", allow_module_level=True)
+
+
+@pytest.fixture
+def fused(monkeypatch):
+    monkeypatch.setenv("GRAPH_RMA_LEAN", "fused")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Strategy
+# ----------------------------------------------------------------------------------------------------------------
+def _on(device_type):
+    return types.SimpleNamespace(device=types.SimpleNamespace(type=device_type))
+
+
+def test_strategy_defaults_and_the_variable(monkeypatch):
+    monkeypatch.delenv("GRAPH_RMA_LEAN", raising=False)
+    assert strategy.lean_strategy(torch.zeros(1)) == "csr"
+    monkeypatch.setattr(strategy, "triton_available", lambda: True)
+    assert strategy.lean_strategy(_on("cuda")) == "fused"
+    for value in ("fused", "chunked", "csr"):
+        monkeypatch.setenv("GRAPH_RMA_LEAN", value)
+        assert strategy.lean_strategy(torch.zeros(1)) == value
+        assert strategy.lean_strategy(_on("cuda")) == value
+    monkeypatch.setenv("GRAPH_RMA_LEAN", "triton")
+    with pytest.raises(GraphRMAError, match="GRAPH_RMA_LEAN: expected one of fused, chunked, csr") as info:
+        strategy.lean_strategy(torch.zeros(1))
+    assert "\n" not in str(info.value)
+
+
+def test_without_triton_cuda_falls_back_to_chunked_with_one_warning(monkeypatch):
+    monkeypatch.delenv("GRAPH_RMA_LEAN", raising=False)
+    monkeypatch.setattr(strategy, "triton_available", lambda: False)
+    monkeypatch.setattr(strategy, "_WARNED", False)
+    with pytest.warns(RuntimeWarning, match="Triton is not installed"):
+        assert strategy.lean_strategy(_on("cuda")) == "chunked"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert strategy.lean_strategy(_on("cuda")) == "chunked"  # said once
+
+
+def test_chunked_forced_turns_the_cpu_kernels_off(monkeypatch):
+    x = torch.zeros(2)
+    assert csr_supported(x)
+    monkeypatch.setenv("GRAPH_RMA_LEAN", "chunked")
+    assert not csr_supported(x)
+
+
+@pytest.mark.slow  # a fresh Python process
+def test_the_package_imports_without_triton():
+    code = (
+        "import sys; sys.modules['triton'] = None\n"
+        "import graph_rma.nn, graph_rma.nn.lean.fused\n"
+        "assert 'graph_rma.nn.lean._triton_kernels' not in sys.modules\n"
+    )
+    import os
+    import subprocess
+    from pathlib import Path
+
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Equivalence with the stock layers
+# ----------------------------------------------------------------------------------------------------------------
+def graph(n_src=7, n_dst=None, edges=18, edge_dim=None, seed=0):
+    """A small graph with multi-edges, self-loops and (with more nodes than edge ends) isolated nodes: the last
+    destination never receives an edge."""
+    g = torch.Generator().manual_seed(seed)
+    n_dst = n_src if n_dst is None else n_dst
+    src = torch.randint(0, n_src, (edges,), generator=g)
+    dst = torch.randint(0, n_dst - 1, (edges,), generator=g)
+    src[1], dst[1] = src[0], dst[0]  # a multi-edge
+    edge_index = torch.stack([src, dst]).to(DEVICE)
+    attr = None if edge_dim is None else torch.randn(edges, edge_dim, generator=g, dtype=DTYPE).to(DEVICE)
+    return edge_index, attr
+
+
+def features(n, dim, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, dim, generator=g, dtype=DTYPE).to(DEVICE).requires_grad_()
+
+
+def pair(stock_cls, ours_cls, *args, **kwargs):
+    torch.manual_seed(0)
+    stock = stock_cls(*args, **kwargs).to(DEVICE, DTYPE)
+    ours = ours_cls(*args, **kwargs, lean=True).to(DEVICE, DTYPE)
+    ours.load_state_dict(stock.state_dict())
+    return stock, ours
+
+
+def step(layer, x, *args, **kwargs):
+    """Output, returned weights and every gradient (parameters and inputs) of a weighted sum of the output."""
+    xs = x if isinstance(x, tuple) else (x,)
+    for t in xs:
+        t.grad = None
+    layer.zero_grad()
+    out, (edge_index, alpha) = layer(x, *args, return_attention_weights=True, **kwargs)
+    (out * torch.linspace(-1, 1, out.numel(), dtype=out.dtype, device=out.device).view_as(out)).sum().backward()
+    grads = {n: p.grad.clone() for n, p in layer.named_parameters() if p.grad is not None}
+    grads.update({f"x{i}": t.grad.clone() for i, t in enumerate(xs)})
+    return out, edge_index, alpha, grads
+
+
+def assert_same(a, b):
+    (o1, e1, a1, g1), (o2, e2, a2, g2) = a, b
+    torch.testing.assert_close(o2, o1, **TOL)
+    assert torch.equal(e1, e2)
+    torch.testing.assert_close(a2, a1, **TOL)
+    assert g1.keys() == g2.keys()
+    for name in g1:
+        torch.testing.assert_close(g2[name], g1[name], **TOL, msg=lambda m, name=name: f"{name}: {m}")
+
+
+GAT_CASES = [  # heads, channels, edge_dim, add_self_loops, concat, residual
+    (8, 8, 3, True, True, False),
+    (1, 1, None, False, True, True),
+    (2, 3, 2, True, False, False),
+    (1, 64, None, True, True, False),
+]
+
+
+@pytest.mark.parametrize("heads,channels,edge_dim,loops,concat,residual", GAT_CASES)
+def test_gat_equals_stock(fused, heads, channels, edge_dim, loops, concat, residual):
+    edge_index, attr = graph(edge_dim=edge_dim)
+    x = features(7, 5, 1)
+    stock, ours = pair(
+        GATConv,
+        RepulsiveGATConv,
+        5,
+        channels,
+        heads=heads,
+        edge_dim=edge_dim,
+        add_self_loops=loops,
+        concat=concat,
+        residual=residual,
+    )
+    assert_same(step(stock, x, edge_index, attr), step(ours, x, edge_index, attr))
+
+
+def test_gat_bipartite_equals_stock(fused):
+    edge_index, _ = graph(n_src=6, n_dst=4, edges=12)
+    x = (features(6, 5, 1), features(4, 3, 2))
+    stock, ours = pair(GATConv, RepulsiveGATConv, (5, 3), 3, heads=2, add_self_loops=False)
+    assert_same(step(stock, x, edge_index), step(ours, x, edge_index))
+
+
+def test_the_fused_node_keeps_no_per_edge_tensor(fused):
+    edge_index, _ = graph(n_src=7, edges=18)
+    layer = RepulsiveGATConv(5, 4, heads=2, dropout=0.5, add_self_loops=False, lean=True).to(DEVICE, DTYPE)
+    out = layer(features(7, 5, 1), edge_index)
+    node = out.grad_fn
+    while type(node).__name__ != "_FusedAttentionBackward":
+        node = node.next_functions[0][0]
+    saved = [t for t in node.saved_tensors if t is not None]
+    assert saved and all(t.size(0) in (7, 1, 2) for t in saved), [tuple(t.shape) for t in saved]
+
+
+GATV2_CASES = [  # heads, channels, edge_dim, share_weights, bipartite
+    (2, 3, 2, False, False),
+    (8, 1, None, True, False),
+    (1, 8, 3, False, True),
+]
+
+
+@pytest.mark.parametrize("heads,channels,edge_dim,share,bipartite", GATV2_CASES)
+def test_gatv2_equals_stock(fused, heads, channels, edge_dim, share, bipartite):
+    n_dst = 4 if bipartite else 7
+    edge_index, attr = graph(n_src=7, n_dst=n_dst, edges=15, edge_dim=edge_dim)
+    x = (features(7, 5, 1), features(n_dst, 5, 2)) if bipartite else features(7, 5, 1)
+    stock, ours = pair(
+        GATv2Conv,
+        RepulsiveGATv2Conv,
+        5,
+        channels,
+        heads=heads,
+        edge_dim=edge_dim,
+        share_weights=share,
+        add_self_loops=not bipartite,
+        residual=share,
+    )
+    assert_same(step(stock, x, edge_index, attr), step(ours, x, edge_index, attr))
+
+
+@pytest.mark.parametrize("channels,heads", [(16, 2), (8, 8)])
+def test_graph_transformer_equals_its_default_path(fused, channels, heads):
+    from graph_rma.nn import GraphTransformerLayer
+
+    edge_index, _ = graph(n_src=7, edges=16)
+    x = features(7, channels, 1)
+    torch.manual_seed(0)
+    plain = GraphTransformerLayer(channels, heads, dropout=0.0, attention_dropout=0.0).to(DEVICE, DTYPE)
+    lean = GraphTransformerLayer(channels, heads, dropout=0.0, attention_dropout=0.0, lean=True).to(DEVICE, DTYPE)
+    lean.load_state_dict(plain.state_dict())
+    assert_same(step(plain, x, edge_index), step(lean, x, edge_index))
