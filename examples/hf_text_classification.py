@@ -24,6 +24,7 @@ from graph_rma.data.text import Vocabulary, load_text_dataset
 from graph_rma.diagnostics import head_importance, plot_head_importance
 from graph_rma.engine.optional import MissingExtraError, require
 from graph_rma.engine.stats import mean_std, paired_comparison
+from graph_rma.tasks.text_classification import stratified_subset
 
 graph_rma.engine.one_line_errors()  # a mistake, missing data or a missing extra: one line, not a traceback
 transformers = require("transformers", "hf", "this example")
@@ -47,7 +48,13 @@ p.add_argument(
 )
 p.add_argument("--epochs", type=positive_float, default=4)
 p.add_argument("--lr", type=positive_float, default=None, help="default 1e-3 for the small BERT, 5e-5 for --model")
-p.add_argument("--max-train", type=positive_int, default=None, help="use only the first N training sentences")
+p.add_argument(
+    "--max-train",
+    type=positive_int,
+    default=None,
+    help="train on N training sentences: a stratified subset drawn with seed 0 (each class keeps its share; "
+    "default: all)",
+)
 p.add_argument(
     "--arms",
     nargs="+",
@@ -63,9 +70,13 @@ for spec in args.arms:  # every spec checked before the first run
     graph_rma.parse_variant(spec)
 
 train, test = load_text_dataset(args.dataset, "train"), load_text_dataset(args.dataset, "test")
-train_sentences, train_labels = train.sentences[: args.max_train], train.labels[: args.max_train]
+keep = stratified_subset(train.labels, args.max_train, 0) if args.max_train else range(len(train.labels))
+if args.max_train:  # a file sorted by label would give one class in its first N lines
+    print(f"--max-train {args.max_train}: {len(keep)} of {len(train.labels)} training sentences, stratified by class")
+train_tokens = [train.tokens[i] for i in keep]
+train_sentences, train_labels = [train.sentences[i] for i in keep], [train.labels[i] for i in keep]
 if args.model is None:  # word ids from the package's tokenizer; "[cls]" first, where BERT pools
-    vocab = Vocabulary.build([["[cls]"]] + train.tokens[: args.max_train])
+    vocab = Vocabulary.build([["[cls]"]] + train_tokens)
 
     def encode(tokens_list, sentences):
         return [{"input_ids": vocab.encode(["[cls]"] + t)[:64]} for t in tokens_list]
@@ -80,7 +91,7 @@ def examples(ds_tokens, sentences, labels):
     return [dict(e, labels=y) for e, y in zip(encode(ds_tokens, sentences), labels)]
 
 
-train_set = examples(train.tokens[: args.max_train], train_sentences, train_labels)
+train_set = examples(train_tokens, train_sentences, train_labels)
 test_set = examples(test.tokens, test.sentences, test.labels)
 pad_id = 0 if args.model is None else (tokenizer.pad_token_id or 0)
 

@@ -34,7 +34,13 @@ from graph_rma.engine import seed_everything
 from graph_rma.engine.distributed import cleanup, init_from_env, replica_fingerprints, shard
 from graph_rma.nn import record_attention
 from graph_rma.regularizers import disagreement
-from graph_rma.tasks.text_classification import batches, head_heatmap_html, head_heatmap_png, split_dev
+from graph_rma.tasks.text_classification import (
+    batches,
+    head_heatmap_html,
+    head_heatmap_png,
+    split_dev,
+    stratified_subset,
+)
 from graph_rma.variants import apply_variant, parse_variant
 
 graph_rma.engine.one_line_errors()  # a mistake or missing data: one line, not a traceback
@@ -48,7 +54,13 @@ p.add_argument("--epochs", type=positive_int, default=6)
 p.add_argument("--seed", type=seed, default=0)
 p.add_argument("--sentence", default="What is the name of the longest river in the world ?")
 p.add_argument("--out", type=out_dir, default="runs/example_text")
-p.add_argument("--max-train", type=positive_int, default=None, help="use only the first N training sentences")
+p.add_argument(
+    "--max-train",
+    type=positive_int,
+    default=None,
+    help="train on N training sentences: a stratified subset drawn with --seed (each class keeps its share; "
+    "default: all)",
+)
 args = p.parse_args()
 parse_variant(args.variant)  # a misspelt variant: one line now, not after the data are read
 torch.set_num_threads(1)
@@ -59,7 +71,13 @@ seed_everything(args.seed)
 # data: nltk tokens, a vocabulary from the training part, a held-out tenth for choosing the epoch
 train, test = load_text_dataset(args.dataset, "train"), load_text_dataset(args.dataset, "test")
 tr_tok, tr_y, dv_tok, dv_y = split_dev(train)
-tr_tok, tr_y = tr_tok[: args.max_train], tr_y[: args.max_train]
+if args.max_train:  # a seeded stratified subset: a file sorted by label would give one class in its first N lines
+    keep = stratified_subset(tr_y, args.max_train, args.seed)
+    log(
+        f"--max-train {args.max_train}: {len(keep)} of {len(tr_y)} training sentences, stratified by class "
+        f"(seed {args.seed})"
+    )
+    tr_tok, tr_y = [tr_tok[i] for i in keep], [tr_y[i] for i in keep]
 vocab = Vocabulary.build(tr_tok)
 
 

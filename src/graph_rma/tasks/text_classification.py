@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .._errors import GraphRMAError
 from ..data.text import TextDataset, Vocabulary, load_text_dataset, tokenize
 from ..engine import mean_std, resolve_device, seed_everything, write_csv, write_json
 from ..engine.figures import new_figure, save_png
@@ -74,6 +75,30 @@ def split_dev(ds: TextDataset) -> Tuple[List[List[str]], List[int], List[List[st
         [ds.tokens[i] for i in dv],
         [ds.labels[i] for i in dv],
     )
+
+
+def stratified_subset(labels: Sequence[int], n: int, seed: int = 0) -> List[int]:
+    """The indexes (ascending) of a seeded stratified subset of ``n`` of ``labels``: each class keeps its share,
+    ``n`` times its frequency rounded by largest remainder (ties: the smaller label), drawn uniformly within the class
+    by a generator seeded with ``seed``; every index when ``n >= len(labels)``. What ``--max-train N`` takes (the
+    first ``N`` of a file sorted by label would be one class)."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise GraphRMAError(f"n: expected a positive int, got {n!r}")
+    if n >= len(labels):
+        return list(range(len(labels)))
+    by_class: Dict[int, List[int]] = {}
+    for i, y in enumerate(labels):
+        by_class.setdefault(int(y), []).append(i)
+    exact = {y: n * len(idx) / len(labels) for y, idx in by_class.items()}
+    take = {y: int(e) for y, e in exact.items()}
+    for y in sorted(exact, key=lambda y: (-(exact[y] - take[y]), y))[: n - sum(take.values())]:
+        take[y] += 1
+    g = torch.Generator().manual_seed(seed)
+    picked = []
+    for y in sorted(by_class):
+        idx = by_class[y]
+        picked += [idx[j] for j in torch.randperm(len(idx), generator=g)[: take[y]].tolist()]
+    return sorted(picked)
 
 
 def batches(
