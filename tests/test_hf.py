@@ -190,6 +190,66 @@ def test_removing_restores_the_implementation_and_a_rate_change_is_named():
     assert not hasattr(model.bert.encoder.layer[0].attention.self, "drop_attention")
 
 
+@pytest.mark.parametrize("family", MODELS)
+def test_two_models_built_from_one_config_keep_their_own_implementation(family):
+    """A model keeps the config object it was built from: switching the implementation there switched every other
+    model built from the same config (which then failed for want of a DropAttention). The user's config and the
+    other model stay as they were, through install and removal."""
+    first = MODELS[family]()
+    config = first.config
+    second = type(first)(config)
+    ids, mask = batch()
+    second.eval()
+    before, _ = run(second, ids, mask)
+    hf.use_drop_attention(first, graph_rma.DropAttention(0.3))
+    assert config._attn_implementation == "eager" and second.config is config
+    assert first.config is not config and first.config._attn_implementation == hf.ATTENTION_NAME
+    inner = first.model if family == "llama" else first.bert
+    assert inner.config is first.config  # the inner model and every layer read the same private copy
+    assert all(
+        m.config is first.config for m in first.modules() if isinstance(getattr(m, "config", None), type(config))
+    )
+    second.train()
+    run(second, ids, mask)  # used to fail: "runs attn_implementation=... without a DropAttention installed"
+    second.eval()
+    assert torch.equal(run(second, ids, mask)[0], before)
+    first.train()
+    run(first, ids, mask)
+    hf.use_drop_attention(first, None)
+    assert first.config._attn_implementation == "eager" and config._attn_implementation == "eager"
+    hf.use_drop_attention(first, graph_rma.DropAttention(0.3))  # again: the model's own copy, the user's untouched
+    assert config._attn_implementation == "eager" and first.config._attn_implementation == hf.ATTENTION_NAME
+
+
+def test_bad_models_are_refused_in_one_line_when_installing():
+    """``None`` for a model was an AttributeError; a Gemma-2-style model (attention logit soft-capping) was refused
+    only at its first forward."""
+    from transformers import Gemma2Config, Gemma2Model
+
+    with pytest.raises(graph_rma.GraphRMAError, match=r"^model: expected a transformers model .*got NoneType$"):
+        hf.use_drop_attention(None, graph_rma.DropAttention(0.1))
+    with pytest.raises(graph_rma.GraphRMAError, match="got NoneType$"):
+        hf.use_drop_attention(None, None)
+    cfg = Gemma2Config(
+        vocab_size=40,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=4,
+        intermediate_size=32,
+        attn_logit_softcapping=50.0,
+        attn_implementation="eager",
+    )
+    gemma = Gemma2Model(cfg)
+    with pytest.raises(graph_rma.GraphRMAError, match=r"^model: Gemma2Model uses attention logit soft-capping"):
+        hf.use_drop_attention(gemma, graph_rma.DropAttention(0.1))
+    assert gemma.config._attn_implementation == "eager"
+    assert not any(hasattr(m, "drop_attention") for m in gemma.modules())
+    cfg.attn_logit_softcapping = None  # without soft-capping the family is plain attention: installed
+    assert len(hf.use_drop_attention(Gemma2Model(cfg), graph_rma.DropAttention(0.1))) == 2
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # 2. Heads as particles
 # ---------------------------------------------------------------------------------------------------------------

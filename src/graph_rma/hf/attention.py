@@ -25,7 +25,7 @@ windows, both rescalings; see :mod:`graph_rma.dropattention`). Contract:
   replaces it (a warning names both when they differ).
 
 Families that compute attention in their own code (DeBERTa, MPNet, Longformer, BigBird, XLNet, ...) get one
-``ValueError`` naming the model class and its ``model_type``.
+``GraphRMAError`` naming the model class and its ``model_type``.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from transformers import PreTrainedModel
 from transformers.masking_utils import AttentionMaskInterface, eager_mask
 from transformers.modeling_utils import AttentionInterface
 
+from .._errors import GraphRMAError
 from ..dropattention import DropAttention, drop_attention_dense
 from ..variants import register_drop_attention_installer
 
@@ -50,6 +51,7 @@ __all__ = ["ATTENTION_NAME", "attention_function_modules", "drop_attention_forwa
 ATTENTION_NAME = "graph_rma_drop_attention"
 
 _PREVIOUS = "_graph_rma_previous_attn_implementation"  # set on each switched PreTrainedModel
+_OWN_CONFIG = "_graph_rma_own_config"  # the private config copy a switched PreTrainedModel got
 _UNSUPPORTED_KWARGS = ("softcap", "s_aux")
 
 
@@ -76,20 +78,20 @@ def drop_attention_forward(
         scaling: the score scale (default ``d ** -0.5``).
         dropout: the layer's attention dropout rate (0 outside training), used when the DropAttention has no ``p``.
         **kwargs: ``position_bias`` is added to the scores (as ``sdpa`` does); ``softcap`` and ``s_aux`` (attention
-            sinks) raise a ``ValueError``; others are ignored, as the eager functions ignore them.
+            sinks) raise a ``GraphRMAError``; others are ignored, as the eager functions ignore them.
 
     Returns:
         tuple: ``(output [B, L, H, d], weights [B, H, L, S])``, the weights after DropAttention.
     """
     drop = getattr(module, "drop_attention", None)
     if not isinstance(drop, DropAttention):
-        raise ValueError(
+        raise GraphRMAError(
             f"{type(module).__name__} runs attn_implementation={ATTENTION_NAME!r} without a DropAttention "
             f"installed; call graph_rma.hf.use_drop_attention(model, graph_rma.DropAttention(...))"
         )
     unsupported = [k for k in _UNSUPPORTED_KWARGS if kwargs.get(k) is not None]
     if unsupported:
-        raise ValueError(
+        raise GraphRMAError(
             f"{type(module).__name__}: DropAttention's attention function does not support "
             f"{', '.join(unsupported)} (this family's eager attention does more than softmax(QK^T)V)"
         )
@@ -157,17 +159,17 @@ def _pretrained_roots(model: nn.Module) -> List[PreTrainedModel]:
 def attention_function_modules(model: nn.Module) -> Dict[str, nn.Module]:
     """The modules of ``model`` that call ``transformers``' attention function, by qualified name.
 
-    Raises a ``ValueError`` naming the family when ``model`` holds no ``transformers`` model, or one that does not
+    Raises a ``GraphRMAError`` naming the family when ``model`` holds no ``transformers`` model, or one that does not
     compute attention through the ``AttentionInterface``.
     """
     roots = _pretrained_roots(model)
     if not roots:
-        raise ValueError(f"model: {type(model).__name__} holds no transformers PreTrainedModel")
+        raise GraphRMAError(f"model: {type(model).__name__} holds no transformers PreTrainedModel")
     for root in roots:
         for sub in root.modules():
             check = getattr(type(sub), "_can_set_attn_implementation", None)  # transformers' own test, 5.x
             if isinstance(sub, PreTrainedModel) and callable(check) and not check():
-                raise ValueError(
+                raise GraphRMAError(
                     f"model: {type(sub).__name__} (model_type {getattr(sub.config, 'model_type', '?')!r}) computes "
                     f"attention in its own code, not through transformers' AttentionInterface, so DropAttention "
                     f"cannot be installed in it (families that use the interface include BERT, RoBERTa, ELECTRA, "
@@ -181,7 +183,7 @@ def attention_function_modules(model: nn.Module) -> Dict[str, nn.Module]:
     }
     if not found:
         names = ", ".join(sorted({type(r).__name__ for r in roots}))
-        raise ValueError(f"model: no module of {names} calls transformers' attention function (AttentionInterface)")
+        raise GraphRMAError(f"model: no module of {names} calls transformers' attention function (AttentionInterface)")
     return found
 
 
@@ -194,13 +196,43 @@ def _layer_rate(module: nn.Module) -> Optional[float]:
     return None
 
 
+def _unsupported_extras(modules: Dict[str, nn.Module]) -> List[str]:
+    """What the modules' eager attention does beyond ``softmax(s QK^T + M) V`` that :func:`drop_attention_forward`
+    cannot do: logit soft-capping (Gemma 2) or attention sinks (``s_aux``)."""
+    found = []
+    for m in modules.values():
+        cap = getattr(m, "attn_logit_softcapping", getattr(getattr(m, "config", None), "attn_logit_softcapping", None))
+        if cap is not None and "attention logit soft-capping" not in found:
+            found.append("attention logit soft-capping")
+        if isinstance(getattr(m, "sinks", None), Tensor) and "attention sinks" not in found:
+            found.append("attention sinks")
+    return found
+
+
+def _own_configs(root: PreTrainedModel) -> None:
+    """Give ``root`` and its modules a private copy of their configuration (sub-configurations included), so that
+    switching the attention implementation never changes a config object the user still holds (a model built from
+    a config keeps that very object, possibly shared with other models)."""
+    if root.__dict__.get(_OWN_CONFIG) is root.config:
+        return
+    memo: Dict[int, Any] = {}
+    mine = copy.deepcopy(root.config, memo)
+    for m in root.modules():
+        config = m.__dict__.get("config")
+        if config is not None and id(config) in memo:
+            m.config = memo[id(config)]
+    root.__dict__[_OWN_CONFIG] = mine
+
+
 def use_drop_attention(model: nn.Module, drop_attention: Optional[DropAttention]) -> List[DropAttention]:
     """Make every attention module of a HuggingFace model drop attention weights with ``drop_attention``.
 
     Each module that calls the attention function gets its own copy as ``module.drop_attention`` (no parameters,
     so the ``state_dict`` is unchanged; it follows ``train()``/``eval()``), and each outermost ``PreTrainedModel``
-    switches to ``attn_implementation=`` :data:`ATTENTION_NAME` (its sub-models follow). ``drop_attention=None``
-    removes the copies and restores the implementation in use before.
+    switches to ``attn_implementation=`` :data:`ATTENTION_NAME` (its sub-models follow) on a private copy of its
+    configuration: the config object the model was built from (which other models may share) is never changed, so
+    ``model.config`` is a copy afterwards. ``drop_attention=None`` removes the copies and restores the
+    implementation in use before.
 
     Args:
         model: a ``transformers`` model (or a module holding one) whose family uses the ``AttentionInterface``.
@@ -210,11 +242,14 @@ def use_drop_attention(model: nn.Module, drop_attention: Optional[DropAttention]
         The installed copies, in module order (empty when removing).
 
     Raises:
-        ValueError: ``model`` holds no ``transformers`` model, or its family does not use the interface (the
-            message names it).
+        GraphRMAError: ``model`` is not a module or holds no ``transformers`` model, its family does not use the
+            interface (the message names it), or its attention does more than the function computes (logit
+            soft-capping as in Gemma 2, attention sinks).
     """
+    if not isinstance(model, nn.Module):
+        raise GraphRMAError(f"model: expected a transformers model (a torch.nn.Module), got {type(model).__name__}")
     if drop_attention is not None and not isinstance(drop_attention, DropAttention):
-        raise ValueError(
+        raise GraphRMAError(
             f"drop_attention: expected a graph_rma.DropAttention or None, got {type(drop_attention).__name__}"
         )
     modules = attention_function_modules(model)
@@ -228,6 +263,13 @@ def use_drop_attention(model: nn.Module, drop_attention: Optional[DropAttention]
             if previous is not None:
                 root.set_attn_implementation(previous)
         return []
+    extras = _unsupported_extras(modules)
+    if extras:
+        names = ", ".join(sorted({type(r).__name__ for r in roots}))
+        raise GraphRMAError(
+            f"model: {names} uses {' and '.join(extras)}, which DropAttention's attention function does not compute "
+            f"(its eager attention does more than softmax(QK^T)V); DropAttention cannot be installed in it"
+        )
     rates = {r for r in map(_layer_rate, modules.values()) if r}
     if drop_attention.p is not None and rates - {drop_attention.p}:
         layer = ", ".join(f"{r:g}" for r in sorted(rates))
@@ -245,6 +287,7 @@ def use_drop_attention(model: nn.Module, drop_attention: Optional[DropAttention]
         installed.append(copy_)
     for root in roots:
         if root.config._attn_implementation != ATTENTION_NAME:
+            _own_configs(root)
             root.__dict__.setdefault(_PREVIOUS, root.config._attn_implementation)
             root.set_attn_implementation(ATTENTION_NAME)
     return installed
