@@ -134,6 +134,11 @@ CLI_CASES = [
     (["webnlg", "generate", "--device", "mps"], "--device"),
     (["cora", "--root", "{file}"], "is a file, not a data folder"),
     (["node", "--dataset", "chameleon", "--root", "{file}"], "is a file, not a data folder"),
+    # issue 65: an option the chosen model does not read was accepted and ignored
+    (["node", "--dataset", "minesweeper", "--protocol", "luo", "--out-heads", "2"], "out_heads: only the gat model"),
+    (["node", "--dataset", "chameleon_filtered", "--protocol", "luo", "--model", "gat", "--norm", "layer"], "norm:"),
+    (["node", "--dataset", "minesweeper", "--protocol", "luo", "--ffn-multiplier", "2"], "ffn_multiplier: only"),
+    (["node", "--dataset", "cora", "--sep"], "sep:"),
 ]
 
 

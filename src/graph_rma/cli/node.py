@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--seed was removed: give the seeds themselves, e.g. --seeds 0 1 2 or --seeds 0-9")
     from ..data.nodes import canonical_name
     from ..tasks.node_classification import run_study
-    from ..tasks.protocols import resolve_protocol
+    from ..tasks.protocols import protocol_note, resolve_protocol
 
     dataset = args.dataset.lower()
     variants = args.variants if args.variants is not None else node_default_variants(dataset, args.full)
@@ -136,7 +136,11 @@ def run(args: argparse.Namespace) -> int:
     out = args.out if args.out is not None else require_out_dir(f"runs/{dataset}")  # before any data is read
     # the preset (the graph's own without --protocol) with its per-graph settings and the options given over it
     overrides = {f.name: getattr(args, f.name) for f in protocol_fields()}
-    protocol = resolve_protocol(args.protocol, canonical_name(args.dataset, args.root), overrides)
+    graph = canonical_name(args.dataset, args.root)
+    protocol = resolve_protocol(args.protocol, graph, overrides)
+    note = protocol_note(args.protocol, graph)  # a preset tuned per graph, without settings for this one
+    if note is not None:
+        print(note, file=sys.stderr)
     result = run_study(
         protocol,
         variants,

@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Dict, Mapping, Optional, Tuple
 
+from .._errors import GraphRMAError
 from .config_fields import KINDS as KINDS  # re-exported: the kinds a field may take
 from .config_fields import check_value, config_field
 
@@ -41,10 +42,15 @@ __all__ = [
     "DATASET_SETTINGS",
     "DATASET_PROTOCOL",
     "MODELS",
+    "MODEL_FIELDS",
     "STOPPING",
     "METRIC_OPTIONS",
     "NORMS",
+    "LUO_SCRIPT",
+    "SETTINGS_SOURCE",
     "default_protocol",
+    "graph_key",
+    "protocol_note",
     "resolve_protocol",
     "protocol_fields",
 ]
@@ -56,6 +62,15 @@ METRIC_OPTIONS: Tuple[str, ...] = ("auto", "accuracy", "roc_auc")
 FEATURES: Tuple[str, ...] = ("none", "row")  # graph_rma.data.transforms.FEATURE_OPTIONS
 EDGES: Tuple[str, ...] = ("as-stored", "reversed", "undirected")  # graph_rma.data.transforms.EDGE_OPTIONS
 NORMS: Tuple[str, ...] = ("batch", "layer", "none")  # graph_rma.models.classic_gat.NORMS
+#: the fields only some models read (:meth:`Protocol.model_settings`); an override of one for another model is refused
+MODEL_FIELDS: Dict[str, Tuple[str, ...]] = {
+    "out_heads": ("gat",),
+    "norm": ("classic",),
+    "residual": ("classic",),
+    "pre_linear": ("classic",),
+    "ffn_multiplier": ("residual",),
+    "sep": ("residual",),
+}
 
 # a field with its help and kind (graph_rma.tasks.config_fields.KINDS), and the check __post_init__ applies to it
 _field = config_field  # (default, kind, help, choices=())
@@ -261,31 +276,81 @@ PROTOCOLS: Dict[str, Protocol] = {
     ),
 }
 
-#: per-graph fields of a preset, applied before the caller's overrides (Luo et al. tuned each graph; their script)
-DATASET_SETTINGS: Dict[str, Dict[str, Dict[str, Any]]] = {
-    "luo": {
-        "minesweeper": {
-            "hidden": 64,
-            "layers": 15,
-            "lr": 0.01,
-            "weight_decay": 0.0,
-            "dropout": 0.2,
-            "norm": "batch",
-            "epochs": 2000,
-            "patience": 2000,
-        },
-        "chameleon_filtered": {
-            "hidden": 256,
-            "layers": 2,
-            "lr": 0.01,
-            "weight_decay": 1e-3,
-            "dropout": 0.7,
-            "norm": "batch",
-            "epochs": 200,
-            "patience": 200,
-        },
-    },
+
+def _luo(line: int, hidden: int, layers: int, lr: float, weight_decay: float, dropout: float, **flags: Any):
+    """``(line, fields)``: line ``line`` of Luo et al.'s ``medium_graph/run_gnn.sh`` (a ``--gnn gat`` line) as
+    protocol fields: ``--hidden_channels``, ``--local_layers``, ``--lr``, ``--weight_decay``, ``--dropout``,
+    ``--ln``/``--bn`` as ``norm`` (neither: none), ``--res`` as ``residual``, ``--pre_linear``, ``--epochs`` (their
+    default 500, ``medium_graph/parse.py`` line 19) with no early stopping (patience = epochs)."""
+    epochs = flags.get("epochs", 500)
+    norm = "layer" if flags.get("ln") else "batch" if flags.get("bn") else "none"
+    return line, {
+        "hidden": hidden,
+        "layers": layers,
+        "lr": lr,
+        "weight_decay": weight_decay,
+        "dropout": dropout,
+        "norm": norm,
+        "residual": bool(flags.get("res")),
+        "pre_linear": bool(flags.get("pre_linear")),
+        "epochs": epochs,
+        "patience": epochs,
+    }
+
+
+#: The script every ``luo`` setting comes from (LUOyk1999/tunedGNN at this commit), for the citations below.
+LUO_SCRIPT = "LUOyk1999/tunedGNN@23f9604, medium_graph/run_gnn.sh"
+
+# Every GAT line of LUO_SCRIPT (heads: their --num_heads default 1, the preset's), by this package's graph names:
+# their chameleon/squirrel are the filtered graphs (medium_graph/dataset.py's load_wiki_new reads
+# {name}_filtered.npz), their amazon-ratings is amazon_ratings, and so on.
+_LUO_LINES: Dict[str, Tuple[int, Dict[str, Any]]] = {
+    # homophilous graphs
+    "amazon_computer": _luo(5, 64, 2, 0.001, 5e-5, 0.5, epochs=1000, ln=True),
+    "amazon_photo": _luo(9, 64, 3, 0.001, 5e-5, 0.5, epochs=1000, ln=True, res=True),
+    "coauthor_cs": _luo(13, 256, 1, 0.001, 5e-4, 0.3, epochs=1500, ln=True, res=True),
+    "coauthor_physics": _luo(17, 256, 2, 0.001, 5e-4, 0.7, epochs=1500, bn=True, res=True),
+    "wikics": _luo(21, 512, 2, 0.001, 0.0, 0.7, epochs=1000, ln=True, res=True),
+    "cora": _luo(25, 512, 3, 0.001, 5e-4, 0.2, res=True),
+    "citeseer": _luo(29, 256, 3, 0.001, 0.01, 0.5, res=True),
+    "pubmed": _luo(33, 512, 2, 0.01, 5e-4, 0.5),
+    # heterophilous graphs
+    "amazon_ratings": _luo(39, 512, 4, 0.001, 0.0, 0.5, epochs=2500, bn=True, res=True),
+    "minesweeper": _luo(43, 64, 15, 0.01, 0.0, 0.2, epochs=2000, bn=True, res=True),
+    "roman_empire": _luo(47, 512, 10, 0.001, 0.0, 0.3, epochs=2500, bn=True, res=True, pre_linear=True),
+    "questions": _luo(51, 512, 3, 3e-5, 0.0, 0.2, epochs=1500, ln=True, res=True, pre_linear=True),
+    "squirrel_filtered": _luo(55, 512, 7, 0.005, 5e-4, 0.5, bn=True, res=True),
+    "chameleon_filtered": _luo(59, 256, 2, 0.01, 0.001, 0.7, epochs=200, bn=True, res=True),
 }
+
+#: per-graph fields of a preset, applied before the caller's overrides; keyed by the graph's file name (lower case,
+#: ``-`` as ``_``, :func:`graph_key`). ``luo``: every GAT line of Luo et al.'s script (:data:`SETTINGS_SOURCE`).
+DATASET_SETTINGS: Dict[str, Dict[str, Dict[str, Any]]] = {"luo": {g: f for g, (_, f) in _LUO_LINES.items()}}
+#: where each per-graph setting comes from (the preset's ``reproduces`` names it for that graph)
+SETTINGS_SOURCE: Dict[str, Dict[str, str]] = {"luo": {g: f"{LUO_SCRIPT} line {n}" for g, (n, _) in _LUO_LINES.items()}}
+
+
+def graph_key(dataset: str) -> str:
+    """``dataset`` as :data:`DATASET_SETTINGS` keys it: lower case, ``-`` as ``_`` (``"Roman-Empire"`` ->
+    ``"roman_empire"``)."""
+    return str(dataset).strip().lower().replace("-", "_")
+
+
+def protocol_note(protocol: Optional[str], dataset: str) -> Optional[str]:
+    """One line when preset ``protocol`` tunes its settings per graph but has none for ``dataset`` (its defaults
+    are used then, and this line says which); ``None`` otherwise."""
+    name = default_protocol(dataset) if protocol is None else str(protocol).lower()
+    per_graph = DATASET_SETTINGS.get(name)
+    if not per_graph or graph_key(dataset) in per_graph:
+        return None
+    keys = sorted({k for settings in per_graph.values() for k in settings})
+    preset = PROTOCOLS[name]
+    used = ", ".join(f"{k} {getattr(preset, k)}" for k in keys)
+    return (
+        f"protocol {name}: no per-graph settings for {dataset} (they cover {', '.join(per_graph)}); the preset's "
+        f"defaults are used: {used}"
+    )
+
 
 #: each graph's default protocol (the strong baseline that reproduces a published number on it)
 DATASET_PROTOCOL: Dict[str, str] = {
@@ -309,7 +374,9 @@ def default_protocol(dataset: str) -> str:
 def resolve_protocol(protocol: Optional[str], dataset: str, overrides: Optional[Mapping[str, Any]] = None) -> Protocol:
     """Preset ``protocol`` (``None``: the dataset's default) with its settings for ``dataset``
     (:data:`DATASET_SETTINGS`) and ``overrides`` (fields set to ``None`` are left as the preset has them); validated,
-    so a bad value is a one-line ``ValueError`` naming the field."""
+    so a bad value is a one-line ``ValueError`` naming the field, and an override the resulting model does not read
+    (:data:`MODEL_FIELDS`, e.g. ``norm`` for the 2-layer GAT) a one-line :class:`graph_rma.GraphRMAError`. A preset
+    tuned per graph without settings for ``dataset`` uses its defaults: :func:`protocol_note` says so in one line."""
     name = default_protocol(dataset) if protocol is None else str(protocol).lower()
     if name not in PROTOCOLS:
         raise ValueError(f"protocol: expected one of {tuple(PROTOCOLS)}, got {protocol!r}")
@@ -318,5 +385,17 @@ def resolve_protocol(protocol: Optional[str], dataset: str, overrides: Optional[
     unknown = sorted(set(changes) - known)
     if unknown:
         raise ValueError(f"protocol overrides: unknown field(s) {unknown}; expected some of {sorted(known)}")
-    per_graph = DATASET_SETTINGS.get(name, {}).get(str(dataset).lower(), {})
-    return replace(PROTOCOLS[name], **{**per_graph, **changes})
+    per_graph = DATASET_SETTINGS.get(name, {}).get(graph_key(dataset), {})
+    preset = PROTOCOLS[name]
+    if per_graph:
+        source = SETTINGS_SOURCE[name][graph_key(dataset)]
+        preset = replace(preset, reproduces=f"{preset.reproduces}; {graph_key(dataset)}'s settings: {source}")
+    resolved = replace(preset, **{**per_graph, **changes})
+    unread = [k for k in changes if resolved.model not in MODEL_FIELDS.get(k, MODELS)]
+    if unread:
+        k = unread[0]
+        raise GraphRMAError(
+            f"{k}: only the {' and '.join(MODEL_FIELDS[k])} model reads it, and protocol {name} trains the "
+            f"{resolved.model} model here; drop {k}, or choose a model that reads it (model)"
+        )
+    return resolved
