@@ -78,6 +78,21 @@ def test_sampler_callback_moves_only_the_heads_differently(tmp_path, no_datasets
         hf.SamplerCallback("reg:weight=0.1")
 
 
+def test_a_sampler_callback_serves_one_model(tmp_path, no_datasets):
+    """One callback reused for a second Trainer (a seed loop) left the second model unsampled, and a callback built
+    on another model trained the Trainer's model plain, both with exit 0: each is refused in one line."""
+    import graph_rma
+
+    callback = hf.SamplerCallback("svgd:alpha=0.5,eps=1")
+    train(tmp_path, [callback])
+    with pytest.raises(graph_rma.GraphRMAError, match=r"already trains the model of an earlier Trainer; build one"):
+        train(tmp_path, [callback])
+    other = graph_rma.SVGD(bert(), alpha=0.5)
+    with pytest.raises(graph_rma.GraphRMAError, match=r"^SamplerCallback: the SVGD was built over another model"):
+        train(tmp_path, [hf.SamplerCallback(other)])
+    assert other.steps == 0
+
+
 def _ddp_worker(rank, world, init_file, out_dir):
     """One rank of a 2-process CPU run (gloo, file rendezvous): Trainer + SamplerCallback("spos") for 2 steps."""
     import torch.distributed as dist

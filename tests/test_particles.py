@@ -279,6 +279,20 @@ def test_layer_selection_and_single_head_warning():
         find_particle_groups(nn.Sequential(nn.Linear(2, 2)), layers=["0"])
 
 
+def test_a_layer_given_twice_is_refused():
+    """`SVGD(model, layers=[L, L])` (by name twice, or by name and as the module) made two particle groups of one
+    layer and moved its heads twice per step."""
+    import graph_rma
+
+    model = nn.ModuleDict({"conv1": GATConv(4, 3, heads=4), "conv2": GATConv(12, 2, heads=4)})
+    for layers, how in ((["conv1", "conv1"], "by name"), (["conv1", model["conv1"]], "as a module")):
+        with pytest.raises(graph_rma.GraphRMAError, match=rf"^layers: 'conv1' is given twice \(again {how}\)"):
+            graph_rma.SVGD(model, layers=layers)
+    with pytest.raises(graph_rma.GraphRMAError, match="given twice"):
+        find_particle_groups(model, layers=[model["conv2"], "conv1", "conv2"])
+    assert [g.name for g in find_particle_groups(model, layers=["conv2", model["conv1"]])] == ["conv2", "conv1"]
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Samplers in training
 # ----------------------------------------------------------------------------------------------------------------

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 from typing import Optional, Union
 
+from torch import nn
 from transformers import TrainerCallback
 
+from .._errors import GraphRMAError
 from ..particles import ParticleSampler
 from ..variants import Variant, VariantSetup, apply_variant, parse_variant
 
@@ -47,6 +49,10 @@ class SamplerCallback(TrainerCallback):
 
     Attributes:
         setup: the :class:`graph_rma.VariantSetup` once training began (``None`` for a given sampler).
+
+    One callback serves one model: a callback whose sampler moves another model's heads (a sampler built over
+    another model, or a callback reused for a second ``Trainer`` in a seed loop) is refused when training begins,
+    with a :class:`graph_rma.GraphRMAError`; build one callback per ``Trainer``.
     """
 
     def __init__(self, sampler: Union[str, Variant, ParticleSampler], seed: Optional[int] = None) -> None:
@@ -73,9 +79,26 @@ class SamplerCallback(TrainerCallback):
             seed = args.seed if self.seed is None else self.seed
             self.setup = apply_variant(self.variant, model, optimizer=None, seed=seed)
             self.sampler = self.setup.sampler
+        elif model is not None and self.sampler is not None:
+            self._check_model(model)
         if self.sampler is not None and state.global_step > self.sampler.steps:
             self.sampler.steps = state.global_step  # resumed: the warm-up counts optimizer steps
         return control
+
+    def _check_model(self, model: nn.Module) -> None:
+        """Refuse a sampler whose heads are not ``model``'s (it would move another model and train this one plain)."""
+        own = {id(p) for p in model.parameters()}
+        if all(id(hp.param) in own for g in self.sampler.groups for hp in g.params):
+            return
+        if self.setup is not None:
+            raise GraphRMAError(
+                f"SamplerCallback({self.variant.spec!r}) already trains the model of an earlier Trainer; build one "
+                f"SamplerCallback per Trainer (e.g. inside the seed loop)"
+            )
+        raise GraphRMAError(
+            f"SamplerCallback: the {type(self.sampler).__name__} was built over another model than the Trainer's, "
+            f"which would train plain; build it over the Trainer's model, or pass a spec such as 'svgd:alpha=0.1'"
+        )
 
     def on_pre_optimizer_step(self, args, state, control, **kwargs):
         if self.sampler is not None:

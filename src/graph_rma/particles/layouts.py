@@ -21,6 +21,8 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Type, Uni
 import torch
 from torch import Tensor, nn
 
+from .._errors import GraphRMAError
+
 
 @dataclass(frozen=True)
 class HeadParam:
@@ -287,6 +289,12 @@ def find_particle_groups(
                 raise ValueError(
                     f"layers: {pair[0] or type(pair[1]).__name__!r} ({type(pair[1]).__name__}) has no head layout; "
                     f"register one with graph_rma.register_head_layout"
+                )
+            if any(m is pair[1] for _, m in selected):
+                how = "by name" if isinstance(item, str) else "as a module"
+                raise GraphRMAError(
+                    f"layers: {pair[0]!r} is given twice (again {how}); each layer's heads form one particle group, "
+                    f"moved once per step: name each layer once"
                 )
             selected.append(pair)
 
