@@ -32,7 +32,15 @@ from graph_rma.engine import CheckpointError, load_checkpoint, mean_std, one_lin
 from graph_rma.engine.figures import new_figure, save_png
 from graph_rma.tasks.node_classification import run_study, upgrade_metrics
 from graph_rma.tasks.protocols import resolve_protocol
-from studies.pages import check_defaults, mean_std_cell, page_file, paired_cell, renderer, stop_if_interrupted
+from studies.pages import (
+    check_defaults,
+    mean_std_cell,
+    page_file,
+    paired_cell,
+    render_page,
+    renderer,
+    stop_if_interrupted,
+)
 
 FINAL_SEEDS = list(range(10))  # seed s trains on split s: the published protocol's 10 splits
 SELECT_SEEDS = [100, 101, 102]  # splits 0-2, other initialisations: no final seed is ever used to choose
@@ -765,7 +773,7 @@ render = renderer(BLOCKS)
 
 def report(out: Path, page: Path) -> None:
     results = collect(out)
-    text = render(page.read_text(), results)  # rendered before anything is written: a bad page changes no file
+    text = render_page(page, results, render)  # rendered before anything is written: a bad page changes no file
     write_json(page.parent / "baselines" / "results.json", results)
     rows = forest_rows(results)
     if rows:

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Dict, Optional, Sequence
 
+from graph_rma import GraphRMAError
 from graph_rma.argtypes import out_dir, out_file, positive_int
 from graph_rma.engine import deferred_interrupt, interrupt_requested, mean_std, one_line_errors, write_json
 
@@ -91,7 +92,7 @@ def splice(text: str, name: str, block: str) -> str:
     """``text`` with the lines between ``<!-- name:start -->`` and ``<!-- name:end -->`` replaced by ``block``."""
     start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
     if start not in text or end not in text:
-        raise ValueError(f"the page has no generated block {name!r} (markers {start} ... {end})")
+        raise GraphRMAError(f"the page has no generated block {name!r} (markers {start} ... {end})")
     head, rest = text.split(start, 1)
     _, tail = rest.split(end, 1)
     return f"{head}{start}\n{block}\n{end}{tail}"
@@ -107,6 +108,15 @@ def render_blocks(text: str, results: Dict, blocks: Dict[str, Callable[[Dict], s
     for name, fn in blocks.items():
         text = splice(text, name, fn(results))
     return text
+
+
+def render_page(page: Path, results: Dict, render: Callable[[str, Dict], str]) -> str:
+    """``render(page's text, results)``; a page without one of its generated blocks is a one-line
+    :class:`~graph_rma.GraphRMAError` naming the page."""
+    try:
+        return render(page.read_text(encoding="utf-8"), results)
+    except GraphRMAError as exc:
+        raise GraphRMAError(f"{page}: {exc}") from None
 
 
 def renderer(blocks: Dict[str, Callable[[Dict], str]]) -> Callable[[str, Dict], str]:
@@ -130,7 +140,7 @@ def publish(page: Path, results: Dict, blocks: Dict[str, Callable[[Dict], str]],
     """Commit ``results`` to ``to`` (default: beside the page, ``docs/<page>/results.json``) and render the page's
     blocks from them; the page is read and rendered first, so a missing page or block writes nothing."""
     to = page.parent / page.stem / "results.json" if to is None else to
-    text = render_blocks(page.read_text(encoding="utf-8"), results, blocks)
+    text = render_page(page, results, render=lambda t, r: render_blocks(t, r, blocks))
     write_json(to, results)
     page.write_text(text, encoding="utf-8")
     print(f"wrote {page} and {to}")

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Callable, Dict, List
 
 from benchmarks import report as bench
+from graph_rma import GraphRMAError
 from graph_rma.engine import one_line_errors
 from studies import (
     authors_update,
@@ -83,7 +84,10 @@ def render_all(check: bool = False) -> List[str]:
     for name, render in renderers().items():
         path = REPO / name
         old = path.read_text(encoding="utf-8")
-        new = render(old)
+        try:
+            new = render(old)
+        except GraphRMAError as exc:  # a page without one of its blocks: name the page
+            raise GraphRMAError(f"{name}: {exc}") from None
         if new != old:
             changed[path] = new
     if not check:

@@ -67,7 +67,7 @@ from graph_rma.tasks.curves import plot_curves
 from graph_rma.tasks.defaults import METEOR_CHOICES, WEBNLG_PRESETS
 from graph_rma.tasks.generator_config import DECODING_FIELDS
 from studies.graph_to_text import PUBLISHED
-from studies.pages import page_file, renderer
+from studies.pages import page_file, render_page, renderer
 
 #: The decoding settings tried on dev, in order (an earlier entry wins a tie). Written before any run (issue 37).
 GRID: List[Dict] = [
@@ -677,7 +677,7 @@ def report(name: str = FIRST, page: Path = PAGE, run: Optional[Path] = None, res
     r = ROUNDS[name]
     results = r.results if results is None else results
     data = collect(r.run if run is None else run, results, r.grid)
-    text = render(page.read_text(encoding="utf-8"), {**committed(), name: data})
+    text = render_page(page, {**committed(), name: data}, render)
     write_json(results / "results.json", data)
     if data.get("history"):
         keep = (data["conditions"]["config"] or {}).get("keep", "dev_loss")

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
+from graph_rma import GraphRMAError
 from graph_rma.models import TwoLayerGAT
 from graph_rma.variants import apply_variant, parse_variant
 
@@ -400,12 +401,36 @@ def test_study_drivers_refuse_bad_arguments_in_one_line_and_write_nothing(driver
     assert sorted(p.name for p in tmp_path.rglob("*")) == before  # no results.json beside the missing page
 
 
+def test_report_on_a_page_without_its_blocks_is_one_line_naming_the_page(tmp_path):
+    """Issue 67, item 6: `baselines report --page <a page without the generated-block markers>` ended in a
+    traceback."""
+    import subprocess
+
+    page = tmp_path / "page.md"
+    page.write_text("no generated blocks here\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run(
+        [sys.executable, "-m", "studies.baselines", "report", "--page", str(page), "--out", str(tmp_path / "runs")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.strip() == (
+        f"baselines.py: {page}: the page has no generated block 'reproduction' (markers <!-- reproduction:start --> "
+        "... <!-- reproduction:end -->)"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["page.md"]
+
+
 def test_a_page_without_its_blocks_writes_no_results(tmp_path):
     """The page is read and rendered before anything is written."""
     study = _load("baselines")
     page = tmp_path / "baselines.md"
     page.write_text("no generated blocks here\n")
-    with pytest.raises(ValueError, match="the page has no generated block 'reproduction'"):
+    with pytest.raises(GraphRMAError, match=f"^{page}: the page has no generated block 'reproduction'"):
         study.report(tmp_path / "runs", page)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["baselines.md"]
 
@@ -441,7 +466,7 @@ def test_render_writes_nothing_when_a_page_lacks_a_block(tmp_path, monkeypatch):
     splice = _load("pages").splice
     monkeypatch.setattr(render, "REPO", tmp_path)
     monkeypatch.setattr(render, "renderers", lambda: {name: lambda t: splice(t, "x", "new") for name in pages})
-    with pytest.raises(ValueError, match="no generated block 'x'"):
+    with pytest.raises(GraphRMAError, match="^b.md: the page has no generated block 'x'"):
         render.render_all()
     assert {name: (tmp_path / name).read_text() for name in pages} == pages
 
