@@ -12,8 +12,9 @@ import warnings
 import pytest
 import torch
 from torch_geometric.nn import GATConv, GATv2Conv
+from torch_geometric.utils import softmax
 
-from graph_rma import GraphRMAError
+from graph_rma import DropAttention, GraphRMAError
 from graph_rma.nn import RepulsiveGATConv, RepulsiveGATv2Conv
 from graph_rma.nn.lean import csr_supported, strategy
 
@@ -220,3 +221,144 @@ def test_graph_transformer_equals_its_default_path(fused, channels, heads):
     lean = GraphTransformerLayer(channels, heads, dropout=0.0, attention_dropout=0.0, lean=True).to(DEVICE, DTYPE)
     lean.load_state_dict(plain.state_dict())
     assert_same(step(plain, x, edge_index), step(lean, x, edge_index))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Dropout and DropAttention drawn in the kernels
+# ----------------------------------------------------------------------------------------------------------------
+class _Masked:
+    """The default path with an explicit mask in place of its dropout: ``keep`` (a softmax over the kept edges) or
+    ``factor`` (the softmax times it)."""
+
+    keep = factor = None
+
+    def _softmax_and_drop(self, logits, src, dst, ptr, num_src, num_dst):
+        if self.keep is not None:
+            return softmax(logits.masked_fill(~self.keep, float("-inf")), dst, ptr, num_dst)
+        return softmax(logits, dst, ptr, num_dst) * self.factor
+
+
+class MaskedGAT(_Masked, RepulsiveGATConv):
+    pass
+
+
+class MaskedGATv2(_Masked, RepulsiveGATv2Conv):
+    pass
+
+
+DROPS = [  # layer, dropout, DropAttention(p, window, mode, rescale) or None
+    ("gat", 0.5, None),
+    ("gat", 0.0, (0.5, 1, "element", "inverse")),
+    ("gat", 0.0, (0.5, 3, "element", "normalized")),
+    ("gatv2", 0.0, (0.4, 2, "column", "normalized")),
+    ("gatv2", 0.5, (None, 2, "column", "inverse")),
+]
+
+
+@pytest.mark.parametrize("kind,rate,drop", DROPS)
+def test_the_mask_of_forward_is_the_mask_of_backward(fused, kind, rate, drop):
+    """The weights the kernels return (after dropout, drawn from the forward's seed) give, applied as an explicit mask
+    on the default path, the same output and every gradient: backward drew the forward's mask again."""
+    edge_index, _ = graph(n_src=7, edges=24)
+    x = features(7, 5, 1)
+    ours_cls, ref_cls = (RepulsiveGATConv, MaskedGAT) if kind == "gat" else (RepulsiveGATv2Conv, MaskedGATv2)
+    make = dict(heads=3, dropout=rate)
+    torch.manual_seed(0)
+    ours = ours_cls(5, 4, **make, lean=True, drop_attention=None if drop is None else DropAttention(*drop))
+    ref = ref_cls(5, 4, **make)
+    ours, ref = ours.to(DEVICE, DTYPE), ref.to(DEVICE, DTYPE)
+    ref.load_state_dict(ours.state_dict())
+    with torch.no_grad():
+        alpha = ours.eval()(x, edge_index, return_attention_weights=True)[1][1]
+    ours.train()
+    torch.manual_seed(5)
+    result = step(ours, x, edge_index)
+    weights = result[2]
+    dropped = weights == 0
+    assert 0 < dropped.float().mean() < 1
+    if drop is not None and drop[3] == "normalized":
+        ref.keep = ~dropped
+    else:
+        ref.factor = torch.round(weights / alpha)
+        assert set(ref.factor.unique().tolist()) <= {0.0, 1.0, 2.0}
+    assert_same(step(ref, x, edge_index), result)
+
+
+def test_masks_differ_between_steps_and_repeat_for_a_seed(fused):
+    edge_index, _ = graph(n_src=7, edges=24)
+    x = features(7, 5, 1)
+    layer = RepulsiveGATConv(5, 2, heads=2, dropout=0.5, lean=True).to(DEVICE, DTYPE)
+    with torch.no_grad():
+        torch.manual_seed(7)
+        first, second = (layer(x, edge_index, return_attention_weights=True)[1][1] for _ in range(2))
+        torch.manual_seed(7)
+        again = layer(x, edge_index, return_attention_weights=True)[1][1]
+    assert torch.equal(first, again)
+    assert not torch.equal(first == 0, second == 0)
+
+
+def _shuffled_complete_graph(n_src, n_dst, seed=0):
+    src = torch.arange(n_src).repeat(n_dst)
+    dst = torch.arange(n_dst).repeat_interleave(n_src)
+    order = torch.randperm(src.numel(), generator=torch.Generator().manual_seed(seed))
+    return src[order], dst[order]
+
+
+@pytest.mark.parametrize(
+    "mode,window,rescale,n_src,n_dst", [("element", 3, "normalized", 96, 16), ("column", 2, "inverse", 512, 3)]
+)
+def test_drop_statistics_match_the_mask_path(mode, window, rescale, n_src, n_dst):
+    """Rate of dropped (edge, head) pairs, against DropAttention's 1 - (1 - p/w)^w (the first w - 1 positions of a
+    segment have fewer chances), and the rate at which two neighbours (by source id, within a destination) are
+    both dropped, against the [E, H]-mask path's."""
+    from graph_rma.dropattention.masks import _sparse_mask
+    from graph_rma.nn.lean.csr import edge_csr
+    from graph_rma.nn.lean.fused import GAT_SCORE, INVERSE, NORMALIZED, Dropout, fused_weights
+
+    p, heads = 0.3, 8
+    src, dst = _shuffled_complete_graph(n_src, n_dst)
+    csr = edge_csr(src.to(DEVICE), dst.to(DEVICE), n_src, n_dst, by_source=True)
+    v = torch.zeros(n_src, heads, 1, dtype=DTYPE, device=DEVICE)
+    a = torch.zeros(n_src, heads, dtype=DTYPE, device=DEVICE)
+    drop = Dropout(NORMALIZED if rescale == "normalized" else INVERSE, p, window, mode == "column")
+    w = fused_weights(GAT_SCORE, csr, v, a=a, dropout=drop, seed=11).cpu()
+    kernel = (w == 0)[csr.perm.cpu().long()]  # CSR order: rows by destination, each by source id
+    g = torch.Generator().manual_seed(0)
+    masks = [_sparse_mask(src, dst, heads, n_src, n_dst, p, window, mode, g)[csr.perm.cpu().long()] for _ in range(4)]
+    reference = torch.cat(masks)
+    # the first window - 1 positions of a segment (by source id, in both modes here) have fewer chances
+    rank = torch.arange(n_src).repeat(n_dst).view(-1, 1).expand(-1, heads).to(torch.float64)
+    theory = (1 - (1 - p / window) ** torch.clamp(rank + 1, max=window)).mean().item()
+    draws = heads * (n_src if mode == "column" else n_src * n_dst)  # independent windows
+    tol = 4.5 * (theory * (1 - theory) * window / draws) ** 0.5
+    assert abs(kernel.double().mean().item() - theory) < tol
+    assert abs(reference.double().mean().item() - theory) < tol
+    same_row = (csr.row[1:] == csr.row[:-1]).cpu()
+
+    def both(mask):
+        m = mask.view(-1, csr.row.numel(), heads)
+        return (m[:, 1:] & m[:, :-1])[:, same_row].double().mean().item()
+
+    assert abs(both(kernel) - both(reference)) < 1.5 * tol
+    independent = theory**2
+    assert both(reference) > independent + 0.05  # windows make neighbours drop together: the check can tell
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float16, 5e-3), (torch.bfloat16, 4e-2)])
+def test_half_precision_reads_and_writes_its_dtype(fused, dtype, tol):
+    """float16 / bfloat16 in and out (float32 inside): close to the float64 stock layer, to the dtype's rounding."""
+    edge_index, _ = graph(n_src=7, edges=18)
+    x = features(7, 5, 1)
+    torch.manual_seed(0)
+    stock = GATConv(5, 4, heads=2).to(DEVICE, torch.float64)
+    half = RepulsiveGATConv(5, 4, heads=2, lean=True).to(DEVICE, dtype)
+    half.load_state_dict(stock.state_dict())
+    x_half = x.detach().to(dtype).requires_grad_()
+    out = half(x_half, edge_index)
+    assert out.dtype == dtype
+    out.float().sum().backward()
+    stock(x, edge_index).sum().backward()
+    assert x_half.grad.dtype == dtype
+    torch.testing.assert_close(out.double(), stock(x, edge_index).detach(), atol=tol, rtol=tol)
+    torch.testing.assert_close(x_half.grad.double(), x.grad, atol=tol, rtol=tol)
+    torch.testing.assert_close(half.att_src.grad.double(), stock.att_src.grad, atol=2 * tol, rtol=2 * tol)
