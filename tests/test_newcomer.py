@@ -114,7 +114,8 @@ def test_example_mistakes_are_one_line(example, args, word, tmp_path, request):
     proc, _ = _run([str(REPO / "examples" / example), *args], tmp_path)
     err = [line for line in proc.stderr.strip().splitlines() if "Warning" not in line and "warn(" not in line]
     assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-1500:]
-    assert word in err[-1] and err[-1].startswith(example.split(".")[0]) or word in err[-1], err
+    # the one line names the script (as its argparse prog or one_line_errors' prefix) and says what was wrong
+    assert word in err[-1] and err[-1].startswith((f"{example}: ", f"examples/{example}: ")), err
 
 
 def test_the_quick_start_without_data_stops_saying_where(tmp_path):
