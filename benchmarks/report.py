@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Dict, List
 
 from benchmarks import report_gpu
-from studies.pages import render_blocks  # the studies' page writer: one way to splice generated blocks
+from graph_rma.engine.blocks import render_blocks  # the one page writer, shared with studies/
 
 HERE = Path(__file__).resolve().parent
 

@@ -23,7 +23,8 @@ from typing import Dict, List
 import torch
 
 from graph_rma.engine import write_json
-from studies.pages import publish, render_blocks, run_child
+from graph_rma.engine.blocks import render_blocks
+from studies.pages import publish, run_child
 
 VARIANTS = {"ma": "ma", "svgd": "svgd:alpha=0.1"}
 TASKS = ["agenda", "webnlg"]

@@ -1,4 +1,5 @@
-"""What every study driver shares: generated blocks spliced between markers on its page, and how it stops.
+"""What every study driver shares: generated blocks spliced between markers on its page (written by
+:mod:`graph_rma.engine.blocks`, which the benchmarks' report shares), and how it stops.
 
 A page's generated block sits between ``<!-- name:start -->`` and ``<!-- name:end -->``; everything outside the
 markers is prose kept by hand. The drivers render the blocks from their committed results file, so a page is
@@ -18,6 +19,7 @@ from typing import Callable, Dict, Optional, Sequence
 from graph_rma import GraphRMAError
 from graph_rma.argtypes import out_dir, out_file, positive_int
 from graph_rma.engine import deferred_interrupt, interrupt_requested, mean_std, one_line_errors, write_json
+from graph_rma.engine.blocks import render_blocks
 
 
 def page_file(text: str) -> Path:
@@ -86,28 +88,6 @@ def paired_verdict(pc: Dict) -> str:
     is within 2 standard errors of zero, else ``a gain`` or ``a loss``."""
     z = pc["mean"] / pc["se"] if pc["se"] > 0 else 0.0
     return "within noise" if abs(z) < 2 else ("a gain" if z > 0 else "a loss")
-
-
-def splice(text: str, name: str, block: str) -> str:
-    """``text`` with the lines between ``<!-- name:start -->`` and ``<!-- name:end -->`` replaced by ``block``."""
-    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
-    if start not in text or end not in text:
-        raise GraphRMAError(f"the page has no generated block {name!r} (markers {start} ... {end})")
-    head, rest = text.split(start, 1)
-    _, tail = rest.split(end, 1)
-    return f"{head}{start}\n{block}\n{end}{tail}"
-
-
-def block(text: str, name: str) -> str:
-    """The generated block ``name`` of a page (without its markers)."""
-    return text.split(f"<!-- {name}:start -->", 1)[1].split(f"<!-- {name}:end -->", 1)[0]
-
-
-def render_blocks(text: str, results: Dict, blocks: Dict[str, Callable[[Dict], str]]) -> str:
-    """``text`` with each generated block ``name`` replaced by ``blocks[name](results)``."""
-    for name, fn in blocks.items():
-        text = splice(text, name, fn(results))
-    return text
 
 
 def render_page(page: Path, results: Dict, render: Callable[[str, Dict], str]) -> str:

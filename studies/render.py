@@ -24,6 +24,7 @@ from typing import Callable, Dict, List
 from benchmarks import report as bench
 from graph_rma import GraphRMAError
 from graph_rma.engine import one_line_errors
+from graph_rma.engine.blocks import render_blocks, splice
 from studies import (
     authors_update,
     baselines,
@@ -38,7 +39,6 @@ from studies import (
     webnlg2017_diagnosis,
     webnlg2017_evidence,
 )
-from studies.pages import render_blocks, splice
 
 REPO = Path(__file__).resolve().parents[1]
 

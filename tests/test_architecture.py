@@ -81,6 +81,17 @@ def test_scripts_import_the_library_not_the_cli(name):
     assert not {m for m in modules if m == "graph_rma.cli" or m.startswith("graph_rma.cli.")}
 
 
+def test_benchmarks_import_nothing_from_studies():
+    """The results folders import one way (studies/render.py renders the benchmarks' page too): benchmarks/ never
+    imports studies/; what both write pages with lives in the package (graph_rma.engine.blocks)."""
+    found = {
+        name: sorted(m for m in _imported_modules(REPO / name) if m == "studies" or m.startswith("studies."))
+        for name in SCRIPTS
+        if name.startswith("benchmarks")
+    }
+    assert not {name: mods for name, mods in found.items() if mods}
+
+
 def test_the_package_map_names_every_package_and_module():
     """docs/design.md's package layout: every subpackage of graph_rma/ (as ``name/``) and every module in it (by its
     name) appears in the map, so a new module cannot go unmentioned."""

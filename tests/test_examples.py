@@ -150,8 +150,8 @@ def _readme_quick_start() -> str:
 
 def test_readme_expected_output_is_what_the_committed_results_render_to():
     """The README's expected quick-start output is rendered from docs/quickstart/results.json, never typed."""
+    from graph_rma.engine.blocks import block
     from studies import quickstart
-    from studies.pages import block
 
     results = quickstart.load()
     readme = (REPO / "README.md").read_text(encoding="utf-8")

@@ -463,7 +463,9 @@ def test_render_writes_nothing_when_a_page_lacks_a_block(tmp_path, monkeypatch):
     pages = {"a.md": "<!-- x:start -->\nold\n<!-- x:end -->\n", "b.md": "no block\n"}
     for name, text in pages.items():
         (tmp_path / name).write_text(text)
-    splice = _load("pages").splice
+    from graph_rma import GraphRMAError
+    from graph_rma.engine.blocks import splice
+
     monkeypatch.setattr(render, "REPO", tmp_path)
     monkeypatch.setattr(render, "renderers", lambda: {name: lambda t: splice(t, "x", "new") for name in pages})
     with pytest.raises(GraphRMAError, match="^b.md: the page has no generated block 'x'"):

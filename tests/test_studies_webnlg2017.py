@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, REPO
 
+from graph_rma.engine import blocks
 from graph_rma.tasks import defaults
-from studies import pages
 from studies import webnlg2017 as study
 from studies.graph_to_text import PUBLISHED
 
@@ -356,8 +356,8 @@ def test_the_driver_end_to_end_on_the_fixture(tmp_path, monkeypatch, capsys):
     assert [h["epoch"] for h in data["history"]] == [1] and data["history"][0]["lr"] == history[0]["lr"]
     assert data["history"][0]["dev_loss"] == round(history[0]["dev_loss"], 4)
     assert (results / "curves.png").read_bytes()[:4] == b"\x89PNG"
-    assert f"]({study.folder(study.FIRST)}/curves.png)" in pages.block(page.read_text(), study.BLOCK)
-    block = pages.block(page.read_text(), study.BLOCK)
+    assert f"]({study.folder(study.FIRST)}/curves.png)" in blocks.block(page.read_text(), study.BLOCK)
+    block = blocks.block(page.read_text(), study.BLOCK)
     verdict = "**met**" if data["test"]["scores"]["seen"]["BLEU"] >= 55.9 else "**not met**"
     assert f"`{study.FIRST}` {verdict}" in block
     assert "not run yet" not in study.render_results({study.FIRST: data})
