@@ -18,6 +18,7 @@ import tempfile
 
 import torch
 
+import graph_rma
 import graph_rma.engine
 from graph_rma.argtypes import SeedsAction, out_dir, positive_float, positive_int, seed_list
 from graph_rma.data.text import Vocabulary, load_text_dataset
@@ -81,7 +82,11 @@ if args.model is None:  # word ids from the package's tokenizer; "[cls]" first, 
     def encode(tokens_list, sentences):
         return [{"input_ids": vocab.encode(["[cls]"] + t)[:64]} for t in tokens_list]
 else:
-    tokenizer = transformers.AutoTokenizer.from_pretrained(args.model)
+    try:  # before any training: a wrong path or an unreachable hub name is one line, not transformers' traceback
+        tokenizer = transformers.AutoTokenizer.from_pretrained(args.model)
+    except (OSError, ValueError) as exc:
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise graph_rma.GraphRMAError(f"--model: cannot load {args.model!r}: {why}") from None
 
     def encode(tokens_list, sentences):
         return [{"input_ids": ids} for ids in tokenizer(list(sentences), truncation=True, max_length=64)["input_ids"]]

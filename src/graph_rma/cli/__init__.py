@@ -39,6 +39,14 @@ def usage() -> str:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C while a command's module is imported (before its own handling starts)
+        print("graph-rma: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv: Optional[List[str]]) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     names = commands()
     if argv[:1] == ["--version"]:

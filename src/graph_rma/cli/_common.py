@@ -167,10 +167,14 @@ def run_command(prog: str, fn: Callable[[], Optional[int]]) -> int:
     exits included, so ``main(argv)`` always returns); a user's mistake raised by the package becomes one line on
     stderr and exit code 2 (``ValueError``, :class:`UsageError`, a refused checkpoint or resume) or 1 (missing data,
     a missing optional extra or tool, a file-system failure on a user's path). Any other exception propagates with
-    its traceback: it is a bug. What is a user's mistake is decided in one place, shared with
+    its traceback: it is a bug. Ctrl-C that the command does not handle itself ends it with one line and exit code
+    130. What is a user's mistake is decided in one place, shared with
     :func:`graph_rma.engine.one_line_errors` (``graph_rma._errors.classify``)."""
     try:
         return int(fn() or 0)
+    except KeyboardInterrupt:  # Ctrl-C where the command has no save of its own to report (start-up, data loading)
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
     except SystemExit as exc:  # argparse: --help (0) or a one-line usage error (2)
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except Exception as exc:

@@ -20,7 +20,7 @@ def one_line_errors(prog: Optional[str] = None) -> None:
     """A helper for scripts: install a ``sys.excepthook`` for the rest of the script (see the module); ``prog``
     prefixes the line (default: the script's file name). Not for libraries or notebooks: it replaces the
     interpreter's hook for the whole process (it passes on to the previous hook every exception it does not shorten,
-    so the script's own errors keep their tracebacks)::
+    so the script's own errors keep their tracebacks); Ctrl-C ends the script with one line::
 
         import graph_rma.engine
 
@@ -30,6 +30,9 @@ def one_line_errors(prog: Optional[str] = None) -> None:
     previous = sys.excepthook
 
     def hook(kind: Type[BaseException], exc: BaseException, tb: Optional[TracebackType]) -> None:
+        if isinstance(exc, KeyboardInterrupt):  # Ctrl-C: one line (Python still ends the process by SIGINT)
+            print(f"{name}: interrupted", file=sys.stderr)
+            return
         verdict = classify(exc, tb)
         if verdict is None:
             previous(kind, exc, tb)

@@ -241,7 +241,8 @@ def run_study(
     metric_name, rule = resolve_metric(proto, num_classes)
     model_name, model_kwargs = model_settings(proto, graph.num_features, num_classes, metric_name)
     try:
-        check_model_fits(model_name, model_kwargs, dev)  # a bad or too large size is refused before any run starts
+        # a bad or too large size (weights and the first attention layer's activations) is refused before any run
+        check_model_fits(model_name, model_kwargs, dev, graph.num_nodes, graph.edge_index.size(1))
     except ValueError as exc:
         if num_classes > graph.y.size(0):  # labels up to 1e9: say where the output layer's size comes from
             raise ValueError(

@@ -215,11 +215,31 @@ def _sizes(model_kwargs: Dict[str, Any]) -> str:
     return ", ".join(f"{k}={model_kwargs[k]}" for k in keys if k in model_kwargs)
 
 
-def check_model_fits(model: str, model_kwargs: Dict[str, Any], device: torch.device) -> int:
+def _attention_bytes(model_kwargs: Dict[str, Any], num_nodes: int, num_edges: int) -> Tuple[int, str]:
+    """A lower bound of the bytes one training step keeps for the first attention layer (float32, kept for
+    backward and its gradients): the projected features ``[N, width]``, the messages ``[E, width]`` (not on the
+    lean path) and three ``[E, heads]`` attention tensors (scores, softmax, dropout), with ``E`` counting one
+    self-loop per node. Also says what it counted."""
+    heads = int(model_kwargs.get("heads") or 1)
+    per_head = model_kwargs.get("hidden_channels")
+    width = heads * int(per_head) if per_head is not None else int(model_kwargs.get("hidden") or 0)
+    edges = num_edges + num_nodes
+    floats = num_nodes * width + (0 if model_kwargs.get("lean") else edges * width) + 3 * edges * heads
+    return 2 * 4 * floats, f"{edges:,} edges x {heads:,} heads x width {width:,}"
+
+
+def check_model_fits(
+    model: str,
+    model_kwargs: Dict[str, Any],
+    device: torch.device,
+    num_nodes: Optional[int] = None,
+    num_edges: Optional[int] = None,
+) -> int:
     """Refuse a model whose training state cannot fit in ``device``'s memory, before anything is allocated: the
     model is built on the ``meta`` device (no memory), and its float32 weights, gradients and Adam's two moments
-    (4 x 4 bytes per parameter) are compared with :func:`graph_rma.engine.device_memory`. Returns the number of
-    parameters.
+    (4 x 4 bytes per parameter), plus, given the graph's ``num_nodes`` and ``num_edges``, a lower bound of the first
+    attention layer's activations (:func:`_attention_bytes`), are compared with
+    :func:`graph_rma.engine.device_memory`. Returns the number of parameters.
 
     Raises:
         ValueError: bad constructor arguments (the model's own error), or a model too large, naming its sizes.
@@ -228,11 +248,13 @@ def check_model_fits(model: str, model_kwargs: Dict[str, Any], device: torch.dev
         net = build_model(model, model_kwargs)
     count = sum(p.numel() for p in net.parameters())
     have = device_memory(device)
-    need = 16 * count
+    act, counted = (0, "") if num_edges is None else _attention_bytes(model_kwargs, num_nodes or 0, num_edges)
+    need = 16 * count + act
     if have is not None and need > have:
+        acts = f" and at least {act / 2**30:,.1f} GiB of attention activations ({counted})" if act else ""
         raise ValueError(
             f"model: {model} with {_sizes(model_kwargs)} has {count:,} parameters, "
-            f"{need / 2**30:,.1f} GiB with their gradients and Adam's state: more than the "
+            f"{16 * count / 2**30:,.1f} GiB with their gradients and Adam's state{acts}: more than the "
             f"{have / 2**30:,.1f} GiB of memory of {device}; lower the hidden size or the number of heads"
         )
     return count
