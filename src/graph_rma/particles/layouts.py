@@ -276,7 +276,9 @@ def find_particle_groups(
         for item in items:
             if isinstance(item, str):
                 if item not in by_name:
-                    raise ValueError(f"layers: no module named {item!r} in the model")
+                    valid = [n for n, m in named if n and head_layout(m) is not None]
+                    shown = ", ".join(valid[:8]) + (", ..." if len(valid) > 8 else "") if valid else "none"
+                    raise ValueError(f"layers: no module named {item!r} in the model (its attention layers: {shown})")
                 pair = (item, by_name[item])
             elif isinstance(item, nn.Module):
                 found = [n for n, m in named if m is item]

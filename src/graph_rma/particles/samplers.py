@@ -100,8 +100,9 @@ class ParticleSampler:
             if strict:
                 raise ValueError(
                     f"model: {type(model).__name__} holds no multi-head attention layer to sample (none "
-                    f"with at least {min_heads} heads{where}); pass strict=False to attach a sampler "
-                    f"that does nothing"
+                    f"with at least {min_heads} heads{where}): give the model {min_heads} or more heads (on the "
+                    f"command line: --heads), or train it plain (variant ma); from Python, strict=False attaches a "
+                    f"sampler that does nothing"
                 )
             warnings.warn(
                 f"{type(self).__name__}: the model has no multi-head attention layer to sample{where}; "

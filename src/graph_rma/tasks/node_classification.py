@@ -91,6 +91,7 @@ from .node_training import (  # noqa: F401 (re-exported: one run, importable fro
     build_model,
     check_features,
     check_model_fits,
+    check_variant_layers,
     model_settings,
     prepare_graph,
     resolve_metric,
@@ -235,6 +236,7 @@ def run_study(
     variants = [parse_variant(v).spec for v in variants]  # canonical spec strings (also validates them)
     if len(set(variants)) != len(variants):
         raise ValueError(f"variants: duplicates after parsing: {variants}")
+    check_variant_layers(*model_settings(proto, 8, 3, "accuracy"), variants)  # layers= named: before the data
     graph = prepare_graph(load_node_graph(ds_name, root=root), proto)
     n_splits = 1 if graph.train_mask.dim() == 1 else graph.train_mask.size(1)  # Cora's [N] masks: one split
     num_classes = int(graph.y.max()) + 1

@@ -26,7 +26,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -258,6 +258,24 @@ def check_model_fits(
             f"{have / 2**30:,.1f} GiB of memory of {device}; lower the hidden size or the number of heads"
         )
     return count
+
+
+def check_variant_layers(model: str, model_kwargs: Dict[str, Any], variants: Sequence[str]) -> None:
+    """Refuse, before any data are read, a sampler variant whose ``layers=`` names no attention layer of the model
+    (the message lists the valid names) or that finds no layer with two heads to sample: the model is built on the
+    ``meta`` device (its sizes need not be the data's)."""
+    from ..particles import SGLD
+
+    sampled = [v for v in map(parse_variant, variants) if v.sampler != "ma"]
+    if not sampled:
+        return
+    with torch.device("meta"):
+        net = build_model(model, model_kwargs)
+    for v in sampled:
+        try:
+            SGLD(net, layers=list(v.layers) if v.layers else None, roles=v.roles)  # finds the groups, as the variant
+        except ValueError as exc:
+            raise ValueError(f"variant {v.spec!r}: {exc}") from None
 
 
 def _train(
