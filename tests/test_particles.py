@@ -442,11 +442,12 @@ def test_sampler_on_multihead_attention_and_repr():
 
 def test_public_names():
     """``graph_rma``'s public names are exactly these, and each is the object defined in its home module."""
-    from graph_rma import dropattention, variants
+    from graph_rma import _errors, dropattention, variants
     from graph_rma.nn import conversion
     from graph_rma.particles import kernel, layouts, samplers
 
     home = {
+        "GraphRMAError": _errors.GraphRMAError,
         "SVGD": samplers.SVGD,
         "SPOS": samplers.SPOS,
         "SGLD": samplers.SGLD,
