@@ -244,7 +244,43 @@ def test_report_on_a_checkpoint_whose_weights_do_not_match_is_one_line(tmp_path,
         == 2
     )
     err = capsys.readouterr().err.strip()
-    assert "do not match" in err and "Traceback" not in err and len(err.splitlines()) == 1
+    assert "Traceback" not in err and len(err.splitlines()) == 1
+    # issue 67, item 7: torch's first line named only the class ("Error(s) in loading state_dict for TwoLayerGAT:")
+    assert err.endswith(
+        f"{tmp_path / 'bad.pt'}: the weights do not match the TwoLayerGAT its model_kwargs build: conv1.lin.weight "
+        "has shape [3, 3] in the checkpoint, [64, 1433] in the model"
+    ), err
+
+
+def test_weights_that_do_not_fit_the_model_name_the_first_tensor_and_both_shapes():
+    """Issue 67, item 7: the report's loader names the first mismatched, missing or extra tensor."""
+    from graph_rma import GraphRMAError
+    from graph_rma.models import TwoLayerGAT
+    from graph_rma.tasks.report import _load_weights
+
+    model = TwoLayerGAT(5, 3)
+    what = "the weights do not match the TwoLayerGAT its model_kwargs build"
+    wider = TwoLayerGAT(6, 3).state_dict()
+    with pytest.raises(
+        GraphRMAError,
+        match=rf"^{what}: conv1.lin.weight has shape \[64, 6\] in the checkpoint, \[64, 5\] in the model$",
+    ):
+        _load_weights(model, wider)
+    missing = {k: v for k, v in model.state_dict().items() if k != "conv2.bias"}
+    with pytest.raises(
+        GraphRMAError, match=rf"^{what}: conv2.bias \(shape \[3\] in the model\) is not in the checkpoint$"
+    ):
+        _load_weights(model, missing)
+    extra = {**model.state_dict(), "conv3.weight": torch.zeros(2, 2)}
+    with pytest.raises(
+        GraphRMAError, match=rf"^{what}: the checkpoint's conv3.weight \(shape \[2, 2\]\) is not in the model$"
+    ):
+        _load_weights(model, extra)
+    with pytest.raises(GraphRMAError, match=r"^its 'model' entry is not a state dict of weights \(got list\)$"):
+        _load_weights(model, [1, 2])
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    _load_weights(model, TwoLayerGAT(5, 3).state_dict())  # matching weights load
+    assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())
 
 
 def test_report_reads_a_graph_to_text_checkpoint(tmp_path, capsys):

@@ -83,6 +83,34 @@ def report_tasks() -> Sequence[str]:
     return sorted(_TASKS)
 
 
+class _WeightsMismatch(GraphRMAError):
+    """A checkpoint's weights that the model its ``model_kwargs`` build cannot take (:func:`report_checkpoint` adds
+    the file's name)."""
+
+
+def _load_weights(model: nn.Module, state: Any) -> None:
+    """``model.load_state_dict(state)``, strict; a tensor of another shape, missing or extra (torch's message names
+    only the model class on its first line) raises a one-line error naming the first such tensor and both shapes."""
+    if not isinstance(state, Mapping):
+        raise _WeightsMismatch(f"its 'model' entry is not a state dict of weights (got {type(state).__name__})")
+    own = model.state_dict()
+    what = f"the weights do not match the {type(model).__name__} its model_kwargs build"
+    for key, tensor in own.items():
+        theirs = state.get(key)
+        if theirs is None:
+            raise _WeightsMismatch(f"{what}: {key} (shape {list(tensor.shape)} in the model) is not in the checkpoint")
+        got = list(theirs.shape) if isinstance(theirs, Tensor) else type(theirs).__name__
+        if not isinstance(theirs, Tensor) or theirs.shape != tensor.shape:
+            raise _WeightsMismatch(
+                f"{what}: {key} has shape {got} in the checkpoint, {list(tensor.shape)} in the model"
+            )
+    extra = next((k for k in state if k not in own), None)
+    if extra is not None:
+        got = list(state[extra].shape) if isinstance(state[extra], Tensor) else type(state[extra]).__name__
+        raise _WeightsMismatch(f"{what}: the checkpoint's {extra} (shape {got}) is not in the model")
+    model.load_state_dict(state)
+
+
 def _planetoid_task(ckpt: Dict[str, Any], root: Optional[str]) -> ReportInputs:
     from ..data.planetoid import load_planetoid, prepare_features  # the features exactly as the task trained on them
     from ..models.gat import TwoLayerGAT
@@ -90,9 +118,9 @@ def _planetoid_task(ckpt: Dict[str, Any], root: Optional[str]) -> ReportInputs:
     data = load_planetoid(ckpt.get("dataset", "Cora"), root=root)[0]
     try:
         model = TwoLayerGAT(**ckpt["model_kwargs"])
-        model.load_state_dict(ckpt["model"])
-    except (TypeError, RuntimeError) as exc:  # settings or weights of another shape than the model they name
+    except TypeError as exc:  # settings the model does not take
         raise ValueError(f"checkpoint settings and weights do not match: {str(exc).strip().splitlines()[0]}") from None
+    _load_weights(model, ckpt["model"])
     return ReportInputs(
         model=model,
         x=prepare_features(data.x),
@@ -123,10 +151,7 @@ def _node_task(ckpt: Dict[str, Any], root: Optional[str]) -> ReportInputs:
     )
     data = prepare_graph(load_node_graph(ckpt["dataset"], root=root), protocol)
     model = build_model(ckpt["model_name"], ckpt["model_kwargs"])
-    try:
-        model.load_state_dict(ckpt["model"])
-    except RuntimeError as exc:  # weights of another shape: the checkpoint does not match its own settings
-        raise ValueError(f"checkpoint weights do not match its model settings: {str(exc).splitlines()[0]}") from None
+    _load_weights(model, ckpt["model"])
     split = int(ckpt["split"])
     return ReportInputs(
         model=model,
@@ -183,7 +208,10 @@ def report_checkpoint(
     task = ckpt["task"]
     if task not in _TASKS:
         raise ValueError(f"{path}: unknown task {task!r}; known: {', '.join(sorted(_TASKS))}")
-    inputs = _TASKS[task](ckpt, root)
+    try:
+        inputs = _TASKS[task](ckpt, root)
+    except _WeightsMismatch as exc:
+        raise GraphRMAError(f"{path}: {exc}") from None
     extra = {
         "checkpoint": str(path),
         "task": task,
