@@ -123,3 +123,41 @@ def test_variant_specs_keep_the_users_exact_float():
     assert parse_variant("sgld:eps=8,beta=1e7").spec == "sgld:eps=8,beta=1e07"
     assert parse_variant("reg:kind=frobenius,weight=0.0123456789").reg_weight == 0.0123456789
     assert parse_variant(parse_variant("reg:kind=frobenius,weight=0.0123456789").spec).reg_weight == 0.0123456789
+
+
+@pytest.mark.parametrize(
+    "spec,message",
+    [
+        ("svgd:alpha=\u0660.\u0665", r"holds '\u0660' at position 11; a spec is written in ASCII without spaces"),
+        ("svgd:eps=\uff11", r"holds '\uff11' at position 9"),
+        ("svgd:alpha=0.1,\u00a0eps=1", r"holds '\\xa0' at position 15"),
+        ("svgd:alpha =0.1", r"holds ' ' at position 10"),
+        ("svgd:alpha=0.1, eps=1", r"holds ' ' at position 15"),
+        ("svgd:alpha=0.1,\neps=1", r"holds '\\n' at position 15"),
+        ("svgd: alpha=0.1", r"holds ' ' at position 5"),
+        ("svgd:warmup=1_000", r"warmup='1_000' in 'svgd:warmup=1_000' is not an integer in ASCII digits$"),
+        ("spos:beta=1_000", r"beta='1_000' in 'spos:beta=1_000' is not a number in ASCII digits \(e.g. 0.1, 1e-3\)$"),
+        ("svgd:roles=query/key/query", r"roles='query/key/query' in 'svgd:roles=query/key/query' names 'query' twice$"),
+        ("svgd:layers=conv1/conv1", r"layers='conv1/conv1' in 'svgd:layers=conv1/conv1' names 'conv1' twice$"),
+        (
+            "svgd:roles=" + "/".join(["query"] * 10_000),
+            r"roles='query/query/.*'\.\.\. \(59999 characters\) in 'svgd:roles=.*'\.\.\. \(60010 characters\) "
+            r"names 'query' twice$",
+        ),
+    ],
+)
+def test_specs_are_ascii_without_spaces_and_name_each_role_once(spec, message):
+    """Issue 67, item 8: Unicode digits (alpha=٠.٥ read as 0.5, １ as 1), 1_000, no-break spaces, newlines and spaces
+    around = and , were accepted, and 10,000 copies of one role made 10,000 particle roles."""
+    from graph_rma import GraphRMAError
+
+    with pytest.raises(GraphRMAError, match=r"^variant: .*" + message) as e:
+        parse_variant(spec)
+    assert "\n" not in str(e.value) and len(str(e.value)) < 400
+
+
+def test_specs_in_ascii_still_parse_signs_points_and_exponents():
+    assert parse_variant("svgd:alpha=.5,eps=5.").alpha == 0.5 and parse_variant("svgd:eps=5.").eps == 5.0
+    assert parse_variant("sgld:beta=1e07,eps=2E-1").beta == 1e7 and parse_variant("sgld:eps=2E-1").eps == 0.2
+    assert parse_variant("svgd:warmup=3").warmup == 3 and parse_variant("  svgd:alpha=0.1\n").alpha == 0.1
+    assert parse_variant("svgd:roles=query/key").roles == ("query", "key")

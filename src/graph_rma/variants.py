@@ -34,12 +34,14 @@ the regularisation term to add to the loss::
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor, nn
 
+from ._errors import GraphRMAError
 from .particles import SGLD, SPOS, SVGD, ParticleSampler
 from .particles.authors import AuthorsSPOS, AuthorsSVGD
 from .particles.layouts import load_plugins
@@ -149,6 +151,11 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+#: A number as a spec writes it: ASCII digits, an optional sign, point and exponent (no "1_000").
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
 def _float(
     spec: str, key: str, value: str, low: Optional[float] = None, strict: bool = False, high: Optional[float] = None
 ) -> float:
@@ -158,6 +165,8 @@ def _float(
         x = float(value)
     except ValueError:
         raise ValueError(f"variant: {key}={value!r} in {spec!r} is not a number") from None
+    if math.isfinite(x) and not _NUMBER.fullmatch(value):  # float() also reads "1_000"
+        raise GraphRMAError(f"variant: {key}={value!r} in {spec!r} is not a number in ASCII digits (e.g. 0.1, 1e-3)")
     if not math.isfinite(x):
         raise ValueError(f"variant: {key}={value!r} in {spec!r} is not a finite number")
     if low is not None and (x <= low if strict else x < low):
@@ -168,10 +177,9 @@ def _float(
 
 
 def _int(spec: str, key: str, value: str, low: int) -> int:
-    try:
-        x = int(value)
-    except ValueError:
-        raise ValueError(f"variant: {key}={value!r} in {spec!r} is not an integer") from None
+    if not _INTEGER.fullmatch(value):  # int() also reads "1_000"
+        raise GraphRMAError(f"variant: {key}={value!r} in {spec!r} is not an integer in ASCII digits")
+    x = int(value)
     if x < low:
         raise ValueError(f"variant: {key}={value!r} in {spec!r} must be >= {low}")
     return x
@@ -190,23 +198,44 @@ def _names(spec: str, key: str, value: str) -> Tuple[str, ...]:
     names = tuple(v for v in value.split("/") if v)
     if not names:
         raise ValueError(f"variant: {key}={value!r} in {spec!r} names nothing (expected e.g. {key}=a/b)")
+    twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if twice is not None:
+        raise GraphRMAError(f"variant: {key}={_short(value)} in {_short(spec)} names {twice!r} twice")
     return names
+
+
+def _short(text: str, limit: int = 80) -> str:
+    """``repr(text)``, cut to about ``limit`` characters (a spec of 10,000 roles stays one readable line)."""
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + f"... ({len(text)} characters)"
+
+
+def _check_characters(spec: str) -> None:
+    """A spec is printable ASCII without spaces: Unicode digits ("١", "１"), no-break spaces and newlines or spaces
+    around ``=``, ``,`` and ``:`` are refused (float() reads some of them as other numbers)."""
+    for i, c in enumerate(spec):
+        if not (c.isascii() and c.isprintable()) or c.isspace():
+            raise GraphRMAError(
+                f"variant: {_short(spec)} holds {c!r} at position {i}; a spec is written in ASCII without spaces "
+                f"(e.g. 'svgd:alpha=0.1,eps=1')"
+            )
 
 
 def parse_variant(spec: Union[str, Variant]) -> Variant:
     """Parse a spec string (see the module docstring) into a :class:`Variant`.
 
-    Strict: every value is checked here, before any model or data exists. Unknown or duplicate keys (``w`` and
-    ``window`` are one key), a part given twice, non-numbers, non-finite numbers, out-of-range values (``alpha < 0``,
-    ``eps``/``beta``/``bandwidth <= 0``, an ``update`` other than ``paper``/``authors``, ``bandwidth`` or
-    ``kernel_grad`` with ``update=authors``, ``view`` (``mixing``/``heads``) without it, ``p`` outside ``[0, 1)``, a
-    ``window`` that is not an integer ``>= 1``, a ``weight < 0``) and booleans other than ``1/0/true/false/yes/no``
-    raise a ``ValueError`` naming the key.
+    Strict: every value is checked here, before any model or data exists. A spec is printable ASCII without
+    spaces, its numbers in ASCII digits (no ``1_000``). Unknown or duplicate keys (``w`` and ``window`` are one
+    key), a part given twice, a role or layer named twice, non-numbers, non-finite numbers, out-of-range values
+    (``alpha < 0``, ``eps``/``beta``/``bandwidth <= 0``, an ``update`` other than ``paper``/``authors``,
+    ``bandwidth`` or ``kernel_grad`` with ``update=authors``, ``view`` (``mixing``/``heads``) without it, ``p``
+    outside ``[0, 1)``, a ``window`` that is not an integer ``>= 1``, a ``weight < 0``) and booleans other than
+    ``1/0/true/false/yes/no`` raise a ``ValueError`` (:class:`~graph_rma.GraphRMAError`) naming the key.
     """
     if isinstance(spec, Variant):
         return spec
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"variant: expected a spec string such as 'svgd:alpha=0.1', got {spec!r}")
+    _check_characters(spec.strip())
     fields: Dict[str, Any] = {}
     seen_parts: set = set()
     for part in spec.strip().split("+"):
