@@ -173,3 +173,21 @@ def test_a_lean_layer_warns_nothing_in_a_fresh_process():
         [sys.executable, "-W", "error::UserWarning", "-c", code], capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
+def test_one_edge_index_keeps_the_csrs_of_its_most_recent_shapes_only():
+    """Issue 67, item 9: one CSR per node count was kept without a cap (200 node counts, 200 CSRs)."""
+    from graph_rma.nn.lean.cache import MAX_CSRS_PER_EDGE_INDEX
+
+    cache = CSRCache()
+    ei = torch.tensor([[0, 1, 2], [1, 2, 0]])
+    kept = cache.get(ei, 3, 3)
+    for n in range(4, 204):  # 200 other node counts
+        cache.get(ei, n, n)
+        assert cache.get(ei, 3, 3) is kept  # used at every step: kept
+    csrs = next(iter(cache._entries.values())).csrs
+    assert MAX_CSRS_PER_EDGE_INDEX == 4 and len(csrs) == 4
+    assert list(csrs) == [(201, 201, 0, False), (202, 202, 0, False), (203, 203, 0, False), (3, 3, 0, False)]
+    assert cache.nbytes == caches._copy(ei).nbytes + sum(c.nbytes for c in csrs.values())
+    rebuilt = cache.get(ei, 4, 4)  # dropped long ago: built again, equal to a fresh one
+    assert same_csr(rebuilt, edge_csr(ei[0], ei[1], 4, 4)) and len(csrs) == 4

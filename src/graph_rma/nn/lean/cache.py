@@ -20,6 +20,9 @@ from .csr import EdgeCSR, edge_csr
 
 __all__ = ["CSRCache", "share_csr_cache"]
 
+#: The most CSRs (node counts, self-loops, row orders) kept for one edge index: the most recently used ones.
+MAX_CSRS_PER_EDGE_INDEX = 4
+
 #: Compare edge indexes in slices of this many columns (no full-size temporary).
 _COMPARE_COLUMNS = 1 << 20
 
@@ -49,7 +52,7 @@ class _Entry:
 
     def __init__(self, ref: "weakref.ref[Tensor]", values: Tensor) -> None:
         self.ref, self.values = ref, values
-        self.csrs: Dict[Tuple[int, int, int, bool], EdgeCSR] = {}
+        self.csrs: "OrderedDict[Tuple[int, int, int, bool], EdgeCSR]" = OrderedDict()
 
     @property
     def nbytes(self) -> int:
@@ -64,9 +67,10 @@ class CSRCache:
     comparison: about one pass over the indices, a few milliseconds per million edges), so a change made in any way
     (in place, through ``.data``, a NumPy or DLPack view, its storage) rebuilds the CSR: the cache never returns a
     CSR of other edges. It keeps the CSRs (20 bytes per edge) and copies (8 bytes per edge) of the
-    ``max_entries`` most recently used edge indexes, within ``max_bytes`` (the entry in use is always kept); an
-    entry is dropped with its tensor, when it is the oldest of more, or by :meth:`clear`. Tensors made under
-    :func:`torch.inference_mode` are not cached. A copy or an unpickled cache starts empty.
+    ``max_entries`` most recently used edge indexes, each with the CSRs of its :data:`MAX_CSRS_PER_EDGE_INDEX`
+    most recently used shapes (node counts, self-loops, row order), within ``max_bytes`` (the entry in use is always
+    kept); an entry is dropped with its tensor, when it is the oldest of more, or by :meth:`clear`. Tensors made
+    under :func:`torch.inference_mode` are not cached. A copy or an unpickled cache starts empty.
 
     Args:
         max_entries (int, optional): how many edge indexes keep their CSRs. (default: ``8``)
@@ -95,6 +99,9 @@ class CSRCache:
         csr = entry.csrs.get(shape)
         if csr is None:
             csr = entry.csrs[shape] = edge_csr(edge_index[0], edge_index[1], *shape)
+            while len(entry.csrs) > MAX_CSRS_PER_EDGE_INDEX:  # the least recently used shape goes
+                entry.csrs.popitem(last=False)
+        entry.csrs.move_to_end(shape)
         total = self.nbytes
         while len(entries) > 1 and (len(entries) > self.max_entries or total > self.max_bytes):
             total -= entries.popitem(last=False)[1].nbytes
