@@ -11,8 +11,10 @@ its scores. Under the offline protocol (no AGENDA train file) the scores are not
 import argparse
 import json
 
+import torch
+
 import graph_rma.engine
-from graph_rma.argtypes import out_dir, positive_int, seed
+from graph_rma.argtypes import add_threads_option, out_dir, positive_int, seed
 from graph_rma.tasks.agenda import PRESETS, evaluate, load_agenda, train
 from graph_rma.tasks.graph_to_text import run_folder
 from graph_rma.variants import parse_variant
@@ -33,7 +35,9 @@ parser.add_argument(
     help="a first look in about a minute: width 32, one layer, one epoch on the first 200 training "
     "records, 40 test graphs decoded greedily (scores mean nothing at this size)",
 )
+add_threads_option(parser)  # torch CPU threads: the one default of every command and example
 args = parser.parse_args()
+torch.set_num_threads(args.threads)
 for spec in args.variants:
     parse_variant(spec)  # a misspelt variant: one line now, not after the first variant has trained
 

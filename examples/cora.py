@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 import graph_rma.engine
-from graph_rma.argtypes import positive_int, seed
+from graph_rma.argtypes import add_threads_option, positive_int, seed
 from graph_rma.data.planetoid import load_planetoid, prepare_features
 from graph_rma.engine import EarlyStopping, seed_everything
 from graph_rma.models import TwoLayerGAT
@@ -31,7 +31,9 @@ parser.add_argument("--variant", default=CORA_SVGD_SPEC, help="a variant spec (g
 parser.add_argument("--seed", type=seed, default=0)
 parser.add_argument("--epochs", type=positive_int, default=1000)
 parser.add_argument("--root", default=None, help="planetoid folder (default $GRAPH_RMA_DATA/planetoid)")
+add_threads_option(parser)  # torch CPU threads: the one default of every command and example
 args = parser.parse_args()
+torch.set_num_threads(args.threads)
 
 dataset = load_planetoid("Cora", root=args.root)
 data = dataset[0]

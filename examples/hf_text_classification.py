@@ -20,11 +20,11 @@ import torch
 
 import graph_rma
 import graph_rma.engine
-from graph_rma.argtypes import SeedsAction, out_dir, positive_float, positive_int, seed_list
+from graph_rma.argtypes import SeedsAction, add_threads_option, out_dir, positive_float, positive_int, seed_list
 from graph_rma.data.text import Vocabulary, load_text_dataset
 from graph_rma.diagnostics import head_importance, plot_head_importance
 from graph_rma.engine.optional import MissingExtraError, require
-from graph_rma.engine.stats import mean_std, paired_comparison
+from graph_rma.engine.stats import format_spread, mean_std, paired_comparison
 from graph_rma.tasks.text_classification import stratified_subset
 
 graph_rma.engine.one_line_errors()  # a mistake, missing data or a missing extra: one line, not a traceback
@@ -63,7 +63,9 @@ p.add_argument(
     help="variant specs, one per arm (the first is the reference)",
 )
 p.add_argument("--out", type=out_dir, default="runs/example_hf", help="folder for head_importance.png")
+add_threads_option(p)  # torch CPU threads: the one default of every command and example
 args = p.parse_args()
+torch.set_num_threads(args.threads)
 if max(args.seeds) >= 2**32:
     # the script's own check: parser.error is one line (one_line_errors shortens only what graph_rma raises)
     p.error(f"argument --seeds: transformers' set_seed takes seeds below 2**32 (NumPy's range), got {max(args.seeds)}")
@@ -198,9 +200,9 @@ for spec, accs in results.items():
         diff, record = "", ""
     else:
         c = paired_comparison(reference, accs)
-        diff, record = f"{c['mean']:+.2f} ± {c['se']:.2f}", f"{int(c['wins'])}/{int(c['losses'])}"
-    print(f"| {spec:<28} | {m:6.2f} ± {s:4.2f} | {diff:>18} | {record:>11} |")
-print("(paired difference: mean ± standard error over the seeds)")
+        diff, record = format_spread(c["mean"], c["se"], c["n"], sign=True), f"{int(c['wins'])}/{int(c['losses'])}"
+    print(f"| {spec:<28} | {format_spread(m, s, len(accs)):>13} | {diff:>18} | {record:>11} |")
+print("(paired difference: mean ± standard error over the seeds; one seed has no spread to state)")
 for arm, d in drops.items():
     print(f"head importance, {arm}: mean drop {sum(d) / len(d):+.2f} points over {len(d)} heads")
 try:

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 import graph_rma
 import graph_rma.engine
-from graph_rma.argtypes import positive_int
+from graph_rma.argtypes import add_threads_option, positive_int
 from graph_rma.nn import RepulsiveGATConv
 
 graph_rma.engine.one_line_errors()  # a mistake or missing data: one line, not a traceback
@@ -73,7 +73,9 @@ def main(argv=None):
     ap.add_argument("--epochs", type=positive_int, default=5)
     ap.add_argument("--batch-size", type=positive_int, default=256)
     ap.add_argument("--root", default=None)
+    add_threads_option(ap)  # torch CPU threads: the one default of every command and example
     args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
     ok, why = neighbor_loader_available()
     if not ok:  # one line on stderr, named like every other example's error, and exit status 1
         print(f"{ap.prog}: {why} (see this file's docstring for the install)", file=sys.stderr)

@@ -29,11 +29,11 @@ from torch_geometric.nn.models import GAT
 
 import graph_rma
 import graph_rma.engine
-from graph_rma.argtypes import SeedsAction, nonnegative_float, out_dir, positive_int, seed_list
+from graph_rma.argtypes import SeedsAction, add_threads_option, nonnegative_float, out_dir, positive_int, seed_list
 from graph_rma.data.nodes import load_node_graph, select_split
 from graph_rma.data.transforms import direct_edges, normalize_features
 from graph_rma.diagnostics import HeadCapture, head_distance
-from graph_rma.engine import mean_std, paired_comparison, read_json, write_json
+from graph_rma.engine import format_spread, mean_std, paired_comparison, read_json, write_json
 
 graph_rma.engine.one_line_errors()  # a mistake or missing data: one line, not a traceback
 
@@ -100,7 +100,9 @@ def main(argv=None) -> int:
         help="write each seed's results to OUT/results.json as it finishes; the seeds already there are kept, not "
         "rerun (runs with other settings there: refused)",
     )
+    add_threads_option(p)  # torch CPU threads: the one default of every command and example
     args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
     settings = {"dataset": args.dataset, "alpha": args.alpha, "epochs": args.epochs, "patience": 100}
     results = {"settings": settings, "runs": []}
     path = None if args.out is None else args.out / "results.json"
@@ -147,7 +149,8 @@ def main(argv=None) -> int:
     pc = paired_comparison(acc["plain"], acc["repulsive"])
     print(
         f"mean over {len(runs)} seeds: plain {mean_std(acc['plain'].values())[0]:.2f} %, repulsive "
-        f"{mean_std(acc['repulsive'].values())[0]:.2f} %; paired difference {pc['mean']:+.2f} ± {pc['se']:.2f} (SE), "
+        f"{mean_std(acc['repulsive'].values())[0]:.2f} %; paired difference "
+        f"{format_spread(pc['mean'], pc['se'], pc['n'], sign=True)}{' (SE)' if pc['n'] > 1 else ''}, "
         f"wins/ties/losses {pc['wins']}/{pc['ties']}/{pc['losses']}; head distance plain {dist['plain']:.2f}, "
         f"repulsive {dist['repulsive']:.2f}"
     )

@@ -28,7 +28,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 import graph_rma
 import graph_rma.engine
-from graph_rma.argtypes import out_dir, positive_int, seed
+from graph_rma.argtypes import add_threads_option, out_dir, positive_int, seed
 from graph_rma.data.text import Vocabulary, load_text_dataset, tokenize
 from graph_rma.engine import seed_everything
 from graph_rma.engine.distributed import cleanup, init_from_env, replica_fingerprints, shard
@@ -61,9 +61,10 @@ p.add_argument(
     help="train on N training sentences: a stratified subset drawn with --seed (each class keeps its share; "
     "default: all)",
 )
+add_threads_option(p)  # torch CPU threads: the one default of every command and example
 args = p.parse_args()
+torch.set_num_threads(args.threads)
 parse_variant(args.variant)  # a misspelt variant: one line now, not after the data are read
-torch.set_num_threads(1)
 dist = init_from_env(device="cpu")  # torchrun: one process group (gloo); otherwise rank 0 of 1
 log = print if dist.rank == 0 else (lambda *a, **k: None)
 seed_everything(args.seed)

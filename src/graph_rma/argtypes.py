@@ -19,9 +19,11 @@ from pathlib import Path
 from typing import List, Optional
 
 __all__ = [
+    "DEFAULT_THREADS",
     "MAX_SEED",
     "MAX_SEEDS",
     "SeedsAction",
+    "add_threads_option",
     "device",
     "nonnegative_float",
     "nonnegative_int",
@@ -34,6 +36,11 @@ __all__ = [
     "seed",
     "seed_list",
 ]
+
+#: torch's CPU threads in every ``graph-rma`` command and example (``--threads``): one, so that a run repeats to the
+#: last digit (the order of a sum over threads changes its rounding) and runs side by side on a shared machine do not
+#: slow each other down; on an idle machine more threads are faster.
+DEFAULT_THREADS = 1
 
 #: the largest seed: torch's generators take seeds below 2**64 (``torch.manual_seed(2**64)`` overflows)
 MAX_SEED = 2**64 - 1
@@ -216,3 +223,15 @@ def out_file(text: str) -> Path:
                 raise argparse.ArgumentTypeError(f"{text} cannot be written: {problem}")
             break
     return path
+
+
+def add_threads_option(parser: argparse.ArgumentParser) -> None:
+    """``--threads N`` (default :data:`DEFAULT_THREADS`), the same option in every command and example; the caller
+    applies it with ``torch.set_num_threads(args.threads)``."""
+    parser.add_argument(
+        "--threads",
+        type=positive_int,
+        default=DEFAULT_THREADS,
+        help=f"torch CPU threads (default: {DEFAULT_THREADS}, as in every graph-rma command and example: results "
+        f"repeat exactly and parallel runs do not slow each other; on an idle machine more are faster)",
+    )

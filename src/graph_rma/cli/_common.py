@@ -27,6 +27,7 @@ from typing import Any, Callable, Dict, Iterable, Mapping, Optional
 from .._errors import UsageError, classify
 from ..argtypes import (
     SeedsAction,
+    add_threads_option,
     device,
     nonnegative_float,
     nonnegative_int,
@@ -47,6 +48,7 @@ __all__ = [
     "SeedsAction",
     "UsageError",
     "add_config_options",
+    "add_threads_option",
     "device",
     "format_preset",
     "nonnegative_float",

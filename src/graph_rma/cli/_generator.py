@@ -17,6 +17,7 @@ from ..tasks.generator_config import DECODING_FIELDS, generator_fields, resolve_
 from ._common import (
     Parser,
     add_config_options,
+    add_threads_option,
     check_trained_run,
     description,
     device,
@@ -67,6 +68,7 @@ def generator_parser(
     )
     common.add_argument("--root", default=None, help=f"{label} folder (default: $GRAPH_RMA_DATA/{name})")
     common.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_threads_option(common)
     common.add_argument(
         "--device", type=device, default=None, help="cpu, cuda or cuda:N (default: cuda when available)"
     )
@@ -130,6 +132,13 @@ def generator_parser(
             if scorers:
                 g.add_argument("--scorer", default="coco", choices=SCORERS, help=SCORER_HELP)
     return p, sub, common
+
+
+def use_threads(args: argparse.Namespace) -> None:
+    """``torch.set_num_threads(args.threads)``: what every subcommand does first."""
+    import torch
+
+    torch.set_num_threads(args.threads)
 
 
 def resolve_out(args: argparse.Namespace, name: str) -> Path:
@@ -238,4 +247,5 @@ __all__ = [
     "rounded",
     "train_command",
     "trained_checkpoint",
+    "use_threads",
 ]

@@ -2,7 +2,7 @@ r"""``graph-rma agenda train|generate|evaluate|heads``: GraphWriter on AGENDA wi
 
 Examples::
 
-    graph-rma agenda train                                  # CPU default (< 15 min on 2 cores), runs/agenda/ma-*
+    graph-rma agenda train                                  # CPU default (times: docs/agenda.md), runs/agenda/ma-*
     graph-rma agenda train    --variant svgd:alpha=0.1      # each variant into its own runs/agenda/<variant>
     graph-rma agenda generate --split test --beam 4         # runs/agenda/ma-*: hyp/gold files side by side
     graph-rma agenda evaluate --variant svgd:alpha=0.1      # generate if needed, then score
@@ -44,6 +44,7 @@ from ._generator import (
     rounded,
     train_command,
     trained_checkpoint,
+    use_threads,
 )
 
 NAME = "agenda"
@@ -73,6 +74,7 @@ def _parser():
 
 def _run(args: argparse.Namespace) -> int:
     progress = not args.quiet
+    use_threads(args)
     if args.cmd == "train":
         out = resolve_out(args, NAME)
         config = preset_config(args, AGENDA_PRESETS)

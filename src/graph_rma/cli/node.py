@@ -33,10 +33,10 @@ from ._common import (
     UsageError,
     add_config_options,
     add_seeds,
+    add_threads_option,
     description,
     device,
     out_dir,
-    positive_int,
     require_out_dir,
     run_command,
     variant_spec,
@@ -114,7 +114,7 @@ def build_parser(prog: str = PROG, doc: Optional[str] = None, default_dataset: O
     for action in g._group_actions:
         if action.dest != "protocol" and "default:" not in (action.help or ""):
             action.help += " (default: the protocol's)"
-    p.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads")
+    add_threads_option(p)
     p.add_argument(
         "--device", type=device, default=None, help="cpu, cuda or cuda:N (default: cuda when available, else cpu)"
     )

@@ -24,6 +24,7 @@ from ..tasks.defaults import TEXT_DATASETS, TEXT_DEFAULT, TEXT_FULL, TEXT_MODEL_
 from ._common import (
     Parser,
     add_seeds,
+    add_threads_option,
     description,
     device,
     nonnegative_int,
@@ -83,7 +84,7 @@ def build_parser() -> Parser:
         "divide its width 64); default: each model's own (4)",
     )
     p.add_argument("--out", type=out_dir, default="runs/text", help="output folder")
-    p.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads")
+    add_threads_option(p)
     p.add_argument(
         "--device", type=device, default=None, help="cpu, cuda or cuda:N (default: cuda when available, else cpu)"
     )

@@ -37,6 +37,7 @@ from ._generator import (
     rounded,
     train_command,
     trained_checkpoint,
+    use_threads,
 )
 
 NAME = "webnlg"
@@ -59,6 +60,7 @@ def _parser():
 
 def _run(args: argparse.Namespace) -> int:
     progress = not args.quiet
+    use_threads(args)
     if args.cmd == "train":
         out = resolve_out(args, NAME)
         config = preset_config(args, WEBNLG_PRESETS)

@@ -13,7 +13,7 @@ from .files import PathLike, atomic_write_bytes, atomic_write_text, read_json, r
 from .interrupt import deferred_interrupt, interrupt_requested
 from .resume import ResumeMismatchError, check_resume
 from .seeding import seed_everything
-from .stats import mean_std, paired_comparison
+from .stats import format_spread, mean_std, paired_comparison
 
 __all__ = [
     "CheckpointError",
@@ -27,6 +27,7 @@ __all__ = [
     "device_memory",
     "interrupt_requested",
     "load_checkpoint",
+    "format_spread",
     "mean_std",
     "one_line_errors",
     "paired_comparison",

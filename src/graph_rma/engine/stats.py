@@ -17,7 +17,7 @@ import math
 import statistics
 from typing import Dict, Mapping, Sequence, Tuple
 
-__all__ = ["mean_std", "paired_comparison"]
+__all__ = ["format_spread", "mean_std", "paired_comparison"]
 
 
 def mean_std(values: Sequence[float]) -> Tuple[float, float]:
@@ -52,3 +52,13 @@ def paired_comparison(a: Mapping[int, float], b: Mapping[int, float]) -> Dict[st
         "ties": sum(x == 0 for x in d),
         "losses": sum(x < 0 for x in d),
     }
+
+
+def format_spread(mean: float, spread: float, n: int, digits: int = 2, sign: bool = False) -> str:
+    """``"mean ± spread"`` with ``digits`` decimals, or ``mean`` alone when ``n < 2`` values stand behind it or the
+    spread is not finite: one seed has no standard deviation or standard error to state (``± 0.00``, ``± nan``).
+    ``sign``: always print the mean's sign (a difference)."""
+    value = f"{mean:+.{digits}f}" if sign else f"{mean:.{digits}f}"
+    if n < 2 or not math.isfinite(spread):
+        return value
+    return f"{value} ± {spread:.{digits}f}"

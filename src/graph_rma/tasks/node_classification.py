@@ -51,6 +51,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 import torch
 
 from .._deprecation import REMOVAL, renamed
+from ..argtypes import DEFAULT_THREADS
 from ..data.nodes import canonical_name, load_node_graph, select_split
 from ..engine import (
     ResumeMismatchError,
@@ -196,7 +197,7 @@ def run_study(
     device: Optional[str] = None,
     dataset: str = "Cora",
     root: Optional[str] = None,
-    threads: int = 1,
+    threads: int = DEFAULT_THREADS,
     make_plot: bool = True,
     progress: bool = True,
     **overrides: Any,

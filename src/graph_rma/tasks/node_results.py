@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Sequence
 
 from .._deprecation import warn_renamed
-from ..engine import mean_std, paired_comparison
+from ..engine import format_spread, mean_std, paired_comparison
 
 #: Keys of runs and summary rows saved before they said what they hold (``test_acc`` held ROC AUC on binary graphs).
 OLD_METRIC_KEYS = {
@@ -69,7 +69,7 @@ METRIC_LABELS = {"accuracy": "acc", "roc_auc": "ROC AUC"}
 
 def _spread(mean: float, std: float, seeds: int, digits: int) -> str:
     """``mean ± std`` over the seeds; ``mean`` alone for one seed (a single run has no spread to state)."""
-    return f"{mean:.{digits}f}" if seeds < 2 else f"{mean:.{digits}f} ± {std:.{digits}f}"
+    return format_spread(mean, std, seeds, digits)
 
 
 def format_table(rows: List[Dict[str, Any]], metric: str = "accuracy") -> str:
