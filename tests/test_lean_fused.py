@@ -362,3 +362,42 @@ def test_half_precision_reads_and_writes_its_dtype(fused, dtype, tol):
     torch.testing.assert_close(out.double(), stock(x, edge_index).detach(), atol=tol, rtol=tol)
     torch.testing.assert_close(x_half.grad.double(), x.grad, atol=tol, rtol=tol)
     torch.testing.assert_close(half.att_src.grad.double(), stock.att_src.grad, atol=2 * tol, rtol=2 * tol)
+
+
+_COMPILE = """
+import triton, triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from graph_rma.nn.lean import _triton_kernels as K
+
+assert not triton.knobs.runtime.interpret
+CONST = {"KIND", "HAS_B", "HAS_C", "DROP", "COLUMN", "ACC", "BLOCK_E", "BLOCK_H", "BLOCK_C"}
+TYPES = dict(H="i32", C="i32", E="i32", NS="i32", window="i32", seed="i64", scale="fp32", slope="fp32",
+             gamma="fp32", inv_keep="fp32", ALIVE="*i8", LSE="*fp32", DD="*fp32", G="*bf16")
+for name in ("CROW", "COL", "PERM", "CROW_T", "COL_T", "PERM_T"):
+    TYPES[name] = "*i32"
+for kind, drop, column in ((0, 3, True), (1, 1, False), (2, 2, False)):
+    consts = dict(KIND=kind, HAS_B=True, HAS_C=kind != 1, DROP=drop, COLUMN=column, ACC=tl.float32,
+                  BLOCK_E=16, BLOCK_H=4, BLOCK_C=8)
+    for fn in (K.attention_forward, K.attention_weights, K.backward_rows, K.backward_columns):
+        sig = {n: "constexpr" if n in CONST else TYPES.get(n, "*fp32" if n.startswith("G") else "*bf16")
+               for n in fn.arg_names}
+        triton.compile(ASTSource(fn, sig, constexprs=consts), target=GPUTarget("cuda", 90, 32))
+        print(kind, fn.fn.__name__, flush=True)
+"""
+
+
+@pytest.mark.slow  # a fresh Python process compiling twelve kernels (no GPU needed: Triton's own ptxas)
+def test_the_kernels_compile_for_a_gpu():
+    """Every kernel, each score kind and dropout mode, compiles to a CUDA binary for sm_90 (Triton's compiler and
+    ptxas, offline): the interpreter runs Python, and would not catch what the compiler refuses."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1] / "src")
+    env["TRITON_DEFAULT_FP_FUSION"] = "1"
+    done = subprocess.run([sys.executable, "-c", _COMPILE], capture_output=True, text=True, timeout=900, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("\n") == 12
