@@ -35,7 +35,7 @@ bit-identical outputs. What they add:
   ``csr_cache`` while the tensor lives unchanged. Use it for full-batch training on large graphs on CPU. On CUDA
   tensors, with Triton installed, it runs fused Triton kernels (:mod:`graph_rma.nn.lean.fused`: scores, softmax,
   dropout and aggregation in one pass per destination; per edge nothing is kept but the CSR, the dropout masks are
-  drawn in the kernel from a seed, and the returned attention weights carry no gradient), else the chunked path;
+  drawn in the kernel from a seed; returned attention weights come from a separate kernel), else the chunked path;
   ``GRAPH_RMA_LEAN=fused|chunked|csr`` forces one (:mod:`graph_rma.nn.lean.strategy`).
 * Bad input (feature size, ``edge_index`` shape or range, ``edge_attr`` size) raises a ``ValueError`` naming the
   argument. The data-dependent range check is skipped under ``torch.compile``, so compiled layers have no graph

@@ -81,7 +81,7 @@ class GraphTransformerLayer(nn.Module):
             edges' CSR is kept in ``csr_cache`` (a :class:`~graph_rma.nn.lean.CSRCache`, checked
             exactly against the edge index at every call; ``reset_cache()`` empties it). On CUDA tensors with
             Triton installed, fused Triton kernels (:mod:`graph_rma.nn.lean.fused`; the attention dropout drawn
-            in the kernel, the returned weights without gradient); ``GRAPH_RMA_LEAN`` forces a strategy.
+            in the kernel, the returned weights from a separate kernel); ``GRAPH_RMA_LEAN`` forces a strategy.
 
     Shapes:
         ``x`` ``[N, C]``, ``edge_index`` ``[2, E]`` (row 0 source ``j``, row 1 target ``i``) -> ``[N, C]``;

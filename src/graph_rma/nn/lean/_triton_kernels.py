@@ -348,6 +348,8 @@ def attention_weights(
     ATT,
     EE,
     W,
+    LSE,
+    ALIVE,
     H,
     C,
     E,
@@ -370,7 +372,8 @@ def attention_weights(
 ):
     """Grid ``(N_dst, cdiv(H, BLOCK_H))``: program ``(i, hb)`` writes the weights ``w_e`` (after dropout, as the
     forward kernel uses them) of destination ``i``'s edges into ``W[e]`` ``[E, H]`` (by edge id): a pass for the
-    log-sum-exp, a pass to write. Run only when the weights are asked for; it saves nothing."""
+    log-sum-exp (stored in ``LSE[i]``, with ``ALIVE[i]`` under DropAttention, for the weights' backward), a pass to
+    write. Run only when the weights are asked for."""
     i = tl.program_id(0).to(tl.int64)
     hh = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
     hm = hh < H
@@ -423,6 +426,9 @@ def attention_weights(
     )
     m = tl.where(m == float("-inf"), 0.0, m)
     lse = m + tl.log(tl.where(total > 0, total, 1.0))
+    tl.store(LSE + i * H + hh, lse, mask=hm)
+    if DROP >= 2:
+        tl.store(ALIVE + i * H + hh, alive.to(tl.int8), mask=hm)
     for e0 in range(start, end, BLOCK_E):
         pos = e0 + tl.arange(0, BLOCK_E)
         em = pos < end
@@ -460,6 +466,7 @@ def backward_rows(
     LSE,
     ALIVE,
     DD,
+    GW,
     GB,
     GCE,
     GQ,
@@ -484,9 +491,11 @@ def backward_rows(
     BLOCK_E: tl.constexpr,
     BLOCK_H: tl.constexpr,
     BLOCK_C: tl.constexpr,
+    HAS_GW: tl.constexpr,
 ):
     """Grid ``(N_dst, cdiv(H, BLOCK_H))``: program ``(i, hb)`` walks destination ``i``'s edges, recomputes each
-    weight from the score and ``LSE[i]`` (and the mask from the seed) and the score's gradient
+    weight from the score and ``LSE[i]`` (and the mask from the seed) and the score's gradient (with ``HAS_GW``,
+    ``GW[e]``, the gradient of the returned weights, added to :math:`\\langle G_i, V_j \\rangle`)
     :math:`\\partial L/\\partial s_e = w_e \\langle G_i, V_j \\rangle - a_e D_i` (``DD[i]`` = :math:`D_i =
     \\langle G_i, \\mathrm{OUT}_i \\rangle`), and writes the destination-side sums: GAT ``GB[i]`` (and the edge term's
     gradient ``GCE[e]``, per edge), dot ``GQ[i]``, GATv2 ``GXR[i]``, ``GATT[i]`` (this row's share of the attention
@@ -515,10 +524,7 @@ def backward_rows(
         pos = e0 + tl.arange(0, BLOCK_E)
         em = pos < end
         j = tl.load(COL + pos, mask=em, other=0).to(tl.int64)
-        if HAS_C:
-            eid = tl.load(PERM + pos, mask=em, other=0).to(tl.int64)
-        else:
-            eid = pos
+        eid = tl.load(PERM + pos, mask=em, other=0).to(tl.int64)
         m2 = em[:, None] & hm[None, :]
         m3 = m2[:, :, None] & cm[None, None, :]
         ii = tl.zeros([BLOCK_E], tl.int64) + i
@@ -531,7 +537,10 @@ def backward_rows(
             d = m2 & (m2 == 0)
         w, a = _weigh(s, lse[None, :], d, alive[None, :], m2, inv_keep, DROP)
         v = tl.load(_rows3(V, j, hh, cc, H, C), mask=m3, other=0.0).to(ACC)
-        ds = tl.where(m2, w * tl.sum(g[None, :, :] * v, 2) - a * dd[None, :], 0.0)
+        gw = tl.sum(g[None, :, :] * v, 2)
+        if HAS_GW:
+            gw += tl.load(GW + eid[:, None] * H + hh[None, :], mask=m2, other=0.0).to(ACC)
+        ds = tl.where(m2, w * gw - a * dd[None, :], 0.0)
         if KIND == 0:
             dz = _leaky_grad(ds, pre, slope)
             gb += tl.sum(dz, 0)
@@ -577,6 +586,7 @@ def backward_columns(
     LSE,
     ALIVE,
     DD,
+    GW,
     GV,
     GA,
     GK,
@@ -599,6 +609,7 @@ def backward_columns(
     BLOCK_E: tl.constexpr,
     BLOCK_H: tl.constexpr,
     BLOCK_C: tl.constexpr,
+    HAS_GW: tl.constexpr,
 ):
     """Grid ``(N_src, cdiv(H, BLOCK_H))``: program ``(j, hb)`` walks source ``j``'s outgoing edges (the CSR's
     transpose: ``PERM_T`` their CSR positions, ``COL_T`` their destinations), recomputes weight and score gradient
@@ -623,10 +634,7 @@ def backward_columns(
         em = t < end
         pos = tl.load(PERM_T + t, mask=em, other=0).to(tl.int64)
         i = tl.load(COL_T + t, mask=em, other=0).to(tl.int64)
-        if HAS_C:
-            eid = tl.load(PERM + pos, mask=em, other=0).to(tl.int64)
-        else:
-            eid = pos
+        eid = tl.load(PERM + pos, mask=em, other=0).to(tl.int64)
         m2 = em[:, None] & hm[None, :]
         m3 = m2[:, :, None] & cm[None, None, :]
         jj = tl.zeros([BLOCK_E], tl.int64) + j
@@ -646,7 +654,10 @@ def backward_columns(
         dd = tl.load(DD + i[:, None] * H + hh[None, :], mask=m2, other=0.0)
         w, a = _weigh(s, lse, d, alive, m2, inv_keep, DROP)
         g = tl.load(_rows3(G, i, hh, cc, H, C), mask=m3, other=0.0).to(ACC)
-        ds = tl.where(m2, w * tl.sum(g * vj[None, :, :], 2) - a * dd, 0.0)
+        gw = tl.sum(g * vj[None, :, :], 2)
+        if HAS_GW:
+            gw += tl.load(GW + eid[:, None] * H + hh[None, :], mask=m2, other=0.0).to(ACC)
+        ds = tl.where(m2, w * gw - a * dd, 0.0)
         gv += tl.sum(w[:, :, None] * g, 0)
         if KIND == 0:
             ga += tl.sum(_leaky_grad(ds, pre, slope), 0)

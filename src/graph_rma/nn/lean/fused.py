@@ -167,78 +167,97 @@ def _gatv2_edge_term(attr: Optional[Tensor], w_edge: Optional[Tensor], H: int, C
     return None if attr is None else (attr @ w_edge.t()).view(-1, H, C)
 
 
+def _saved_run(ctx: Any, v: Tensor, a, b, c, q, k, xr, att, attr, w_edge) -> _Run:
+    """The kernels' arguments for ``ctx``'s spec and CSR (GATv2's edge term formed again)."""
+    ee = _gatv2_edge_term(attr, w_edge, v.size(1), v.size(2))
+    return _Run(ctx.spec, ctx.csr, v, dict(a=a, b=b, c=c, q=q, k=k, v=v, xr=xr, att=att, ee=ee))
+
+
+def _backward(ctx: Any, inputs, g: Tensor, lse: Tensor, alive: Optional[Tensor], dd: Tensor, gw: Optional[Tensor]):
+    """The inputs' gradients (``ctx.needs_input_grad`` order) from the two backward kernels: ``g`` ``dL/dy``
+    ``[N_dst, H, C]``, ``dd`` :math:`D_i` ``[N_dst, H]``, ``gw`` ``dL/dw`` ``[E, H]`` by edge id (or ``None``)."""
+    v, a, b, c, q, k, xr, att, attr, w_edge = inputs
+    spec, csr, need = ctx.spec, ctx.csr, ctx.needs_input_grad
+    run = _saved_run(ctx, *inputs)
+    acc, dev, nd, ns, E, H, C = run.acc_dtype, v.device, csr.num_dst, csr.num_src, run.E, run.H, run.C
+    holder, kind, has_ee = run.placeholder, spec.kind, attr is not None
+    state = (g, lse, holder if alive is None else alive, dd, holder if gw is None else gw)
+    run.constants["HAS_GW"] = gw is not None
+    index = (csr.crow, csr.col, csr.perm)
+
+    def buffer(needed: bool, *shape: int) -> Tensor:
+        return torch.zeros(*shape, dtype=acc, device=dev) if needed else holder
+
+    g_b, g_q = buffer(kind == GAT_SCORE and b is not None, nd, H), buffer(kind == DOT_SCORE, nd, H, C)
+    g_c = buffer(c is not None, E, H) if kind == GAT_SCORE else buffer(has_ee, E, H, C)
+    g_xr, g_att = buffer(kind == GATV2_SCORE, nd, H, C), buffer(kind == GATV2_SCORE, nd, H, C)
+    if kind != GAT_SCORE or b is not None or c is not None:
+        run.launch(run.kernels.backward_rows, nd, *index, *run.tensors, *state, g_b, g_c, g_q, g_xr, g_att)
+    g_v, g_a, g_k = buffer(True, ns, H, C), buffer(kind == GAT_SCORE, ns, H), buffer(kind == DOT_SCORE, ns, H, C)
+    transpose = (csr.crow_t, csr.col_t, csr.perm_t)
+    run.launch(run.kernels.backward_columns, ns, *index, *transpose, *run.tensors, *state, g_v, g_a, g_k)
+
+    def cast(needed: bool, gradient: Tensor, like: Optional[Tensor]) -> Optional[Tensor]:
+        return gradient.to(like.dtype).view(like.shape) if needed and like is not None else None
+
+    flat = g_c.view(E, H * C) if has_ee else None  # GATv2's edge term: W_e's and the features' by two products
+    g_attr = cast(has_ee and need[10], flat @ w_edge.to(acc), attr) if has_ee else None
+    g_w = cast(has_ee and need[11], flat.t() @ attr.to(acc), w_edge) if has_ee else None
+    grads = [g_v, g_a, g_b, g_c if kind == GAT_SCORE else None, g_q, g_k, g_xr, g_att.sum(0)]
+    return (None, None) + tuple(cast(n, t, x) for n, t, x in zip(need[2:10], grads, inputs[:8])) + (g_attr, g_w)
+
+
 class _FusedAttention(torch.autograd.Function):
+    """:func:`fused_attention`: saves the node-level inputs, the output, ``LSE`` and (DropAttention) ``ALIVE``."""
+
     @staticmethod
-    def forward(ctx: Any, spec: _Spec, csr: EdgeCSR, v, a, b, c, q, k, xr, att, attr, w_edge) -> Tensor:
-        H, C = v.size(1), v.size(2)
-        with torch.no_grad():
-            ee = _gatv2_edge_term(attr, w_edge, H, C)
-            run = _Run(spec, csr, v, dict(a=a, b=b, c=c, q=q, k=k, v=v, xr=xr, att=att, ee=ee))
-        nd = csr.num_dst
-        out = v.new_empty(nd, H, C)
-        lse = torch.empty(nd, H, dtype=run.acc_dtype, device=v.device)
-        alive = torch.empty(nd, H, dtype=torch.int8, device=v.device) if spec.drop.mode >= NORMALIZED else None
-        index = (csr.crow, csr.col, csr.perm)
-        holder = run.placeholder
-        run.launch(
-            run.kernels.attention_forward, nd, *index, *run.tensors, out, lse, holder if alive is None else alive
-        )
+    def forward(ctx: Any, spec: _Spec, csr: EdgeCSR, *inputs) -> Tensor:
         ctx.spec, ctx.csr = spec, csr
-        ctx.save_for_backward(v, a, b, c, q, k, xr, att, attr, w_edge, out, lse, alive)
+        v, nd = inputs[0], csr.num_dst
+        with torch.no_grad():
+            run = _saved_run(ctx, *inputs)
+        out = v.new_empty(nd, run.H, run.C)
+        lse = torch.empty(nd, run.H, dtype=run.acc_dtype, device=v.device)
+        alive = torch.empty(nd, run.H, dtype=torch.int8, device=v.device) if spec.drop.mode >= NORMALIZED else None
+        state = (out, lse, run.placeholder if alive is None else alive)
+        run.launch(run.kernels.attention_forward, nd, csr.crow, csr.col, csr.perm, *run.tensors, *state)
+        ctx.save_for_backward(*inputs, out, lse, alive)
         return out
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor):
-        v, a, b, c, q, k, xr, att, attr, w_edge, out, lse, alive = ctx.saved_tensors
-        spec, csr, need = ctx.spec, ctx.csr, ctx.needs_input_grad
-        H, C = v.size(1), v.size(2)
-        ee = _gatv2_edge_term(attr, w_edge, H, C)
-        run = _Run(spec, csr, v, dict(a=a, b=b, c=c, q=q, k=k, v=v, xr=xr, att=att, ee=ee))
-        acc, dev, nd, ns, E = run.acc_dtype, v.device, csr.num_dst, csr.num_src, run.E
+        *inputs, out, lse, alive = ctx.saved_tensors
         g = grad.contiguous()
-        dd = (g.to(acc) * out.to(acc)).sum(-1).contiguous()  # D_i = <dL/dy_i, y_i>
-        holder = run.placeholder
-        alive = holder if alive is None else alive
-        index = (csr.crow, csr.col, csr.perm)
+        dd = (g.to(lse.dtype) * out.to(lse.dtype)).sum(-1).contiguous()  # D_i = <dL/dy_i, y_i>
+        return _backward(ctx, inputs, g, lse, alive, dd, None)
 
-        def buffer(needed: bool, *shape: int) -> Tensor:
-            return torch.zeros(*shape, dtype=acc, device=dev) if needed else holder
 
-        kind = spec.kind
-        g_b = buffer(kind == GAT_SCORE and b is not None, nd, H)
-        g_c = buffer(c is not None, E, H) if kind == GAT_SCORE else buffer(ee is not None, E, H, C)
-        g_q = buffer(kind == DOT_SCORE, nd, H, C)
-        g_xr, g_att = buffer(kind == GATV2_SCORE, nd, H, C), buffer(kind == GATV2_SCORE, nd, H, C)
-        if kind != GAT_SCORE or b is not None or c is not None:
-            run.launch(
-                run.kernels.backward_rows, nd, *index, *run.tensors, g, lse, alive, dd, g_b, g_c, g_q, g_xr, g_att
-            )
-        g_v, g_a, g_k = buffer(True, ns, H, C), buffer(kind == GAT_SCORE, ns, H), buffer(kind == DOT_SCORE, ns, H, C)
-        transpose = (csr.crow_t, csr.col_t, csr.perm_t)
-        run.launch(run.kernels.backward_columns, ns, *index, *transpose, *run.tensors, g, lse, alive, dd, g_v, g_a, g_k)
+class _FusedWeights(torch.autograd.Function):
+    """:func:`fused_weights`: saves the node-level inputs, the weights ``[E, H]``, ``LSE`` and ``ALIVE``."""
 
-        def cast(needed: bool, gradient: Tensor, like: Optional[Tensor]) -> Optional[Tensor]:
-            return gradient.to(like.dtype).view(like.shape) if needed and like is not None else None
+    @staticmethod
+    def forward(ctx: Any, spec: _Spec, csr: EdgeCSR, *inputs) -> Tensor:
+        ctx.spec, ctx.csr = spec, csr
+        v, nd = inputs[0], csr.num_dst
+        with torch.no_grad():
+            run = _saved_run(ctx, *inputs)
+        w = v.new_zeros(run.E, run.H)
+        lse = torch.empty(nd, run.H, dtype=run.acc_dtype, device=v.device)
+        alive = torch.empty(nd, run.H, dtype=torch.int8, device=v.device) if spec.drop.mode >= NORMALIZED else None
+        state = (w, lse, run.placeholder if alive is None else alive)
+        run.launch(run.kernels.attention_weights, nd, csr.crow, csr.col, csr.perm, *run.tensors, *state)
+        ctx.save_for_backward(*inputs, w, lse, alive)
+        return w
 
-        g_attr = g_w = None
-        if ee is not None and (need[10] or need[11]):
-            flat = g_c.view(E, H * C)
-            g_attr = cast(need[10], flat @ w_edge.to(acc), attr)
-            g_w = cast(need[11], flat.t() @ attr.to(acc), w_edge)
-        return (
-            None,
-            None,
-            cast(need[2], g_v, v),
-            cast(need[3], g_a, a),
-            cast(need[4], g_b, b),
-            cast(need[5] and kind == GAT_SCORE, g_c, c),
-            cast(need[6], g_q, q),
-            cast(need[7], g_k, k),
-            cast(need[8], g_xr, xr),
-            cast(need[9], g_att.sum(0), att),
-            g_attr,
-            g_w,
-        )
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor):
+        *inputs, w, lse, alive = ctx.saved_tensors
+        csr, acc = ctx.csr, lse.dtype
+        gw = grad.to(acc).contiguous()
+        # D_i = sum over i's edges of w_e dL/dw_e (the softmax's normaliser's share); no output gradient
+        dd = torch.zeros_like(lse).index_add_(0, csr.row.long(), (w.to(acc) * gw).index_select(0, csr.perm.long()))
+        g = torch.zeros(csr.num_dst, w.size(1), inputs[0].size(2), dtype=acc, device=w.device)
+        return _backward(ctx, inputs, g, lse, alive, dd, gw)
 
 
 def fused_attention(
@@ -297,13 +316,8 @@ def fused_weights(
     seed: int = 0,
 ) -> Tensor:
     """The attention weights :func:`fused_attention` aggregates with (after dropout, drawn from the same ``seed``),
-    ``[E, H]`` by edge id, in ``v``'s dtype, from the separate weights kernel. They carry no gradient."""
-    H, C = v.size(1), v.size(2)
-    with torch.no_grad():
-        ee = _gatv2_edge_term(edge_attr, w_edge, H, C)
-        att = None if att is None else att.reshape(H, C)
-        spec = _Spec(kind, dropout, int(seed), float(negative_slope), float(scale))
-        run = _Run(spec, csr, v, dict(a=a, b=b, c=c, q=q, k=k, v=v, xr=xr, att=att, ee=ee))
-        w = v.new_zeros(run.E, H)
-        run.launch(run.kernels.attention_weights, csr.num_dst, csr.crow, csr.col, csr.perm, *run.tensors, w)
-    return w
+    ``[E, H]`` by edge id, in ``v``'s dtype, from the separate weights kernel, as one autograd node (its backward
+    runs the backward kernels with ``dL/dw`` in place of the aggregation's share)."""
+    att = None if att is None else att.reshape(att.size(-2), att.size(-1))
+    spec = _Spec(kind, dropout, int(seed), float(negative_slope), float(scale))
+    return _FusedWeights.apply(spec, csr, v, a, b, c, q, k, xr, att, edge_attr, w_edge)
