@@ -28,6 +28,7 @@ from graph_rma.engine.blocks import render_blocks, splice
 from studies import (
     authors_update,
     baselines,
+    calibration,
     cora,
     diagnostics,
     graph_to_text,
@@ -53,6 +54,7 @@ def renderers() -> Dict[str, Callable[[str], str]]:
     pages: Dict[str, Callable[[str], str]] = {
         "docs/baselines.md": lambda t: baselines.render(t, _results("baselines")),
         "docs/cora.md": lambda t: cora.render(t, _results("cora")),
+        "docs/calibration.md": lambda t: calibration.render(t, _results("calibration")),
         "docs/text.md": lambda t: text.render(t, _results("text")),
         "docs/diagnostics.md": lambda t: diagnostics.render(t, _results("diagnostics")),
         "docs/metrics.md": lambda t: metrics.render(t, _results("metrics")),
