@@ -6,6 +6,13 @@
 * Code: ``pymdownx.highlight`` colours code blocks with Pygments at build time; the colours are the stylesheet
   ``css/pygments.css`` that this hook adds to the site (theme option ``highlightjs: false``: no highlight.js).
 
+Opened from disk:
+
+* Search: the search box runs only when the site is served (its index is fetched); every page says so under the box
+  (``python -m http.server -d site``, :data:`SEARCH_NOTE`).
+* ``404.html``: mkdocs writes it with absolute links (``/css/theme.css``), made for a web server's root; they are
+  made relative (the page is at the site's top), so that it is styled and its links work opened from disk too.
+
 mkdocs.yml loads this file under ``hooks:``.
 """
 
@@ -18,6 +25,12 @@ from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File
 
 PYGMENTS_CSS = "css/pygments.css"
+SEARCH_NOTE = (
+    '<p class="search-needs-server">Search needs the site served: <code>python -m http.server -d site</code>, '
+    "then http://localhost:8000</p>"
+)
+_SEARCH_FORM = re.compile(r'(<form id ="rtd-search-form".*?</form>)', re.S)
+_ABSOLUTE = re.compile(r'\b(href|src|action)="/+(?=[^"/])')
 _MATH = re.compile(r'<(span|div) class="arithmatex">(.*?)</\1>', re.S)
 _DELIMITERS = {"span": (r"\(", r"\)"), "div": (r"\[", r"\]")}
 
@@ -57,3 +70,25 @@ def on_files(files, config):
     css = HtmlFormatter(style="default").get_style_defs(".highlight")
     files.append(File.generated(config, PYGMENTS_CSS, content=css + "\n"))
     return files
+
+
+def with_search_note(html_text: str) -> str:
+    """The page with :data:`SEARCH_NOTE` after its search form (once)."""
+    if SEARCH_NOTE in html_text:
+        return html_text
+    return _SEARCH_FORM.sub(lambda m: m.group(1) + "\n" + SEARCH_NOTE, html_text, count=1)
+
+
+def relative_links(html_text: str) -> str:
+    """Absolute links (``href="/css/theme.css"``, ``action="//search.html"``) made relative to the site's top."""
+    return _ABSOLUTE.sub(lambda m: f'{m.group(1)}="', html_text)
+
+
+def on_post_page(output, page, config):
+    return with_search_note(output)
+
+
+def on_post_template(output_content, template_name, config):
+    if template_name == "404.html":
+        output_content = relative_links(output_content)
+    return with_search_note(output_content) if template_name.endswith(".html") else output_content
