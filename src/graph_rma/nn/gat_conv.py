@@ -90,7 +90,9 @@ class RepulsiveGATConv(_RepulsiveGATMixin, GATConv):
             behaviour. (default: ``None``)
         lean (bool, optional): Compute the attention with :mod:`graph_rma.nn.lean`, which keeps no
             ``[E, heads, out_channels]`` tensor for backward (same outputs to float rounding, parameters and
-            random draws; for full-batch training on large graphs). Needs a ``[2, E]`` or torch sparse
+            random draws on CPU; for full-batch training on large graphs): CSR kernels on CPU, fused Triton
+            kernels on CUDA (:mod:`graph_rma.nn.lean.fused`; dropout masks drawn in the kernel, same distribution),
+            ``GRAPH_RMA_LEAN=fused|chunked|csr`` to force one. Needs a ``[2, E]`` or torch sparse
             ``edge_index`` and the default ``aggr="add"``. (default: ``False``)
         **kwargs (optional): Additional arguments of :class:`torch_geometric.nn.conv.MessagePassing`.
 
@@ -217,8 +219,8 @@ class RepulsiveGATv2Conv(_RepulsiveGATMixin, GATv2Conv):
         residual (bool, optional): Add a learnable skip-connection. (default: ``False``)
         drop_attention (graph_rma.DropAttention, optional): Replaces the plain attention ``dropout``.
             (default: ``None``)
-        lean (bool, optional): The memory-lean path of :mod:`graph_rma.nn.lean` (GATv2's score stays chunked);
-            see :class:`RepulsiveGATConv`. (default: ``False``)
+        lean (bool, optional): The memory-lean path of :mod:`graph_rma.nn.lean` (GATv2's score is chunked on
+            CPU, fused on CUDA); see :class:`RepulsiveGATConv`. (default: ``False``)
         **kwargs (optional): Additional arguments of :class:`torch_geometric.nn.conv.MessagePassing`.
 
     Attributes:
