@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks.common import RECORDED, add_json_option, compare, random_graph, save_if_asked
+from graph_rma import GraphRMAError
 
 FEATURES, HEADS, CHANNELS, CLASSES = 64, 8, 8, 64
 
@@ -63,7 +64,7 @@ def build(name: str, x: torch.Tensor, edge_index: torch.Tensor, v2: bool = False
         conv = cls(FEATURES, CHANNELS, heads=HEADS, dropout=0.6, lean=name == "lean")
         return conv, lambda: conv(x, edge_index)
     if name == "dgl" and v2:
-        raise ValueError("contender: DGL has no GATv2 here")
+        raise GraphRMAError("contender: DGL has no GATv2 here")
     if name == "dgl":
         import dgl
         from dgl.nn import GATConv as DGLGATConv
@@ -73,7 +74,7 @@ def build(name: str, x: torch.Tensor, edge_index: torch.Tensor, v2: bool = False
         g = dgl.graph((ei[0], ei[1]), num_nodes=x.size(0))
         conv = DGLGATConv(FEATURES, CHANNELS, num_heads=HEADS, attn_drop=0.6)
         return conv, lambda: conv(g, x).reshape(x.size(0), -1)
-    raise ValueError(f"contender: unknown {name!r}")
+    raise GraphRMAError(f"contender: unknown {name!r}")
 
 
 def _rss_peak_kib() -> int:

@@ -25,6 +25,8 @@ from typing import Optional
 
 import torch
 
+from graph_rma import GraphRMAError
+
 SOURCES = (
     "turbo_gnn.cpp",
     "reduction/reduction_aggr.cu",
@@ -124,7 +126,7 @@ class TurboGATv2(torch.nn.Module):
     def __init__(self, conv, turbo):
         super().__init__()
         if conv.dropout or not conv.concat or conv.share_weights or conv.lin_edge is not None or conv.residual:
-            raise ValueError(
+            raise GraphRMAError(
                 "TurboGATv2 needs GATv2Conv(dropout=0, concat=True, share_weights=False), no edge "
                 "features and no residual"
             )

@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
+from graph_rma import GraphRMAError
 from graph_rma.argtypes import SeedsAction, out_dir, positive_int, seed_list
 from graph_rma.engine import CheckpointError, load_checkpoint, mean_std, one_line_errors, paired_comparison, write_json
 from graph_rma.engine.figures import new_figure, save_png
@@ -176,7 +177,7 @@ def _row(text: str) -> Tuple[str, str]:
     """A row of the reproduction table, ``DATASET:PROTOCOL``; ``ValueError`` naming the choices otherwise."""
     row = tuple(text.split(":", 1))
     if row not in REPRODUCE:
-        raise ValueError(f"rows: unknown row {text!r}; choose from " + ", ".join(f"{d}:{p}" for d, p in ORDER))
+        raise GraphRMAError(f"rows: unknown row {text!r}; choose from " + ", ".join(f"{d}:{p}" for d, p in ORDER))
     return row  # type: ignore[return-value]
 
 

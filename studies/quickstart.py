@@ -15,6 +15,7 @@ import textwrap
 from pathlib import Path
 from typing import Dict, List
 
+from graph_rma import GraphRMAError
 from graph_rma.engine import mean_std, paired_comparison
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "quickstart" / "results.json"
@@ -47,7 +48,7 @@ def render(results: Dict, link: str = "docs/") -> str:
     seed."""
     runs = results["runs"]
     if not runs:
-        raise ValueError("docs/quickstart/results.json: no runs to render")
+        raise GraphRMAError("docs/quickstart/results.json: no runs to render")
     first = next((r for r in runs if r["seed"] == 0), None)
     seeds = seed_text([r["seed"] for r in runs])
     acc = {arm: mean_std([r[arm]["test_acc"] for r in runs]) for arm in ARMS}

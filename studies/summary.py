@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from graph_rma import GraphRMAError
 from graph_rma.engine import mean_std, paired_comparison
 from studies import baselines, calibration, cora, webnlg2017, webnlg2017_evidence
 from studies.pages import mean_std_cell as _ms
@@ -96,7 +97,7 @@ def _baseline_rows(results: Dict, link: str) -> List[str]:
 def _one_seed(task: str, rows: List[Dict]) -> Dict[str, Dict]:
     by = {("ma" if r["variant"] == "ma" else "svgd"): r for r in rows}
     if len(rows) != 2:
-        raise ValueError(f"{task}: expected one plain and one repulsive run, got {[r['variant'] for r in rows]}")
+        raise GraphRMAError(f"{task}: expected one plain and one repulsive run, got {[r['variant'] for r in rows]}")
     return by
 
 

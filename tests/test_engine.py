@@ -152,12 +152,15 @@ def test_the_classifier_shortens_only_the_mistakes_the_package_raised(tmp_path):
 
     with pytest.raises(ValueError) as info:
         parse_variant("bogus")
-    assert _errors.classify(info.value) == (2, str(info.value))  # the package's own ValueError: one line, exit 2
+    assert isinstance(info.value, _errors.GraphRMAError)  # the package's bad-input type, a ValueError for old callers
+    assert _errors.classify(info.value) == (2, str(info.value))  # one line, exit 2
     assert _errors.classify(_raise_in("user", "raise ValueError('mine')")) is None  # the user's: traceback
     assert _errors.classify(_raise_in("user", "json.loads('{')", json=json)) is None  # a library the user called
-    # a library error inside the package's code is the package's (a config file that is not JSON)
+    # the type decides, not where it was raised: a plain ValueError inside the package's code is a bug (traceback);
+    # the package names a bad file as its own type (a config file that is not JSON)
+    assert _errors.classify(_raise_in("package", "raise ValueError('a bug')")) is None
     (tmp_path / "bad.json").write_text("{")
-    with pytest.raises(ValueError) as info:
+    with pytest.raises(_errors.GraphRMAError, match="bad.json: not a JSON file") as info:
         training.read_json(tmp_path / "bad.json")
     assert _errors.classify(info.value)[0] == 2
     # the user's callback raising inside the package's code is the user's

@@ -1,11 +1,13 @@
 """Which exceptions end a command or a script with one line: the one classifier shared by the ``graph-rma``
 commands (:func:`graph_rma.cli._common.run_command`) and by :func:`graph_rma.engine.one_line_errors` (scripts).
 
-An exception becomes one line when it is a user's mistake that this package raised: its own missing-data, missing
-extra or missing tool errors (exit status 1) and :class:`UsageError` (2); a ``ValueError`` (2), a missing resource
-(``LookupError`` other than ``KeyError``/``IndexError``: 1) or a file-system failure on a named path (``OSError``
-with a file name: 1) raised by this package's code (:func:`raised_by_package`). Anything else keeps its traceback:
-a bug, and every exception raised by code outside the package (the user's own code, or a library the user called).
+An exception becomes one line when it is a user's mistake that this package raised, told by its type: the package's
+own missing-data, missing extra or missing tool errors (exit status 1), :class:`GraphRMAError` (bad input, every
+subclass included: 2) and :class:`UsageError` (2); and, raised by this package's code (:func:`raised_by_package`), a
+missing resource (``LookupError`` other than ``KeyError``/``IndexError``: 1) or a file-system failure on a named
+path (``OSError`` with a file name: 1). Anything else keeps its traceback: a bug (a plain ``ValueError`` included,
+wherever it was raised), and every exception raised by code outside the package (the user's own code, or a library
+the user called).
 
 Nothing here imports torch (the package's own exception classes are looked up in ``sys.modules``, where they are
 once anything could have raised them), so a command classifies a usage error without loading it.
@@ -79,10 +81,6 @@ def _found(exc: BaseException, module: str, name: str) -> bool:
     return loaded is not None and isinstance(exc, getattr(loaded, name))
 
 
-def _own(exc: BaseException) -> bool:
-    return type(exc).__module__.split(".")[0] == "graph_rma"
-
-
 def classify(exc: BaseException, tb: Optional[TracebackType] = None) -> Optional[Tuple[int, str]]:
     """``(exit status, one line)`` when ``exc`` is a user's mistake raised by this package (see the module), else
     ``None``: show the traceback. ``tb``: its traceback (default: ``exc.__traceback__``)."""
@@ -96,9 +94,7 @@ def classify(exc: BaseException, tb: Optional[TracebackType] = None) -> Optional
         or _found(exc, "graph_rma.engine.optional", "MissingToolError")
     ):
         return 1, text
-    if isinstance(exc, UsageError):
-        return 2, text
-    if isinstance(exc, ValueError) and (_own(exc) or raised_by_package(tb)):
+    if isinstance(exc, (GraphRMAError, UsageError)):
         return 2, text
     if isinstance(exc, LookupError) and not isinstance(exc, (KeyError, IndexError)) and raised_by_package(tb):
         return 1, text.splitlines()[0]  # a missing resource (NLTK data): its first line

@@ -18,6 +18,8 @@ import os
 from pathlib import Path
 from typing import List, Optional
 
+from ._errors import GraphRMAError
+
 __all__ = [
     "DEFAULT_THREADS",
     "MAX_SEED",
@@ -202,7 +204,7 @@ def require_out_dir(path, option: str = "--out") -> Path:
     ``ValueError("--out: ...")`` naming ``option`` when it cannot be an output folder."""
     problem = _out_dir_problem(str(path))
     if problem:
-        raise ValueError(f"{option}: {problem}")
+        raise GraphRMAError(f"{option}: {problem}")
     return Path(path)
 
 

@@ -22,6 +22,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.utils import scatter
 
+from ._errors import GraphRMAError
+
 __all__ = ["frobenius_penalty", "frobenius_penalty_sparse", "disagreement", "parameter_disagreement"]
 
 
@@ -31,7 +33,7 @@ def frobenius_penalty(attn: Tensor) -> Tensor:
     Rows are heads (each a distribution over ``S`` keys). Returns the mean over the leading dimensions.
     """
     if not isinstance(attn, Tensor) or attn.dim() < 2:
-        raise ValueError(f"attn: expected a tensor of shape [..., H, S], got {getattr(attn, 'shape', type(attn))}")
+        raise GraphRMAError(f"attn: expected a tensor of shape [..., H, S], got {getattr(attn, 'shape', type(attn))}")
     H = attn.size(-2)
     gram = attn @ attn.transpose(-1, -2)
     eye = torch.eye(H, dtype=attn.dtype, device=attn.device)
@@ -45,9 +47,11 @@ def frobenius_penalty_sparse(alpha: Tensor, index: Tensor, num_nodes: Optional[i
     head ``h``'s softmax over node ``i``'s incoming edges. Averaged over the nodes that have incoming edges.
     """
     if alpha.dim() != 2:
-        raise ValueError(f"alpha: expected shape [E, H], got {list(alpha.shape)}")
+        raise GraphRMAError(f"alpha: expected shape [E, H], got {list(alpha.shape)}")
     if index.dim() != 1 or index.numel() != alpha.size(0):
-        raise ValueError(f"index: expected shape [{alpha.size(0)}] (one destination per edge), got {list(index.shape)}")
+        raise GraphRMAError(
+            f"index: expected shape [{alpha.size(0)}] (one destination per edge), got {list(index.shape)}"
+        )
     H = alpha.size(1)
     N = int(index.max()) + 1 if num_nodes is None and index.numel() else (num_nodes or 0)
     outer = (alpha.unsqueeze(2) * alpha.unsqueeze(1)).reshape(-1, H * H)  # [E, H*H]
@@ -70,11 +74,11 @@ def disagreement(x: Tensor, head_dim: int = -2) -> Tensor:
         A scalar in ``[-1, 1]``; minimising it makes heads disagree.
     """
     if x.dim() < 2:
-        raise ValueError(f"x: expected at least 2 dimensions (heads and features), got {list(x.shape)}")
+        raise GraphRMAError(f"x: expected at least 2 dimensions (heads and features), got {list(x.shape)}")
     x = x.movedim(head_dim, -2)
     H = x.size(-2)
     if H < 2:
-        raise ValueError(f"x: need at least 2 heads along head_dim={head_dim}, got {H}")
+        raise GraphRMAError(f"x: need at least 2 heads along head_dim={head_dim}, got {H}")
     u = F.normalize(x, dim=-1)
     cos = u @ u.transpose(-1, -2)  # [..., H, H]
     iu = torch.triu_indices(H, H, offset=1, device=x.device)
@@ -88,6 +92,6 @@ def parameter_disagreement(model: nn.Module, layers=None, roles: Optional[Iterab
 
     groups = find_particle_groups(model, layers=layers, roles=roles)
     if not groups:
-        raise ValueError("model: no multi-head attention layer found for the parameter disagreement")
+        raise GraphRMAError("model: no multi-head attention layer found for the parameter disagreement")
     terms = [disagreement(torch.cat([p.heads(p.param) for p in g.params], dim=1), head_dim=0) for g in groups]
     return torch.stack(terms).mean()

@@ -164,15 +164,15 @@ def _float(
     try:
         x = float(value)
     except ValueError:
-        raise ValueError(f"variant: {key}={value!r} in {spec!r} is not a number") from None
+        raise GraphRMAError(f"variant: {key}={value!r} in {spec!r} is not a number") from None
     if math.isfinite(x) and not _NUMBER.fullmatch(value):  # float() also reads "1_000"
         raise GraphRMAError(f"variant: {key}={value!r} in {spec!r} is not a number in ASCII digits (e.g. 0.1, 1e-3)")
     if not math.isfinite(x):
-        raise ValueError(f"variant: {key}={value!r} in {spec!r} is not a finite number")
+        raise GraphRMAError(f"variant: {key}={value!r} in {spec!r} is not a finite number")
     if low is not None and (x <= low if strict else x < low):
-        raise ValueError(f"variant: {key}={value!r} in {spec!r} must be {'>' if strict else '>='} {low:g}")
+        raise GraphRMAError(f"variant: {key}={value!r} in {spec!r} must be {'>' if strict else '>='} {low:g}")
     if high is not None and x >= high:
-        raise ValueError(f"variant: {key}={value!r} in {spec!r} must be < {high:g}")
+        raise GraphRMAError(f"variant: {key}={value!r} in {spec!r} must be < {high:g}")
     return x
 
 
@@ -181,7 +181,7 @@ def _int(spec: str, key: str, value: str, low: int) -> int:
         raise GraphRMAError(f"variant: {key}={value!r} in {spec!r} is not an integer in ASCII digits")
     x = int(value)
     if x < low:
-        raise ValueError(f"variant: {key}={value!r} in {spec!r} must be >= {low}")
+        raise GraphRMAError(f"variant: {key}={value!r} in {spec!r} must be >= {low}")
     return x
 
 
@@ -191,13 +191,13 @@ def _bool(spec: str, key: str, value: str) -> bool:
         return True
     if v in ("0", "false", "no"):
         return False
-    raise ValueError(f"variant: {key}={value!r} in {spec!r} is not a boolean (1/0, true/false, yes/no)")
+    raise GraphRMAError(f"variant: {key}={value!r} in {spec!r} is not a boolean (1/0, true/false, yes/no)")
 
 
 def _names(spec: str, key: str, value: str) -> Tuple[str, ...]:
     names = tuple(v for v in value.split("/") if v)
     if not names:
-        raise ValueError(f"variant: {key}={value!r} in {spec!r} names nothing (expected e.g. {key}=a/b)")
+        raise GraphRMAError(f"variant: {key}={value!r} in {spec!r} names nothing (expected e.g. {key}=a/b)")
     twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
     if twice is not None:
         raise GraphRMAError(f"variant: {key}={_short(value)} in {_short(spec)} names {twice!r} twice")
@@ -229,33 +229,33 @@ def parse_variant(spec: Union[str, Variant]) -> Variant:
     (``alpha < 0``, ``eps``/``beta``/``bandwidth <= 0``, an ``update`` other than ``paper``/``authors``,
     ``bandwidth`` or ``kernel_grad`` with ``update=authors``, ``view`` (``mixing``/``heads``) without it, ``p``
     outside ``[0, 1)``, a ``window`` that is not an integer ``>= 1``, a ``weight < 0``) and booleans other than
-    ``1/0/true/false/yes/no`` raise a ``ValueError`` (:class:`~graph_rma.GraphRMAError`) naming the key.
+    ``1/0/true/false/yes/no`` raise a ``GraphRMAError`` (:class:`~graph_rma.GraphRMAError`) naming the key.
     """
     if isinstance(spec, Variant):
         return spec
     if not isinstance(spec, str) or not spec.strip():
-        raise ValueError(f"variant: expected a spec string such as 'svgd:alpha=0.1', got {spec!r}")
+        raise GraphRMAError(f"variant: expected a spec string such as 'svgd:alpha=0.1', got {spec!r}")
     _check_characters(spec.strip())
     fields: Dict[str, Any] = {}
     seen_parts: set = set()
     for part in spec.strip().split("+"):
         name, _, rest = part.strip().partition(":")
         if name in seen_parts:
-            raise ValueError(f"variant: part {name!r} appears twice in {spec!r}")
+            raise GraphRMAError(f"variant: part {name!r} appears twice in {spec!r}")
         seen_parts.add(name)
         opts: Dict[str, str] = {}
         for item in filter(None, (s.strip() for s in rest.split(","))):
             key, eq, value = item.partition("=")
             if not eq:
-                raise ValueError(f"variant: option {item!r} in {spec!r} is not key=value")
+                raise GraphRMAError(f"variant: option {item!r} in {spec!r} is not key=value")
             key = key.strip()
             canonical = "window" if name == "dropattn" and key in ("w", "window") else key
             if any(("window" if name == "dropattn" and k in ("w", "window") else k) == canonical for k in opts):
-                raise ValueError(f"variant: duplicate key {key!r} in {spec!r}")
+                raise GraphRMAError(f"variant: duplicate key {key!r} in {spec!r}")
             opts[key] = value.strip()
         if name in SAMPLERS:
             if "sampler" in fields and name != "ma":
-                raise ValueError(f"variant: {spec!r} names two samplers")
+                raise GraphRMAError(f"variant: {spec!r} names two samplers")
             if name != "ma":
                 fields["sampler"] = name
             allowed = {
@@ -278,15 +278,15 @@ def parse_variant(spec: Union[str, Variant]) -> Variant:
             if opts.get("update") == "authors":
                 for key in ("bandwidth", "kernel_grad"):
                     if key in opts:
-                        raise ValueError(
+                        raise GraphRMAError(
                             f"variant: option {key!r} does not apply with update=authors (their code "
                             f"fixes the bandwidth and smooths the gradients) in {spec!r}"
                         )
             elif "view" in opts:
-                raise ValueError(f"variant: option 'view' applies only with update=authors in {spec!r}")
+                raise GraphRMAError(f"variant: option 'view' applies only with update=authors in {spec!r}")
             for key, value in opts.items():
                 if key not in allowed:
-                    raise ValueError(f"variant: unknown option {key!r} for {name!r} (allowed: {sorted(allowed)})")
+                    raise GraphRMAError(f"variant: unknown option {key!r} for {name!r} (allowed: {sorted(allowed)})")
                 if key == "alpha":
                     fields[key] = _float(spec, key, value, low=0.0)
                 elif key in ("eps", "beta"):
@@ -301,41 +301,43 @@ def parse_variant(spec: Union[str, Variant]) -> Variant:
                     fields[key] = _int(spec, key, value, low=0)
                 elif key == "update":
                     if value not in UPDATES:
-                        raise ValueError(f"variant: update={value!r} in {spec!r} must be one of {', '.join(UPDATES)}")
+                        raise GraphRMAError(
+                            f"variant: update={value!r} in {spec!r} must be one of {', '.join(UPDATES)}"
+                        )
                     fields[key] = value
                 elif key == "view":
                     if value not in ("mixing", "heads"):
-                        raise ValueError(f"variant: view={value!r} in {spec!r} must be mixing or heads")
+                        raise GraphRMAError(f"variant: view={value!r} in {spec!r} must be mixing or heads")
                     fields[key] = value
                 else:
                     fields[key] = _names(spec, key, value)
         elif name == "reg":
             kind = opts.pop("kind", "frobenius")
             if kind not in REG_KINDS:
-                raise ValueError(f"variant: reg kind must be one of {REG_KINDS}, got {kind!r}")
+                raise GraphRMAError(f"variant: reg kind must be one of {REG_KINDS}, got {kind!r}")
             fields["reg"] = kind
             fields["reg_weight"] = _float(spec, "weight", opts.pop("weight", "0.01"), low=0.0)
             target = opts.pop("target", "attention")
             if target not in ("attention", "parameters", "outputs"):
-                raise ValueError(f"variant: reg target must be attention, parameters or outputs, got {target!r}")
+                raise GraphRMAError(f"variant: reg target must be attention, parameters or outputs, got {target!r}")
             fields["reg_target"] = target
             if opts:
-                raise ValueError(f"variant: unknown option(s) {sorted(opts)} for 'reg' (kind, weight, target)")
+                raise GraphRMAError(f"variant: unknown option(s) {sorted(opts)} for 'reg' (kind, weight, target)")
         elif name == "dropattn":
             d: Dict[str, Any] = {"p": _float(spec, "p", opts.pop("p", "0.1"), low=0.0, high=1.0)}
             d["window"] = _int(spec, "window", opts.pop("w", opts.pop("window", "1")), low=1)
             mode = opts.pop("mode", "element")
             if mode not in _MODE_ALIASES:
-                raise ValueError(f"variant: dropattn mode must be element (e) or column (c), got {mode!r}")
+                raise GraphRMAError(f"variant: dropattn mode must be element (e) or column (c), got {mode!r}")
             d["mode"] = _MODE_ALIASES[mode]
             d["rescale"] = opts.pop("rescale", "normalized")
             if d["rescale"] not in ("normalized", "inverse"):
-                raise ValueError(f"variant: dropattn rescale must be normalized or inverse, got {d['rescale']!r}")
+                raise GraphRMAError(f"variant: dropattn rescale must be normalized or inverse, got {d['rescale']!r}")
             if opts:
-                raise ValueError(f"variant: unknown option(s) {sorted(opts)} for 'dropattn' (p, w, mode, rescale)")
+                raise GraphRMAError(f"variant: unknown option(s) {sorted(opts)} for 'dropattn' (p, w, mode, rescale)")
             fields["drop_attention"] = tuple(d.items())
         else:
-            raise ValueError(
+            raise GraphRMAError(
                 f"variant: unknown part {name!r} in {spec!r}; expected one of "
                 f"{', '.join(SAMPLERS + ('reg', 'dropattn'))}"
             )
@@ -392,15 +394,15 @@ def regularization_loss(
     terms: List[Tensor] = []
     if v.reg_target == "parameters":
         if model is None:
-            raise ValueError("model: needed for the parameter-disagreement regulariser")
+            raise GraphRMAError("model: needed for the parameter-disagreement regulariser")
         terms.append(parameter_disagreement(model))
     elif v.reg_target == "outputs":
         if not head_outputs:
-            raise ValueError("head_outputs: needed for target=outputs")
+            raise GraphRMAError("head_outputs: needed for target=outputs")
         terms += [disagreement(o, head_dim=-2) for o in head_outputs]
     else:
         if not attention:
-            raise ValueError("attention: needed for target=attention (dense [..., H, S] or (alpha, index) pairs)")
+            raise GraphRMAError("attention: needed for target=attention (dense [..., H, S] or (alpha, index) pairs)")
         for a in attention:
             if isinstance(a, (tuple, list)):
                 alpha, index = a
@@ -477,7 +479,7 @@ def apply_variant(
       whose class sets ``accepts_drop_attention = True`` (this package's layers; convert stock layers first with
       :func:`graph_rma.convert`); a model without such a layer goes to the registered installers
       (:func:`register_drop_attention_installer`; HuggingFace models: :func:`graph_rma.hf.use_drop_attention`). A
-      ``ValueError`` says so when nothing accepts it.
+      ``GraphRMAError`` says so when nothing accepts it.
     * ``sgld``/``svgd``/``spos``: the sampler is built over the model's heads and attached to ``optimizer`` (when
       given), so that it runs right before every ``optimizer.step()``.
     * ``reg``: nothing changes in the model; add :meth:`VariantSetup.penalty` to the loss.
@@ -491,7 +493,7 @@ def apply_variant(
     """
     v = parse_variant(variant)
     if not isinstance(model, nn.Module):
-        raise ValueError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
+        raise GraphRMAError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
     setup = VariantSetup(v)
     if v.drop_attention:
         layers = [m for m in model.modules() if getattr(m, "accepts_drop_attention", False)]
@@ -503,7 +505,7 @@ def apply_variant(
                     setup.drop_attention.extend(installed)
                     break
         if not layers and not setup.drop_attention:
-            raise ValueError(
+            raise GraphRMAError(
                 f"variant: {v.spec!r} asks for DropAttention, but no layer of {type(model).__name__} "
                 "accepts it (convert stock attention layers first with graph_rma.convert)"
             )

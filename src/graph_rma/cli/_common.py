@@ -167,7 +167,7 @@ def format_preset(name: str, values: Mapping[str, Any]) -> str:
 def run_command(prog: str, fn: Callable[[], Optional[int]]) -> int:
     """Call ``fn()`` (parsing the command line and running the command) and return its exit code (argparse's own
     exits included, so ``main(argv)`` always returns); a user's mistake raised by the package becomes one line on
-    stderr and exit code 2 (``ValueError``, :class:`UsageError`, a refused checkpoint or resume) or 1 (missing data,
+    stderr and exit code 2 (``GraphRMAError``, :class:`UsageError`, a refused checkpoint or resume) or 1 (missing data,
     a missing optional extra or tool, a file-system failure on a user's path). Any other exception propagates with
     its traceback: it is a bug. Ctrl-C that the command does not handle itself ends it with one line and exit code
     130. What is a user's mistake is decided in one place, shared with

@@ -33,6 +33,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 
+from .._errors import GraphRMAError
 from .graph_text import (
     PLACEHOLDER,
     GraphTextEncoder,
@@ -65,7 +66,7 @@ ENTITY_TYPES = ("<task>", "<method>", "<metric>", "<material>", "<otherscientifi
 OFFLINE_DEV_SIZE = 200
 
 
-class AgendaFormatError(ValueError):
+class AgendaFormatError(GraphRMAError):
     """A malformed AGENDA record; the message starts with ``file:line:``."""
 
 
@@ -236,7 +237,7 @@ def load_agenda(root=None, protocol: str = "auto", dev_size: int = OFFLINE_DEV_S
     """Load AGENDA under ``protocol`` ``"official"``, ``"offline"`` or ``"auto"`` (official when the train file
     exists). See the module docstring for the protocols; ``dev_size`` and ``seed`` fix the offline val split."""
     if protocol not in ("auto", "official", "offline"):
-        raise ValueError(f"protocol: expected auto, official or offline, got {protocol!r}")
+        raise GraphRMAError(f"protocol: expected auto, official or offline, got {protocol!r}")
     root = resolve_root("agenda", root)
     rel_path = root / "relations.vocab"
     if not rel_path.exists():
@@ -277,7 +278,7 @@ def load_agenda(root=None, protocol: str = "auto", dev_size: int = OFFLINE_DEV_S
     fake = root / "fake.train.tsv"
     sample = read_tsv(fake, len(relation_names)) if fake.exists() else []
     if not 0 < dev_size < len(val):
-        raise ValueError(f"dev_size: expected 0 < dev_size < {len(val)}, got {dev_size}")
+        raise GraphRMAError(f"dev_size: expected 0 < dev_size < {len(val)}, got {dev_size}")
     order = torch.randperm(len(val), generator=torch.Generator().manual_seed(seed)).tolist()
     dev_idx = set(order[len(val) - dev_size :])
     train_val = [r for i, r in enumerate(val) if i not in dev_idx]

@@ -36,6 +36,8 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Batch, Data
 
+from .._errors import GraphRMAError
+
 __all__ = [
     "ENTITY",
     "GLOBAL",
@@ -80,9 +82,9 @@ def build_graphwriter_graph(
     """
     n, R = len(entities), len(relation_names)
     if n == 0:
-        raise ValueError("entities: expected at least one entity")
+        raise GraphRMAError("entities: expected at least one entity")
     if R == 0:
-        raise ValueError("relation_names: expected at least one relation name")
+        raise GraphRMAError("relation_names: expected at least one relation name")
     m = len(triples)
     N = n + 1 + 2 * m
     g = n
@@ -95,12 +97,12 @@ def build_graphwriter_graph(
     label = list(range(n)) + [2 * R]
     for k, t in enumerate(triples):
         if len(t) != 3:
-            raise ValueError(f"triples: triple {k} is {t!r}, expected (head, relation, tail)")
+            raise GraphRMAError(f"triples: triple {k} is {t!r}, expected (head, relation, tail)")
         a, r, b = (int(v) for v in t)
         if not (0 <= a < n and 0 <= b < n):
-            raise ValueError(f"triples: triple {k} {t!r} names an entity outside 0..{n - 1}")
+            raise GraphRMAError(f"triples: triple {k} {t!r} names an entity outside 0..{n - 1}")
         if not 0 <= r < R:
-            raise ValueError(f"triples: triple {k} {t!r} names a relation outside 0..{R - 1}")
+            raise GraphRMAError(f"triples: triple {k} {t!r} names a relation outside 0..{R - 1}")
         rn, ri = n + 1 + 2 * k, n + 2 + 2 * k
         src += [a, rn, b, ri]
         dst += [rn, b, ri, a]
@@ -130,9 +132,9 @@ class Vocab:
     def __init__(self, itos: Sequence[str]) -> None:
         itos = list(itos)
         if itos[: len(self.SPECIALS)] != list(self.SPECIALS):
-            raise ValueError(f"itos: must start with {list(self.SPECIALS)}, got {itos[:4]}")
+            raise GraphRMAError(f"itos: must start with {list(self.SPECIALS)}, got {itos[:4]}")
         if len(set(itos)) != len(itos):
-            raise ValueError("itos: duplicate tokens")
+            raise GraphRMAError("itos: duplicate tokens")
         self.itos = itos
         self.stoi: Dict[str, int] = {t: i for i, t in enumerate(itos)}
 
@@ -146,7 +148,7 @@ class Vocab:
     ) -> "Vocab":
         """Tokens seen at least ``min_freq`` times (most frequent first, ties alphabetical), after ``extra``."""
         if min_freq < 1:
-            raise ValueError(f"min_freq: expected >= 1, got {min_freq}")
+            raise GraphRMAError(f"min_freq: expected >= 1, got {min_freq}")
         counts = Counter(tok for sent in sentences for tok in sent)
         head = list(cls.SPECIALS) + [t for t in dict.fromkeys(extra) if t not in cls.SPECIALS]
         seen = set(head)
@@ -283,7 +285,7 @@ class GraphTextSplits:
     def split(self, name: str) -> List[GraphTextRecord]:
         """``"train"``, ``"dev"`` (alias ``"val"``) or ``"test"``."""
         if name not in ("train", "dev", "val", "test"):
-            raise ValueError(f"split: expected train, dev (val) or test, got {name!r}")
+            raise GraphRMAError(f"split: expected train, dev (val) or test, got {name!r}")
         return getattr(self, "dev" if name == "val" else name)
 
 
@@ -401,7 +403,7 @@ def collate(items: Sequence[EncodedRecord]) -> Dict[str, Tensor]:
     ``num_entities [B]``; ``title [B, Lt]``, ``title_lengths``; ``target_in``/``target_out [B, T]`` (0 = pad).
     """
     if not items:
-        raise ValueError("items: expected at least one encoded record")
+        raise GraphRMAError("items: expected at least one encoded record")
     ent_tokens, ent_lengths = _pad([e for it in items for e in it.entity_ids])
     types, num_entities = _pad([it.type_ids for it in items])
     title, title_lengths = _pad([it.title_ids for it in items])

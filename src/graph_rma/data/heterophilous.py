@@ -46,6 +46,7 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.utils import coalesce
 
+from .._errors import GraphRMAError
 from .root import (
     ENV_VAR,
     DataNotFoundError,
@@ -192,7 +193,7 @@ HETEROPHILOUS_SHA256: Dict[str, Tuple[str, ...]] = {
 def _spec(name: str) -> _Spec:
     key = str(name).lower()
     if key not in _SPECS:
-        raise ValueError(f"name: expected one of {HETEROPHILOUS_DATASETS} (case-insensitive), got {name!r}")
+        raise GraphRMAError(f"name: expected one of {HETEROPHILOUS_DATASETS} (case-insensitive), got {name!r}")
     return _SPECS[key]
 
 
@@ -264,7 +265,7 @@ def _parse(raw_dir: Path, spec: _Spec) -> Data:
                 for key in masks:
                     masks[key].append(torch.from_numpy(f[key].astype(bool)))
         except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
-            raise ValueError(f"{path}: not a Geom-GCN split file ({exc})") from None
+            raise GraphRMAError(f"{path}: not a Geom-GCN split file ({exc})") from None
     return Data(x=x, edge_index=edge_index, y=y, **{k: torch.stack(v, dim=1) for k, v in masks.items()})
 
 
@@ -287,12 +288,12 @@ def load_heterophilous(name: str, root: Optional[PathLike] = None, split: int = 
         ``test_mask`` of shape ``[N]`` for the chosen split (disjoint, together covering every node).
 
     Raises:
-        ValueError: unknown ``name`` or ``split`` out of range.
+        GraphRMAError: unknown ``name`` or ``split`` out of range.
         DataNotFoundError: a raw file is missing (and could not be downloaded), truncated or corrupt; the message
             names the file and where it was looked for.
     """
     if isinstance(split, bool) or not isinstance(split, int) or not 0 <= split < NUM_SPLITS:
-        raise ValueError(f"split: expected an int in [0, {NUM_SPLITS}), got {split!r}")
+        raise GraphRMAError(f"split: expected an int in [0, {NUM_SPLITS}), got {split!r}")
     return select_split(load_heterophilous_all_splits(name, root, download), split)
 
 
@@ -305,7 +306,7 @@ def select_split(full: Data, split: int) -> Data:
     def pick(mask):
         if mask.dim() == 1:
             if split != 0:
-                raise ValueError(f"split: this graph has one split (masks of shape [N]), got split={split!r}")
+                raise GraphRMAError(f"split: this graph has one split (masks of shape [N]), got split={split!r}")
             return mask.clone()
         return mask[:, split].clone()
 

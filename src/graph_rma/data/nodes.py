@@ -30,6 +30,7 @@ from typing import Dict, Optional, Sequence, Tuple
 
 from torch_geometric.data import Data
 
+from .._errors import GraphRMAError
 from .heterophilous import HETEROPHILOUS_DATASETS, NUM_SPLITS, load_heterophilous_all_splits, select_split
 from .planetoid import load_planetoid, prepare_features
 from .platonov import PLATONOV_DATASETS, available_platonov, load_platonov_all_splits, platonov_name
@@ -53,7 +54,7 @@ NODE_DATASETS: Tuple[str, ...] = PLANETOID_DATASETS + HETEROPHILOUS_DATASETS + P
 
 def canonical_name(name: str, root: Optional[PathLike] = None) -> str:
     """``name`` as :data:`NODE_DATASETS` spells it, or the file name of a graph in Platonov et al.'s format present
-    under ``root`` (``$GRAPH_RMA_DATA/pyg``); a one-line ``ValueError`` listing the choices otherwise."""
+    under ``root`` (``$GRAPH_RMA_DATA/pyg``); a one-line ``GraphRMAError`` listing the choices otherwise."""
     for known in NODE_DATASETS:
         if known.lower() == str(name).lower() or (known in PLATONOV_DATASETS and known == _key(name)):
             return known
@@ -62,7 +63,7 @@ def canonical_name(name: str, root: Optional[PathLike] = None) -> str:
     if key in found:
         return key
     extra = [n for n in found if n not in NODE_DATASETS]
-    raise ValueError(
+    raise GraphRMAError(
         f"name: expected one of {NODE_DATASETS + tuple(extra)} (case-insensitive), or a graph in "
         f"Platonov et al.'s format at <root>/heterophilous_graph/<name>/raw/<name>.npz; got {name!r}"
     )
@@ -127,7 +128,7 @@ def load_node_dataset(name: str, root: Optional[PathLike] = None, split: int = 0
         ``test_mask`` (``[N]`` booleans).
 
     Raises:
-        ValueError: unknown ``name`` or ``split`` out of range.
+        GraphRMAError: unknown ``name`` or ``split`` out of range.
         DataNotFoundError: raw files missing or corrupt (see the family's loader).
     """
     return load_node_splits(name, [split], root=root, normalize=normalize)[split]
@@ -142,7 +143,7 @@ def load_node_splits(
     n = num_splits(name)
     for split in splits:
         if isinstance(split, bool) or not isinstance(split, int) or not 0 <= split < n:
-            raise ValueError(f"split: expected an int in [0, {n}) for {name}, got {split!r}")
+            raise GraphRMAError(f"split: expected an int in [0, {n}) for {name}, got {split!r}")
     base = load_node_graph(name, root=root)
     if normalize:
         base.x = prepare_features(base.x)

@@ -26,6 +26,7 @@ from typing import Dict, Optional
 import torch
 from torch_geometric.data import Data, InMemoryDataset
 
+from .._errors import GraphRMAError
 from .root import DataNotFoundError, PathLike, download_verified, missing_data_message, resolve_root, verify_checksums
 
 __all__ = [
@@ -69,7 +70,7 @@ def _canonical_name(name: str) -> str:
     for key in PLANETOID_SHA256:
         if key.lower() == str(name).lower():
             return key
-    raise ValueError(f"name: expected one of {sorted(PLANETOID_SHA256)} (case-insensitive), got {name!r}")
+    raise GraphRMAError(f"name: expected one of {sorted(PLANETOID_SHA256)} (case-insensitive), got {name!r}")
 
 
 def raw_file_names(name: str) -> Dict[str, str]:

@@ -72,10 +72,10 @@ _KEYS = ("node_features", "node_labels", "edges", "train_masks", "val_masks", "t
 def platonov_name(name: str) -> str:
     """The file name of graph ``name``: lower case, ``-`` as ``_`` (``"Roman-Empire"`` -> ``"roman_empire"``)."""
     if not isinstance(name, str) or not name.strip():
-        raise ValueError(f"name: expected a graph name such as 'minesweeper', got {name!r}")
+        raise GraphRMAError(f"name: expected a graph name such as 'minesweeper', got {name!r}")
     key = name.strip().lower().replace("-", "_")
     if not all(c.isalnum() or c == "_" for c in key):
-        raise ValueError(f"name: expected letters, digits, '-' or '_', got {name!r}")
+        raise GraphRMAError(f"name: expected letters, digits, '-' or '_', got {name!r}")
     return key
 
 
@@ -123,7 +123,7 @@ def _check_sizes(f, path: Path) -> None:
         need = math.prod(shape) * dtype.itemsize
         have = f.zip.getinfo(member).file_size
         if need > have:
-            raise ValueError(
+            raise GraphRMAError(
                 f"{path}: {k} claims shape {shape} of {dtype} ({need} bytes), but the file holds "
                 f"{have} bytes for it (a damaged or forged .npy header)"
             )
@@ -182,58 +182,60 @@ def _read(path: Path, key: str) -> Data:
         with open(path, "rb") as fh:
             magic = fh.read(6)
         if magic == b"\x93NUMPY":  # numpy.save's one array, not numpy.savez's archive of named arrays
-            raise ValueError(
+            raise GraphRMAError(
                 f"{path}: a .npy file (one array), not a .npz archive of the named arrays "
                 f"{', '.join(_KEYS)} (numpy.savez writes one)"
             )
         f = np.load(path, allow_pickle=False)
         if not isinstance(f, np.lib.npyio.NpzFile):
-            raise ValueError(f"{path}: not a .npz archive of named arrays ({', '.join(_KEYS)})")
+            raise GraphRMAError(f"{path}: not a .npz archive of named arrays ({', '.join(_KEYS)})")
         with f:
             missing = [k for k in _KEYS if k not in f.files]
             if missing:
-                raise ValueError(f"{path}: not a heterophilous-graphs .npz file (missing {', '.join(missing)})")
+                raise GraphRMAError(f"{path}: not a heterophilous-graphs .npz file (missing {', '.join(missing)})")
             _check_sizes(f, path)
             arrays = {k: f[k] for k in _KEYS}
     except (OSError, zipfile.BadZipFile, EOFError) as exc:
-        raise ValueError(f"{path}: unreadable .npz file ({exc})") from None
+        raise GraphRMAError(f"{path}: unreadable .npz file ({exc})") from None
     except MemoryError:  # a header within the size of its member that still does not fit in memory
-        raise ValueError(f"{path}: an array is too large to load into memory") from None
+        raise GraphRMAError(f"{path}: an array is too large to load into memory") from None
     except ValueError as exc:  # object arrays (pickles) are refused by allow_pickle=False
         if str(path) in str(exc):
             raise
-        raise ValueError(f"{path}: unreadable .npz file ({exc})") from None
+        raise GraphRMAError(f"{path}: unreadable .npz file ({exc})") from None
     _check_values(path, arrays)
     x, y, edges = arrays["node_features"], arrays["node_labels"], arrays["edges"]
     n = x.shape[0] if x.ndim == 2 else -1
     if x.ndim != 2 or y.shape != (n,) or edges.ndim != 2 or edges.shape[1] != 2:
-        raise ValueError(
+        raise GraphRMAError(
             f"{path}: expected node_features [N, F], node_labels [N] and edges [E, 2], got "
             f"{x.shape}, {y.shape} and {edges.shape}"
         )
     if n == 0:
-        raise ValueError(f"{path}: the graph has no nodes (node_features has shape {x.shape})")
+        raise GraphRMAError(f"{path}: the graph has no nodes (node_features has shape {x.shape})")
     if edges.size and (edges.min() < 0 or edges.max() >= n):
-        raise ValueError(f"{path}: edges name nodes outside [0, {n})")
+        raise GraphRMAError(f"{path}: edges name nodes outside [0, {n})")
     masks = {}
     for k in ("train_masks", "val_masks", "test_masks"):
         m = arrays[k]
         if m.ndim != 2 or m.shape[1] != n:
-            raise ValueError(f"{path}: expected {k} [splits, {n}], got {m.shape}")
+            raise GraphRMAError(f"{path}: expected {k} [splits, {n}], got {m.shape}")
         if m.shape[0] == 0:
-            raise ValueError(f"{path}: {k} holds no split (shape {m.shape}); expected [splits, {n}] with splits >= 1")
+            raise GraphRMAError(
+                f"{path}: {k} holds no split (shape {m.shape}); expected [splits, {n}] with splits >= 1"
+            )
         empty = np.flatnonzero(~m.astype(bool).any(axis=1))
         if empty.size:
-            raise ValueError(
+            raise GraphRMAError(
                 f"{path}: split {int(empty[0])} has no {_ROLES[k]} node ({k}[{int(empty[0])}] is all False)"
             )
         masks[k] = torch.from_numpy(m.astype(bool)).t().contiguous()  # [N, splits], as PyG's Geom-GCN masks
     if len({m.shape[1] for m in masks.values()}) != 1:
-        raise ValueError(f"{path}: the three mask arrays have different numbers of splits")
+        raise GraphRMAError(f"{path}: the three mask arrays have different numbers of splits")
     _check_disjoint(path, masks)
     labels = torch.from_numpy(y.astype(np.int64))
     if labels.numel() and labels.min() < 0:
-        raise ValueError(f"{path}: negative class labels")
+        raise GraphRMAError(f"{path}: negative class labels")
     with np.errstate(over="ignore"):  # a value beyond float32's range is refused below, naming it
         features = x.astype(np.float32)
     bad = np.argwhere(~np.isfinite(features))
@@ -270,7 +272,7 @@ def load_platonov_all_splits(name: str, root: Optional[PathLike] = None, downloa
 
     Raises:
         DataNotFoundError: the file is missing (and could not be downloaded) or its SHA-256 is not the known one.
-        ValueError: a bad name, a file that is not in this format (a ``.npy`` file, a header claiming more data than
+        GraphRMAError: a bad name, a file that is not in this format (a ``.npy`` file, a header claiming more data than
             the file holds, no nodes, no split), or a split whose training, validation or test mask is empty.
         GraphRMAError: values that loading would change (features that are not numbers or not finite in float32,
             node ids or labels that are not whole numbers, masks other than 0/1), or a split that puts a node in two

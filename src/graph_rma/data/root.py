@@ -21,6 +21,8 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Union
 
+from .._errors import GraphRMAError
+
 ENV_VAR = "GRAPH_RMA_DATA"
 CACHE_ENV_VAR = "GRAPH_RMA_CACHE"
 
@@ -48,7 +50,7 @@ def resolve_root(name: str, root: Optional[PathLike] = None) -> Path:
     The folder is not required to exist yet (a download may create it); loaders check for their files.
 
     Raises:
-        ValueError: ``root`` (or ``$GRAPH_RMA_DATA``) names a file, or a path below a file: nothing is looked for,
+        GraphRMAError: ``root`` (or ``$GRAPH_RMA_DATA``) names a file, or a path below a file: nothing is looked for,
             or downloaded, there.
     """
     if root is not None:
@@ -60,12 +62,12 @@ def resolve_root(name: str, root: Optional[PathLike] = None) -> Path:
 
 
 def _folder(path: Path, what: str) -> Path:
-    """``path``, unless it or a folder above it is an existing file (``ValueError`` naming ``what``)."""
+    """``path``, unless it or a folder above it is an existing file (``GraphRMAError`` naming ``what``)."""
     for p in (path, *path.parents):
         if p.exists():
             if not p.is_dir():
                 where = "is a file" if p == path else f"is below {p}, which is a file"
-                raise ValueError(f"{what}: {path} {where}, not a data folder")
+                raise GraphRMAError(f"{what}: {path} {where}, not a data folder")
             break
     return path
 

@@ -22,7 +22,7 @@ RNG-free protocol: line ``i`` (0-based) of the ``.all`` file is in fold ``i % 10
 so every fold has the class proportions of the whole file to within one sentence per class.
 
 Encoding is declared per file in :data:`ENCODINGS` and decoded strictly, with no fallback: a byte that is not
-valid in the declared encoding raises a ``ValueError`` naming ``file:line``. ``TREC.train.all``, ``MR/*`` and
+valid in the declared encoding raises a ``GraphRMAError`` naming ``file:line``. ``TREC.train.all``, ``MR/*`` and
 ``SUBJ/subj.all`` are Windows-1252 (``0x85``, ``0x91``, ``0x96``, ``0x97`` are "…", "‘", "–", "—"; cp1252 leaves
 five bytes undefined, and none occurs in these files); the SST files, ``TREC.test.all``, ``CR`` and ``MPQA``
 (pure ASCII) are UTF-8. Lines are split on ``"\n"`` only, never ``str.splitlines()``, which would also break
@@ -44,6 +44,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 import torch
 from torch import Tensor
 
+from .._errors import GraphRMAError
 from .root import DataNotFoundError, missing_data_message, resolve_root
 
 __all__ = [
@@ -118,7 +119,7 @@ class TextDataset:
 def numbered_lines(path: Union[str, os.PathLike], encoding: str) -> List[Tuple[int, str]]:
     """``(1-based line number, stripped text)`` of the non-empty lines of ``path``, decoded strictly as ``encoding``.
 
-    Lines are split on ``"\\n"`` only. A byte sequence that is not valid ``encoding`` raises ``ValueError``
+    Lines are split on ``"\\n"`` only. A byte sequence that is not valid ``encoding`` raises ``GraphRMAError``
     naming ``path:line`` and the byte; nothing is replaced or guessed.
     """
     out = []
@@ -127,7 +128,7 @@ def numbered_lines(path: Union[str, os.PathLike], encoding: str) -> List[Tuple[i
             line = raw.decode(encoding)
         except UnicodeDecodeError as exc:
             bad = raw[exc.start : exc.end]
-            raise ValueError(
+            raise GraphRMAError(
                 f"{path}:{n}: not valid {encoding} (byte {bad.hex(' ')} at column {exc.start + 1}); "
                 f"the file is declared {encoding} in graph_rma.data.text.ENCODINGS"
             ) from None
@@ -194,9 +195,9 @@ def _labelled(path: Path, num_classes: int, encoding: str) -> Tuple[List[str], L
         try:
             y = int(head)
         except ValueError:
-            raise ValueError(f"{path}:{n}: expected '<label> <text>', got {line[:40]!r}") from None
+            raise GraphRMAError(f"{path}:{n}: expected '<label> <text>', got {line[:40]!r}") from None
         if not 0 <= y < num_classes:
-            raise ValueError(f"{path}:{n}: label {y} outside [0, {num_classes})")
+            raise GraphRMAError(f"{path}:{n}: label {y} outside [0, {num_classes})")
         sentences.append(text.strip())
         labels.append(y)
     return sentences, labels
@@ -229,7 +230,7 @@ def _make(name, split, sentences, labels, classes, do_tokenize) -> TextDataset:
 
 def _check_split(split: str, allowed: Sequence[str]) -> None:
     if split not in allowed:
-        raise ValueError(f"split: expected one of {tuple(allowed)}, got {split!r}")
+        raise GraphRMAError(f"split: expected one of {tuple(allowed)}, got {split!r}")
 
 
 def load_trec(split: str = "train", root=None, tokenize: bool = True) -> TextDataset:
@@ -256,7 +257,7 @@ def _load_folds(
     """The fixed 10-fold protocol of MR, SUBJ, CR, MPQA: line ``i`` of ``rel`` is in fold ``i % 10``."""
     _check_split(split, ("train", "test", "all"))
     if isinstance(fold, bool) or not isinstance(fold, int) or not 0 <= fold < NUM_FOLDS:
-        raise ValueError(f"fold: expected an int in [0, {NUM_FOLDS}), got {fold!r}")
+        raise GraphRMAError(f"fold: expected an int in [0, {NUM_FOLDS}), got {fold!r}")
     (path,) = _files(name, root, [rel])
     s, y = _labelled(path, len(classes), ENCODINGS[rel])
     if split != "all":
@@ -317,7 +318,7 @@ def load_text_dataset(name: str, split: str, root=None, tokenize: bool = True, f
         return load_mpqa(split, fold, root, tokenize)
     if key in ("sst2", "sst1"):
         return load_sst(split, key == "sst1", root, tokenize)
-    raise ValueError(f"name: expected one of {DATASETS}, got {name!r}")
+    raise GraphRMAError(f"name: expected one of {DATASETS}, got {name!r}")
 
 
 class Vocabulary:
@@ -337,7 +338,7 @@ class Vocabulary:
     def build(cls, sentences: Iterable[Sequence[str]], min_freq: int = 1) -> "Vocabulary":
         """Tokens occurring at least ``min_freq`` times, most frequent first (ties by first occurrence)."""
         if min_freq < 1:
-            raise ValueError(f"min_freq: expected >= 1, got {min_freq}")
+            raise GraphRMAError(f"min_freq: expected >= 1, got {min_freq}")
         counts = Counter(t for s in sentences for t in s)
         return cls(t for t, c in counts.most_common() if c >= min_freq)
 

@@ -41,7 +41,7 @@ def normalize_features(x: Tensor, how: str) -> Tensor:
     """``x`` (``[N, F]``: dense, sparse COO or sparse CSR) as the protocol's ``features`` option says (see the
     module); anything but a 2-D tensor raises a one-line :class:`~graph_rma.GraphRMAError`."""
     if how not in FEATURE_OPTIONS:
-        raise ValueError(f"features: expected one of {FEATURE_OPTIONS}, got {how!r}")
+        raise GraphRMAError(f"features: expected one of {FEATURE_OPTIONS}, got {how!r}")
     if not isinstance(x, Tensor) or x.dim() != 2:
         got = f"shape {list(x.shape)}" if isinstance(x, Tensor) else type(x).__name__
         raise GraphRMAError(f"x: expected node features of shape [num_nodes, num_features], got {got}")
@@ -62,7 +62,7 @@ def direct_edges(edge_index: Tensor, how: str, num_nodes: int) -> Tensor:
     exceed every node id of ``edge_index`` (else a one-line :class:`~graph_rma.GraphRMAError`: PyG's ``coalesce``
     would drop the edges of the nodes beyond it)."""
     if how not in EDGE_OPTIONS:
-        raise ValueError(f"edges: expected one of {EDGE_OPTIONS}, got {how!r}")
+        raise GraphRMAError(f"edges: expected one of {EDGE_OPTIONS}, got {how!r}")
     if isinstance(num_nodes, bool) or not isinstance(num_nodes, numbers.Integral) or num_nodes < 0:
         raise GraphRMAError(f"num_nodes: expected an integer >= 0, got {num_nodes!r}")
     num_nodes = int(num_nodes)

@@ -39,6 +39,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 import torch
 from torch_geometric.data import Data
 
+from .._errors import GraphRMAError
 from .graph_text import (  # noqa: F401 (node kinds, re-exported)
     ENTITY,
     GLOBAL,
@@ -96,7 +97,7 @@ GLOBAL_TEXT = "<global>"
 PLACEHOLDER = re.compile(r"^<ent_(\d+)>$")
 
 
-class WebNLGFormatError(ValueError):
+class WebNLGFormatError(GraphRMAError):
     """A malformed WebNLG file; the message starts with the file name."""
 
 
@@ -206,7 +207,7 @@ def read_xml(path: Union[str, Path]) -> List[WebNLGEntry]:
 def split_files(root: Union[str, Path], split: str) -> List[Path]:
     """The XML files of ``split`` under ``root``, in a fixed order (triple-set size, then file name)."""
     if split not in SPLITS:
-        raise ValueError(f"split: expected one of {SPLITS}, got {split!r}")
+        raise GraphRMAError(f"split: expected one of {SPLITS}, got {split!r}")
     root = Path(root)
     if split == "test":
         return [root / "test" / "testdata_with_lex.xml"]
@@ -270,7 +271,7 @@ def build_graph(
         2 relation, 3 inverse), ``node_text`` (a list of N strings) and ``num_entities``.
     """
     if len(relations) == 0:
-        raise ValueError("relations: expected at least one relation text")
+        raise GraphRMAError("relations: expected at least one relation text")
     data = build_graphwriter_graph(entities, triple_index, relations)
     text = list(entities) + [GLOBAL_TEXT]
     for a, r, b in triple_index:
@@ -319,7 +320,7 @@ def relexicalise(
 ) -> List[str]:
     """Replace each ``<ent_i>`` by entity ``i``'s tokens (lower-cased, as :func:`delexicalise` matched them).
 
-    A placeholder with an index outside the entity list raises ``ValueError``.
+    A placeholder with an index outside the entity list raises ``GraphRMAError``.
     """
     tok = tokenize or _default_tokenize
     out: List[str] = []
@@ -328,7 +329,7 @@ def relexicalise(
         if m:
             i = int(m.group(1))
             if i >= len(entities):
-                raise ValueError(f"tokens: placeholder {t} but only {len(entities)} entities")
+                raise GraphRMAError(f"tokens: placeholder {t} but only {len(entities)} entities")
             out += [x.lower() for x in tok(entities[i])]
         else:
             out.append(t)

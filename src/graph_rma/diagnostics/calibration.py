@@ -88,21 +88,21 @@ def _confidence_and_correct(
     probs: Tensor, labels: Optional[Tensor], correct: Optional[Tensor]
 ) -> Tuple[Tensor, Tensor]:
     if not isinstance(probs, Tensor):
-        raise ValueError(f"probs: expected a tensor, got {type(probs).__name__}")
+        raise GraphRMAError(f"probs: expected a tensor, got {type(probs).__name__}")
     if probs.dim() == 2:
         if labels is None:
-            raise ValueError("labels: required when probs is a [n, K] matrix of class probabilities")
+            raise GraphRMAError("labels: required when probs is a [n, K] matrix of class probabilities")
         if labels.dim() != 1 or labels.numel() != probs.size(0):
-            raise ValueError(f"labels: expected shape [{probs.size(0)}], got {list(labels.shape)}")
+            raise GraphRMAError(f"labels: expected shape [{probs.size(0)}], got {list(labels.shape)}")
         conf, pred = probs.max(dim=1)
         return conf.double(), (pred == labels.to(pred.device)).double()
     if probs.dim() == 1:
         if correct is None:
-            raise ValueError("correct: required when probs is a vector of confidences [n]")
+            raise GraphRMAError("correct: required when probs is a vector of confidences [n]")
         if correct.shape != probs.shape:
-            raise ValueError(f"correct: expected shape {list(probs.shape)}, got {list(correct.shape)}")
+            raise GraphRMAError(f"correct: expected shape {list(probs.shape)}, got {list(correct.shape)}")
         return probs.double(), correct.double()
-    raise ValueError(f"probs: expected [n, K] probabilities or [n] confidences, got {list(probs.shape)}")
+    raise GraphRMAError(f"probs: expected [n, K] probabilities or [n] confidences, got {list(probs.shape)}")
 
 
 def calibration_bins(
@@ -121,12 +121,12 @@ def calibration_bins(
         correct: whether each prediction is right, for ``[n]`` input.
     """
     if not isinstance(num_bins, int) or num_bins < 1:
-        raise ValueError(f"num_bins: expected a positive integer, got {num_bins!r}")
+        raise GraphRMAError(f"num_bins: expected a positive integer, got {num_bins!r}")
     conf, corr = _confidence_and_correct(probs, labels, correct)
     if conf.numel() == 0:
-        raise ValueError("probs: need at least one prediction")
+        raise GraphRMAError("probs: need at least one prediction")
     if bool((conf < 0).any()) or bool((conf > 1).any()):
-        raise ValueError("probs: confidences must lie in [0, 1]; pass softmax probabilities, not logits")
+        raise GraphRMAError("probs: confidences must lie in [0, 1]; pass softmax probabilities, not logits")
     edges = torch.linspace(0, 1, num_bins + 1, dtype=torch.float64)
     # right=False: edges[m-1] < c <= edges[m] -> bin m-1; c == 0 -> bin 0.
     idx = torch.bucketize(conf.cpu(), edges[1:-1], right=False)
@@ -168,7 +168,7 @@ def overconfidence_error(
 def predictive_entropy(probs: Tensor, dim: int = -1) -> Tensor:
     r"""Entropy :math:`-\sum_k p_k \log p_k` (nats) of each predictive distribution, with :math:`0 \log 0 = 0`."""
     if not isinstance(probs, Tensor) or probs.dim() < 1:
-        raise ValueError(f"probs: expected a tensor of probabilities, got {getattr(probs, 'shape', type(probs))}")
+        raise GraphRMAError(f"probs: expected a tensor of probabilities, got {getattr(probs, 'shape', type(probs))}")
     return -torch.special.xlogy(probs, probs).sum(dim=dim)
 
 
@@ -179,9 +179,9 @@ def empirical_cdf(values: Tensor, at: Optional[Tensor] = None) -> Tuple[Tensor, 
     ``(t, F)`` are the corners of the step function (plot with ``where="post"``).
     """
     if not isinstance(values, Tensor) or values.dim() != 1 or values.numel() == 0:
-        raise ValueError(f"values: expected a non-empty 1-D tensor, got {getattr(values, 'shape', type(values))}")
+        raise GraphRMAError(f"values: expected a non-empty 1-D tensor, got {getattr(values, 'shape', type(values))}")
     if bool(torch.isnan(values).any()):
-        raise ValueError("values: contains NaN")
+        raise GraphRMAError("values: contains NaN")
     v = values.detach().double().sort().values
     t = v.unique() if at is None else torch.as_tensor(at, dtype=torch.float64)
     F = torch.searchsorted(v, t, right=True).double() / v.numel()

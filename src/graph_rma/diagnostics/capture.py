@@ -41,6 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .._errors import GraphRMAError
 from ..particles.layouts import load_plugins
 
 __all__ = ["HeadCapture", "ProjectionHeads", "num_heads", "register_projection_heads"]
@@ -97,7 +98,7 @@ def num_heads(layer: nn.Module) -> int:
     found = projection_heads(layer)
     if found is not None:
         return found.heads
-    raise ValueError(
+    raise GraphRMAError(
         f"layer: expected a PyG attention layer (GATConv, GATv2Conv, TransformerConv, ...), nn.MultiheadAttention "
         f"or a HuggingFace transformers attention module (graph_rma.hf), got {type(layer).__name__}"
     )
@@ -132,9 +133,9 @@ class HeadCapture:
         mask = [] if mask is None else [int(h) for h in mask]
         for h in mask:
             if not 0 <= h < self.heads:
-                raise ValueError(f"mask: head indices must lie in [0, {self.heads}), got {h}")
+                raise GraphRMAError(f"mask: head indices must lie in [0, {self.heads}), got {h}")
         if self.kind == "mha" and (layer.bias_k is not None or layer.add_zero_attn):
-            raise ValueError("layer: nn.MultiheadAttention with add_bias_kv or add_zero_attn is not supported")
+            raise GraphRMAError("layer: nn.MultiheadAttention with add_bias_kv or add_zero_attn is not supported")
         self.mask = sorted(set(mask))
         self.record = record
         self.outputs: Optional[Tensor] = None
@@ -201,7 +202,7 @@ class HeadCapture:
         x = args[0]
         H, d = self.heads, self._projection.head_dim
         if not isinstance(x, Tensor) or x.size(-1) != H * d:
-            raise ValueError(
+            raise GraphRMAError(
                 f"layer: expected the output projection's input [..., {H * d}] ({H} heads of {d}), got "
                 f"{getattr(x, 'shape', type(x))}"
             )
@@ -220,7 +221,7 @@ class HeadCapture:
 
     def _propagate_hook(self, module, inputs, out):
         if not isinstance(out, Tensor) or out.dim() != 3 or out.size(1) != self.heads:
-            raise ValueError(
+            raise GraphRMAError(
                 f"layer: expected propagate to return per-head outputs [N, {self.heads}, C], got "
                 f"{getattr(out, 'shape', type(out))}"
             )
@@ -260,7 +261,7 @@ class HeadCapture:
         if isinstance(att, tuple):
             ei, alpha = att
             if not isinstance(ei, Tensor) or ei.is_sparse or ei.dim() != 2 or ei.size(0) != 2:
-                raise ValueError("edge_index: HeadCapture needs a [2, E] edge_index tensor or a SparseTensor")
+                raise GraphRMAError("edge_index: HeadCapture needs a [2, E] edge_index tensor or a SparseTensor")
             self.edge_index, self.alpha = ei.detach(), alpha.detach()
         else:  # torch_sparse.SparseTensor adj_t: rows are destinations, columns sources
             row, col, value = att.coo()

@@ -32,6 +32,7 @@ import torch
 from torch import Tensor
 from torch_geometric.utils import scatter
 
+from .._errors import GraphRMAError
 from ..regularizers import disagreement, frobenius_penalty, frobenius_penalty_sparse
 
 __all__ = [
@@ -45,20 +46,20 @@ __all__ = [
 
 def _check_sparse(alpha: Tensor, index: Tensor, num_nodes: Optional[int]) -> int:
     if not isinstance(alpha, Tensor) or alpha.dim() != 2:
-        raise ValueError(f"alpha: expected sparse attention of shape [E, H], got {getattr(alpha, 'shape', alpha)}")
+        raise GraphRMAError(f"alpha: expected sparse attention of shape [E, H], got {getattr(alpha, 'shape', alpha)}")
     if not isinstance(index, Tensor) or index.dim() != 1 or index.numel() != alpha.size(0):
-        raise ValueError(
+        raise GraphRMAError(
             f"index: expected one destination node per edge, shape [{alpha.size(0)}], "
             f"got {getattr(index, 'shape', index)}"
         )
     if index.numel() == 0:
-        raise ValueError("index: no edges")
+        raise GraphRMAError("index: no edges")
     return int(index.max()) + 1 if num_nodes is None else int(num_nodes)
 
 
 def _check_dense(attn: Tensor) -> None:
     if not isinstance(attn, Tensor) or attn.dim() < 2:
-        raise ValueError(f"attn: expected dense attention of shape [..., H, S], got {getattr(attn, 'shape', attn)}")
+        raise GraphRMAError(f"attn: expected dense attention of shape [..., H, S], got {getattr(attn, 'shape', attn)}")
 
 
 def _has_edges(index: Tensor, N: int) -> Tensor:
@@ -68,10 +69,10 @@ def _has_edges(index: Tensor, N: int) -> Tensor:
 def head_distance(outputs: Tensor) -> float:
     """The paper's Dist: mean pairwise L2 distance between heads' outputs ``[..., H, C]`` (see module doc)."""
     if not isinstance(outputs, Tensor) or outputs.dim() < 2:
-        raise ValueError(f"outputs: expected per-head outputs [..., H, C], got {getattr(outputs, 'shape', outputs)}")
+        raise GraphRMAError(f"outputs: expected per-head outputs [..., H, C], got {getattr(outputs, 'shape', outputs)}")
     H = outputs.size(-2)
     if H < 2:
-        raise ValueError(f"outputs: need at least 2 heads along dimension -2, got {H}")
+        raise GraphRMAError(f"outputs: need at least 2 heads along dimension -2, got {H}")
     x = outputs.detach().double().reshape(-1, H, outputs.size(-1))
     d = torch.cdist(x, x, compute_mode="donot_use_mm_for_euclid_dist")  # [B, H, H]
     iu = torch.triu_indices(H, H, offset=1)
@@ -98,7 +99,7 @@ def attention_disagreement(attn: Tensor, index: Optional[Tensor] = None, num_nod
     a = attn.detach().double()
     H = a.size(1)
     if H < 2:
-        raise ValueError(f"attn: need at least 2 heads, got {H}")
+        raise GraphRMAError(f"attn: need at least 2 heads, got {H}")
     outer = (a.unsqueeze(2) * a.unsqueeze(1)).reshape(-1, H * H)
     gram = scatter(outer, index, dim=0, dim_size=N, reduce="sum").view(N, H, H)
     norm = gram.diagonal(dim1=-2, dim2=-1).clamp(min=0).sqrt()  # [N, H]
@@ -133,7 +134,7 @@ def head_diversity(
     (from ``outputs`` ``[..., H, C]``), ``div``, ``disagreement``, ``entropy`` (list per head) and
     ``entropy_mean`` (from ``attn``, dense or sparse with ``index``)."""
     if outputs is None and attn is None:
-        raise ValueError("outputs, attn: give per-head outputs, attention, or both")
+        raise GraphRMAError("outputs, attn: give per-head outputs, attention, or both")
     res: Dict[str, object] = {}
     if outputs is not None:
         res["dist"] = head_distance(outputs)

@@ -19,6 +19,7 @@ from typing import Optional, Sequence, Union
 
 from torch import Tensor
 
+from .._errors import GraphRMAError
 from ..engine.figures import new_figure, save_png
 
 __all__ = ["neighbourhood_attention_graph", "neighbourhood_attention_figure", "plot_neighbourhood_attention"]
@@ -29,16 +30,18 @@ LAYOUTS = ("shell", "spring", "kamada_kawai")
 
 def _check(edge_index: Tensor, attention: Tensor, node: int, hops: int) -> Tensor:
     if not isinstance(edge_index, Tensor) or edge_index.dim() != 2 or edge_index.size(0) != 2:
-        raise ValueError(f"edge_index: expected a [2, E] tensor, got {getattr(edge_index, 'shape', type(edge_index))}")
+        raise GraphRMAError(
+            f"edge_index: expected a [2, E] tensor, got {getattr(edge_index, 'shape', type(edge_index))}"
+        )
     if not isinstance(attention, Tensor) or attention.dim() not in (1, 2) or attention.size(0) != edge_index.size(1):
-        raise ValueError(
+        raise GraphRMAError(
             f"attention: expected [E] or [E, heads] with E = {edge_index.size(1)}, "
             f"got {getattr(attention, 'shape', type(attention))}"
         )
     if not isinstance(hops, int) or hops < 1:
-        raise ValueError(f"hops: expected a positive integer, got {hops!r}")
+        raise GraphRMAError(f"hops: expected a positive integer, got {hops!r}")
     if not bool((edge_index[1] == int(node)).any()):
-        raise ValueError(f"node: expected a node with incoming edges in edge_index, got {node!r}")
+        raise GraphRMAError(f"node: expected a node with incoming edges in edge_index, got {node!r}")
     return attention.detach().reshape(attention.size(0), -1).double().cpu()
 
 
@@ -107,16 +110,16 @@ def neighbourhood_attention_figure(
     ``heads`` order); each edge :math:`j \to i` of head :math:`h` is an arrow of line width
     ``width_scale * attention[e, h]`` (self-loops drawn as loops)."""
     if layout not in LAYOUTS:
-        raise ValueError(f"layout: expected one of {LAYOUTS}, got {layout!r}")
+        raise GraphRMAError(f"layout: expected one of {LAYOUTS}, got {layout!r}")
     if not width_scale > 0:
-        raise ValueError(f"width_scale: expected > 0, got {width_scale!r}")
+        raise GraphRMAError(f"width_scale: expected > 0, got {width_scale!r}")
     import networkx as nx
 
     graph = neighbourhood_attention_graph(edge_index, attention, node, hops)
     num_heads = graph.graph["heads"]
     heads = list(range(num_heads)) if heads is None else [int(h) for h in heads]
     if not heads or any(not 0 <= h < num_heads for h in heads):
-        raise ValueError(f"heads: expected indices in [0, {num_heads}), got {heads}")
+        raise GraphRMAError(f"heads: expected indices in [0, {num_heads}), got {heads}")
     pos = _layout(nx, graph, int(node), layout, seed)
 
     cols = min(len(heads), 4)

@@ -11,6 +11,7 @@ from typing import Mapping, Optional, Sequence, Union
 import torch
 from torch import Tensor
 
+from .._errors import GraphRMAError
 from ..engine.figures import new_figure, save_png
 from .calibration import (
     CalibrationBins,
@@ -101,11 +102,11 @@ def plot_head_importance(
     """Histograms of per-head metric drops (one panel per model, e.g. ``{"plain": [...], "svgd": [...]}``),
     side by side on shared axes, as in the paper's Figure 2; ``title`` (e.g. the dataset) above the panels."""
     if not drops:
-        raise ValueError("drops: expected at least one model's list of drops")
+        raise GraphRMAError("drops: expected at least one model's list of drops")
     data = {k: _values(v) for k, v in drops.items()}
     allv = [x for v in data.values() for x in v]
     if not allv:
-        raise ValueError("drops: all lists are empty")
+        raise GraphRMAError("drops: all lists are empty")
     lo, hi = min(allv), max(allv)
     if hi - lo < 1e-12:
         lo, hi = lo - 0.5e-2, hi + 0.5e-2
@@ -133,7 +134,7 @@ def plot_entropy_cdf(
 ) -> Path:
     """Empirical CDFs of predictive entropy, one step curve per model (paper Appendix C.5)."""
     if not entropies:
-        raise ValueError("entropies: expected at least one model's entropies")
+        raise GraphRMAError("entropies: expected at least one model's entropies")
     fig = _figure()
     ax = fig.add_subplot(1, 1, 1)
     for name, ent in entropies.items():
@@ -152,12 +153,12 @@ def plot_heads_sweep(
     """Error versus the number of heads M, one line per variant (paper Figure 3). Each value is a dict from
     :func:`graph_rma.diagnostics.heads_sweep` (``num_heads``, ``mean``, optional ``std``)."""
     if not results:
-        raise ValueError("results: expected at least one variant")
+        raise GraphRMAError("results: expected at least one variant")
     fig = _figure()
     ax = fig.add_subplot(1, 1, 1)
     for name, r in results.items():
         if "num_heads" not in r or "mean" not in r:
-            raise ValueError(f"results[{name!r}]: expected keys 'num_heads' and 'mean'")
+            raise GraphRMAError(f"results[{name!r}]: expected keys 'num_heads' and 'mean'")
         x, y = list(r["num_heads"]), list(r["mean"])
         std = r.get("std")
         if std is not None and any(s > 0 for s in std):
@@ -178,7 +179,7 @@ def plot_head_entropy(
     """Bar chart of each head's mean attention entropy, one group per model/layer; ``uniform`` draws the entropy
     of uniform attention (e.g. mean ``log(degree)``) as a reference line; ``title`` (e.g. the dataset) above it."""
     if not entropy:
-        raise ValueError("entropy: expected at least one list of per-head entropies")
+        raise GraphRMAError("entropy: expected at least one list of per-head entropies")
     data = {k: _values(v) for k, v in entropy.items()}
     k = len(data)
     width = 0.8 / k

@@ -13,6 +13,7 @@ from typing import Callable, Dict, List, Mapping, Sequence, Union
 import torch
 from torch import nn
 
+from .._errors import GraphRMAError
 from .capture import HeadCapture, num_heads
 
 __all__ = ["mask_heads", "HeadImportance", "head_importance"]
@@ -58,13 +59,13 @@ def resolve_layers(model: nn.Module, layers) -> Dict[str, nn.Module]:
             try:
                 out[spec] = model.get_submodule(spec)
             except AttributeError as e:
-                raise ValueError(f"layers: model has no submodule {spec!r}") from e
+                raise GraphRMAError(f"layers: model has no submodule {spec!r}") from e
         elif isinstance(spec, nn.Module):
             out[names.get(id(spec), type(spec).__name__ + str(len(out)))] = spec
         else:
-            raise ValueError(f"layers: expected modules or submodule names, got {type(spec).__name__}")
+            raise GraphRMAError(f"layers: expected modules or submodule names, got {type(spec).__name__}")
     if not out:
-        raise ValueError("layers: no attention layer given")
+        raise GraphRMAError("layers: no attention layer given")
     return out
 
 
@@ -84,7 +85,7 @@ def head_importance(
             always means masking the head hurts.
     """
     if not callable(evaluate):
-        raise ValueError("evaluate: expected a callable returning a number")
+        raise GraphRMAError("evaluate: expected a callable returning a number")
     resolved = resolve_layers(model, layers)
     sign = 1.0 if higher_is_better else -1.0
     was_training = model.training

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from typing import Callable, Dict, List, Optional, Sequence
 
+from .._errors import GraphRMAError
+
 __all__ = ["heads_sweep"]
 
 
@@ -23,14 +25,14 @@ def heads_sweep(
     "std"}``: ``errors[i]`` lists the runs for ``num_heads[i]``; ``std`` is the population standard deviation
     (0 for a single run)."""
     if not callable(train_and_eval):
-        raise ValueError("train_and_eval: expected a callable num_heads -> error")
+        raise GraphRMAError("train_and_eval: expected a callable num_heads -> error")
     counts = list(head_counts)
     if not counts or any(not isinstance(m, int) or isinstance(m, bool) or m < 1 for m in counts):
-        raise ValueError(f"head_counts: expected a non-empty list of positive integers, got {head_counts!r}")
+        raise GraphRMAError(f"head_counts: expected a non-empty list of positive integers, got {head_counts!r}")
     if len(set(counts)) != len(counts):
-        raise ValueError(f"head_counts: expected distinct head counts, got {counts}")
+        raise GraphRMAError(f"head_counts: expected distinct head counts, got {counts}")
     if seeds is not None and len(list(seeds)) == 0:
-        raise ValueError("seeds: expected at least one seed (or None)")
+        raise GraphRMAError("seeds: expected at least one seed (or None)")
     jobs = [(m, s) for m in counts for s in (seeds if seeds is not None else [None])]
     if progress:
         from tqdm.auto import tqdm
@@ -41,7 +43,7 @@ def heads_sweep(
         err = train_and_eval(m) if s is None else train_and_eval(m, s)
         err = float(err)
         if not math.isfinite(err):
-            raise ValueError(f"train_and_eval: returned a non-finite error {err} for num_heads={m}")
+            raise GraphRMAError(f"train_and_eval: returned a non-finite error {err} for num_heads={m}")
         runs[m].append(err)
     errors = [runs[m] for m in counts]
     mean = [sum(e) / len(e) for e in errors]

@@ -12,6 +12,7 @@ import torch
 from torch import Tensor
 from torch_geometric.utils import scatter
 
+from .._errors import GraphRMAError
 from .masks import _sparse_mask, draw_window_mask
 
 MODES = ("element", "column")
@@ -27,13 +28,13 @@ def _check_options(p: Optional[float], window: int, mode: str, rescale: str, all
     if p is None and allow_none:
         pass
     elif isinstance(p, bool) or not isinstance(p, (int, float)) or not math.isfinite(p) or not 0.0 <= p < 1.0:
-        raise ValueError(f"p: expected a drop probability in [0, 1), got {p!r}")
+        raise GraphRMAError(f"p: expected a drop probability in [0, 1), got {p!r}")
     if isinstance(window, bool) or not isinstance(window, int) or window < 1:
-        raise ValueError(f"window: expected an integer >= 1, got {window!r}")
+        raise GraphRMAError(f"window: expected an integer >= 1, got {window!r}")
     if mode not in MODES:
-        raise ValueError(f"mode: expected one of {MODES}, got {mode!r}")
+        raise GraphRMAError(f"mode: expected one of {MODES}, got {mode!r}")
     if rescale not in RESCALES:
-        raise ValueError(f"rescale: expected one of {RESCALES}, got {rescale!r}")
+        raise GraphRMAError(f"rescale: expected one of {RESCALES}, got {rescale!r}")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -105,7 +106,7 @@ def _resolve_num_nodes(num_nodes: NumNodes, src: Tensor, dst: Tensor) -> Tuple[i
         return n, n
     if isinstance(num_nodes, int) and not isinstance(num_nodes, bool):
         if num_nodes < 0:
-            raise ValueError(f"num_nodes: expected a non-negative integer, got {num_nodes}")
+            raise GraphRMAError(f"num_nodes: expected a non-negative integer, got {num_nodes}")
         return num_nodes, num_nodes
     if (
         isinstance(num_nodes, (tuple, list))
@@ -113,7 +114,7 @@ def _resolve_num_nodes(num_nodes: NumNodes, src: Tensor, dst: Tensor) -> Tuple[i
         and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in num_nodes)
     ):
         return int(num_nodes[0]), int(num_nodes[1])
-    raise ValueError(f"num_nodes: expected None, an int or a pair (num_src, num_dst), got {num_nodes!r}")
+    raise GraphRMAError(f"num_nodes: expected None, an int or a pair (num_src, num_dst), got {num_nodes!r}")
 
 
 def drop_attention(
@@ -151,7 +152,7 @@ def drop_attention(
         desc = (
             f"{alpha.dtype} tensor of shape {list(alpha.shape)}" if isinstance(alpha, Tensor) else type(alpha).__name__
         )
-        raise ValueError(f"alpha: expected a floating-point tensor of shape [E, H] or [E], got {desc}")
+        raise GraphRMAError(f"alpha: expected a floating-point tensor of shape [E, H] or [E], got {desc}")
     if (
         not isinstance(edge_index, Tensor)
         or edge_index.dim() != 2
@@ -164,15 +165,17 @@ def drop_attention(
             if isinstance(edge_index, Tensor)
             else type(edge_index).__name__
         )
-        raise ValueError(f"edge_index: expected an integer tensor of shape [2, E], got {desc}")
+        raise GraphRMAError(f"edge_index: expected an integer tensor of shape [2, E], got {desc}")
     if edge_index.size(1) != alpha.size(0):
-        raise ValueError(f"alpha: expected {edge_index.size(1)} rows (one per edge of edge_index), got {alpha.size(0)}")
+        raise GraphRMAError(
+            f"alpha: expected {edge_index.size(1)} rows (one per edge of edge_index), got {alpha.size(0)}"
+        )
     edge_index = edge_index.long()
     src, dst = edge_index[0], edge_index[1]
     num_src, num_dst = _resolve_num_nodes(num_nodes, src, dst)
     if not _is_compiling() and src.numel() > 0:
         if int(edge_index.min()) < 0 or int(src.max()) >= num_src or int(dst.max()) >= num_dst:
-            raise ValueError(
+            raise GraphRMAError(
                 f"edge_index: expected sources in [0, {num_src}) and destinations in [0, {num_dst}), got sources in "
                 f"[{int(src.min())}, {int(src.max())}] and destinations in [{int(dst.min())}, {int(dst.max())}]"
             )
@@ -206,7 +209,7 @@ def drop_attention_dense(
     _check_options(p, window, mode, rescale)
     if not isinstance(attn, Tensor) or not attn.is_floating_point() or attn.dim() < 2:
         desc = f"{attn.dtype} tensor of shape {list(attn.shape)}" if isinstance(attn, Tensor) else type(attn).__name__
-        raise ValueError(f"attn: expected a floating-point tensor of shape [..., L, S], got {desc}")
+        raise GraphRMAError(f"attn: expected a floating-point tensor of shape [..., L, S], got {desc}")
     if not training or p == 0.0 or attn.numel() == 0:
         return attn
     shape = tuple(attn.shape)

@@ -11,6 +11,7 @@ import torch
 from torch import Tensor, nn
 from torch_geometric.utils import scatter, softmax
 
+from .._errors import GraphRMAError
 from .functional import NumNodes, _check_options, _is_compiling, _rescale_sparse, drop_attention, drop_attention_dense
 from .masks import _element_order, _sparse_mask, draw_window_mask
 
@@ -24,7 +25,7 @@ class DropAttention(nn.Module):
     ``DropAttention()`` without ``p`` takes the rate of the layer it is installed in: the layer's own attention
     ``dropout`` (e.g. GAT's 0.6), so that switching to DropAttention changes *how* attention is dropped, not how
     much. The layer reports the rate in effect (``RepulsiveGATConv.attention_dropout_rate``). Called directly, a
-    ``DropAttention()`` without ``p`` raises a ``ValueError``.
+    ``DropAttention()`` without ``p`` raises a ``GraphRMAError``.
 
     Args:
         p: drop probability in ``[0, 1)``; ``None`` (default): the layer's own attention dropout rate.
@@ -71,7 +72,7 @@ class DropAttention(nn.Module):
         if self.p is not None:
             return self.p
         if layer_rate is None:
-            raise ValueError(
+            raise GraphRMAError(
                 "p: DropAttention() without p takes its rate from the layer it is installed in; this "
                 "layer gives none, so pass p (e.g. DropAttention(0.1))"
             )

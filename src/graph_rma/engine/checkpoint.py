@@ -20,6 +20,7 @@ from typing import Any, Dict, Union
 
 import torch
 
+from .._errors import GraphRMAError
 from .files import PathLike, atomic_write_bytes
 
 __all__ = ["CheckpointError", "save_checkpoint", "load_checkpoint", "rng_state", "set_rng_state"]
@@ -28,7 +29,7 @@ _MAGIC = b"GRAPH_RMA_CHECKPOINT"
 _VERSION = b"1"
 
 
-class CheckpointError(ValueError):
+class CheckpointError(GraphRMAError):
     """A checkpoint file is truncated, corrupt or not a checkpoint; the message names the file."""
 
 

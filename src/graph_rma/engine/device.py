@@ -7,6 +7,8 @@ from typing import Optional, Union
 
 import torch
 
+from .._errors import GraphRMAError
+
 __all__ = ["device_memory", "resolve_device"]
 
 
@@ -15,7 +17,7 @@ def resolve_device(device: Optional[Union[str, torch.device]] = None) -> torch.d
     else the CPU.
 
     Raises:
-        ValueError: naming ``device``: not a device name, a kind the tasks do not run on (``mps``, ``xpu``,
+        GraphRMAError: naming ``device``: not a device name, a kind the tasks do not run on (``mps``, ``xpu``,
             ``meta``, ...), or a CUDA device this machine does not have.
     """
     if device is None:
@@ -23,17 +25,17 @@ def resolve_device(device: Optional[Union[str, torch.device]] = None) -> torch.d
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError, ValueError):
-        raise ValueError(f"device: expected cpu, cuda or cuda:N, got {device!r}") from None
+        raise GraphRMAError(f"device: expected cpu, cuda or cuda:N, got {device!r}") from None
     if dev.type not in ("cpu", "cuda") or (dev.type == "cpu" and dev.index not in (None, 0)):
-        raise ValueError(
+        raise GraphRMAError(
             f"device: expected cpu, cuda or cuda:N, got {device!r} (the tasks train on the CPU or on CUDA GPUs only)"
         )
     if dev.type == "cuda":
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if count == 0:
-            raise ValueError(f"device: {device!r} asked for, but this torch build sees no CUDA device")
+            raise GraphRMAError(f"device: {device!r} asked for, but this torch build sees no CUDA device")
         if dev.index is not None and dev.index >= count:
-            raise ValueError(
+            raise GraphRMAError(
                 f"device: {device!r} asked for, but this machine has {count} CUDA device(s): cuda:0 to cuda:{count - 1}"
             )
     return dev

@@ -27,6 +27,8 @@ from typing import Any, List, Optional, Sequence, Tuple, TypeVar
 import torch
 import torch.distributed as dist
 
+from .._errors import GraphRMAError
+
 __all__ = [
     "DistInfo",
     "init_from_env",
@@ -71,7 +73,7 @@ def init_from_env(backend: Optional[str] = None, device: Optional[str] = None) -
     if world > 1 and not dist.is_initialized():
         backend = backend or ("nccl" if use_cuda else "gloo")
         if backend not in ("gloo", "nccl", "mpi"):
-            raise ValueError(f"backend: expected 'gloo', 'nccl' or 'mpi', got {backend!r}")
+            raise GraphRMAError(f"backend: expected 'gloo', 'nccl' or 'mpi', got {backend!r}")
         dist.init_process_group(backend=backend)
     return DistInfo(rank, world, local, dev)
 
@@ -97,7 +99,7 @@ def shard(items: Sequence[T], rank: Optional[int] = None, world_size: Optional[i
     rank = r if rank is None else rank
     world_size = w if world_size is None else world_size
     if world_size < 1 or not 0 <= rank < world_size:
-        raise ValueError(f"rank: expected 0 <= rank < world_size, got rank={rank}, world_size={world_size}")
+        raise GraphRMAError(f"rank: expected 0 <= rank < world_size, got rank={rank}, world_size={world_size}")
     n, extra = divmod(len(items), world_size)
     start = rank * n + min(rank, extra)
     return list(items[start : start + n + (rank < extra)])

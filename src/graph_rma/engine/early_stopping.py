@@ -32,7 +32,7 @@ class EarlyStopping:
 
     def __init__(self, rule: str = "val_acc", patience: int = 100) -> None:
         if rule not in self.RULES:
-            raise ValueError(f"rule: expected one of {self.RULES}, got {rule!r}")
+            raise GraphRMAError(f"rule: expected one of {self.RULES}, got {rule!r}")
         if isinstance(patience, bool) or not isinstance(patience, numbers.Integral) or patience < 1:
             raise GraphRMAError(f"patience: expected an integer >= 1 (epochs), got {patience!r}")
         self.rule, self.patience = rule, int(patience)

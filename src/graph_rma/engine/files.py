@@ -17,6 +17,8 @@ import secrets
 from pathlib import Path
 from typing import Any, Iterable, List, Mapping, Optional, Union
 
+from .._errors import GraphRMAError
+
 PathLike = Union[str, os.PathLike]
 
 __all__ = [
@@ -68,8 +70,13 @@ def write_json(path: PathLike, obj: Any) -> Path:
 
 
 def read_json(path: PathLike) -> Any:
+    """The JSON value in ``path``; a file that is not JSON (or not UTF-8) is a :class:`~graph_rma.GraphRMAError`
+    naming it."""
     with open(path, encoding="utf-8-sig") as f:  # a byte-order mark (some editors write one) is not content
-        return json.load(f)
+        try:
+            return json.load(f)
+        except ValueError as exc:  # json.JSONDecodeError, UnicodeDecodeError
+            raise GraphRMAError(f"{path}: not a JSON file ({exc})") from exc
 
 
 def write_csv(path: PathLike, rows: Iterable[Mapping[str, Any]], fieldnames: Optional[List[str]] = None) -> Path:

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from typing import Any, Iterable, List, Mapping
 
+from .._errors import GraphRMAError
+
 __all__ = ["ResumeMismatchError", "check_resume"]
 
 _MISSING = object()
 
 
-class ResumeMismatchError(ValueError):
+class ResumeMismatchError(GraphRMAError):
     """A run folder was resumed with settings that differ from its own; :attr:`differences` lists them as
     ``(key, saved value, new value)``."""
 

@@ -7,6 +7,8 @@ import random
 
 import torch
 
+from .._errors import GraphRMAError
+
 __all__ = ["seed_everything"]
 
 
@@ -14,14 +16,14 @@ def seed_everything(seed: int) -> None:
     """Seed Python, NumPy (if installed) and torch (CPU and CUDA).
 
     Raises:
-        ValueError: ``seed`` is not an integer torch accepts (``-2**63 <= seed < 2**64``).
+        GraphRMAError: ``seed`` is not an integer torch accepts (``-2**63 <= seed < 2**64``).
     """
     try:
         seed = operator.index(seed)  # an int, or a NumPy integer
     except TypeError:
-        raise ValueError(f"seed: expected an integer, got {seed!r}") from None
+        raise GraphRMAError(f"seed: expected an integer, got {seed!r}") from None
     if not -(2**63) <= seed < 2**64:  # torch.manual_seed's range ("Overflow when unpacking long long" beyond it)
-        raise ValueError(f"seed: expected an integer in [0, 2**64 - 1], got {seed}")
+        raise GraphRMAError(f"seed: expected an integer in [0, 2**64 - 1], got {seed}")
     # torch_geometric.seed_everything does the same but hands NumPy seeds >= 2**32, which NumPy refuses.
     random.seed(seed)
     try:

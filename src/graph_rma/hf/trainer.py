@@ -63,19 +63,19 @@ class SamplerCallback(TrainerCallback):
         else:
             self.variant = parse_variant(sampler)
             if self.variant.reg is not None:
-                raise ValueError(
+                raise GraphRMAError(
                     f"sampler: {self.variant.spec!r} adds a regularisation term to the loss, which a "
                     f"callback cannot do; compute VariantSetup.penalty in Trainer.compute_loss"
                 )
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-            raise ValueError(f"seed: expected an int or None, got {seed!r}")
+            raise GraphRMAError(f"seed: expected an int or None, got {seed!r}")
         self.seed = seed
         self.setup: Optional[VariantSetup] = None
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         if self.variant is not None and self.setup is None:
             if model is None:
-                raise ValueError("model: Trainer passed no model to the callback")
+                raise GraphRMAError("model: Trainer passed no model to the callback")
             seed = args.seed if self.seed is None else self.seed
             self.setup = apply_variant(self.variant, model, optimizer=None, seed=seed)
             self.sampler = self.setup.sampler

@@ -19,6 +19,8 @@ from typing import Tuple
 import torch
 from torch import Tensor
 
+from .._errors import GraphRMAError
+
 __all__ = ["METRICS", "accuracy", "roc_auc", "score"]
 
 METRICS: Tuple[str, ...] = ("accuracy", "roc_auc")
@@ -35,21 +37,21 @@ def roc_auc(scores: Tensor, y: Tensor) -> float:
     """ROC AUC of ``scores`` ``[n]`` for binary labels ``y`` ``[n]`` (1 positive, 0 negative; see the module).
 
     Raises:
-        ValueError: shapes differ, a score that is NaN or infinite (refused, as scikit-learn refuses it), labels
+        GraphRMAError: shapes differ, a score that is NaN or infinite (refused, as scikit-learn refuses it), labels
             other than 0/1, or only one class present (the AUC is undefined).
     """
     scores, y = scores.detach().reshape(-1).double(), y.detach().reshape(-1)
     if scores.shape != y.shape:
-        raise ValueError(f"roc_auc: scores and labels differ in length ({scores.numel()} and {y.numel()})")
+        raise GraphRMAError(f"roc_auc: scores and labels differ in length ({scores.numel()} and {y.numel()})")
     bad = int((~torch.isfinite(scores)).sum())
     if bad:
-        raise ValueError(f"roc_auc: scores must be finite, got {bad} NaN or infinite score(s) of {scores.numel()}")
+        raise GraphRMAError(f"roc_auc: scores must be finite, got {bad} NaN or infinite score(s) of {scores.numel()}")
     if y.numel() and not bool(((y == 0) | (y == 1)).all()):
-        raise ValueError("roc_auc: labels must be 0 or 1")
+        raise GraphRMAError("roc_auc: labels must be 0 or 1")
     pos = y == 1
     n1, n0 = int(pos.sum()), int((~pos).sum())
     if n1 == 0 or n0 == 0:
-        raise ValueError(f"roc_auc: needs both classes, got {n1} positive and {n0} negative labels")
+        raise GraphRMAError(f"roc_auc: needs both classes, got {n1} positive and {n0} negative labels")
     order = torch.argsort(scores)
     sorted_scores = scores[order]
     ranks = torch.empty_like(scores)
@@ -71,4 +73,4 @@ def score(logits: Tensor, y: Tensor, metric: str) -> float:
         if logits.dim() == 2 and logits.size(1) == 2:
             logits = logits[:, 1] - logits[:, 0]
         return roc_auc(logits.reshape(-1), y)
-    raise ValueError(f"metric: expected one of {METRICS}, got {metric!r}")
+    raise GraphRMAError(f"metric: expected one of {METRICS}, got {metric!r}")

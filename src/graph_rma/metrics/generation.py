@@ -41,6 +41,7 @@ import subprocess
 import warnings
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
+from .._errors import GraphRMAError
 from ..engine.optional import MissingToolError, require
 
 Reference = Union[str, Sequence[str]]
@@ -115,7 +116,7 @@ def _require_nltk_resource(names: Sequence[str], what: str) -> None:
 def tokenize(text: str, mode: str = "nltk") -> List[str]:
     """Lower-cased tokens of ``text``: ``mode="nltk"`` (``nltk.word_tokenize``) or ``"split"`` (whitespace)."""
     if not isinstance(text, str):
-        raise ValueError(f"text: expected a str, got {type(text).__name__}")
+        raise GraphRMAError(f"text: expected a str, got {type(text).__name__}")
     if mode == "split":
         return text.lower().split()
     if mode == "nltk":
@@ -123,7 +124,7 @@ def tokenize(text: str, mode: str = "nltk") -> List[str]:
 
         _require_nltk_resource(["tokenizers/punkt_tab/english/", "tokenizers/punkt_tab.zip"], "tokenize='nltk'")
         return [t.lower() for t in word_tokenize(" ".join(text.split()))]
-    raise ValueError(f"tokenize: expected 'nltk' or 'split', got {mode!r}")
+    raise GraphRMAError(f"tokenize: expected 'nltk' or 'split', got {mode!r}")
 
 
 _tokenize_text = tokenize  # evaluate_generation's argument of the same name shadows it
@@ -155,7 +156,7 @@ class Meteor15:
 
     def __init__(self, timeout: float = 60.0, norm: bool = True):
         if not isinstance(norm, bool):
-            raise ValueError(f"norm: expected True or False, got {norm!r}")
+            raise GraphRMAError(f"norm: expected True or False, got {norm!r}")
         if not java_available():
             raise MissingToolError(
                 "METEOR 1.5 needs Java ('java' is not on PATH). Install a JRE (e.g. apt-get install "
@@ -203,7 +204,7 @@ class Meteor15:
         if self._closed:
             raise RuntimeError("Meteor15: the scorer is closed")
         if len(hypotheses) == 0:
-            raise ValueError("hypotheses: expected at least one")
+            raise GraphRMAError("hypotheses: expected at least one")
         # One line per request: no newlines, and '|||' is the jar's field separator.
         clean = lambda s: " ".join(s.replace("|||", " ").split())  # noqa: E731
         res = {i: [clean(h)] for i, h in enumerate(hypotheses)}
@@ -346,40 +347,40 @@ def repetition(hypotheses: Sequence[List[str]]) -> float:
 # --------------------------------------------------------------------------------------------------- main entry
 def _check_inputs(hypotheses, references, entities) -> Tuple[List[str], List[List[str]], Optional[List[List[str]]]]:
     if isinstance(hypotheses, str) or not isinstance(hypotheses, Iterable):
-        raise ValueError(
+        raise GraphRMAError(
             f"hypotheses: expected a sequence of strings (one per example), got {type(hypotheses).__name__}"
         )
     hyps = list(hypotheses)
     if not hyps:
-        raise ValueError("hypotheses: expected at least one hypothesis")
+        raise GraphRMAError("hypotheses: expected at least one hypothesis")
     for i, h in enumerate(hyps):
         if not isinstance(h, str):
-            raise ValueError(f"hypotheses[{i}]: expected a str, got {type(h).__name__}")
+            raise GraphRMAError(f"hypotheses[{i}]: expected a str, got {type(h).__name__}")
     if isinstance(references, str) or not isinstance(references, Iterable):
-        raise ValueError(
+        raise GraphRMAError(
             "references: expected a sequence with one reference string or list of strings per "
             f"hypothesis, got {type(references).__name__}"
         )
     refs_in = list(references)
     if len(refs_in) != len(hyps):
-        raise ValueError(f"references: expected {len(hyps)} entries (one per hypothesis), got {len(refs_in)}")
+        raise GraphRMAError(f"references: expected {len(hyps)} entries (one per hypothesis), got {len(refs_in)}")
     refs: List[List[str]] = []
     for i, r in enumerate(refs_in):
         rs = [r] if isinstance(r, str) else list(r)
         if not rs or not all(isinstance(x, str) for x in rs):
-            raise ValueError(f"references[{i}]: expected a str or a non-empty list of str")
+            raise GraphRMAError(f"references[{i}]: expected a str or a non-empty list of str")
         if any(not x.strip() for x in rs):
-            raise ValueError(f"references[{i}]: expected non-empty reference texts, got an empty one")
+            raise GraphRMAError(f"references[{i}]: expected non-empty reference texts, got an empty one")
         refs.append(rs)
     ents = None
     if entities is not None:
         ents_in = list(entities)
         if len(ents_in) != len(hyps):
-            raise ValueError(f"entities: expected {len(hyps)} entries (one list per hypothesis), got {len(ents_in)}")
+            raise GraphRMAError(f"entities: expected {len(hyps)} entries (one list per hypothesis), got {len(ents_in)}")
         ents = []
         for i, e in enumerate(ents_in):
             if isinstance(e, str) or not all(isinstance(x, str) for x in e):
-                raise ValueError(f"entities[{i}]: expected a list of entity strings")
+                raise GraphRMAError(f"entities[{i}]: expected a list of entity strings")
             ents.append(list(e))
     return hyps, refs, ents
 
@@ -425,9 +426,9 @@ def evaluate_generation(
         mode = tokenize
         tok = lambda s: _tokenize_text(s, mode)  # noqa: E731
     else:
-        raise ValueError(f"tokenize: expected 'nltk', 'split' or a callable, got {tokenize!r}")
+        raise GraphRMAError(f"tokenize: expected 'nltk', 'split' or a callable, got {tokenize!r}")
     if not (isinstance(meteor, Meteor15) or meteor in METEOR_CHOICES):
-        raise ValueError(f"meteor: expected one of {METEOR_CHOICES} or a Meteor15 instance, got {meteor!r}")
+        raise GraphRMAError(f"meteor: expected one of {METEOR_CHOICES} or a Meteor15 instance, got {meteor!r}")
 
     hyp_tok = [tok(h) for h in hyps]
     ref_tok = [[tok(r) for r in rs] for rs in refs]

@@ -33,6 +33,7 @@ from __future__ import annotations
 import re
 from typing import Dict, List, Optional, Sequence, Union
 
+from .._errors import GraphRMAError
 from ..engine.optional import require
 from .generation import METEOR_CHOICES, Meteor15, _check_inputs, java_available
 
@@ -57,7 +58,7 @@ def tokenize_webnlg2017(text: str, reference: bool = False) -> str:
     submission is lower-cased and transliterated, then split at non-word characters; a reference (``reference=True``)
     is split first, then lower-cased and transliterated."""
     if not isinstance(text, str):
-        raise ValueError(f"text: expected a str, got {type(text).__name__}")
+        raise GraphRMAError(f"text: expected a str, got {type(text).__name__}")
     if reference:
         return _unidecode(" ".join(" ".join(_NON_WORD.split(text)).split()).lower())
     return " ".join(" ".join(_NON_WORD.split(_unidecode(text.lower()))).split())
@@ -91,12 +92,14 @@ def score_webnlg2017(
     """
     hyps, refs, _ = _check_inputs(hypotheses, references, None)
     if not isinstance(max_references, int) or isinstance(max_references, bool) or max_references < 1:
-        raise ValueError(f"max_references: expected a positive integer, got {max_references!r}")
+        raise GraphRMAError(f"max_references: expected a positive integer, got {max_references!r}")
     if isinstance(meteor, Meteor15):
         if not meteor.norm:
-            raise ValueError("meteor: the webnlg2017 scorer needs METEOR 1.5 started with -norm (Meteor15(norm=True))")
+            raise GraphRMAError(
+                "meteor: the webnlg2017 scorer needs METEOR 1.5 started with -norm (Meteor15(norm=True))"
+            )
     elif meteor not in METEOR_CHOICES or meteor == "nltk":
-        raise ValueError(f"meteor: expected 'auto', 'meteor-1.5', 'none' or a Meteor15 instance, got {meteor!r}")
+        raise GraphRMAError(f"meteor: expected 'auto', 'meteor-1.5', 'none' or a Meteor15 instance, got {meteor!r}")
     require_webnlg2017()
     metrics = require("sacrebleu.metrics", "text-metrics", "the webnlg2017 scorer")
 

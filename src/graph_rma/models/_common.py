@@ -33,17 +33,17 @@ class RebuildableModel(nn.Module):
 
 
 def check_positive_ints(**values: Any) -> None:
-    """Each value is a positive integer (not a bool); a one-line ``ValueError`` naming the first that is not."""
+    """Each value is a positive integer (not a bool); a one-line ``GraphRMAError`` naming the first that is not."""
     for name, value in values.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name}: expected a positive integer, got {value!r}")
+            raise GraphRMAError(f"{name}: expected a positive integer, got {value!r}")
 
 
 def check_probabilities(**values: Any) -> None:
-    """Each value is a number in [0, 1); a one-line ``ValueError`` naming the first that is not."""
+    """Each value is a number in [0, 1); a one-line ``GraphRMAError`` naming the first that is not."""
     for name, value in values.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
-            raise ValueError(f"{name}: expected a probability in [0, 1), got {value!r}")
+            raise GraphRMAError(f"{name}: expected a probability in [0, 1), got {value!r}")
 
 
 def check_bools(**values: Any) -> None:
@@ -74,5 +74,5 @@ def check_stack(in_channels, out_channels, hidden, heads, layers, dropout, attn_
     """Sizes are positive integers, ``hidden`` splits over the heads, the dropouts are probabilities."""
     check_positive_ints(in_channels=in_channels, out_channels=out_channels, hidden=hidden, heads=heads, layers=layers)
     if hidden % heads:
-        raise ValueError(f"hidden: expected a multiple of heads ({heads}), got {hidden}")
+        raise GraphRMAError(f"hidden: expected a multiple of heads ({heads}), got {hidden}")
     check_probabilities(dropout=dropout, attn_dropout=attn_dropout)

@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .._errors import GraphRMAError
 from ..nn.gat_conv import RepulsiveGATConv, RepulsiveGATv2Conv
 from ..nn.lean import share_csr_cache
 from ._common import RebuildableModel, check_bools, check_features, check_stack
@@ -82,7 +83,7 @@ class ClassicGAT(RebuildableModel):
         check_stack(in_channels, out_channels, hidden, heads, layers, dropout, attn_dropout)
         check_bools(residual=residual, pre_linear=pre_linear, v2=v2, self_loops=self_loops, lean=lean)
         if norm not in NORMS:
-            raise ValueError(f"norm: expected one of {NORMS}, got {norm!r}")
+            raise GraphRMAError(f"norm: expected one of {NORMS}, got {norm!r}")
         self.in_channels, self.out_channels, self.hidden, self.heads = in_channels, out_channels, hidden, heads
         self.layers, self.dropout, self.attn_dropout, self.norm = layers, float(dropout), float(attn_dropout), norm
         self.residual, self.pre_linear, self.v2 = residual, pre_linear, v2

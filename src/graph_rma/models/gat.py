@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .._deprecation import renamed
+from .._errors import GraphRMAError
 from ..dropattention import DropAttention
 from ..nn.gat_conv import RepulsiveGATConv, RepulsiveGATv2Conv
 from ..nn.lean import share_csr_cache
@@ -78,7 +79,7 @@ class TwoLayerGAT(nn.Module):
         check_probabilities(dropout=dropout, attn_dropout=attn_dropout)
         check_bools(v2=v2, self_loops=self_loops, lean=lean)
         if drop_attention is not None and not isinstance(drop_attention, dict):
-            raise ValueError(
+            raise GraphRMAError(
                 f"drop_attention: expected None or a dict of DropAttention arguments, got {drop_attention!r}"
             )
         self.in_channels, self.out_channels = in_channels, out_channels

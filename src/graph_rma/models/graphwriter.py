@@ -39,6 +39,7 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from torch_geometric.utils import to_dense_batch
 
+from .._errors import GraphRMAError
 from ..data.graph_text import ENTITY, GLOBAL
 from ..nn.graph_transformer import GraphTransformerEncoder
 
@@ -56,7 +57,7 @@ class DecoderAttention(nn.Module):
     def __init__(self, channels: int, heads: int = 4) -> None:
         super().__init__()
         if channels % heads != 0:
-            raise ValueError(f"heads: {heads} does not divide channels={channels}")
+            raise GraphRMAError(f"heads: {heads} does not divide channels={channels}")
         self.heads, self.head_dim = heads, channels // heads
         self.q = nn.Linear(channels, channels)
         self.k = nn.Linear(channels, channels)
@@ -117,9 +118,9 @@ class GraphWriter(nn.Module):
     ) -> None:
         super().__init__()
         if vocab_size <= 4:
-            raise ValueError(f"vocab_size: expected more than the 4 special tokens, got {vocab_size}")
+            raise GraphRMAError(f"vocab_size: expected more than the 4 special tokens, got {vocab_size}")
         if hidden % 2 != 0:
-            raise ValueError(f"hidden: expected an even size (two LSTM directions), got {hidden}")
+            raise GraphRMAError(f"hidden: expected an even size (two LSTM directions), got {hidden}")
         self.vocab_size, self.num_relations, self.hidden = vocab_size, num_relations, hidden
         self.use_title = use_title
         self.pad_id, self.unk_id, self.bos_id, self.eos_id = pad_id, unk_id, bos_id, eos_id
@@ -167,7 +168,7 @@ class GraphWriter(nn.Module):
         is_ent = kind == ENTITY
         _, ent_vec = self._bilstm(self.entity_lstm, batch["entity_tokens"], batch["entity_lengths"])
         if ent_vec.size(0) != int(is_ent.sum()):
-            raise ValueError("batch: entity_tokens rows do not match the graph's entity nodes")
+            raise GraphRMAError("batch: entity_tokens rows do not match the graph's entity nodes")
         ent_row = (is_ent.long().cumsum(0) - 1).clamp(min=0)
         rel_vec = self.relation_embed(torch.where(is_ent, torch.zeros_like(graph.node_label), graph.node_label))
         node_tokens = getattr(graph, "node_tokens", None)
@@ -265,9 +266,9 @@ class GraphWriter(nn.Module):
         :math:`K` outputs the record can produce (the vocabulary and its own entities; a padded entity slot is not
         one): ``torch.nn.functional.cross_entropy``'s smoothing, over the mixed generate-or-copy distribution."""
         if reduction not in ("mean", "sum"):
-            raise ValueError(f"reduction: expected 'mean' or 'sum', got {reduction!r}")
+            raise GraphRMAError(f"reduction: expected 'mean' or 'sum', got {reduction!r}")
         if not 0.0 <= label_smoothing < 1.0:
-            raise ValueError(f"label_smoothing: expected a probability in [0, 1), got {label_smoothing!r}")
+            raise GraphRMAError(f"label_smoothing: expected a probability in [0, 1), got {label_smoothing!r}")
         out = self.forward(batch, return_attention=return_attention)
         logp, attention = out if return_attention else (out, None)
         logp, tgt = logp.reshape(-1, logp.size(-1)), batch["target_out"].reshape(-1)
@@ -345,9 +346,9 @@ class GraphWriter(nn.Module):
         _check_no_repeat(no_repeat_ngram)
         _check_reward(coverage_reward)
         if beam_size < 1:
-            raise ValueError(f"beam_size: expected >= 1, got {beam_size}")
+            raise GraphRMAError(f"beam_size: expected >= 1, got {beam_size}")
         if max_len < 1:
-            raise ValueError(f"max_len: expected >= 1, got {max_len}")
+            raise GraphRMAError(f"max_len: expected >= 1, got {max_len}")
         K = beam_size
         memory = self.encode(batch)
         B = memory["global"].size(0)
@@ -437,12 +438,12 @@ def _mark_copied(copied: Tensor, token: Tensor, vocab_size: int) -> None:
 
 def _check_reward(reward: float) -> None:
     if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not (0 <= reward < float("inf")):
-        raise ValueError(f"coverage_reward: expected a finite number >= 0 (0: off), got {reward!r}")
+        raise GraphRMAError(f"coverage_reward: expected a finite number >= 0 (0: off), got {reward!r}")
 
 
 def _check_no_repeat(n: int) -> None:
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ValueError(f"no_repeat_ngram: expected an integer >= 0 (0: off), got {n!r}")
+        raise GraphRMAError(f"no_repeat_ngram: expected an integer >= 0 (0: off), got {n!r}")
 
 
 def _strip(seq: List[int], eos: int, pad: int) -> List[int]:

@@ -19,6 +19,7 @@ from typing import List, Optional
 import torch
 from torch import Tensor, nn
 
+from .._errors import GraphRMAError
 from ..nn.conversion import convert
 from ..nn.multihead_attention import RepulsiveMultiheadAttention, record_attention
 from ..nn.self_attentive import SelfAttentiveEncoder
@@ -55,7 +56,7 @@ class TransformerClassifier(nn.Module):
         super().__init__()
         if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1 or d_model % heads:
             valid = [h for h in range(1, d_model + 1) if d_model % h == 0]
-            raise ValueError(
+            raise GraphRMAError(
                 f"heads: the Transformer's width {d_model} must split evenly over its heads; expected one "
                 f"of {valid}, got {heads!r}"
             )
@@ -86,7 +87,7 @@ class TransformerClassifier(nn.Module):
         """Each layer's attention of the last forward as ``[B, L, H, S]`` (needs ``store_attention``)."""
         maps = [m.last_attention for m in self.attention_layers]
         if any(a is None for a in maps):
-            raise ValueError("store_attention: build the model with store_attention=True to use attention penalties")
+            raise GraphRMAError("store_attention: build the model with store_attention=True to use attention penalties")
         return [a.transpose(1, 2) for a in maps]
 
     @torch.no_grad()
@@ -160,7 +161,7 @@ class SelfAttentiveClassifier(nn.Module):
     def attention_for_penalty(self) -> List[Tensor]:
         """The last forward's ``A`` ``[B, r, n]``."""
         if self.last_attention is None:
-            raise ValueError("attention_for_penalty: run a forward pass first")
+            raise GraphRMAError("attention_for_penalty: run a forward pass first")
         return [self.last_attention]
 
     @torch.no_grad()
@@ -193,4 +194,4 @@ def build_model(
         )
     if name == "selfattn":
         return SelfAttentiveClassifier(vocab_size, num_classes, drop_attention=drop_attention, **kwargs)
-    raise ValueError(f"model: expected one of {MODELS}, got {name!r}")
+    raise GraphRMAError(f"model: expected one of {MODELS}, got {name!r}")

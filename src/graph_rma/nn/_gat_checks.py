@@ -1,6 +1,6 @@
 """The input checks of :class:`~graph_rma.nn.gat_conv.RepulsiveGATConv` and
 :class:`~graph_rma.nn.gat_conv.RepulsiveGATv2Conv`: node features, ``edge_index`` (shape, dtype, node range) and
-``edge_attr``, each a one-line ``ValueError`` naming the argument, and the constructor's ``heads``, ``out_channels``
+``edge_attr``, each a one-line ``GraphRMAError`` naming the argument, and the constructor's ``heads``, ``out_channels``
 and ``drop_attention``. Cheap; the data-dependent range check runs eagerly only (under ``torch.compile`` an assert
 op checks it, so a compiled layer has no graph break).
 """
@@ -15,6 +15,7 @@ from torch_geometric.nn.conv import GATConv, GATv2Conv
 from torch_geometric.typing import Size, SparseTensor
 from torch_geometric.utils import is_torch_sparse_tensor
 
+from .._errors import GraphRMAError
 from ..dropattention import DropAttention
 
 
@@ -25,11 +26,11 @@ def _channels(lin: Optional[torch.nn.Module]) -> int:
 def _check_features(name: str, x: Tensor, expected: int) -> None:
     if not isinstance(x, Tensor) or x.dim() != 2:
         desc = f"shape {list(x.shape)}" if isinstance(x, Tensor) else type(x).__name__
-        raise ValueError(
+        raise GraphRMAError(
             f"{name}: expected node features of shape [num_nodes, {expected if expected > 0 else 'F'}], got {desc}"
         )
     if expected > 0 and x.size(1) != expected:
-        raise ValueError(f"{name}: expected {expected} features per node (in_channels), got {x.size(1)}")
+        raise GraphRMAError(f"{name}: expected {expected} features per node (in_channels), got {x.size(1)}")
 
 
 def _check_dtype(name: str, x: Tensor, lin: Optional[torch.nn.Module]) -> None:
@@ -42,7 +43,7 @@ def _check_dtype(name: str, x: Tensor, lin: Optional[torch.nn.Module]) -> None:
         and x.dtype != weight.dtype
         and not torch.is_autocast_enabled(x.device.type)
     ):
-        raise ValueError(
+        raise GraphRMAError(
             f"{name}: expected dtype {weight.dtype} (the layer's parameters), got {x.dtype}; convert the "
             f"input or the layer (.to(dtype))"
         )
@@ -73,7 +74,7 @@ def _check_inputs(
             _check_dtype("x[1]", x[1], lin_dst)
             num_dst = x[1].size(0)
     else:
-        raise ValueError(
+        raise GraphRMAError(
             f"x: expected a tensor [num_nodes, in_channels] or a pair (x_src, x_dst), got {type(x).__name__}"
         )
     if size is not None:
@@ -97,7 +98,7 @@ def _check_inputs(
             edge_index.size(1) if num_src is None or edge_index.dim() != 2 else num_src,
         )
         if edge_index.dim() != 2 or tuple(edge_index.shape) != expected:
-            raise ValueError(
+            raise GraphRMAError(
                 f"edge_index: expected a sparse adjacency of shape [{expected[0]}, {expected[1]}] "
                 f"(destinations x sources), got {list(edge_index.shape)}"
             )
@@ -108,7 +109,7 @@ def _check_inputs(
             or edge_index.is_floating_point()
             or edge_index.dtype == torch.bool
         ):
-            raise ValueError(
+            raise GraphRMAError(
                 f"edge_index: expected an integer tensor of shape [2, num_edges], got "
                 f"{edge_index.dtype} tensor of shape {list(edge_index.shape)}"
             )
@@ -130,12 +131,12 @@ def _check_inputs(
             lo = int(edge_index.min())
             src_max, dst_max = int(edge_index[j].max()), int(edge_index[i].max())
             if lo < 0 or (num_src is not None and src_max >= num_src) or (num_dst is not None and dst_max >= num_dst):
-                raise ValueError(
+                raise GraphRMAError(
                     f"edge_index: expected sources in [0, {num_src}) and destinations in [0, {num_dst}) "
                     f"(the node counts of x), got min {lo}, max source {src_max}, max destination {dst_max}"
                 )
     else:
-        raise ValueError(
+        raise GraphRMAError(
             f"edge_index: expected a [2, num_edges] tensor, a torch sparse tensor or a SparseTensor, got "
             f"{type(edge_index).__name__}"
         )
@@ -143,26 +144,26 @@ def _check_inputs(
     # Edge features.
     if edge_attr is not None and module.lin_edge is not None:
         if not isinstance(edge_attr, Tensor) or edge_attr.dim() not in (1, 2):
-            raise ValueError(f"edge_attr: expected a tensor of shape [num_edges, {module.edge_dim}]")
+            raise GraphRMAError(f"edge_attr: expected a tensor of shape [num_edges, {module.edge_dim}]")
         dim = 1 if edge_attr.dim() == 1 else edge_attr.size(1)
         if module.edge_dim is not None and dim != module.edge_dim:
-            raise ValueError(f"edge_attr: expected {module.edge_dim} features per edge (edge_dim), got {dim}")
+            raise GraphRMAError(f"edge_attr: expected {module.edge_dim} features per edge (edge_dim), got {dim}")
         if num_edges is not None and edge_attr.size(0) != num_edges:
-            raise ValueError(
+            raise GraphRMAError(
                 f"edge_attr: expected {num_edges} rows (one per edge of edge_index), got {edge_attr.size(0)}"
             )
 
 
 def _check_heads(heads: Any, out_channels: Any) -> None:
     if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1:
-        raise ValueError(f"heads: expected a positive integer, got {heads!r}")
+        raise GraphRMAError(f"heads: expected a positive integer, got {heads!r}")
     if isinstance(out_channels, bool) or not isinstance(out_channels, int) or out_channels < 1:
-        raise ValueError(f"out_channels: expected a positive integer, got {out_channels!r}")
+        raise GraphRMAError(f"out_channels: expected a positive integer, got {out_channels!r}")
 
 
 def _check_drop_attention(drop_attention: Any) -> Optional[DropAttention]:
     if drop_attention is not None and not isinstance(drop_attention, DropAttention):
-        raise ValueError(
+        raise GraphRMAError(
             f"drop_attention: expected a graph_rma.DropAttention or None, got {type(drop_attention).__name__}"
         )
     return drop_attention

@@ -19,6 +19,7 @@ from torch_geometric.typing import OptTensor
 from torch_geometric.utils import softmax
 
 from .._deprecation import warn_renamed
+from .._errors import GraphRMAError
 from ..dropattention import DropAttention
 from ._gat_checks import _check_drop_attention
 from .lean import CSRCache, check_lean
@@ -45,7 +46,7 @@ def _conversion_options(options: Dict[str, Any], dropout: float) -> Optional[Dro
     """
     unknown = sorted(set(options) - {"drop_attention"})
     if unknown:
-        raise ValueError(f"options: unknown option(s) {unknown} for the GAT layers; expected 'drop_attention'")
+        raise GraphRMAError(f"options: unknown option(s) {unknown} for the GAT layers; expected 'drop_attention'")
     drop = _check_drop_attention(options.get("drop_attention"))
     if drop is not None and drop.p is not None and dropout > 0 and drop.p != dropout:
         warnings.warn(
@@ -78,7 +79,7 @@ def _stock_arguments(conv: torch.nn.Module, stock: type) -> Dict[str, Any]:
                 f"converted layer uses its default {param.default!r}"
             )
         else:
-            raise ValueError(f"conv: cannot read the {stock.__name__} argument {name!r} back from the layer")
+            raise GraphRMAError(f"conv: cannot read the {stock.__name__} argument {name!r} back from the layer")
     return args
 
 

@@ -36,6 +36,7 @@ import torch
 from torch import nn
 from torch_geometric.nn.conv import GATConv, GATv2Conv
 
+from .._errors import GraphRMAError
 from ..particles import head_layout, load_plugins
 from .gat_conv import RepulsiveGATConv, RepulsiveGATv2Conv
 from .multihead_attention import RepulsiveMultiheadAttention
@@ -212,13 +213,13 @@ def convert(model: nn.Module, inplace: bool = True, *, strict: bool = True, **op
         hold the very ``Parameter`` objects of the old ones (of the copy with ``inplace=False``).
 
     Raises:
-        ValueError: ``model`` is not a module, or (``strict``) holds no attention layer.
+        GraphRMAError: ``model`` is not a module, or (``strict``) holds no attention layer.
     """
     if not isinstance(model, nn.Module):
-        raise ValueError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
+        raise GraphRMAError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
     if strict and not has_attention(model):
         stock = ", ".join(sorted(c.__name__ for c in _CONVERTERS))
-        raise ValueError(
+        raise GraphRMAError(
             f"model: {type(model).__name__} holds no attention layer ({stock} or another module with "
             f"heads): converting it changes nothing and a sampler finds no heads to repel; pass "
             f"strict=False to convert any model, this one unchanged"

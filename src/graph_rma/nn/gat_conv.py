@@ -37,7 +37,7 @@ bit-identical outputs. What they add:
   dropout and aggregation in one pass per destination; per edge nothing is kept but the CSR, the dropout masks are
   drawn in the kernel from a seed; returned attention weights come from a separate kernel), else the chunked path;
   ``GRAPH_RMA_LEAN=fused|chunked|csr`` forces one (:mod:`graph_rma.nn.lean.strategy`).
-* Bad input (feature size, ``edge_index`` shape or range, ``edge_attr`` size) raises a ``ValueError`` naming the
+* Bad input (feature size, ``edge_index`` shape or range, ``edge_attr`` size) raises a ``GraphRMAError`` naming the
   argument. The data-dependent range check is skipped under ``torch.compile``, so compiled layers have no graph
   break (with ``add_self_loops=False``).
 
@@ -54,6 +54,7 @@ from torch import Tensor
 from torch_geometric.nn.conv import GATConv, GATv2Conv
 from torch_geometric.typing import Adj, OptTensor, Size
 
+from .._errors import GraphRMAError
 from ..dropattention import DropAttention
 from ._gat_checks import _check_heads, _check_inputs
 from ._gat_mixin import _RepulsiveGATMixin
@@ -282,7 +283,7 @@ class RepulsiveGATv2Conv(_RepulsiveGATMixin, GATv2Conv):
         return_attention_weights: Optional[bool] = None,
     ):
         if edge_attr is not None and self.lin_edge is None:
-            raise ValueError(
+            raise GraphRMAError(
                 "edge_attr: this layer has no edge features (edge_dim=None); pass edge_attr=None or "
                 "build it with edge_dim"
             )

@@ -51,6 +51,7 @@ from torch import Tensor, nn
 from torch_geometric.utils import softmax
 
 from .._deprecation import warn_renamed
+from .._errors import GraphRMAError
 from ..dropattention import DropAttention
 from ..particles import HeadParam, register_head_layout
 from .lean import CSRCache, EdgeCSR, cached_csr, edge_aggregate, edge_dot, edge_softmax, share_csr_cache
@@ -103,14 +104,14 @@ class GraphTransformerLayer(nn.Module):
     ) -> None:
         super().__init__()
         if not isinstance(channels, int) or channels <= 0:
-            raise ValueError(f"channels: expected a positive int, got {channels!r}")
+            raise GraphRMAError(f"channels: expected a positive int, got {channels!r}")
         if not isinstance(heads, int) or heads <= 0 or channels % heads != 0:
-            raise ValueError(f"heads: expected a positive int dividing channels={channels}, got {heads!r}")
+            raise GraphRMAError(f"heads: expected a positive int dividing channels={channels}, got {heads!r}")
         for name, p in (("dropout", dropout), ("attention_dropout", attention_dropout)):
             if not 0.0 <= p < 1.0:
-                raise ValueError(f"{name}: expected a probability in [0, 1), got {p!r}")
+                raise GraphRMAError(f"{name}: expected a probability in [0, 1), got {p!r}")
         if not isinstance(ffn_ratio, int) or ffn_ratio <= 0:
-            raise ValueError(f"ffn_ratio: expected a positive int, got {ffn_ratio!r}")
+            raise GraphRMAError(f"ffn_ratio: expected a positive int, got {ffn_ratio!r}")
         self.channels = channels
         self.heads = heads
         self.head_dim = channels // heads
@@ -127,12 +128,12 @@ class GraphTransformerLayer(nn.Module):
         self.ffn_out = nn.Linear(ffn_ratio * channels, channels)
         self.norm2 = nn.LayerNorm(channels)
         if drop_attention is not None and not isinstance(drop_attention, DropAttention):
-            raise ValueError(
+            raise GraphRMAError(
                 f"drop_attention: expected a graph_rma.DropAttention or None, got {type(drop_attention).__name__}"
             )
         self.drop_attention = drop_attention
         if not isinstance(lean, bool):
-            raise ValueError(f"lean: expected a bool, got {lean!r}")
+            raise GraphRMAError(f"lean: expected a bool, got {lean!r}")
         self.lean = lean
         self.csr_cache = CSRCache()
         self.reset_parameters()
@@ -191,9 +192,9 @@ class GraphTransformerLayer(nn.Module):
         self, x: Tensor, edge_index: Tensor, return_attention_weights: bool = False
     ) -> Union[Tensor, Tuple[Tensor, Tuple[Tensor, Tensor]]]:
         if x.dim() != 2 or x.size(1) != self.channels:
-            raise ValueError(f"x: expected shape [N, {self.channels}], got {tuple(x.shape)}")
+            raise GraphRMAError(f"x: expected shape [N, {self.channels}], got {tuple(x.shape)}")
         if edge_index.dim() != 2 or edge_index.size(0) != 2:
-            raise ValueError(f"edge_index: expected shape [2, E], got {tuple(edge_index.shape)}")
+            raise GraphRMAError(f"edge_index: expected shape [2, E], got {tuple(edge_index.shape)}")
         N = x.size(0)
         if self.lean and lean_strategy(x) == "fused":
             agg, alpha = self._fused(x, edge_index, return_attention_weights)
@@ -273,7 +274,7 @@ class GraphTransformerEncoder(nn.Module):
     ) -> None:
         super().__init__()
         if not isinstance(num_layers, int) or num_layers < 1:
-            raise ValueError(f"num_layers: expected a positive int, got {num_layers!r}")
+            raise GraphRMAError(f"num_layers: expected a positive int, got {num_layers!r}")
         if drop_attention is None or isinstance(drop_attention, DropAttention):
             drops = [drop_attention] * num_layers  # one instance: shared
         elif isinstance(drop_attention, dict):
@@ -281,7 +282,7 @@ class GraphTransformerEncoder(nn.Module):
         elif isinstance(drop_attention, (list, tuple, nn.ModuleList)) and len(drop_attention) == num_layers:
             drops = list(drop_attention)
         else:
-            raise ValueError(
+            raise GraphRMAError(
                 f"drop_attention: expected None, a DropAttention, a dict of its options or "
                 f"{num_layers} instances (one per layer), got {drop_attention!r}"
             )

@@ -37,6 +37,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .._errors import GraphRMAError
+
 __all__ = ["RepulsiveMultiheadAttention", "record_attention"]
 
 
@@ -47,7 +49,7 @@ def _float_mask(mask: Optional[Tensor], name: str, dtype: torch.dtype) -> Option
     if mask.dtype == torch.bool:
         return torch.zeros_like(mask, dtype=dtype).masked_fill_(mask, float("-inf"))
     if not torch.is_floating_point(mask):
-        raise ValueError(f"{name}: expected a bool or floating-point mask, got {mask.dtype}")
+        raise GraphRMAError(f"{name}: expected a bool or floating-point mask, got {mask.dtype}")
     return mask.to(dtype)
 
 
@@ -98,11 +100,11 @@ class RepulsiveMultiheadAttention(nn.MultiheadAttention):
         store_attention: bool = False,
     ) -> None:
         if not isinstance(embed_dim, int) or embed_dim <= 0:
-            raise ValueError(f"embed_dim: expected a positive int, got {embed_dim!r}")
+            raise GraphRMAError(f"embed_dim: expected a positive int, got {embed_dim!r}")
         if not isinstance(num_heads, int) or num_heads <= 0 or embed_dim % num_heads != 0:
-            raise ValueError(f"num_heads: expected a positive divisor of embed_dim={embed_dim}, got {num_heads!r}")
+            raise GraphRMAError(f"num_heads: expected a positive divisor of embed_dim={embed_dim}, got {num_heads!r}")
         if drop_attention is not None and not isinstance(drop_attention, nn.Module):
-            raise ValueError(
+            raise GraphRMAError(
                 "drop_attention: expected a graph_rma.DropAttention module or None, "
                 f"got {type(drop_attention).__name__}"
             )
@@ -176,7 +178,7 @@ class RepulsiveMultiheadAttention(nn.MultiheadAttention):
         )
 
     def _check_inputs(self, query: Tensor, key: Tensor, value: Tensor) -> None:
-        """A ``ValueError`` naming the argument, instead of torch's bare assertion or matmul error, for inputs of the
+        """A ``GraphRMAError`` naming the argument, instead of torch's bare assertion or matmul error, for inputs of the
         wrong shape, width or dtype (nested tensors from torch's encoder fast path are left to torch)."""
         inputs = (
             ("query", query, self.embed_dim, "embed_dim"),
@@ -185,28 +187,28 @@ class RepulsiveMultiheadAttention(nn.MultiheadAttention):
         )
         for name, t, width, attr in inputs:
             if not isinstance(t, Tensor):
-                raise ValueError(f"{name}: expected a tensor, got {type(t).__name__}")
+                raise GraphRMAError(f"{name}: expected a tensor, got {type(t).__name__}")
             if t.is_nested:
                 return
             if t.dim() != query.dim() or t.dim() not in (2, 3):
-                raise ValueError(
+                raise GraphRMAError(
                     f"{name}: expected a 2-D [L, E] or a batched 3-D tensor like query's "
                     f"{list(query.shape)}, got shape {list(t.shape)}"
                 )
             if t.size(-1) != width:
-                raise ValueError(
+                raise GraphRMAError(
                     f"{name}: expected {width} features in the last dimension (the layer's {attr}), "
                     f"got shape {list(t.shape)}"
                 )
         if key.shape[:-1] != value.shape[:-1]:
-            raise ValueError(
+            raise GraphRMAError(
                 f"value: expected the shape of key {list(key.shape[:-1])} up to the features, got {list(value.shape)}"
             )
         dtype = self.out_proj.weight.dtype
         if dtype.is_floating_point and not _autocast(query):
             for name, t, _, _ in inputs:
                 if t.dtype != dtype:
-                    raise ValueError(
+                    raise GraphRMAError(
                         f"{name}: expected dtype {dtype} (the layer's parameters), got {t.dtype}; "
                         f"convert the input or the layer (.to(dtype))"
                     )
@@ -215,9 +217,9 @@ class RepulsiveMultiheadAttention(nn.MultiheadAttention):
         self, query, key, value, key_padding_mask, need_weights, attn_mask, average_attn_weights, is_causal
     ) -> Tuple[Tensor, Optional[Tensor]]:
         if query.dim() not in (2, 3):
-            raise ValueError(f"query: expected shape [L, E] or a batched 3-D tensor, got {list(query.shape)}")
+            raise GraphRMAError(f"query: expected shape [L, E] or a batched 3-D tensor, got {list(query.shape)}")
         if is_causal and attn_mask is None:
-            raise ValueError(
+            raise GraphRMAError(
                 "attn_mask: needed with the is_causal hint (e.g. nn.Transformer.generate_square_subsequent_mask)"
             )
         batched = query.dim() == 3
@@ -230,7 +232,7 @@ class RepulsiveMultiheadAttention(nn.MultiheadAttention):
         L, B, E = query.shape
         H, d = self.num_heads, self.head_dim
         if E != self.embed_dim:
-            raise ValueError(f"query: expected embedding dimension {self.embed_dim}, got {E}")
+            raise GraphRMAError(f"query: expected embedding dimension {self.embed_dim}, got {E}")
 
         if self._qkv_same_embed_dim:
             w_q, w_k, w_v = self.in_proj_weight.chunk(3)
@@ -244,14 +246,14 @@ class RepulsiveMultiheadAttention(nn.MultiheadAttention):
         S = k.size(0)
         if mask is not None:
             if mask.dim() == 2 and mask.shape != (L, S):
-                raise ValueError(f"attn_mask: expected shape {(L, S)} (2-D), got {tuple(mask.shape)}")
+                raise GraphRMAError(f"attn_mask: expected shape {(L, S)} (2-D), got {tuple(mask.shape)}")
             if mask.dim() == 3 and mask.shape != (B * H, L, S):
-                raise ValueError(f"attn_mask: expected shape {(B * H, L, S)} (3-D), got {tuple(mask.shape)}")
+                raise GraphRMAError(f"attn_mask: expected shape {(B * H, L, S)} (3-D), got {tuple(mask.shape)}")
             if mask.dim() not in (2, 3):
-                raise ValueError(f"attn_mask: expected a 2-D or 3-D mask, got {mask.dim()}-D")
+                raise GraphRMAError(f"attn_mask: expected a 2-D or 3-D mask, got {mask.dim()}-D")
             mask = mask.reshape(-1, L, S)
         if kpm is not None and kpm.shape != (B, S):
-            raise ValueError(f"key_padding_mask: expected shape {(B, S)}, got {tuple(kpm.shape)}")
+            raise GraphRMAError(f"key_padding_mask: expected shape {(B, S)}, got {tuple(kpm.shape)}")
         if self.bias_k is not None:
             k = torch.cat([k, self.bias_k.repeat(1, B, 1)])
             v = torch.cat([v, self.bias_v.repeat(1, B, 1)])

@@ -31,6 +31,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from .._errors import GraphRMAError
 from ..particles import HeadParam, register_head_layout
 from ..regularizers import frobenius_penalty
 
@@ -78,11 +79,11 @@ class SelfAttentiveEncoder(nn.Module):
             ("num_layers", num_layers),
         ):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name}: expected a positive int, got {v!r}")
+                raise GraphRMAError(f"{name}: expected a positive int, got {v!r}")
         if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout: expected a probability in [0, 1), got {dropout!r}")
+            raise GraphRMAError(f"dropout: expected a probability in [0, 1), got {dropout!r}")
         if drop_attention is not None and not isinstance(drop_attention, nn.Module):
-            raise ValueError(
+            raise GraphRMAError(
                 f"drop_attention: expected a DropAttention module or None, got {type(drop_attention).__name__}"
             )
         self.in_channels, self.hidden_channels = in_channels, hidden_channels
@@ -128,17 +129,17 @@ class SelfAttentiveEncoder(nn.Module):
 
     def forward(self, x: Tensor, key_padding_mask: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
         if x.dim() != 3 or x.size(-1) != self.in_channels:
-            raise ValueError(f"x: expected shape [B, n, {self.in_channels}], got {list(x.shape)}")
+            raise GraphRMAError(f"x: expected shape [B, n, {self.in_channels}], got {list(x.shape)}")
         B, n, _ = x.shape
         if key_padding_mask is not None:
             if key_padding_mask.shape != (B, n) or key_padding_mask.dtype != torch.bool:
-                raise ValueError(
+                raise GraphRMAError(
                     f"key_padding_mask: expected a bool tensor of shape {[B, n]} (True = padding), "
                     f"got {key_padding_mask.dtype} {list(key_padding_mask.shape)}"
                 )
             lengths = (~key_padding_mask).sum(dim=1)
             if bool((lengths == 0).any()):
-                raise ValueError("key_padding_mask: every sequence needs at least one non-padding token")
+                raise GraphRMAError("key_padding_mask: every sequence needs at least one non-padding token")
             packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
             h, _ = pad_packed_sequence(self.lstm(packed)[0], batch_first=True, total_length=n)
         else:

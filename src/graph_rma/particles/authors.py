@@ -76,6 +76,7 @@ from typing import List, Optional, Tuple
 import torch
 from torch import Tensor, nn
 
+from .._errors import GraphRMAError
 from .kernel import (
     _check_alpha,
     _check_flag,
@@ -238,7 +239,9 @@ class MixingHeadParam(HeadParam):
     def heads(self, t: Tensor) -> Tensor:
         region = self._region(t)
         if region.numel() % self.num_heads != 0:
-            raise ValueError(f"{self.name}: {region.numel()} entries are not divisible by {self.num_heads} particles")
+            raise GraphRMAError(
+                f"{self.name}: {region.numel()} entries are not divisible by {self.num_heads} particles"
+            )
         return region.reshape(region.size(0), -1).t().reshape(self.num_heads, -1)
 
     def write(self, t: Tensor, value: Tensor) -> None:
@@ -255,7 +258,7 @@ def mixing_groups(groups: List[ParticleGroup], view: str = "mixing") -> List[Par
     through :class:`MixingHeadParam` (``view="mixing"``, GraphWriter) or as heads (``view="heads"``, their
     sentence classifier's ``Weight2`` rows). Group names are ``"<layer>.<parameter>"``."""
     if view not in VIEWS:
-        raise ValueError(f"view: expected one of {', '.join(VIEWS)}, got {view!r}")
+        raise GraphRMAError(f"view: expected one of {', '.join(VIEWS)}, got {view!r}")
     cls = MixingHeadParam if view == "mixing" else HeadParam
     out: List[ParticleGroup] = []
     for group in groups:
@@ -294,7 +297,7 @@ class AuthorsSVGD(ParticleSampler):
     ) -> None:
         self.w = _check_alpha(w, None, "w")
         if view not in VIEWS:
-            raise ValueError(f"view: expected one of {', '.join(VIEWS)}, got {view!r}")
+            raise GraphRMAError(f"view: expected one of {', '.join(VIEWS)}, got {view!r}")
         super().__init__(model, eps=eps, layers=layers, roles=roles, min_heads=min_heads, seed=seed, warmup=warmup)
         self.view = view
         self.groups = mixing_groups(self.groups, view)

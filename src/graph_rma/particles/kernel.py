@@ -12,6 +12,8 @@ from typing import Any, Optional, Tuple, Union
 import torch
 from torch import Tensor
 
+from .._errors import GraphRMAError
+
 Bandwidth = Union[None, float, str, Tensor]
 
 
@@ -22,18 +24,18 @@ def _work_dtype(dtype: torch.dtype) -> torch.dtype:
 
 def _check_theta(theta: Tensor, name: str = "theta") -> None:
     if not isinstance(theta, Tensor):
-        raise ValueError(f"{name}: expected a Tensor of shape [M, D], got {type(theta).__name__}")
+        raise GraphRMAError(f"{name}: expected a Tensor of shape [M, D], got {type(theta).__name__}")
     if theta.dim() != 2 or theta.size(0) < 1 or theta.size(1) < 1:
-        raise ValueError(
+        raise GraphRMAError(
             f"{name}: expected shape [M, D] (M >= 1 particles of dimension D >= 1), got {list(theta.shape)}"
         )
     if theta.is_meta:
-        raise ValueError(
+        raise GraphRMAError(
             f"{name}: a meta tensor has no values to move (materialise the model first, e.g. "
             f"model.to_empty(device='cpu') and initialise it)"
         )
     if not theta.is_floating_point():
-        raise ValueError(f"{name}: expected a floating-point tensor, got {theta.dtype}")
+        raise GraphRMAError(f"{name}: expected a floating-point tensor, got {theta.dtype}")
 
 
 def _all_finite(x: Tensor) -> bool:
@@ -49,9 +51,9 @@ def _max_abs(x: Tensor) -> Tensor:
 def _check_grad(theta: Tensor, grad: Tensor) -> None:
     if not isinstance(grad, Tensor) or grad.shape != theta.shape:
         shape = list(grad.shape) if isinstance(grad, Tensor) else type(grad).__name__
-        raise ValueError(f"grad: expected the shape of theta {list(theta.shape)}, got {shape}")
+        raise GraphRMAError(f"grad: expected the shape of theta {list(theta.shape)}, got {shape}")
     if not _all_finite(grad):
-        raise ValueError("grad: contains NaN or Inf (non-finite loss gradient)")
+        raise GraphRMAError("grad: contains NaN or Inf (non-finite loss gradient)")
 
 
 def _normalize(theta: Tensor) -> Tuple[Tensor, Tensor]:
@@ -65,7 +67,7 @@ def _normalize(theta: Tensor) -> Tuple[Tensor, Tensor]:
     x = x - x.mean(dim=0, keepdim=True)
     s = _max_abs(x)
     if not bool(torch.isfinite(s)):
-        raise ValueError("theta: contains NaN or Inf")
+        raise GraphRMAError("theta: contains NaN or Inf")
     s = torch.where(s > 0, s, torch.ones_like(s))
     return x / s, s
 
@@ -99,19 +101,19 @@ def _check_bandwidth(bandwidth: Any) -> None:
     elif isinstance(bandwidth, numbers.Real) and not isinstance(bandwidth, bool):
         ok = math.isfinite(float(bandwidth)) and float(bandwidth) > 0
     if not ok:
-        raise ValueError(f"bandwidth: expected None, 'median', 'liu' or a positive finite number, got {bandwidth!r}")
+        raise GraphRMAError(f"bandwidth: expected None, 'median', 'liu' or a positive finite number, got {bandwidth!r}")
 
 
 def _check_alpha(alpha: Any, allow_attraction: Optional[bool] = False, name: str = "alpha") -> float:
-    """``alpha`` as a float; raises a ``ValueError`` naming ``name`` for a non-number, NaN/Inf, or (unless
+    """``alpha`` as a float; raises a ``GraphRMAError`` naming ``name`` for a non-number, NaN/Inf, or (unless
     ``allow_attraction``) a negative value. ``allow_attraction=None``: the caller has no such option."""
     if isinstance(alpha, Tensor) and alpha.numel() == 1:
         alpha = alpha.item()
     if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not math.isfinite(float(alpha)):
-        raise ValueError(f"{name}: expected a finite repulsive weight (a number >= 0), got {alpha!r}")
+        raise GraphRMAError(f"{name}: expected a finite repulsive weight (a number >= 0), got {alpha!r}")
     if float(alpha) < 0 and not allow_attraction:
         hint = "; pass allow_attraction=True if that is intended" if allow_attraction is not None else ""
-        raise ValueError(f"{name}: a negative repulsive weight ({alpha!r}) makes the kernel term attractive{hint}")
+        raise GraphRMAError(f"{name}: a negative repulsive weight ({alpha!r}) makes the kernel term attractive{hint}")
     return float(alpha)
 
 
@@ -131,7 +133,7 @@ def _normalized_bandwidth(dist: Tensor, bandwidth: Bandwidth, s: Tensor) -> Tens
         return med**2 / math.log(M)
     if isinstance(bandwidth, str):
         if bandwidth != "liu":
-            raise ValueError(f"bandwidth: expected None, 'median', 'liu' or a positive number, got {bandwidth!r}")
+            raise GraphRMAError(f"bandwidth: expected None, 'median', 'liu' or a positive number, got {bandwidth!r}")
         # Liu & Wang's SVGD code: median over all M^2 entries (diagonal zeros included), log(M + 1).
         med = _median(dist.flatten())
         if med <= 0:
@@ -141,7 +143,7 @@ def _normalized_bandwidth(dist: Tensor, bandwidth: Bandwidth, s: Tensor) -> Tens
         return med**2 / math.log(M + 1)
     h = torch.as_tensor(bandwidth, dtype=dist.dtype, device=dist.device)
     if h.numel() != 1 or not bool(torch.isfinite(h)) or not bool(h > 0):
-        raise ValueError(f"h: expected a positive finite bandwidth, got {bandwidth!r}")
+        raise GraphRMAError(f"h: expected a positive finite bandwidth, got {bandwidth!r}")
     return h / s / s
 
 
@@ -158,7 +160,7 @@ def median_bandwidth(theta: Tensor) -> Tensor:
     """
     _check_theta(theta)
     if theta.size(0) < 2:
-        raise ValueError(f"theta: median_bandwidth needs at least M = 2 particles, got M = {theta.size(0)}")
+        raise GraphRMAError(f"theta: median_bandwidth needs at least M = 2 particles, got M = {theta.size(0)}")
     x, s = _normalize(theta)
     return _normalized_bandwidth(_pairwise_distances(x), None, s) * s * s
 
@@ -295,14 +297,14 @@ def _noise(shape, device, dtype, generator: Optional[torch.Generator]) -> Tensor
 
 def _check_positive(name: str, value: float) -> None:
     if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0):
-        raise ValueError(f"{name}: expected a positive finite number, got {value!r}")
+        raise GraphRMAError(f"{name}: expected a positive finite number, got {value!r}")
 
 
 def _check_flag(name: str, value: bool) -> bool:
     """``value`` if it is a bool (numpy's included); a string such as ``"false"`` is refused, never read as True."""
     if isinstance(value, bool) or type(value).__name__ == "bool_":
         return bool(value)
-    raise ValueError(f"{name}: expected True or False, got {value!r}")
+    raise GraphRMAError(f"{name}: expected True or False, got {value!r}")
 
 
 def spos_direction(

@@ -50,7 +50,7 @@ class HeadParam:
         """``t`` (the parameter or its gradient) as ``[num_heads, d]``."""
         region = self._region(t)
         if region.size(0) % self.num_heads != 0:
-            raise ValueError(
+            raise GraphRMAError(
                 f"{self.name}: axis {self.axis} has {region.size(0)} entries, not divisible by {self.num_heads} heads"
             )
         return region.reshape(self.num_heads, -1)
@@ -172,7 +172,7 @@ def _hp(
     if obj is None or not isinstance(obj, nn.Parameter):
         return []
     if isinstance(obj, nn.parameter.UninitializedParameter):
-        raise ValueError(
+        raise GraphRMAError(
             f"{type(module).__name__}.{attr} is not initialised yet (lazy in_channels=-1): run one forward pass "
             f"before building the sampler"
         )
@@ -262,7 +262,7 @@ def find_particle_groups(
             is searched (a GAT's one-head output layer is the usual case), with a warning when ``layers`` names them.
     """
     if not isinstance(model, nn.Module):
-        raise ValueError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
+        raise GraphRMAError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
     load_plugins(model)
     named = list(model.named_modules())
     if layers is None:
@@ -278,17 +278,19 @@ def find_particle_groups(
                 if item not in by_name:
                     valid = [n for n, m in named if n and head_layout(m) is not None]
                     shown = ", ".join(valid[:8]) + (", ..." if len(valid) > 8 else "") if valid else "none"
-                    raise ValueError(f"layers: no module named {item!r} in the model (its attention layers: {shown})")
+                    raise GraphRMAError(
+                        f"layers: no module named {item!r} in the model (its attention layers: {shown})"
+                    )
                 pair = (item, by_name[item])
             elif isinstance(item, nn.Module):
                 found = [n for n, m in named if m is item]
                 if not found:
-                    raise ValueError(f"layers: module {type(item).__name__} is not part of the model")
+                    raise GraphRMAError(f"layers: module {type(item).__name__} is not part of the model")
                 pair = (found[0], item)
             else:
-                raise ValueError(f"layers: expected module names or modules, got {type(item).__name__}")
+                raise GraphRMAError(f"layers: expected module names or modules, got {type(item).__name__}")
             if head_layout(pair[1]) is None:
-                raise ValueError(
+                raise GraphRMAError(
                     f"layers: {pair[0] or type(pair[1]).__name__!r} ({type(pair[1]).__name__}) has no head layout; "
                     f"register one with graph_rma.register_head_layout"
                 )
@@ -322,7 +324,7 @@ def find_particle_groups(
                 continue
             groups.append(ParticleGroup(label, module, H, share))
     if wanted is not None and not wanted <= known_roles:
-        raise ValueError(
+        raise GraphRMAError(
             f"roles: unknown role(s) {sorted(wanted - known_roles)}; the selected layers have {sorted(known_roles)}"
         )
     return groups

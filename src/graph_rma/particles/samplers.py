@@ -10,7 +10,7 @@ PyTorch's semantics are kept:
   tensors it wrote (and their version counters) and leaves them alone until a new backward pass (or any in-place
   change) touches them. One sampler attached to two optimizers therefore transforms each gradient once.
 * Attaching a sampler twice to one optimizer, or attaching a second sampler whose particles share parameters with
-  an attached one, raises a ``ValueError``; :meth:`ParticleSampler.detach` undoes :meth:`ParticleSampler.attach`.
+  an attached one, raises a ``GraphRMAError``; :meth:`ParticleSampler.detach` undoes :meth:`ParticleSampler.attach`.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import torch
 from torch import Tensor, nn
 from torch.utils.weak import WeakIdKeyDictionary
 
+from .._errors import GraphRMAError
 from .kernel import (
     Bandwidth,
     _all_finite,
@@ -89,7 +90,7 @@ class ParticleSampler:
     ) -> None:
         _check_positive("eps", eps)
         if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
-            raise ValueError(f"warmup: expected a number of steps >= 0, got {warmup!r}")
+            raise GraphRMAError(f"warmup: expected a number of steps >= 0, got {warmup!r}")
         self.eps = float(eps)
         self.seed = int(seed)
         self.warmup = warmup
@@ -98,7 +99,7 @@ class ParticleSampler:
         if not self.groups:
             where = f" among layers={layers!r}" if layers is not None else ""
             if strict:
-                raise ValueError(
+                raise GraphRMAError(
                     f"model: {type(model).__name__} holds no multi-head attention layer to sample (none "
                     f"with at least {min_heads} heads{where}): give the model {min_heads} or more heads (on the "
                     f"command line: --heads), or train it plain (variant ma); from Python, strict=False attaches a "
@@ -167,7 +168,7 @@ class ParticleSampler:
                 continue
             theta, grad = group.theta(), group.grad()
             if theta.is_meta:
-                raise ValueError(
+                raise GraphRMAError(
                     f"model: {group.name or 'model'}'s parameters are on the meta device (no values to "
                     f"move); materialise the model first (model.to_empty(device=...) and initialise it)"
                 )
@@ -177,7 +178,7 @@ class ParticleSampler:
                     for p in group.params
                     if p.param.grad is not None and not bool(torch.isfinite(p.param.grad).all())
                 ]
-                raise ValueError(f"grad: non-finite gradient in {group.name or 'model'} ({', '.join(bad)})")
+                raise GraphRMAError(f"grad: non-finite gradient in {group.name or 'model'} ({', '.join(bad)})")
             self._check_particles(group, theta)
             phi = self.direction(theta, grad)
             group.set_grad(phi.mul(-self.eps))
@@ -200,15 +201,15 @@ class ParticleSampler:
     def attach(self, optimizer: torch.optim.Optimizer) -> _Attachment:
         """Run :meth:`step` before every ``optimizer.step()``; returns a handle whose ``remove()`` detaches it.
 
-        Raises a ``ValueError`` when this sampler is already attached to ``optimizer``, or when another attached
+        Raises a ``GraphRMAError`` when this sampler is already attached to ``optimizer``, or when another attached
         sampler holds some of the same parameters (both would transform the same gradients). Attaching to several
         optimizers is fine: each gradient is still transformed once per backward pass.
         """
         if not isinstance(optimizer, torch.optim.Optimizer):
-            raise ValueError(f"optimizer: expected a torch.optim.Optimizer, got {type(optimizer).__name__}")
+            raise GraphRMAError(f"optimizer: expected a torch.optim.Optimizer, got {type(optimizer).__name__}")
         entry = self._attachments.get(id(optimizer))
         if entry is not None and entry[0]() is optimizer:
-            raise ValueError(
+            raise GraphRMAError(
                 f"optimizer: {type(self).__name__} is already attached to this "
                 f"{type(optimizer).__name__}; attach it once (detach() undoes attach)"
             )
@@ -217,7 +218,7 @@ class ParticleSampler:
                 ref = _CLAIMS.get(p.param)
                 other = ref() if ref is not None else None
                 if other is not None and other is not self and other._attachments:
-                    raise ValueError(
+                    raise GraphRMAError(
                         f"optimizer: {group.name or 'model'}.{p.name} is already sampled by an attached "
                         f"{type(other).__name__}; two samplers over the same parameters would both transform its "
                         f"gradient (detach the other one first)"
@@ -250,13 +251,13 @@ class ParticleSampler:
     def load_state_dict(self, state: Dict[str, Tensor]) -> None:
         if not isinstance(state, dict) or "generator" not in state:
             found = sorted(state) if isinstance(state, dict) else type(state).__name__
-            raise ValueError(
+            raise GraphRMAError(
                 f"state: expected a {type(self).__name__}.state_dict() with the key 'generator' (the noise "
                 f"generator's state), got {found}"
             )
         unknown = sorted(set(state) - {"generator", "steps"})
         if unknown:
-            raise ValueError(f"state: unknown key(s) {unknown}; expected 'generator' and 'steps'")
+            raise GraphRMAError(f"state: unknown key(s) {unknown}; expected 'generator' and 'steps'")
         gen_state = state["generator"]
         sizes = (torch.Generator().get_state().numel(), _CUDA_STATE_BYTES)
         if (
@@ -269,7 +270,7 @@ class ParticleSampler:
                 if not isinstance(gen_state, Tensor)
                 else f"a {gen_state.dtype} tensor of shape {tuple(gen_state.shape)}"
             )
-            raise ValueError(
+            raise GraphRMAError(
                 f"state: 'generator' must be a torch.Generator state (a uint8 tensor of {sizes[0]} bytes from a CPU "
                 f"generator or {sizes[1]} from a CUDA one), got {what}"
             )
@@ -277,7 +278,7 @@ class ParticleSampler:
         if isinstance(steps, Tensor):
             steps = steps.item() if steps.numel() == 1 and not steps.is_floating_point() else steps.tolist()
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
-            raise ValueError(f"state: 'steps' must be an integer >= 0, got {steps!r}")
+            raise GraphRMAError(f"state: 'steps' must be an integer >= 0, got {steps!r}")
         self._generator_state = gen_state.cpu()
         if self._generator is not None:
             _set_generator_state(self._generator, self._generator_state)

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import field
 from typing import Any, Mapping, Tuple
 
+from .._errors import GraphRMAError
+
 __all__ = ["KINDS", "check_value", "config_field"]
 
 #: the kinds of value a field takes (its ``metadata["kind"]``), checked by :func:`check_value`
@@ -34,7 +36,7 @@ def config_field(default: Any, kind: str, help: str, choices: Tuple[str, ...] = 
 
 
 def check_value(name: str, value: Any, meta: Mapping[str, Any]) -> None:
-    """A one-line ``ValueError`` naming field ``name`` when ``value`` is not of its kind (``meta["kind"]``)."""
+    """A one-line ``GraphRMAError`` naming field ``name`` when ``value`` is not of its kind (``meta["kind"]``)."""
     kind = meta["kind"]
     if kind not in KINDS:
         raise TypeError(f"{name}: unknown kind {kind!r} (expected one of {KINDS})")
@@ -45,20 +47,20 @@ def check_value(name: str, value: Any, meta: Mapping[str, Any]) -> None:
     number = not isinstance(value, bool) and isinstance(value, (int, float))
     finite = number and value == value and abs(value) != float("inf")
     if kind == "choice" and value not in meta["choices"]:
-        raise ValueError(f"{name}: expected one of {meta['choices']}, got {value!r}")
+        raise GraphRMAError(f"{name}: expected one of {meta['choices']}, got {value!r}")
     if kind == "bool" and not isinstance(value, bool):
-        raise ValueError(f"{name}: expected True or False, got {value!r}")
+        raise GraphRMAError(f"{name}: expected True or False, got {value!r}")
     if kind == "positive_int" and (not number or not isinstance(value, int) or value < 1):
         none = "None or " if meta["kind"] == "optional_positive_int" else ""
-        raise ValueError(f"{name}: expected {none}a positive integer, got {value!r}")
+        raise GraphRMAError(f"{name}: expected {none}a positive integer, got {value!r}")
     if kind == "nonnegative_int" and (not number or not isinstance(value, int) or value < 0):
-        raise ValueError(f"{name}: expected an integer >= 0, got {value!r}")
+        raise GraphRMAError(f"{name}: expected an integer >= 0, got {value!r}")
     if kind == "probability" and (not number or not 0 <= value < 1):
-        raise ValueError(f"{name}: expected a probability in [0, 1), got {value!r}")
+        raise GraphRMAError(f"{name}: expected a probability in [0, 1), got {value!r}")
     if kind == "finite_float" and not finite:
-        raise ValueError(f"{name}: expected a finite number, got {value!r}")
+        raise GraphRMAError(f"{name}: expected a finite number, got {value!r}")
     if kind in ("positive_float", "nonnegative_float"):
         if not finite or (value <= 0 if kind == "positive_float" else value < 0):
-            raise ValueError(
+            raise GraphRMAError(
                 f"{name}: expected a finite number {'> 0' if kind == 'positive_float' else '>= 0'}, got {value!r}"
             )

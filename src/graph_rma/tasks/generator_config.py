@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from .._errors import GraphRMAError
 from .config_fields import check_value, config_field
 
 __all__ = [
@@ -131,11 +132,11 @@ class GeneratorConfig:
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any]) -> "GeneratorConfig":
         """The configuration of ``config`` (a preset's mapping, a user's dict), validated: an unknown key, a missing
-        required one (:data:`REQUIRED_FIELDS`) or a bad value is a one-line ``ValueError`` naming it."""
+        required one (:data:`REQUIRED_FIELDS`) or a bad value is a one-line ``GraphRMAError`` naming it."""
         _check_keys(config)
         missing = [k for k in REQUIRED_FIELDS if k not in config]
         if missing:
-            raise ValueError(f"config: missing {', '.join(missing)}")
+            raise GraphRMAError(f"config: missing {', '.join(missing)}")
         return cls(**config)
 
 
@@ -154,36 +155,36 @@ DECODING_FIELDS: Tuple[str, ...] = ("beam", "max_len", "length_penalty", "no_rep
 
 def _check_keys(config: Mapping[str, Any]) -> None:
     if not isinstance(config, Mapping):
-        raise ValueError(f"config: expected a mapping of settings, got {type(config).__name__}")
+        raise GraphRMAError(f"config: expected a mapping of settings, got {type(config).__name__}")
     known = [f.name for f in generator_fields()]
     unknown = [k for k in config if k not in known]
     if unknown:
-        raise ValueError(
+        raise GraphRMAError(
             f"config: unknown setting {', '.join(map(str, unknown))} (expected the fields of GeneratorConfig: "
             f"{', '.join(REQUIRED_FIELDS)} and optionally {', '.join(OPTIONAL_FIELDS)})"
         )
 
 
 def check_lr_schedule(spec: Any) -> None:
-    """A one-line ``ValueError`` (``lr_schedule: ...``) unless ``spec`` is ``None`` or a schedule of
+    """A one-line ``GraphRMAError`` (``lr_schedule: ...``) unless ``spec`` is ``None`` or a schedule of
     :data:`LR_SCHEDULES` with exactly its settings, each in range."""
     if spec is None:
         return
     if not isinstance(spec, dict) or spec.get("kind") not in LR_SCHEDULES:
-        raise ValueError(f"lr_schedule: expected None or a dict with kind in {sorted(LR_SCHEDULES)}, got {spec!r}")
+        raise GraphRMAError(f"lr_schedule: expected None or a dict with kind in {sorted(LR_SCHEDULES)}, got {spec!r}")
     want = set(LR_SCHEDULES[spec["kind"]])
     have = set(spec) - {"kind"}
     if have != want:
-        raise ValueError(
+        raise GraphRMAError(
             f"lr_schedule: kind {spec['kind']} takes exactly {', '.join(sorted(want))}; got "
             f"{', '.join(sorted(have)) or 'none'}"
         )
     if not 0 < spec["factor"] < 1:
-        raise ValueError(f"lr_schedule: factor expected in (0, 1), got {spec['factor']!r}")
+        raise GraphRMAError(f"lr_schedule: factor expected in (0, 1), got {spec['factor']!r}")
     if not isinstance(spec["patience"], int) or isinstance(spec["patience"], bool) or spec["patience"] < 0:
-        raise ValueError(f"lr_schedule: patience expected a non-negative integer, got {spec['patience']!r}")
+        raise GraphRMAError(f"lr_schedule: patience expected a non-negative integer, got {spec['patience']!r}")
     if not isinstance(spec["min_lr"], (int, float)) or spec["min_lr"] < 0:
-        raise ValueError(f"lr_schedule: min_lr expected a non-negative number, got {spec['min_lr']!r}")
+        raise GraphRMAError(f"lr_schedule: min_lr expected a non-negative number, got {spec['min_lr']!r}")
 
 
 def saved_config(config: Mapping[str, Any]) -> Dict[str, Any]:

@@ -57,6 +57,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
+from .._errors import GraphRMAError
 from ..data.graph_text import (
     EncodedRecord,
     GraphTextEncoder,
@@ -158,10 +159,10 @@ def run_folder(out: PathLike, variant: Union[str, Variant]) -> Path:
 
 
 def check_variant(variant: Union[str, Variant]) -> Variant:
-    """The parsed variant; a ``ValueError`` for what the trainer cannot do (``reg`` with ``target=outputs``)."""
+    """The parsed variant; a ``GraphRMAError`` for what the trainer cannot do (``reg`` with ``target=outputs``)."""
     v = parse_variant(variant)
     if v.reg is not None and v.reg_target == "outputs":
-        raise ValueError(
+        raise GraphRMAError(
             "variant: reg target=outputs is not supported by the graph-to-text trainer "
             "(use target=attention or target=parameters)"
         )
@@ -169,7 +170,7 @@ def check_variant(variant: Union[str, Variant]) -> Variant:
 
 
 def check_config(config: Mapping[str, Any]) -> Dict[str, Any]:
-    """``config`` checked by :class:`~graph_rma.tasks.generator_config.GeneratorConfig` (a ``ValueError`` naming the
+    """``config`` checked by :class:`~graph_rma.tasks.generator_config.GeneratorConfig` (a ``GraphRMAError`` naming the
     first setting that cannot train: a count below 1, a missing or unknown key) and returned as the trainer's mapping
     (:meth:`~graph_rma.tasks.generator_config.GeneratorConfig.to_dict`)."""
     return GeneratorConfig.from_mapping(config).to_dict()
@@ -198,7 +199,7 @@ def build_optimizer(config: Dict[str, Any], model: nn.Module) -> torch.optim.Opt
         return torch.optim.SGD(model.parameters(), lr=config["lr"], momentum=config["momentum"])
     if config["optimizer"] == "adam":
         return torch.optim.Adam(model.parameters(), lr=config["lr"])
-    raise ValueError(f"optimizer: expected sgd or adam, got {config['optimizer']!r}")
+    raise GraphRMAError(f"optimizer: expected sgd or adam, got {config['optimizer']!r}")
 
 
 class _LossForward(nn.Module):
@@ -291,10 +292,12 @@ def train(
     config = check_config(config)
     by_bleu = config.get("keep", "dev_loss") == "dev_bleu"
     if by_bleu and dev_bleu is None:
-        raise ValueError("keep: dev_bleu needs the task's dev scorer (train through graph_rma.tasks.webnlg or .agenda)")
+        raise GraphRMAError(
+            "keep: dev_bleu needs the task's dev scorer (train through graph_rma.tasks.webnlg or .agenda)"
+        )
     out = Path(out)
     if out.exists() and not out.is_dir():
-        raise ValueError(f"out: {out} is a file, not a folder")
+        raise GraphRMAError(f"out: {out} is a file, not a folder")
     rank, world = rank_and_world()
     main_rank = rank == 0
     if main_rank:
@@ -316,7 +319,7 @@ def train(
             where=str(ckpt_path),
         )
         if config["epochs"] < ckpt["epoch"]:
-            raise ValueError(
+            raise GraphRMAError(
                 f"epochs: {ckpt_path} has already trained {ckpt['epoch']} epochs, more than "
                 f"{config['epochs']}; use another output folder for a shorter run"
             )

@@ -51,6 +51,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 import torch
 
 from .._deprecation import REMOVAL, renamed
+from .._errors import GraphRMAError
 from ..argtypes import DEFAULT_THREADS
 from ..data.nodes import canonical_name, load_node_graph, select_split
 from ..engine import (
@@ -149,7 +150,7 @@ def _in_new_order(study: Callable[..., Dict[str, Any]]) -> Callable[..., Dict[st
     The old order is recognised by its first argument, the variants: a list or tuple of spec strings (anything but
     ``None``, a string or a :class:`~graph_rma.tasks.protocols.Protocol`, which the protocol is). A string first is
     a protocol name; no version took the variants as one string. A string that names no preset but is a variant
-    spec (``run_study("svgd", ...)``) is a ``ValueError`` saying that the protocol comes first.
+    spec (``run_study("svgd", ...)``) is a ``GraphRMAError`` saying that the protocol comes first.
     """
 
     @functools.wraps(study)
@@ -176,7 +177,7 @@ def _in_new_order(study: Callable[..., Dict[str, Any]]) -> Callable[..., Dict[st
             except ValueError:
                 spec = None  # neither: resolve_protocol names the presets
             if spec is not None:
-                raise ValueError(
+                raise GraphRMAError(
                     f"protocol: expected one of {tuple(PROTOCOLS)}, a Protocol or None, got the variant spec "
                     f"{first!r}; run_study's first argument is the protocol, the variants come second as a list: "
                     f"run_study(protocol, [{first!r}, ...], seeds, out)"
@@ -223,20 +224,20 @@ def run_study(
 
     overrides = _field_keywords(overrides)  # deprecated; as Python would, an unknown name first
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise ValueError(f"threads: expected a positive integer, got {threads!r}")
+        raise GraphRMAError(f"threads: expected a positive integer, got {threads!r}")
     seeds = [int(s) for s in seeds]
     if not seeds:
-        raise ValueError("seeds: expected at least one seed")
+        raise GraphRMAError("seeds: expected at least one seed")
     for seed in seeds:
         if not 0 <= seed < 2**64:  # torch's seed range
-            raise ValueError(f"seeds: expected seeds in [0, 2**64 - 1], got {seed}")
+            raise GraphRMAError(f"seeds: expected seeds in [0, 2**64 - 1], got {seed}")
     ds_name = canonical_name(dataset, root)  # validates the name before any data is loaded
     proto = _protocol(protocol, ds_name, overrides)
     torch.set_num_threads(threads)
     dev = resolve_device(device)
     variants = [parse_variant(v).spec for v in variants]  # canonical spec strings (also validates them)
     if len(set(variants)) != len(variants):
-        raise ValueError(f"variants: duplicates after parsing: {variants}")
+        raise GraphRMAError(f"variants: duplicates after parsing: {variants}")
     check_variant_layers(*model_settings(proto, 8, 3, "accuracy"), variants)  # layers= named: before the data
     graph = prepare_graph(load_node_graph(ds_name, root=root), proto)
     n_splits = 1 if graph.train_mask.dim() == 1 else graph.train_mask.size(1)  # Cora's [N] masks: one split
@@ -248,7 +249,7 @@ def run_study(
         check_model_fits(model_name, model_kwargs, dev, graph.num_nodes, graph.edge_index.size(1))
     except ValueError as exc:
         if num_classes > graph.y.size(0):  # labels up to 1e9: say where the output layer's size comes from
-            raise ValueError(
+            raise GraphRMAError(
                 f"{exc} (the labels go up to {num_classes - 1}, so the output layer has {num_classes} "
                 f"classes for {graph.y.size(0)} nodes)"
             ) from None

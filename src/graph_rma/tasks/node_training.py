@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .._errors import GraphRMAError
 from ..data.transforms import direct_edges, normalize_features
 from ..diagnostics import head_distance
 from ..engine import (
@@ -58,7 +59,7 @@ from .protocols import Protocol
 MODEL_CLASSES = {"gat": TwoLayerGAT, "residual": ResidualGAT, "classic": ClassicGAT}
 
 
-class TrainingDiverged(ValueError):
+class TrainingDiverged(GraphRMAError):
     """The training loss became NaN or infinite (learning rate too high, or a bad input)."""
 
 
@@ -70,7 +71,7 @@ def prepare_graph(data, protocol: Protocol):
     direction (:mod:`graph_rma.data.transforms`); masks and labels unchanged.
 
     Raises:
-        ValueError: the feature matrix ``x`` holds NaN or infinite entries (training on them could only diverge).
+        GraphRMAError: the feature matrix ``x`` holds NaN or infinite entries (training on them could only diverge).
     """
     check_features(data.x)
     out = copy.copy(data)
@@ -80,7 +81,7 @@ def prepare_graph(data, protocol: Protocol):
 
 
 def check_features(x: torch.Tensor) -> None:
-    """``ValueError`` naming the feature matrix when ``x`` (dense or sparse) holds NaN or infinite entries: training
+    """``GraphRMAError`` naming the feature matrix when ``x`` (dense or sparse) holds NaN or infinite entries: training
     on them can only diverge, and the divergence would blame the learning rate."""
     values = x.coalesce().values() if x.is_sparse else x
     bad = ~torch.isfinite(values)
@@ -88,7 +89,7 @@ def check_features(x: torch.Tensor) -> None:
         where = ""
         if not x.is_sparse and bad.dim() == 2:
             where = f", the first in row {int(bad.any(dim=1).nonzero()[0, 0])} (node)"
-        raise ValueError(
+        raise GraphRMAError(
             f"x: the feature matrix holds {int(bad.sum())} NaN or infinite entries{where}; fix or drop "
             f"them before training"
         )
@@ -101,12 +102,12 @@ def resolve_metric(protocol: Protocol, num_classes: int) -> Tuple[str, str]:
     if metric == "auto":
         metric = "roc_auc" if num_classes == 2 else "accuracy"
     if metric == "roc_auc" and num_classes != 2:
-        raise ValueError(f"metric: roc_auc needs a binary task, this graph has {num_classes} classes")
+        raise GraphRMAError(f"metric: roc_auc needs a binary task, this graph has {num_classes} classes")
     rule = protocol.early_stopping
     if rule == "val_metric":
         rule = "val_auc" if metric == "roc_auc" else "val_acc"
     if (rule, metric) in (("val_auc", "accuracy"), ("val_acc", "roc_auc")):
-        raise ValueError(f"early_stopping: {rule} does not match the metric {metric} (use val_metric)")
+        raise GraphRMAError(f"early_stopping: {rule} does not match the metric {metric} (use val_metric)")
     return metric, rule
 
 
@@ -118,7 +119,7 @@ def model_settings(protocol: Protocol, in_channels: int, num_classes: int, metri
 def build_model(model: str, model_kwargs: Dict[str, Any]) -> nn.Module:
     """The model named ``model`` (a key of :data:`MODEL_CLASSES`) from its constructor arguments."""
     if model not in MODEL_CLASSES:
-        raise ValueError(f"model: expected one of {tuple(MODEL_CLASSES)}, got {model!r}")
+        raise GraphRMAError(f"model: expected one of {tuple(MODEL_CLASSES)}, got {model!r}")
     return MODEL_CLASSES[model](**model_kwargs)
 
 
@@ -162,14 +163,14 @@ def train_run(
     ``None``: nothing is saved.
 
     Raises:
-        ValueError: a mask of ``data`` selects no node (nothing to train on, to select the epoch by, or to test);
+        GraphRMAError: a mask of ``data`` selects no node (nothing to train on, to select the epoch by, or to test);
             ``device`` is not a CPU or an existing CUDA device; the run ran out of memory (naming the sizes).
         TrainingDiverged: the training loss became NaN or infinite.
     """
     variant = parse_variant(spec)
     for name in ("train_mask", "val_mask", "test_mask"):
         if not bool(getattr(data, name).any()):
-            raise ValueError(f"data: {name} selects no node (a split needs training, validation and test nodes)")
+            raise GraphRMAError(f"data: {name} selects no node (a split needs training, validation and test nodes)")
     seed_everything(seed)
     dev = resolve_device(device) if device is not None else data.x.device
     try:
@@ -194,7 +195,7 @@ def train_run(
     except (MemoryError, RuntimeError) as exc:  # torch.OutOfMemoryError (CUDA) is a RuntimeError
         if not isinstance(exc, MemoryError) and not _out_of_memory(exc):
             raise
-        raise ValueError(
+        raise GraphRMAError(
             f"out of memory training {spec} (seed {seed}) on {dev}: {model} with {_sizes(model_kwargs)} "
             f"on {data.num_nodes} nodes and {data.edge_index.size(1)} edges does not fit; lower the "
             f"hidden size or the number of heads (or use the lean attention path)"
@@ -242,7 +243,7 @@ def check_model_fits(
     :func:`graph_rma.engine.device_memory`. Returns the number of parameters.
 
     Raises:
-        ValueError: bad constructor arguments (the model's own error), or a model too large, naming its sizes.
+        GraphRMAError: bad constructor arguments (the model's own error), or a model too large, naming its sizes.
     """
     with torch.device("meta"):
         net = build_model(model, model_kwargs)
@@ -252,7 +253,7 @@ def check_model_fits(
     need = 16 * count + act
     if have is not None and need > have:
         acts = f" and at least {act / 2**30:,.1f} GiB of attention activations ({counted})" if act else ""
-        raise ValueError(
+        raise GraphRMAError(
             f"model: {model} with {_sizes(model_kwargs)} has {count:,} parameters, "
             f"{16 * count / 2**30:,.1f} GiB with their gradients and Adam's state{acts}: more than the "
             f"{have / 2**30:,.1f} GiB of memory of {device}; lower the hidden size or the number of heads"
@@ -275,7 +276,7 @@ def check_variant_layers(model: str, model_kwargs: Dict[str, Any], variants: Seq
         try:
             SGLD(net, layers=list(v.layers) if v.layers else None, roles=v.roles)  # finds the groups, as the variant
         except ValueError as exc:
-            raise ValueError(f"variant {v.spec!r}: {exc}") from None
+            raise GraphRMAError(f"variant {v.spec!r}: {exc}") from None
 
 
 def _train(

@@ -74,7 +74,7 @@ MODEL_FIELDS: Dict[str, Tuple[str, ...]] = {
 
 # a field with its help and kind (graph_rma.tasks.config_fields.KINDS), and the check __post_init__ applies to it
 _field = config_field  # (default, kind, help, choices=())
-_check = check_value  # (name, value, metadata): a one-line ValueError naming the field
+_check = check_value  # (name, value, metadata): a one-line GraphRMAError naming the field
 
 
 @dataclass(frozen=True)
@@ -141,14 +141,16 @@ class Protocol:
         for f in protocol_fields():
             _check(f.name, getattr(self, f.name), f.metadata)
         if self.model == "gat" and self.layers != 2:
-            raise ValueError(f"layers: the GAT model has 2 layers (use model='residual' for more), got {self.layers}")
+            raise GraphRMAError(
+                f"layers: the GAT model has 2 layers (use model='residual' for more), got {self.layers}"
+            )
         if self.model in ("residual", "classic") and self.hidden % self.heads:
-            raise ValueError(
+            raise GraphRMAError(
                 f"hidden: the {self.model} GAT splits hidden over the heads; expected a multiple of "
                 f"{self.heads}, got {self.hidden}"
             )
         if self.sep and self.model != "residual":
-            raise ValueError("sep: only the residual GAT has a -sep variant (model='residual')")
+            raise GraphRMAError("sep: only the residual GAT has a -sep variant (model='residual')")
 
     def settings(self) -> Dict[str, Any]:
         """Every field but ``name`` and ``reproduces``: what a run's results depend on (resume compares these)."""
@@ -374,17 +376,17 @@ def default_protocol(dataset: str) -> str:
 def resolve_protocol(protocol: Optional[str], dataset: str, overrides: Optional[Mapping[str, Any]] = None) -> Protocol:
     """Preset ``protocol`` (``None``: the dataset's default) with its settings for ``dataset``
     (:data:`DATASET_SETTINGS`) and ``overrides`` (fields set to ``None`` are left as the preset has them); validated,
-    so a bad value is a one-line ``ValueError`` naming the field, and an override the resulting model does not read
+    so a bad value is a one-line ``GraphRMAError`` naming the field, and an override the resulting model does not read
     (:data:`MODEL_FIELDS`, e.g. ``norm`` for the 2-layer GAT) a one-line :class:`graph_rma.GraphRMAError`. A preset
     tuned per graph without settings for ``dataset`` uses its defaults: :func:`protocol_note` says so in one line."""
     name = default_protocol(dataset) if protocol is None else str(protocol).lower()
     if name not in PROTOCOLS:
-        raise ValueError(f"protocol: expected one of {tuple(PROTOCOLS)}, got {protocol!r}")
+        raise GraphRMAError(f"protocol: expected one of {tuple(PROTOCOLS)}, got {protocol!r}")
     changes = {k: v for k, v in (overrides or {}).items() if v is not None}
     known = {f.name for f in protocol_fields()}
     unknown = sorted(set(changes) - known)
     if unknown:
-        raise ValueError(f"protocol overrides: unknown field(s) {unknown}; expected some of {sorted(known)}")
+        raise GraphRMAError(f"protocol overrides: unknown field(s) {unknown}; expected some of {sorted(known)}")
     per_graph = DATASET_SETTINGS.get(name, {}).get(graph_key(dataset), {})
     preset = PROTOCOLS[name]
     if per_graph:

@@ -72,9 +72,9 @@ _TASKS: Dict[str, TaskBuilder] = {}
 def register_report_task(name: str, builder: TaskBuilder) -> None:
     """Register ``builder(checkpoint, root) -> ReportInputs`` for checkpoints whose ``task`` is ``name``."""
     if not isinstance(name, str) or not name:
-        raise ValueError(f"name: expected a non-empty task name, got {name!r}")
+        raise GraphRMAError(f"name: expected a non-empty task name, got {name!r}")
     if not callable(builder):
-        raise ValueError("builder: expected a callable (checkpoint, root) -> ReportInputs")
+        raise GraphRMAError("builder: expected a callable (checkpoint, root) -> ReportInputs")
     _TASKS[name] = builder
 
 
@@ -119,7 +119,9 @@ def _planetoid_task(ckpt: Dict[str, Any], root: Optional[str]) -> ReportInputs:
     try:
         model = TwoLayerGAT(**ckpt["model_kwargs"])
     except TypeError as exc:  # settings the model does not take
-        raise ValueError(f"checkpoint settings and weights do not match: {str(exc).strip().splitlines()[0]}") from None
+        raise GraphRMAError(
+            f"checkpoint settings and weights do not match: {str(exc).strip().splitlines()[0]}"
+        ) from None
     _load_weights(model, ckpt["model"])
     return ReportInputs(
         model=model,
@@ -144,7 +146,7 @@ def _node_task(ckpt: Dict[str, Any], root: Optional[str]) -> ReportInputs:
 
     for key in ("dataset", "settings", "model_name", "split"):
         if key not in ckpt:
-            raise ValueError(f"checkpoint has no {key!r} entry (not written by graph-rma node?)")
+            raise GraphRMAError(f"checkpoint has no {key!r} entry (not written by graph-rma node?)")
     known = {f.name for f in fields(Protocol)}
     protocol = Protocol(
         name=str(ckpt.get("protocol", "?")), reproduces="", **{k: v for k, v in ckpt["settings"].items() if k in known}
@@ -186,13 +188,13 @@ def report_checkpoint(
         plots: also write the PNGs.
 
     Returns:
-        The summary of :func:`node_classification_report`; ``ValueError`` for a checkpoint without the entries
+        The summary of :func:`node_classification_report`; ``GraphRMAError`` for a checkpoint without the entries
         above or of an unknown task.
     """
     from ..engine import load_checkpoint
 
     if not isinstance(bins, int) or bins < 1:
-        raise ValueError(f"bins: expected a positive integer, got {bins!r}")
+        raise GraphRMAError(f"bins: expected a positive integer, got {bins!r}")
     path = Path(path)
     ckpt = load_checkpoint(path)
     if ckpt.get("task", "graph_to_text") == "graph_to_text" and {"config", "vocab", "relations", "model"} <= set(ckpt):
@@ -204,10 +206,10 @@ def report_checkpoint(
         )
     for key in ("task", "model_kwargs", "model"):
         if key not in ckpt:
-            raise ValueError(f"{path}: checkpoint has no {key!r} entry")
+            raise GraphRMAError(f"{path}: checkpoint has no {key!r} entry")
     task = ckpt["task"]
     if task not in _TASKS:
-        raise ValueError(f"{path}: unknown task {task!r}; known: {', '.join(sorted(_TASKS))}")
+        raise GraphRMAError(f"{path}: unknown task {task!r}; known: {', '.join(sorted(_TASKS))}")
     try:
         inputs = _TASKS[task](ckpt, root)
     except _WeightsMismatch as exc:
@@ -276,12 +278,12 @@ def node_classification_report(
     ``head_entropy.png``, ``entropy_cdf.png``. Returns the summary dict (``extra`` is merged in first).
     """
     if not isinstance(mask, Tensor) or mask.dtype != torch.bool or mask.dim() != 1:
-        raise ValueError(f"mask: expected a 1-D bool node mask, got {getattr(mask, 'dtype', type(mask))}")
+        raise GraphRMAError(f"mask: expected a 1-D bool node mask, got {getattr(mask, 'dtype', type(mask))}")
     if y.dim() != 1 or y.numel() != mask.numel():
-        raise ValueError(f"y: expected node labels of shape [{mask.numel()}], got {list(y.shape)}")
+        raise GraphRMAError(f"y: expected node labels of shape [{mask.numel()}], got {list(y.shape)}")
     idx = mask.nonzero().view(-1)
     if idx.numel() == 0:
-        raise ValueError("mask: selects no node")
+        raise GraphRMAError("mask: selects no node")
     resolved = resolve_layers(model, layers)
     was_training = model.training
     model.eval()
@@ -290,7 +292,7 @@ def node_classification_report(
             caps = {name: stack.enter_context(HeadCapture(layer)) for name, layer in resolved.items()}
             logits = model(x, edge_index)
         if not isinstance(logits, Tensor) or logits.dim() != 2 or logits.size(0) != mask.numel():
-            raise ValueError(f"model: expected logits [{mask.numel()}, K], got {getattr(logits, 'shape', logits)}")
+            raise GraphRMAError(f"model: expected logits [{mask.numel()}, K], got {getattr(logits, 'shape', logits)}")
         binary = logits.size(1) == 1
         metric = "roc_auc" if binary else "accuracy"
         labels = y[idx]
@@ -309,7 +311,7 @@ def node_classification_report(
         diversity: Dict[str, Any] = {}
         for name, cap in caps.items():
             if cap.outputs is None or cap.alpha is None:
-                raise ValueError(f"layers: layer {name!r} was not called by model(x, edge_index)")
+                raise GraphRMAError(f"layers: layer {name!r} was not called by model(x, edge_index)")
             N = cap.outputs.size(0)
             sel = mask[cap.index] if cap.index.max() < mask.numel() else None
             d = head_diversity(
@@ -407,7 +409,7 @@ def graph_to_text_report(path: Union[str, Path], out: Union[str, Path]) -> Dict[
     try:
         model, vocab, ck = load_model(path, "cpu")
     except (KeyError, TypeError, RuntimeError) as exc:
-        raise ValueError(
+        raise GraphRMAError(
             f"{path}: not a loadable GraphWriter checkpoint ({str(exc).strip().splitlines()[0]})"
         ) from None
     summary = {

@@ -357,14 +357,14 @@ def run_benchmark(
     cfg = config if config is not None else Config(epochs=epochs)
     seeds = list(range(seeds)) if isinstance(seeds, int) else [int(s) for s in seeds]
     if not seeds:
-        raise ValueError("seeds: expected at least one seed")
+        raise GraphRMAError("seeds: expected at least one seed")
     if cfg.epochs < 1:
-        raise ValueError(f"epochs: expected a positive integer, got {cfg.epochs}")
+        raise GraphRMAError(f"epochs: expected a positive integer, got {cfg.epochs}")
     datasets = [d.strip().lower() for d in datasets if d.strip()]
     models, variants = [m.strip() for m in models if m.strip()], [v.strip() for v in variants if v.strip()]
     for m in models:
         if m not in MODELS:
-            raise ValueError(f"models: unknown model {m!r}; choose from {', '.join(MODELS)}")
+            raise GraphRMAError(f"models: unknown model {m!r}; choose from {', '.join(MODELS)}")
     for v in variants:
         for m in models:
             parse_variant(variant_spec(m, v))  # ValueError naming the bad part

@@ -26,6 +26,7 @@ import json
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
 
+from .._errors import GraphRMAError
 from ..data.graph_text import GraphTextSplits
 from ..data.webnlg import WebNLGEncoder, WebNLGRecord, build_webnlg_vocab, load_webnlg_splits
 from ..engine import atomic_write_text, read_lines, write_json
@@ -182,9 +183,9 @@ def generate(
 
 def _check_scorer(scorer: str, meteor: str) -> None:
     if scorer not in SCORERS:
-        raise ValueError(f"scorer: expected one of {', '.join(SCORERS)}, got {scorer!r}")
+        raise GraphRMAError(f"scorer: expected one of {', '.join(SCORERS)}, got {scorer!r}")
     if scorer == "webnlg2017" and meteor == "nltk":
-        raise ValueError("meteor: the webnlg2017 scorer uses METEOR 1.5 only (auto, meteor-1.5 or none), got 'nltk'")
+        raise GraphRMAError("meteor: the webnlg2017 scorer uses METEOR 1.5 only (auto, meteor-1.5 or none), got 'nltk'")
 
 
 def metrics_path(out: PathLike, split: str, scorer: str = "coco") -> Path:
@@ -204,7 +205,7 @@ def score(
     of a seen category) is the same corpus as ``all``: its scores are ``all``'s, computed once."""
     _check_scorer(scorer, meteor)
     if len(hypotheses) != len(refs):
-        raise ValueError(f"hypotheses: expected {len(refs)} (one per entry), got {len(hypotheses)}")
+        raise GraphRMAError(f"hypotheses: expected {len(refs)} (one per entry), got {len(hypotheses)}")
     result: Dict[str, Any] = {}
     shared = None
     if meteor == "meteor-1.5" or (meteor == "auto" and java_available()):

@@ -10,6 +10,7 @@ import torch
 from torch import Tensor
 
 from ..._deprecation import renamed, renamed_keywords
+from ..._errors import GraphRMAError
 from . import chunked, per_head
 from . import csr as csr_kernels
 from .csr import EdgeCSR, edge_csr
@@ -187,10 +188,10 @@ def edge_softmax(
     for backward (PyG's keeps two ``[E, H]`` tensors besides). ``ptr`` is ignored when ``index`` is given."""
     if index is None:
         if ptr is None:
-            raise ValueError("index: expected the group of every row (or ptr), got None")
+            raise GraphRMAError("index: expected the group of every row (or ptr), got None")
         index = torch.repeat_interleave(torch.arange(ptr.numel() - 1, device=ptr.device), ptr.diff())
     if dim != 0:
-        raise ValueError(f"dim: edge_softmax normalises over dimension 0, got {dim}")
+        raise GraphRMAError(f"dim: edge_softmax normalises over dimension 0, got {dim}")
     n = int(index.max()) + 1 if num_nodes is None and index.numel() > 0 else int(num_nodes or 0)
     return _EdgeSoftmax.apply(src, index, n)
 

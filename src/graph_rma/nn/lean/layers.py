@@ -13,6 +13,7 @@ from torch_geometric.utils import add_self_loops, is_torch_sparse_tensor, remove
 from torch_geometric.utils.sparse import set_sparse_value
 
 from ..._deprecation import renamed
+from ..._errors import GraphRMAError
 from . import csr as csr_kernels
 from . import fused
 from .csr import EdgeCSR, edge_csr
@@ -45,7 +46,7 @@ __all__ = [
 def check_lean(layer: Any, lean: Any) -> bool:
     """Validate a layer's ``lean`` flag: the lean path implements sum aggregation, ``source_to_target`` flow."""
     if not isinstance(lean, bool):
-        raise ValueError(f"lean: expected a bool, got {lean!r}")
+        raise GraphRMAError(f"lean: expected a bool, got {lean!r}")
     if lean:
         aggr = getattr(layer, "aggr", "add")
         if (
@@ -53,7 +54,7 @@ def check_lean(layer: Any, lean: Any) -> bool:
             or getattr(layer, "flow", "source_to_target") != "source_to_target"
             or getattr(layer, "decomposed_layers", 1) != 1
         ):
-            raise ValueError(
+            raise GraphRMAError(
                 "lean: the memory-lean path needs aggr='add', flow='source_to_target' and "
                 f"decomposed_layers=1, got aggr={aggr!r}, flow={layer.flow!r}, "
                 f"decomposed_layers={layer.decomposed_layers}"
@@ -240,7 +241,7 @@ def _attend(
 def _start(layer: Any, x: Any, edge_index: Any) -> Tuple[int, int, Optional[Tensor]]:
     """``(heads, channels, residual term)``, once the edge index is known to be of a form the lean path takes."""
     if isinstance(edge_index, SparseTensor) and not isinstance(edge_index, Tensor):
-        raise ValueError(
+        raise GraphRMAError(
             "edge_index: the lean path takes a [2, E] tensor or a torch sparse matrix, not a "
             "torch_sparse.SparseTensor (use lean=False, or SparseTensor.to_torch_sparse_csr_tensor())"
         )
@@ -333,7 +334,7 @@ def gatv2_forward(
         x_l, x_r = x[0], x[1]
         x_l = layer.lin_l(x_l).view(-1, H, C)
         if x_r is None:
-            raise ValueError("x: GATv2 needs destination features, got (x_src, None)")
+            raise GraphRMAError("x: GATv2 needs destination features, got (x_src, None)")
         x_r = layer.lin_r(x_r).view(-1, H, C)
     loops = min(x_l.size(0), x_r.size(0)) if layer.add_self_loops and isinstance(edge_index, Tensor) else 0
     if lean_strategy(x_l) == "fused":
