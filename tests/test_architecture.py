@@ -92,6 +92,15 @@ def test_benchmarks_import_nothing_from_studies():
     assert not {name: mods for name, mods in found.items() if mods}
 
 
+def test_one_head_layout_registry():
+    """Where head i lives is registered once (graph_rma.particles.layouts): the HF integration registers its finder
+    there and imports nothing from the diagnostics, which read the same registry."""
+    for path in sorted((REPO / "src" / "graph_rma" / "hf").glob("*.py")):
+        assert not [m for m in _imported_modules(path) if "diagnostics" in m.split(".")], path.name
+    text = (REPO / "src" / "graph_rma" / "diagnostics" / "capture.py").read_text()
+    assert "particles.layouts import" in text and "_FINDERS" not in text
+
+
 def test_the_package_map_names_every_package_and_module():
     """docs/design.md's package layout: every subpackage of graph_rma/ (as ``name/``) and every module in it (by its
     name) appears in the map, so a new module cannot go unmentioned."""

@@ -30,7 +30,7 @@ from .calibration import (
     overconfidence_error,
     predictive_entropy,
 )
-from .capture import HeadCapture, ProjectionHeads, num_heads, register_projection_heads
+from .capture import HeadCapture, ProjectionHeads, num_heads
 from .diversity import attention_disagreement, attention_div, attention_entropy, head_distance, head_diversity
 from .neighbourhood import neighbourhood_attention_figure, neighbourhood_attention_graph, plot_neighbourhood_attention
 from .plots import plot_entropy_cdf, plot_head_entropy, plot_head_importance, plot_heads_sweep, reliability_diagram
@@ -70,7 +70,6 @@ __all__ = [
     "plot_heads_sweep",
     "plot_neighbourhood_attention",
     "predictive_entropy",
-    "register_projection_heads",
     "reliability_diagram",
 ]
 

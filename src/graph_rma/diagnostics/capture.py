@@ -22,8 +22,10 @@ Supported layers:
   ``need_weights=True, average_attn_weights=False``; head outputs :math:`o_h = A_h V_h` are recomputed from the
   value projection, and masking subtracts head :math:`h`'s term :math:`o_h W_{o,h}^\top` of the output
   projection. Outputs are ``[B, L, H, d]`` (``[L, H, d]`` for unbatched input).
-* Layers described by a :class:`ProjectionHeads` (a finder registered with :func:`register_projection_heads`;
-  :mod:`graph_rma.hf` registers one for HuggingFace ``transformers`` attention modules, loaded by itself): the
+* Layers described by a :class:`~graph_rma.particles.layouts.ProjectionHeads` (the head-layout registry's
+  :func:`~graph_rma.particles.layouts.projection_heads`: a layout finder registered with
+  :func:`~graph_rma.particles.register_layout_finder`; :mod:`graph_rma.hf` registers one for HuggingFace
+  ``transformers`` attention modules, loaded by itself): the
   input of the layer's output projection is the concatenation ``[..., H * d]`` of the heads' outputs, read (and, for
   masking, zeroed: head :math:`h`'s slice ``h*d:(h+1)*d``, the projection's bias still added) by a pre-hook on that
   projection. Outputs are ``[..., L, H, d]``; the attention ``[B, H, L, S]`` is recorded when the module that
@@ -34,49 +36,16 @@ Supported layers:
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .._errors import GraphRMAError
-from ..particles.layouts import load_plugins
+from ..particles.layouts import ProjectionHeads, projection_heads
 
-__all__ = ["HeadCapture", "ProjectionHeads", "num_heads", "register_projection_heads"]
-
-
-@dataclass(frozen=True)
-class ProjectionHeads:
-    """Where a layer's heads meet: ``projection``'s input is the concatenation ``[..., heads * head_dim]`` of the
-    heads' outputs (head ``h``: features ``h*head_dim:(h+1)*head_dim``); ``attention`` (optional) is the module whose
-    output's second element is the attention ``[B, heads, L, S]`` (or ``None`` when not computed)."""
-
-    heads: int
-    head_dim: int
-    projection: nn.Module
-    attention: Optional[nn.Module] = None
-
-
-_PROJECTION_FINDERS: List[Callable[[nn.Module], Optional[ProjectionHeads]]] = []
-
-
-def register_projection_heads(finder: Callable[[nn.Module], Optional[ProjectionHeads]]) -> None:
-    """Register ``finder(layer) -> ProjectionHeads or None`` for layers that are neither PyG attention layers nor
-    ``nn.MultiheadAttention``."""
-    if finder not in _PROJECTION_FINDERS:
-        _PROJECTION_FINDERS.append(finder)
-
-
-def projection_heads(layer: nn.Module) -> Optional[ProjectionHeads]:
-    """The registered finders' :class:`ProjectionHeads` for ``layer`` (``None`` when none knows it)."""
-    load_plugins(layer)
-    for finder in _PROJECTION_FINDERS:
-        found = finder(layer)
-        if found is not None:
-            return found
-    return None
+__all__ = ["HeadCapture", "ProjectionHeads", "num_heads"]
 
 
 def _is_pyg_attention(layer: nn.Module) -> bool:

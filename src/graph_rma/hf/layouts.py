@@ -42,8 +42,7 @@ from typing import Dict, List, Optional, Tuple
 from torch import nn
 from transformers.pytorch_utils import Conv1D
 
-from ..diagnostics.capture import ProjectionHeads, register_projection_heads
-from ..particles.layouts import HeadParam, register_layout_finder
+from ..particles.layouts import HeadParam, ProjectionHeads, register_layout_finder
 
 __all__ = ["AttentionLayout", "ProjectionSlice", "attention_layers", "find_attention_layout"]
 
@@ -230,16 +229,4 @@ def attention_layers(model: nn.Module) -> Dict[str, AttentionLayout]:
     return out
 
 
-def _layout_finder(module: nn.Module):
-    if find_attention_layout(module) is None:
-        return None
-    return lambda m: find_attention_layout(m).head_params()
-
-
-def _projection_finder(module: nn.Module) -> Optional[ProjectionHeads]:
-    layout = find_attention_layout(module)
-    return None if layout is None else layout.projection_heads()
-
-
-register_layout_finder(_layout_finder)
-register_projection_heads(_projection_finder)
+register_layout_finder(find_attention_layout)  # the one registry: samplers and diagnostics read it

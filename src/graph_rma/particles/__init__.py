@@ -62,11 +62,14 @@ cannot separate under SVGD (zero kernel gradient, equal updates): :class:`SVGD` 
 from .authors import AuthorsSPOS, AuthorsSVGD
 from .kernel import median_bandwidth, rbf_kernel, sgld_direction, spos_direction, svgd_direction
 from .layouts import (
+    FoundLayout,
     HeadParam,
     ParticleGroup,
+    ProjectionHeads,
     find_particle_groups,
     head_layout,
     load_plugins,
+    projection_heads,
     register_head_layout,
     register_layout_finder,
 )
@@ -83,6 +86,9 @@ __all__ = [
     "register_head_layout",
     "head_layout",
     "register_layout_finder",
+    "FoundLayout",
+    "ProjectionHeads",
+    "projection_heads",
     "load_plugins",
     "find_particle_groups",
     "ParticleSampler",

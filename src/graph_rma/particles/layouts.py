@@ -1,12 +1,15 @@
 r"""How a layer splits into heads: :class:`HeadParam`, :class:`ParticleGroup`, the layout registry and the stock
-layouts (PyG ``GATConv``/``GATv2Conv``/``TransformerConv``, torch ``nn.MultiheadAttention``).
+layouts (PyG ``GATConv``/``GATv2Conv``/``TransformerConv``, torch ``nn.MultiheadAttention``). The one registry of
+where head ``i`` lives: the samplers read its parameter slices (:func:`head_layout`), the diagnostics where the heads'
+outputs meet (:func:`projection_heads`), and the HuggingFace integration registers one finder that answers both.
 
 A particle is always exactly one head's slices. A layout may give parameters with different head counts (grouped-query
 attention: ``H`` query heads share ``G`` key/value heads); :func:`find_particle_groups` then makes one particle group
 per head count, so that every particle is still one head's slices.
 
 Libraries whose attention modules are many classes recognised by their structure (HuggingFace ``transformers``)
-register a *layout finder* (:func:`register_layout_finder`) instead of one layout per class. Such a finder lives in an
+register a *layout finder* (:func:`register_layout_finder`) instead of one layout per class: ``finder(module)``
+returns ``None`` or a :class:`FoundLayout` (its ``head_params()`` and ``projection_heads()``). Such a finder lives in an
 optional subpackage (``graph_rma.hf``), which is imported the first time a model holding one of that library's
 modules is searched (:func:`load_plugins`): a table of names, so the core never imports it.
 """
@@ -16,7 +19,7 @@ from __future__ import annotations
 import importlib
 import warnings
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Type, Union
+from typing import Callable, Dict, Iterable, List, Optional, Protocol, Sequence, Type, Union
 
 import torch
 from torch import Tensor, nn
@@ -108,6 +111,29 @@ class ParticleGroup:
         return f"ParticleGroup({self.name!r}, heads={self.num_heads}, dim={self.dim}, roles={self.roles})"
 
 
+@dataclass(frozen=True)
+class ProjectionHeads:
+    """Where a layer's heads meet: ``projection``'s input is the concatenation ``[..., heads * head_dim]`` of the
+    heads' outputs (head ``h``: features ``h*head_dim:(h+1)*head_dim``); ``attention`` (optional) is the module whose
+    output's second element is the attention ``[B, heads, L, S]`` (or ``None`` when not computed). What
+    :class:`graph_rma.diagnostics.HeadCapture` reads and masks a found layer's heads by."""
+
+    heads: int
+    head_dim: int
+    projection: nn.Module
+    attention: Optional[nn.Module] = None
+
+
+class FoundLayout(Protocol):
+    """What a layout finder returns for a module it recognises (e.g. :class:`graph_rma.hf.AttentionLayout`)."""
+
+    def head_params(self) -> List[HeadParam]:
+        """The module's head slices (the particles)."""
+
+    def projection_heads(self) -> Optional[ProjectionHeads]:
+        """Where the module's heads' outputs meet, or ``None`` when it has no such projection."""
+
+
 Layout = Callable[[nn.Module], List[HeadParam]]
 _LAYOUTS: Dict[Type[nn.Module], Layout] = {}
 
@@ -117,7 +143,7 @@ def register_head_layout(cls: Type[nn.Module], layout: Layout) -> None:
     _LAYOUTS[cls] = layout
 
 
-Finder = Callable[[nn.Module], Optional[Layout]]
+Finder = Callable[[nn.Module], Optional[FoundLayout]]
 _FINDERS: List[Finder] = []
 
 # Third-party library (top-level module name) -> the optional subpackage that registers its layouts and finders,
@@ -126,7 +152,7 @@ _PLUGINS: Dict[str, str] = {"transformers": "graph_rma.hf"}
 
 
 def register_layout_finder(finder: Finder) -> None:
-    """Register ``finder(module) -> layout or None``, asked for modules that no class layout covers."""
+    """Register ``finder(module) -> FoundLayout or None``, asked for modules that no class layout covers."""
     if finder not in _FINDERS:
         _FINDERS.append(finder)
 
@@ -156,11 +182,24 @@ def head_layout(module: nn.Module) -> Optional[Layout]:
     for cls in type(module).__mro__:
         if cls in _LAYOUTS:
             return _LAYOUTS[cls]
+    found = _found(module)
+    return None if found is None else lambda m: found.head_params()
+
+
+def _found(module: nn.Module) -> Optional[FoundLayout]:
     for finder in _FINDERS:
-        layout = finder(module)
-        if layout is not None:
-            return layout
+        found = finder(module)
+        if found is not None:
+            return found
     return None
+
+
+def projection_heads(module: nn.Module) -> Optional[ProjectionHeads]:
+    """Where the heads of ``module`` meet, as its registered layout finder says (loading the library's plugin
+    first), or ``None`` when no finder knows ``module``."""
+    load_plugins(module)
+    found = _found(module)
+    return None if found is None else found.projection_heads()
 
 
 def _hp(
