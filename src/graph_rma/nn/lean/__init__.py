@@ -39,7 +39,13 @@ One strategy per module:
   per-edge ``[E, H, C]`` product formed in chunks of edges (:data:`~graph_rma.nn.lean.chunked.CHUNK_BYTES`,
   :data:`~graph_rma.nn.lean.chunked.MAX_CHUNKS`) and dropped at once. Under :func:`torch.compile` the chunk loop
   is traced as one chunk.
-* :mod:`~graph_rma.nn.lean.functions` -- the autograd Functions, each choosing one of the two:
+* :mod:`~graph_rma.nn.lean.fused` -- on CUDA tensors when Triton can be imported: Triton kernels
+  (:mod:`~graph_rma.nn.lean._triton_kernels`) that compute scores, softmax, dropout and aggregation in one pass
+  per destination, keeping per edge nothing but the CSR (:func:`~graph_rma.nn.lean.fused.fused_attention`).
+* :mod:`~graph_rma.nn.lean.strategy` -- which of them runs (:func:`lean_strategy`: the device, or the variable
+  ``GRAPH_RMA_LEAN=fused|chunked|csr``).
+* :mod:`~graph_rma.nn.lean.functions` -- the autograd Functions of the CSR and chunked paths, each choosing one of
+  the two:
   :func:`edge_aggregate`, :func:`edge_softmax` (PyG's softmax saving only its output), :func:`gat_scores`,
   :func:`gatv2_scores`, :func:`edge_dot` (dot-product scores), :func:`softmax_aggregate` (softmax, dropout and
   aggregation as one node), :func:`gat_attention` (GAT scores, softmax, dropout and aggregation as one node).
@@ -49,7 +55,8 @@ One strategy per module:
 
 Outputs equal the stock layers' to float rounding (sums are taken in another order); the same parameters, the
 same random draws (plain dropout and DropAttention draw their masks at the same point, on the same ``[E, H]``
-shape), the same returned attention weights. Edges need no particular order.
+shape; the fused kernels draw theirs in the kernel: the same distribution, not the same bits), the same returned
+attention weights. Edges need no particular order.
 
 Words: the edges' *CSR* (:class:`EdgeCSR`, kept by a :class:`CSRCache`) is not a *layout*, which in this package
 means only which slices of a layer form each head (:mod:`graph_rma.particles.layouts`). The old names
@@ -72,6 +79,7 @@ from .functions import (
     softmax_aggregate,
 )
 from .layers import attention_softmax, cached_csr, check_lean, dropout_mask, gat_forward, gatv2_forward
+from .strategy import lean_strategy
 
 __all__ = [
     "CSRCache",
@@ -100,6 +108,7 @@ __all__ = [
     "attention_softmax",
     "dropout_mask",
     "cached_csr",
+    "lean_strategy",
 ]
 
 # Old names, from when the edges' CSR was a "layout" (the word now means only the heads' slices): one release.

@@ -20,6 +20,7 @@ they run under Triton's interpreter, which needs ``TRITON_INTERPRET=1`` before T
 
 from __future__ import annotations
 
+import os
 from typing import Any, NamedTuple, Optional
 
 import torch
@@ -90,7 +91,9 @@ def _kernels(device: torch.device):
         import triton.language as tl
     except ImportError as error:  # pragma: no cover - triton is in the dev environment
         raise GraphRMAError(f"lean=True: the fused kernels need Triton (pip install triton): {error}") from None
-    if device.type == "cpu" and not triton.knobs.runtime.interpret:
+    knobs = getattr(triton, "knobs", None)  # Triton >= 3.4; earlier ones read the variable itself
+    interpreting = knobs.runtime.interpret if knobs is not None else os.environ.get("TRITON_INTERPRET") == "1"
+    if device.type == "cpu" and not interpreting:
         raise GraphRMAError(
             "GRAPH_RMA_LEAN=fused on CPU tensors runs Triton's interpreter: set TRITON_INTERPRET=1 before Triton "
             "is first imported (or use GRAPH_RMA_LEAN=csr)"
