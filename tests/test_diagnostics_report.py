@@ -304,3 +304,77 @@ def test_report_reads_a_graph_to_text_checkpoint(tmp_path, capsys):
     assert "GraphWriter, epoch 1" in out and "head parameter cosine" in out
     report = read_json(tmp_path / "r" / "report.json")
     assert report["kind"] == "graph_to_text" and -1.0 <= report["head_parameter_cosine"] <= 1.0
+    # --layers applies to node checkpoints only: on a GraphWriter checkpoint it was silently ignored
+    assert main(["report", "--checkpoint", str(run / "best.pt"), "--out", str(tmp_path / "r2"), "--layers", "x"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "layers: " in err and "graph-to-text (GraphWriter) checkpoint" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "r2").exists()
+
+
+def test_a_single_head_model_is_reported_with_what_applies(tmp_path, capsys):
+    """A one-head model (the `luo` protocol's, as published) got no report at all ("need at least 2 heads"), though
+    the task's metric and the calibration need no heads: both are reported, and one line says which head
+    diagnostics were skipped."""
+    torch.manual_seed(0)
+    x, edge_index, y, mask = toy_graph()
+    kwargs = {"in_channels": 3, "out_channels": 3, "heads": 1}
+    model = StandInGAT(**kwargs).eval()
+    path = tmp_path / "one_head.pt"
+    save_checkpoint(path, {"task": "standin", "model_kwargs": kwargs, "variant": "ma", "model": model.state_dict()})
+    out = tmp_path / "report"
+    assert cli_main(["report", "--checkpoint", str(path), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out.strip().splitlines()
+    summary = json.loads((out / "report.json").read_text())
+    with torch.no_grad():
+        acc = float((model(x, edge_index)[mask].argmax(-1) == y[mask]).double().mean())
+    assert summary["accuracy"] == pytest.approx(acc) and summary["calibration"]["ece"] >= 0
+    assert summary["diversity"] == {} and summary["redundancy"]["drops"] == {}
+    assert summary["head_diagnostics_skipped"] == {"conv1": 1}
+    assert printed[0].startswith(f"[ma] accuracy {acc:.4f}  ECE ")
+    assert printed[1] == (
+        "[ma] head diagnostics skipped for conv1 (1 head): head distance, diversity, attention entropy per head and "
+        "head masking need at least 2 heads"
+    )
+    assert (out / "reliability.png").read_bytes()[:8] == PNG and not (out / "head_importance.png").exists()
+
+
+def test_report_refuses_malformed_node_checkpoints_in_one_line(tmp_path, capsys):
+    """Malformed settings or model_kwargs and a split out of range (-1 silently reported the last split) were
+    tracebacks or a wrong report; each is one line, exit 2."""
+    from conftest import PLANETOID
+
+    from graph_rma.tasks.node_training import build_model
+    from graph_rma.tasks.protocols import resolve_protocol
+
+    if not (PLANETOID / "Cora" / "raw").is_dir():
+        pytest.skip("needs the Cora raw files")
+    protocol = resolve_protocol("gat", "Cora")
+    name, kwargs = protocol.model_settings(1433, 7, "accuracy")
+    good = {
+        "task": "node",
+        "dataset": "Cora",
+        "protocol": "gat",
+        "settings": protocol.settings(),
+        "model_name": name,
+        "model_kwargs": kwargs,
+        "model": build_model(name, kwargs).state_dict(),
+        "split": 0,
+    }
+    cases = [
+        ({"split": -1}, "its 'split' entry is not a split number >= 0: -1"),
+        ({"split": True}, "its 'split' entry is not a split number >= 0: True"),
+        ({"split": 1}, "split 1 is out of range: Cora has 1 split(s), 0 to 0"),
+        ({"settings": "fast"}, "its 'settings' entry is not a mapping (str)"),
+        ({"settings": {**good["settings"], "lr": "fast"}}, "checkpoint settings: lr"),
+        ({"model_kwargs": [1, 2]}, "its 'model_kwargs' entry is not a mapping (list)"),
+        ({"model_kwargs": {**kwargs, "bogus": 1}}, "checkpoint model_kwargs: "),
+    ]
+    for i, (change, message) in enumerate(cases):
+        path = tmp_path / f"bad{i}.pt"
+        save_checkpoint(path, {**good, **change})
+        code = cli_main(
+            ["report", "--checkpoint", str(path), "--out", str(tmp_path / f"r{i}"), "--root", str(PLANETOID)]
+        )
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and len(err.splitlines()) == 1 and message in err, (change, err)
+        assert not (tmp_path / f"r{i}" / "report.json").exists()

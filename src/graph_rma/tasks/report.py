@@ -44,7 +44,7 @@ from ..diagnostics.calibration import (
 )
 from ..diagnostics.capture import HeadCapture
 from ..diagnostics.diversity import head_diversity
-from ..diagnostics.redundancy import head_importance, resolve_layers
+from ..diagnostics.redundancy import HeadImportance, head_importance, resolve_layers
 from ..engine import write_json
 from ..engine.optional import MissingExtraError, require
 from ..metrics.classification import roc_auc
@@ -147,14 +147,32 @@ def _node_task(ckpt: Dict[str, Any], root: Optional[str]) -> ReportInputs:
     for key in ("dataset", "settings", "model_name", "split"):
         if key not in ckpt:
             raise GraphRMAError(f"checkpoint has no {key!r} entry (not written by graph-rma node?)")
+    for key in ("settings", "model_kwargs"):
+        if not isinstance(ckpt[key], dict):
+            raise GraphRMAError(f"checkpoint: its {key!r} entry is not a mapping ({type(ckpt[key]).__name__})")
+    split = ckpt["split"]
+    if isinstance(split, bool) or not isinstance(split, int) or split < 0:
+        raise GraphRMAError(f"checkpoint: its 'split' entry is not a split number >= 0: {split!r}")
     known = {f.name for f in fields(Protocol)}
-    protocol = Protocol(
-        name=str(ckpt.get("protocol", "?")), reproduces="", **{k: v for k, v in ckpt["settings"].items() if k in known}
-    )
+    try:
+        protocol = Protocol(
+            name=str(ckpt.get("protocol", "?")),
+            reproduces="",
+            **{k: v for k, v in ckpt["settings"].items() if k in known},
+        )
+    except ValueError as exc:
+        raise GraphRMAError(f"checkpoint settings: {exc}") from None
     data = prepare_graph(load_node_graph(ckpt["dataset"], root=root), protocol)
-    model = build_model(ckpt["model_name"], ckpt["model_kwargs"])
+    splits = 1 if data.test_mask.dim() == 1 else data.test_mask.size(1)
+    if split >= splits:
+        raise GraphRMAError(
+            f"checkpoint: split {split} is out of range: {ckpt['dataset']} has {splits} split(s), 0 to {splits - 1}"
+        )
+    try:
+        model = build_model(ckpt["model_name"], ckpt["model_kwargs"])
+    except (TypeError, ValueError) as exc:  # settings another version wrote, or edited by hand
+        raise GraphRMAError(f"checkpoint model_kwargs: {str(exc).strip().splitlines()[0]}") from None
     _load_weights(model, ckpt["model"])
-    split = int(ckpt["split"])
     return ReportInputs(
         model=model,
         x=data.x,
@@ -198,6 +216,12 @@ def report_checkpoint(
     path = Path(path)
     ckpt = load_checkpoint(path)
     if ckpt.get("task", "graph_to_text") == "graph_to_text" and {"config", "vocab", "relations", "model"} <= set(ckpt):
+        if layers:
+            raise GraphRMAError(
+                f"layers: {path} is a graph-to-text (GraphWriter) checkpoint, whose report covers every encoder "
+                f"layer's heads; choose layers of node-classification checkpoints only (attention diversity per "
+                f"layer: graph-rma agenda|webnlg heads)"
+            )
         return graph_to_text_report(path, out)
     if "task" not in ckpt and path.name.endswith(".partial.pt"):
         raise GraphRMAError(
@@ -207,6 +231,10 @@ def report_checkpoint(
     for key in ("task", "model_kwargs", "model"):
         if key not in ckpt:
             raise GraphRMAError(f"{path}: checkpoint has no {key!r} entry")
+    if not isinstance(ckpt["model_kwargs"], dict):
+        raise GraphRMAError(
+            f"{path}: its 'model_kwargs' entry is not a mapping ({type(ckpt['model_kwargs']).__name__})"
+        )
     task = ckpt["task"]
     if task not in _TASKS:
         raise GraphRMAError(f"{path}: unknown task {task!r}; known: {', '.join(sorted(_TASKS))}")
@@ -308,10 +336,14 @@ def node_classification_report(
         bins = calibration_bins(probs, labels, num_bins)
         ent = predictive_entropy(probs)
 
-        diversity: Dict[str, Any] = {}
         for name, cap in caps.items():
             if cap.outputs is None or cap.alpha is None:
                 raise GraphRMAError(f"layers: layer {name!r} was not called by model(x, edge_index)")
+        skipped = {name: int(cap.heads) for name, cap in caps.items() if cap.heads < 2}  # nothing to compare
+        diversity: Dict[str, Any] = {}
+        for name, cap in caps.items():
+            if name in skipped:
+                continue
             N = cap.outputs.size(0)
             sel = mask[cap.index] if cap.index.max() < mask.numel() else None
             d = head_diversity(
@@ -328,7 +360,8 @@ def node_classification_report(
         def evaluate() -> float:
             return task_score(model(x, edge_index)[idx])
 
-        redundancy = head_importance(model, resolved, evaluate)
+        several = {name: layer for name, layer in resolved.items() if name not in skipped}
+        redundancy = head_importance(model, several, evaluate) if several else HeadImportance(baseline=score)
     finally:
         model.train(was_training)
 
@@ -352,6 +385,7 @@ def node_classification_report(
             },
             "diversity": diversity,
             "redundancy": redundancy.to_dict(),
+            "head_diagnostics_skipped": skipped,  # layer -> its heads (< 2): no diversity, no head masking
         }
     )
     if out_dir is not None:
@@ -376,19 +410,20 @@ def node_classification_report(
             files["reliability"] = reliability_diagram(
                 bins, path=out / "reliability.png", title=f"Reliability diagram{on}"
             )
-            files["head_importance"] = plot_head_importance(
-                redundancy.drops,
-                path=out / "head_importance.png",
-                metric="ROC AUC" if binary else "accuracy",
-                title=f"Head importance{on}",
-            )
-            first = next(iter(diversity.values()))
-            files["head_entropy"] = plot_head_entropy(
-                {k: v["entropy"] for k, v in diversity.items()},
-                path=out / "head_entropy.png",
-                uniform=first["uniform_entropy"],
-                title=f"Attention entropy per head{on}",
-            )
+            if diversity:  # some layer has several heads
+                files["head_importance"] = plot_head_importance(
+                    redundancy.drops,
+                    path=out / "head_importance.png",
+                    metric="ROC AUC" if binary else "accuracy",
+                    title=f"Head importance{on}",
+                )
+                first = next(iter(diversity.values()))
+                files["head_entropy"] = plot_head_entropy(
+                    {k: v["entropy"] for k, v in diversity.items()},
+                    path=out / "head_entropy.png",
+                    uniform=first["uniform_entropy"],
+                    title=f"Attention entropy per head{on}",
+                )
             files["entropy_cdf"] = plot_entropy_cdf(
                 {"test nodes": ent}, path=out / "entropy_cdf.png", title=f"Predictive entropy, empirical CDF{on}"
             )
@@ -526,5 +561,12 @@ def format_report(summary: Dict[str, Any]) -> str:
             f"{label}{name}: Dist {d['dist']:.4f}  Div {d['div']:.4f}  Disagreement {d['disagreement']:.4f}  "
             f"entropy {d['entropy_mean']:.4f} (uniform {d['uniform_entropy']:.4f})  "
             f"mean {drop} {sum(drops) / len(drops):.4f}  max {drop} {max(drops):.4f}"
+        )
+    skipped = summary.get("head_diagnostics_skipped") or {}
+    if skipped:
+        which = ", ".join(f"{name} ({heads} head{'s' if heads != 1 else ''})" for name, heads in skipped.items())
+        lines.append(
+            f"{label}head diagnostics skipped for {which}: head distance, diversity, attention entropy per head and "
+            f"head masking need at least 2 heads"
         )
     return "\n".join(lines)
