@@ -276,3 +276,61 @@ def test_the_webnlg_dev_scorer_is_the_challenges_bleu_of_the_dev_outputs(tmp_pat
     summary = task.train(config, tmp_path / "run", seed=0, progress=False, splits=splits)
     result = task.evaluate(tmp_path / "run", "dev", splits=splits, meteor="none", scorer="webnlg2017", progress=False)
     assert summary["history"][0]["dev_bleu"] == pytest.approx(result["all"]["BLEU"])
+
+
+def test_an_interrupted_evaluation_writes_nothing_and_exits_130_in_one_line(tmp_path, capsys, monkeypatch):
+    """Ctrl-C during `webnlg evaluate` left a full hyp.test.txt of a decode whose metrics were never written, and a
+    KeyboardInterrupt traceback: the decode and its metrics are written together at the end, or not at all."""
+    from conftest import snapshot
+
+    out = tmp_path / "run"
+    task.train(dict(SMALL, epochs=1), out, variant="ma", seed=0, progress=False, root=FIXTURE)
+    capsys.readouterr()
+    args = ["--root", str(FIXTURE), "--out", str(out), "--quiet", "--meteor", "none"]
+    real_score = task.score
+
+    def ctrl_c(*a, **k):  # the user presses Ctrl-C while the decode is scored
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(task, "score", ctrl_c)
+    before = snapshot(out)
+    assert cli.main(["evaluate", *args]) == 130
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("graph-rma webnlg: interrupted: ") and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert snapshot(out) == before and not (out / "hyp.test.txt").exists()  # no decode without its metrics
+    monkeypatch.setattr(task, "score", real_score)
+    assert cli.main(["evaluate", *args]) == 0
+    capsys.readouterr()
+    done = snapshot(out)
+    assert (out / "hyp.test.txt").is_file() and (out / "metrics.test.json").is_file()
+    monkeypatch.setattr(task, "score", ctrl_c)  # interrupted again, re-decoding: the finished outputs stay as they were
+    assert cli.main(["evaluate", *args, "--regenerate"]) == 130 and snapshot(out) == done
+    monkeypatch.setattr(task, "_decode", ctrl_c)  # Ctrl-C while decoding, for generate too
+    assert cli.main(["generate", *args[:-2], "--beam", "1"]) == 130 and snapshot(out) == done
+    assert len(capsys.readouterr().err.strip().splitlines()) == 2
+
+
+def test_a_references_file_with_a_bad_entry_is_one_line(tmp_path, capsys):
+    """A refs.test.json entry without `seen` (edited by hand, or from another tool) was a KeyError traceback."""
+    out = tmp_path / "run"
+    task.train(dict(SMALL, epochs=1), out, variant="ma", seed=0, progress=False, root=FIXTURE)
+    args = ["--root", str(FIXTURE), "--out", str(out), "--quiet", "--meteor", "none"]
+    assert cli.main(["evaluate", *args]) == 0
+    good = json.loads((out / "refs.test.json").read_text())
+    for change, message in (
+        (lambda r: r[1].pop("seen"), "refs: entry 1 (eid "),
+        (lambda r: r[0].update(seen="yes"), "refs: entry 0's 'seen' is not true or false: 'yes'"),
+        (lambda r: r[0].update(references="a dog"), "refs: entry 0's 'references' is not a list of texts"),
+        (lambda r: r.pop(), "hypotheses: expected 1 (one per entry), got 2"),
+    ):
+        refs = json.loads(json.dumps(good))
+        change(refs)
+        (out / "refs.test.json").write_text(json.dumps(refs))
+        capsys.readouterr()
+        for scorer in ("coco", "webnlg2017"):
+            assert cli.main(["evaluate", *args, "--scorer", scorer]) == 2
+            err = capsys.readouterr().err.strip()
+            assert message in err and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    (out / "refs.test.json").write_text("{not json")
+    assert cli.main(["evaluate", *args]) == 2
+    assert "refs.test.json: not a references file" in capsys.readouterr().err

@@ -86,14 +86,22 @@ def _run(args: argparse.Namespace) -> int:
     from ..tasks import webnlg as task
 
     kwargs = generation_kwargs(args, progress)
-    if args.cmd == "generate":
-        paths = task.generate(args.out, args.split, args.root, **kwargs)
-        print(json.dumps({k: str(v) for k, v in paths.items()}))
-        return 0
-    regenerate = args.regenerate or args.limit is not None
-    result = task.evaluate(
-        args.out, args.split, args.root, regenerate=regenerate, meteor=args.meteor, scorer=args.scorer, **kwargs
-    )
+    try:
+        if args.cmd == "generate":
+            paths = task.generate(args.out, args.split, args.root, **kwargs)
+            print(json.dumps({k: str(v) for k, v in paths.items()}))
+            return 0
+        regenerate = args.regenerate or args.limit is not None
+        result = task.evaluate(
+            args.out, args.split, args.root, regenerate=regenerate, meteor=args.meteor, scorer=args.scorer, **kwargs
+        )
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM while decoding or scoring: nothing half-written, one line
+        print(
+            f"graph-rma {NAME}: interrupted: {args.out} keeps the outputs of the last {args.cmd} that finished (a "
+            f"decode and its metrics are written together, at the end); the same command starts it again",
+            file=sys.stderr,
+        )
+        return 130
     print(json.dumps(rounded(result), indent=2))  # the metrics file in OUT keeps every digit
     return 0
 

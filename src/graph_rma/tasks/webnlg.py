@@ -30,6 +30,7 @@ from .._errors import GraphRMAError
 from ..data.graph_text import GraphTextSplits
 from ..data.webnlg import WebNLGEncoder, WebNLGRecord, build_webnlg_vocab, load_webnlg_splits
 from ..engine import atomic_write_text, read_lines, write_json
+from ..engine.interrupt import deferred_interrupt
 from ..metrics import evaluate_generation, score_webnlg2017
 from ..metrics.generation import SCORERS, Meteor15, java_available
 from ..variants import Variant
@@ -139,6 +140,45 @@ def generate(
     score per distinct input entity it copies; 0: off; both
     :meth:`~graph_rma.models.graphwriter.GraphWriter.beam_search`): ``None`` takes the run's configuration;
     ``decode.<split>.json`` records the values used."""
+    return _write_decoded(
+        Path(out),
+        split,
+        _decode(
+            out,
+            split,
+            root,
+            checkpoint,
+            beam,
+            max_len,
+            length_penalty,
+            batch_size,
+            limit,
+            progress,
+            splits,
+            device,
+            no_repeat_ngram,
+            coverage_reward,
+        ),
+    )
+
+
+def _decode(
+    out: PathLike,
+    split: str,
+    root: Optional[PathLike] = None,
+    checkpoint: Optional[PathLike] = None,
+    beam: Optional[int] = None,
+    max_len: Optional[int] = None,
+    length_penalty: Optional[float] = None,
+    batch_size: int = 32,
+    limit: Optional[int] = None,
+    progress: bool = True,
+    splits: Optional[GraphTextSplits] = None,
+    device: Optional[str] = None,
+    no_repeat_ngram: Optional[int] = None,
+    coverage_reward: Optional[float] = None,
+) -> Dict[str, Any]:
+    """:func:`generate`'s decode, in memory: ``{"relex", "delex", "refs", "record"}`` (nothing written)."""
     out = Path(out)
     ckpt_path = g2t.check_run(out, checkpoint, "webnlg")  # before any data is read or file written
     splits = splits or load_webnlg_splits(root)
@@ -158,6 +198,17 @@ def generate(
         progress=progress,
         device=device,
     )
+    refs = [
+        {"eid": r.eid, "category": r.category, "seen": r.seen, "entities": r.entities, "references": r.references}
+        for r in recs
+    ]
+    return {"relex": relex, "delex": delex, "refs": refs, "record": {**record, "entries": len(recs)}}
+
+
+def _write_decoded(out: Path, split: str, decoded: Dict[str, Any]) -> Dict[str, Path]:
+    """Write a :func:`_decode` result (each file atomically; ``decode.<split>.json``, which says the others are
+    whole, last) and return the paths."""
+    relex, refs = decoded["relex"], decoded["refs"]
     paths = {
         "hyp": out / f"hyp.{split}.txt",
         "delex": out / f"hyp.{split}.delex.txt",
@@ -165,19 +216,13 @@ def generate(
         "side_by_side": out / f"side_by_side.{split}.tsv",
     }
     atomic_write_text(paths["hyp"], "\n".join(relex) + "\n")
-    atomic_write_text(paths["delex"], "\n".join(delex) + "\n")
-    write_json(
-        paths["refs"],
-        [
-            {"eid": r.eid, "category": r.category, "seen": r.seen, "entities": r.entities, "references": r.references}
-            for r in recs
-        ],
-    )
+    atomic_write_text(paths["delex"], "\n".join(decoded["delex"]) + "\n")
+    write_json(paths["refs"], refs)
     rows = ["eid\tcategory\tseen\thypothesis\treferences"] + [
-        f"{r.eid}\t{r.category}\t{r.seen}\t{h}\t{' ||| '.join(r.references)}" for r, h in zip(recs, relex)
+        f"{r['eid']}\t{r['category']}\t{r['seen']}\t{h}\t{' ||| '.join(r['references'])}" for r, h in zip(refs, relex)
     ]
     atomic_write_text(paths["side_by_side"], "\n".join(rows) + "\n")
-    write_json(out / f"decode.{split}.json", {**record, "entries": len(recs)})
+    write_json(out / f"decode.{split}.json", decoded["record"])
     return paths
 
 
@@ -204,8 +249,7 @@ def score(
     the first three references; ``meteor="nltk"`` is refused). A subset that holds every entry (dev: every entry is
     of a seen category) is the same corpus as ``all``: its scores are ``all``'s, computed once."""
     _check_scorer(scorer, meteor)
-    if len(hypotheses) != len(refs):
-        raise GraphRMAError(f"hypotheses: expected {len(refs)} (one per entry), got {len(hypotheses)}")
+    _check_refs(refs, len(hypotheses), ("seen", "references") + (("entities",) if scorer == "coco" else ()))
     result: Dict[str, Any] = {}
     shared = None
     if meteor == "meteor-1.5" or (meteor == "auto" and java_available()):
@@ -261,11 +305,43 @@ def evaluate(
         require_webnlg2017()
     out = Path(out)
     g2t.check_run(out, gen_kwargs.get("checkpoint"), "webnlg")  # before any data is read or file written
-    hyp_path = out / f"hyp.{split}.txt"
+    decoded = None
     if regenerate or g2t.stale_outputs(out, split, gen_kwargs):
-        generate(out, split, root, splits=splits, **gen_kwargs)
-    hyps = read_lines(hyp_path)
-    refs = json.loads((out / f"refs.{split}.json").read_text(encoding="utf-8"))
+        decoded = _decode(out, split, root, splits=splits, **gen_kwargs)
+        hyps, refs = decoded["relex"], decoded["refs"]
+    else:
+        hyps = read_lines(out / f"hyp.{split}.txt")
+        refs = _read_refs(out / f"refs.{split}.json")
     result = {"split": split, "entries": len(hyps), "scorer": scorer, **score(hyps, refs, meteor=meteor, scorer=scorer)}
-    write_json(metrics_path(out, split, scorer), result)
+    with deferred_interrupt():  # the decode's files and its metrics are written together, or (Ctrl-C before) none
+        if decoded is not None:
+            _write_decoded(out, split, decoded)
+        write_json(metrics_path(out, split, scorer), result)
     return result
+
+
+def _read_refs(path: Path) -> List[Dict[str, Any]]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise GraphRMAError(f"{path}: not a references file ({exc.msg} at line {exc.lineno})") from None
+
+
+def _check_refs(refs: Any, count: int, keys: Sequence[str] = ("seen", "references", "entities")) -> None:
+    """One line naming the first entry of ``refs`` that is not ``{"seen": bool, "references": [str, ...],
+    "entities": ...}`` (the ``keys`` the scorer reads; a ``refs.<split>.json`` edited by hand, or of another
+    tool)."""
+    if not isinstance(refs, (list, tuple)):
+        raise GraphRMAError(f"refs: expected a list of entries, got {type(refs).__name__}")
+    if len(refs) != count:
+        raise GraphRMAError(f"hypotheses: expected {len(refs)} (one per entry), got {count}")
+    for i, r in enumerate(refs):
+        if not isinstance(r, dict):
+            raise GraphRMAError(f"refs: entry {i} is not a mapping ({type(r).__name__})")
+        for key in keys:
+            if key not in r:
+                raise GraphRMAError(f"refs: entry {i} (eid {r.get('eid', '?')}) has no {key!r}")
+        if not isinstance(r["seen"], bool):
+            raise GraphRMAError(f"refs: entry {i}'s 'seen' is not true or false: {r['seen']!r}")
+        if not isinstance(r["references"], list) or not all(isinstance(t, str) for t in r["references"]):
+            raise GraphRMAError(f"refs: entry {i}'s 'references' is not a list of texts")
