@@ -8,7 +8,7 @@ Run from the repository root. Each page's blocks are its driver's renderers (``p
 writes the results file, then the same blocks), benchmarks/README.md's are ``benchmarks.report``'s, and the summary
 is :mod:`studies.summary`; docs/webnlg.md has :mod:`studies.graph_to_text`'s blocks and :mod:`studies.webnlg2017`'s
 (from docs/webnlg2017/results.json); the README's expected quick-start output is :mod:`studies.quickstart`'s (from
-docs/quickstart/results.json, which examples/quickstart_vs_stock.py writes). Not rendered here:
+docs/quickstart/: the quick start run as a script, and examples/quickstart_vs_stock.py's seeds). Not rendered here:
 docs/where-it-helps/, the earlier sweep's tables, which its driver writes from its runs (no results file is
 committed for them).
 """
@@ -63,7 +63,7 @@ def renderers() -> Dict[str, Callable[[str], str]]:
         "README.md": lambda t: splice(
             splice(t, summary.BLOCK, summary.render_summary(summary.load(), "docs/")),
             quickstart.BLOCK,
-            quickstart.render(quickstart.load()),
+            quickstart.render_committed("docs/"),
         ),
         "docs/index.md": lambda t: splice(t, summary.BLOCK, summary.render_summary(summary.load(), "")),
     }
