@@ -8,9 +8,10 @@
 The block ``quickstart`` of README.md shows the line the quick start printed in a committed run
 (``docs/quickstart/run.json``: the README's code block run as a script in a fresh process, with the user's
 environment; it sets its own thread count and seed, so a newcomer with the same torch gets the same line) and its
-wall-clock time, then the spread over seeds of the quick setting (``docs/quickstart/quick/results.json``, when
-measured for at least :data:`MIN_QUICK_SEEDS` seeds) and of the protocol's own setting (``docs/quickstart/results.json``): each arm's mean ± SD of the test
-accuracy and of the first layer's head distance, and the paired difference of the accuracy.
+computing time, then the spread over seeds of the quick setting (``docs/quickstart/quick/results.json``, once
+:data:`MIN_QUICK_SEEDS` seeds are measured) and of the protocol's own setting (``docs/quickstart/results.json``):
+each arm's mean ± SD of the test accuracy and of the first layer's head distance, and the paired difference of the
+accuracy.
 """
 
 from __future__ import annotations
