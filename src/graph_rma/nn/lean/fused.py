@@ -125,6 +125,7 @@ class _Run:
 
     def __init__(self, spec: _Spec, csr: EdgeCSR, v: Tensor, tensors: dict) -> None:
         self.kernels, tl = _kernels(v.device)
+        self.device = v.device
         self.acc_dtype = torch.float64 if v.dtype == torch.float64 else torch.float32
         self.H, self.C = v.size(1), v.size(2)
         self.E = csr.col.numel()
@@ -161,7 +162,12 @@ class _Run:
         )
 
     def launch(self, kernel, rows: int, *args) -> None:
-        if rows > 0:
+        if rows == 0:
+            return
+        if self.device.type == "cuda":  # Triton launches on the current device: make it the tensors'
+            with torch.cuda.device(self.device):
+                kernel[(rows, self.grid_h)](*args, *self.scalars, **self.constants)
+        else:
             kernel[(rows, self.grid_h)](*args, *self.scalars, **self.constants)
 
 
