@@ -92,6 +92,17 @@ def test_benchmarks_import_nothing_from_studies():
     assert not {name: mods for name, mods in found.items() if mods}
 
 
+def test_bad_input_raises_the_package_type():
+    """src/ raises GraphRMAError for bad input, never a plain ValueError (which the commands show as a bug)."""
+    found = [
+        f"{path.relative_to(REPO)}:{i}"
+        for path in sorted((REPO / "src").rglob("*.py"))
+        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if re.search(r"\braise ValueError\b", line)
+    ]
+    assert not found, found
+
+
 def test_one_head_layout_registry():
     """Where head i lives is registered once (graph_rma.particles.layouts): the HF integration registers its finder
     there and imports nothing from the diagnostics, which read the same registry."""

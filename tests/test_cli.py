@@ -130,7 +130,9 @@ def test_task_defaults_match_their_sources():
     assert defaults.NODE_DATASET_NAMES == NODE_DATASETS and defaults.TEXT_MODELS == MODELS
     assert defaults.TEXT_DATASETS == DATASETS and defaults.METEOR_CHOICES == METEOR_CHOICES
     assert defaults.SCORERS == SCORERS
-    assert defaults.EARLY_STOPPING_RULES == EarlyStopping.RULES
+    from graph_rma.tasks.protocols import STOPPING
+
+    assert STOPPING == ("val_metric",) + EarlyStopping.RULES  # one list (graph_rma.kinds), read by both
     assert agenda.PRESETS is defaults.AGENDA_PRESETS and webnlg.PRESETS is defaults.WEBNLG_PRESETS
     assert node_classification.DEFAULT_VARIANTS is defaults.NODE_DEFAULT_VARIANTS
     assert text_classification.VARIANTS is defaults.TEXT_VARIANTS

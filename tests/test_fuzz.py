@@ -180,14 +180,16 @@ def test_a_seed_outside_torchs_range_is_one_line():
 
     with pytest.raises(
         ValueError,
-        match=r"^seed: expected an integer in \[0, 2\*\*64 - 1\], got "
+        match=r"^seed: expected a seed in \[0, 2\*\*64 - 1\], got "
         r"1180591620717411303424$",
     ):
         seed_everything(2**70)
-    with pytest.raises(ValueError, match="seed: expected an integer"):
+    with pytest.raises(ValueError, match="seed: expected a seed"):
         seed_everything("1")
+    with pytest.raises(ValueError, match=r"^seed: expected a seed in \[0, 2\*\*64 - 1\], got -1$"):
+        seed_everything(-1)  # one seed check: the range its message says (it took -2**63 .. -1 too)
     seed_everything(2**64 - 1)  # the largest seed torch takes
-    with pytest.raises(ValueError, match=r"seeds: expected seeds in \[0, 2\*\*64 - 1\]"):
+    with pytest.raises(ValueError, match=r"seeds: expected a seed in \[0, 2\*\*64 - 1\]"):
         run_study(None, ["ma"], [2**70], "unused", dataset="cora")
 
 

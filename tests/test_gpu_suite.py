@@ -143,13 +143,13 @@ BAD_OPTIONS = [
     (["--edges", "1.5"], "--edges: expected a whole number of edges >= 1, got '1.5'"),
     (["--edges", "1e6", "0"], "--edges: expected a whole number of edges >= 1, got '0'"),
     (["--edges", "many"], "--edges: expected an edge count such as 1e6, got 'many'"),
-    (["--deadline", "-1"], "--deadline: expected a positive number, got '-1'"),
-    (["--deadline", "0"], "--deadline: expected a positive number, got '0'"),
+    (["--deadline", "-1"], "--deadline: expected a finite number > 0, got '-1'"),
+    (["--deadline", "0"], "--deadline: expected a finite number > 0, got '0'"),
     (["--deadline", "nan"], "--deadline: expected a finite number, got 'nan'"),
     (["--chunk-steps", "0"], "--chunk-steps: expected a positive integer, got '0'"),
     (["--chunk-steps", "-5"], "--chunk-steps: expected a positive integer, got '-5'"),
     (["--largest-start", "0"], "--largest-start: expected a whole number of edges >= 1, got '0'"),
-    (["--turbo-wait", "-1"], "--turbo-wait: expected a number >= 0, got '-1'"),
+    (["--turbo-wait", "-1"], "--turbo-wait: expected a finite number >= 0, got '-1'"),
     (["--repeats", "0"], "--repeats: expected a positive integer, got '0'"),
 ]
 if not __import__("torch").cuda.is_available():

@@ -695,7 +695,7 @@ def test_run_study_takes_the_protocol_first_and_the_old_order_for_one_release_wi
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the new order warns about nothing
         new = nc.run_study(proto, ["ma", "svgd:alpha=0.1"], [0, 1], tmp_path / "new", **kw)
-        with pytest.raises(ValueError, match="seeds: expected seeds in"):  # a preset's name first: the new order
+        with pytest.raises(ValueError, match="seeds: expected a seed in"):  # a preset's name first: the new order
             nc.run_study("GGCN", ["ma"], [2**70], tmp_path / "name", **kw)
     with pytest.warns(
         DeprecationWarning, match=r"run_study\(variants, seeds, out, \.\.\., protocol=\.\.\.\)"

@@ -16,8 +16,9 @@ import argparse
 import math
 import os
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, Callable, List, Optional
 
+from . import kinds
 from ._errors import GraphRMAError
 
 __all__ = [
@@ -44,8 +45,8 @@ __all__ = [
 #: slow each other down; on an idle machine more threads are faster.
 DEFAULT_THREADS = 1
 
-#: the largest seed: torch's generators take seeds below 2**64 (``torch.manual_seed(2**64)`` overflows)
-MAX_SEED = 2**64 - 1
+#: the largest seed (:data:`graph_rma.kinds.MAX_SEED`)
+MAX_SEED = kinds.MAX_SEED
 #: the most seeds one ``--seeds`` may name (each is a training run; a range beyond this is a typo, and its list
 #: would not fit in memory)
 MAX_SEEDS = 100_000
@@ -58,22 +59,6 @@ def _int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
 
 
-def positive_int(text: str) -> int:
-    """An integer >= 1."""
-    value = _int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
-def nonnegative_int(text: str) -> int:
-    """An integer >= 0."""
-    value = _int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return value
-
-
 def _float(text: str) -> float:
     try:
         value = float(text)
@@ -84,36 +69,28 @@ def _float(text: str) -> float:
     return value
 
 
-def positive_float(text: str) -> float:
-    """A number > 0."""
-    value = _float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
+def _of_kind(kind: str, parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """The argument type of ``kind`` (:mod:`graph_rma.kinds`): the word parsed by ``parse``, then the kind's one
+    check; a word that fails it is argparse's one line (``expected a positive integer, got '-1'``)."""
+
+    def arg(text: str) -> Any:
+        value = parse(text)
+        if not kinds.holds(kind, value):
+            raise argparse.ArgumentTypeError(f"expected {kinds.describe(kind)}, got {text!r}")
+        return value
+
+    arg.__name__ = arg.__qualname__ = kind
+    arg.__doc__ = f"{kinds.describe(kind)[0].upper()}{kinds.describe(kind)[1:]} (:mod:`graph_rma.kinds`)."
+    return arg
 
 
-def nonnegative_float(text: str) -> float:
-    """A number >= 0."""
-    value = _float(text)
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
-    return value
-
-
-def probability(text: str) -> float:
-    """A number in [0, 1)."""
-    value = _float(text)
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1), got {text!r}")
-    return value
-
-
-def seed(text: str) -> int:
-    """One seed: an integer in ``[0, MAX_SEED]`` (the range torch's generators accept)."""
-    value = nonnegative_int(text)
-    if value > MAX_SEED:
-        raise argparse.ArgumentTypeError(f"expected a seed in [0, 2**64 - 1], got {text!r}")
-    return value
+positive_int = _of_kind("positive_int", _int)
+nonnegative_int = _of_kind("nonnegative_int", _int)
+positive_float = _of_kind("positive_float", _float)
+nonnegative_float = _of_kind("nonnegative_float", _float)
+probability = _of_kind("probability", _float)
+seed = _of_kind("seed", nonnegative_int)  # a negative word is told as "an integer >= 0", as every count is
+seed.__doc__ = "One seed: an integer in ``[0, MAX_SEED]`` (the range torch's generators accept)."
 
 
 def seed_list(text: str) -> List[int]:

@@ -8,6 +8,7 @@ from typing import Tuple
 
 from .._deprecation import warn_renamed
 from .._errors import GraphRMAError
+from ..kinds import EARLY_STOPPING_RULES
 
 __all__ = ["EarlyStopping"]
 
@@ -28,7 +29,7 @@ class EarlyStopping:
     ``best_metric``, works for one release with a ``DeprecationWarning``).
     """
 
-    RULES = ("val_acc", "val_auc", "val_loss", "gat")
+    RULES = EARLY_STOPPING_RULES  # the one list (graph_rma.kinds: the torch-free configurations read it too)
 
     def __init__(self, rule: str = "val_acc", patience: int = 100) -> None:
         if rule not in self.RULES:

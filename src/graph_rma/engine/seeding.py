@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import operator
 import random
 
 import torch
 
-from .._errors import GraphRMAError
+from ..kinds import check_seed
 
 __all__ = ["seed_everything"]
 
@@ -16,14 +15,10 @@ def seed_everything(seed: int) -> None:
     """Seed Python, NumPy (if installed) and torch (CPU and CUDA).
 
     Raises:
-        GraphRMAError: ``seed`` is not an integer torch accepts (``-2**63 <= seed < 2**64``).
+        GraphRMAError: ``seed`` is not an integer in ``[0, 2**64 - 1]`` (:func:`graph_rma.kinds.check_seed`, the one
+            seed check).
     """
-    try:
-        seed = operator.index(seed)  # an int, or a NumPy integer
-    except TypeError:
-        raise GraphRMAError(f"seed: expected an integer, got {seed!r}") from None
-    if not -(2**63) <= seed < 2**64:  # torch.manual_seed's range ("Overflow when unpacking long long" beyond it)
-        raise GraphRMAError(f"seed: expected an integer in [0, 2**64 - 1], got {seed}")
+    seed = check_seed(seed)  # an int, or a NumPy integer, in torch.manual_seed's range
     # torch_geometric.seed_everything does the same but hands NumPy seeds >= 2**32, which NumPy refuses.
     random.seed(seed)
     try:

@@ -62,8 +62,6 @@ NODE_DATASET_NAMES: Tuple[str, ...] = (
     "chameleon_filtered",
     "chameleon_filtered_directed",
 )
-#: :attr:`graph_rma.engine.EarlyStopping.RULES`
-EARLY_STOPPING_RULES: Tuple[str, ...] = ("val_acc", "val_auc", "val_loss", "gat")
 
 # ---- sentence classification (graph-rma text) -----------------------------------------------------------------
 # Named variants of the benchmark (any spec string of graph_rma.variants is accepted too). svgd/spos: chosen on

@@ -67,6 +67,7 @@ from ..engine import (
     write_json,
 )
 from ..engine.optional import MissingExtraError
+from ..kinds import check_seed
 from ..variants import parse_variant
 from .defaults import (  # noqa: F401 (the variant specs of the study)
     CORA_DROPATTN_SPEC,
@@ -225,12 +226,9 @@ def run_study(
     overrides = _field_keywords(overrides)  # deprecated; as Python would, an unknown name first
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise GraphRMAError(f"threads: expected a positive integer, got {threads!r}")
-    seeds = [int(s) for s in seeds]
+    seeds = [check_seed(s, "seeds") for s in seeds]
     if not seeds:
         raise GraphRMAError("seeds: expected at least one seed")
-    for seed in seeds:
-        if not 0 <= seed < 2**64:  # torch's seed range
-            raise GraphRMAError(f"seeds: expected seeds in [0, 2**64 - 1], got {seed}")
     ds_name = canonical_name(dataset, root)  # validates the name before any data is loaded
     proto = _protocol(protocol, ds_name, overrides)
     torch.set_num_threads(threads)

@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from .._errors import GraphRMAError
+from ..kinds import EARLY_STOPPING_RULES
 from .config_fields import KINDS as KINDS  # re-exported: the kinds a field may take
 from .config_fields import check_value, config_field
 
@@ -57,7 +58,7 @@ __all__ = [
 
 MODELS: Tuple[str, ...] = ("gat", "residual", "classic")
 #: early-stopping rules of a protocol: ``val_metric`` is ``val_acc`` for accuracy and ``val_auc`` for ROC AUC
-STOPPING: Tuple[str, ...] = ("val_metric", "val_acc", "val_auc", "val_loss", "gat")
+STOPPING: Tuple[str, ...] = ("val_metric",) + EARLY_STOPPING_RULES
 METRIC_OPTIONS: Tuple[str, ...] = ("auto", "accuracy", "roc_auc")
 FEATURES: Tuple[str, ...] = ("none", "row")  # graph_rma.data.transforms.FEATURE_OPTIONS
 EDGES: Tuple[str, ...] = ("as-stored", "reversed", "undirected")  # graph_rma.data.transforms.EDGE_OPTIONS
