@@ -426,3 +426,36 @@ def test_the_kernels_compile_for_a_gpu():
     done = subprocess.run([sys.executable, "-c", _COMPILE], capture_output=True, text=True, timeout=900, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.count("\n") == 12, done.stdout
+
+
+def test_graph_transformer_attention_dropout_is_one_mask(fused, monkeypatch):
+    """The transformer's attention dropout in the kernels: its mask, read back from the weights kernel with the
+    forward's seed and applied in place of F.dropout on the default path, gives the same output and gradients."""
+    from graph_rma.nn import GraphTransformerLayer
+    from graph_rma.nn.lean import fused as fused_module
+    from graph_rma.nn.lean.layers import fused_csr
+
+    edge_index, _ = graph(n_src=7, edges=20)
+    x = features(7, 8, 1)
+    torch.manual_seed(0)
+    lean = GraphTransformerLayer(8, 2, dropout=0.0, attention_dropout=0.5, lean=True).to(DEVICE, DTYPE)
+    plain = GraphTransformerLayer(8, 2, dropout=0.0, attention_dropout=0.5).to(DEVICE, DTYPE)
+    plain.load_state_dict(lean.state_dict())
+    torch.manual_seed(3)
+    seed = fused_module.draw_seed()  # the draw the fused forward makes first
+    with torch.no_grad():
+        q = lean.lin_query(x).view(7, 2, 4) * 0.5
+        k, v = lean.lin_key(x).view(7, 2, 4), lean.lin_value(x).view(7, 2, 4)
+        csr = fused_csr(lean, edge_index, 7, 7, 0)
+        drop = fused_module.plain_dropout(0.5, True)
+        w = fused_module.fused_weights(fused_module.DOT_SCORE, csr, v, q=q, k=k, dropout=drop, seed=seed)
+    factor = (w != 0).to(DTYPE) * 2
+    torch.manual_seed(3)
+    result = step(lean, x, edge_index)
+    dropout = torch.nn.functional.dropout
+
+    def explicit(t, p=0.5, training=True, inplace=False):
+        return t * factor if t.shape == factor.shape and p > 0 else dropout(t, p, training, inplace)
+
+    monkeypatch.setattr(torch.nn.functional, "dropout", explicit)
+    assert_same(step(plain, x, edge_index), result)
