@@ -154,3 +154,26 @@ def test_score_cli_with_the_challenge_scorer(tmp_path, capsys):
         assert score_cli.main(args) == 2
         err = capsys.readouterr().err
         assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_line_too_long_for_ter_is_refused_in_one_line(tmp_path, capsys):
+    """`score --scorer webnlg2017` on a 20,000-token line ran TER's shift search out of memory: a line over
+    MAX_TER_TOKENS tokens is refused, naming the entry; BLEU alone (ter=False) still scores it, and a line at the
+    bound is scored."""
+    from graph_rma import GraphRMAError
+    from graph_rma.metrics.webnlg2017 import MAX_TER_TOKENS
+
+    long = " ".join(["word"] * (MAX_TER_TOKENS + 1))
+    at_bound = " ".join(["word"] * MAX_TER_TOKENS)
+    with pytest.raises(GraphRMAError, match=rf"^entry 2: its hypothesis has {MAX_TER_TOKENS + 1} tokens; TER"):
+        score_webnlg2017(["a cat", long], [["a cat"], ["a dog"]], meteor="none")
+    with pytest.raises(GraphRMAError, match=r"^entry 1: its reference 2 has"):
+        score_webnlg2017(["a cat"], [["a cat", long]], meteor="none")
+    assert score_webnlg2017([long], [["a dog"]], meteor="none", ter=False)["TER"] is None
+    assert score_webnlg2017([at_bound], [[at_bound]], meteor="none")["TER"] == 0.0
+    (tmp_path / "hyp.txt").write_text(" ".join(["w"] * 20000) + "\n", encoding="utf-8")
+    (tmp_path / "ref.txt").write_text("a cat\n", encoding="utf-8")
+    argv = ["--hyp", str(tmp_path / "hyp.txt"), "--ref", str(tmp_path / "ref.txt"), "--meteor", "none"]
+    assert score_cli.main(argv + ["--scorer", "webnlg2017"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "entry 1: its hypothesis has 20000 tokens" in err and len(err.splitlines()) == 1

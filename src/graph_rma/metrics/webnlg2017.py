@@ -39,6 +39,10 @@ from .generation import METEOR_CHOICES, Meteor15, _check_inputs, java_available
 
 #: References per entry the challenge scored against (the first ones of the entry).
 MAX_REFERENCES = 3
+#: Most tokens of a line (hypothesis or reference) TER scores: more than three times WebNLG 2017's longest reference
+#: (82 tokens). TER's shift search grows much faster than the length: a 300-token pair of random words took 21 s on
+#: a loaded 2-core machine, a 1,000-token one 84 s, and 20,000 tokens ran out of memory.
+MAX_TER_TOKENS = 300
 _NON_WORD = re.compile(r"(\W)")
 
 
@@ -64,6 +68,20 @@ def tokenize_webnlg2017(text: str, reference: bool = False) -> str:
     return " ".join(" ".join(_NON_WORD.split(_unidecode(text.lower()))).split())
 
 
+def _check_ter_lengths(hyp_tok: Sequence[str], ref_tok: Sequence[Sequence[str]]) -> None:
+    """Refuse a line TER cannot score in reasonable time and memory (see :data:`MAX_TER_TOKENS`)."""
+    for i, (h, rs) in enumerate(zip(hyp_tok, ref_tok)):
+        for what, text in [("hypothesis", h)] + [(f"reference {j + 1}", r) for j, r in enumerate(rs)]:
+            n = len(text.split())
+            if n > MAX_TER_TOKENS:
+                raise GraphRMAError(
+                    f"entry {i + 1}: its {what} has {n} tokens; TER's shift search grows much faster than the length "
+                    f"(minutes and gigabytes on thousands of tokens), so the webnlg2017 scorer takes at most "
+                    f"{MAX_TER_TOKENS} per line (WebNLG's longest reference has 82): shorten the line, or leave TER "
+                    f"out (ter=False)"
+                )
+
+
 def score_webnlg2017(
     hypotheses: Sequence[str],
     references: Sequence[Union[str, Sequence[str]]],
@@ -82,7 +100,8 @@ def score_webnlg2017(
             with ``norm=True``. ``"nltk"`` is refused: the challenge's METEOR is METEOR 1.5.
         max_references: references per entry (the challenge's three).
         ter: compute TER (``False``: ``TER`` is ``None``; TER's shift search takes far longer than BLEU on a whole
-            split, so a caller that reads BLEU alone can skip it).
+            split, so a caller that reads BLEU alone can skip it). With TER, a hypothesis or reference of more than
+            :data:`MAX_TER_TOKENS` tokens is refused (a ``GraphRMAError`` naming the entry).
 
     Returns:
         A dict with the keys ``scorer`` (``"webnlg2017"``), ``BLEU``, ``BLEU_precisions`` (1- to 4-gram, %),
@@ -111,6 +130,8 @@ def score_webnlg2017(
     ter_streams: List[List[Optional[str]]] = [
         [rs[j] if j < len(rs) else None for rs in ref_tok] for j in range(max_references)
     ]
+    if ter:
+        _check_ter_lengths(hyp_tok, ref_tok)
     bleu_metric = metrics.BLEU(tokenize="none", lowercase=True, smooth_method="none", force=True)
     bleu = bleu_metric.corpus_score(hyp_tok, bleu_streams)
     ter_metric = metrics.TER() if ter else None
@@ -147,4 +168,4 @@ def score_webnlg2017(
     return out
 
 
-__all__ = ["MAX_REFERENCES", "require_webnlg2017", "score_webnlg2017", "tokenize_webnlg2017"]
+__all__ = ["MAX_REFERENCES", "MAX_TER_TOKENS", "require_webnlg2017", "score_webnlg2017", "tokenize_webnlg2017"]
