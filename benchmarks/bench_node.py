@@ -22,7 +22,7 @@ from torch_geometric.nn import GATConv
 
 import graph_rma
 from graph_rma.data.nodes import load_node_graph, select_split
-from graph_rma.tasks import node_classification as nc
+from graph_rma.tasks import node_training as nt
 from graph_rma.tasks.node_training import _loss
 from graph_rma.tasks.protocols import resolve_protocol
 
@@ -81,12 +81,12 @@ def main(argv=None) -> None:
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     protocol = resolve_protocol(a.protocol, a.dataset, {"heads": a.heads})
-    data = nc.prepare_graph(load_node_graph(a.dataset), protocol)
+    data = nt.prepare_graph(load_node_graph(a.dataset), protocol)
     classes = int(data.y.max()) + 1
-    metric, _ = nc.resolve_metric(protocol, classes)
-    name, kwargs = nc.model_settings(protocol, data.num_features, classes, metric)
+    metric, _ = nt.resolve_metric(protocol, classes)
+    name, kwargs = nt.model_settings(protocol, data.num_features, classes, metric)
     torch.manual_seed(0)
-    ours = nc.build_model(name, kwargs)
+    ours = nt.build_model(name, kwargs)
     first = "conv1" if name == "gat" else "convs.0"
     fns = {
         "stock": _epoch(_stock(ours), data),

@@ -95,7 +95,7 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--sort-edges", action="store_true", help="order edges by target node (as PyG datasets are)")
-    ap.add_argument("--lean", action="store_true", help="layers with lean=True (graph_rma.nn.edge_attention)")
+    ap.add_argument("--lean", action="store_true", help="layers with lean=True (graph_rma.nn.lean)")
     ap.add_argument(
         "--keep-freed-memory",
         action="store_true",

@@ -398,7 +398,7 @@ def node_step(device, repeats: int, smoke: bool) -> Dict[str, Any]:
 
     from benchmarks.bench_node import _epoch, _stock
     from graph_rma.data.nodes import load_node_graph
-    from graph_rma.tasks import node_classification as nc
+    from graph_rma.tasks import node_training as nt
     from graph_rma.tasks.protocols import resolve_protocol
 
     protocol = resolve_protocol("platonov-small", "tolokers")
@@ -406,7 +406,7 @@ def node_step(device, repeats: int, smoke: bool) -> Dict[str, Any]:
     try:
         if smoke:
             raise FileNotFoundError
-        data = nc.prepare_graph(load_node_graph("tolokers"), protocol)
+        data = nt.prepare_graph(load_node_graph("tolokers"), protocol)
     except (FileNotFoundError, ValueError):  # no data, or the smoke run: a random binary graph of the same kind
         source = "random (tolokers' kind: 10 features, 2 classes)"
         n, e = (300, 3000) if smoke else (11758, 1038000)
@@ -414,9 +414,9 @@ def node_step(device, repeats: int, smoke: bool) -> Dict[str, Any]:
         masks = torch.rand(n, 1) < 0.5
         data = Data(x=x, edge_index=ei, y=y, train_mask=masks, val_mask=~masks, test_mask=~masks)
     data = data.to(device)
-    name, kwargs = nc.model_settings(protocol, data.num_features, 2, "roc_auc")
+    name, kwargs = nt.model_settings(protocol, data.num_features, 2, "roc_auc")
     torch.manual_seed(0)
-    ours = nc.build_model(name, kwargs).to(device)
+    ours = nt.build_model(name, kwargs).to(device)
     times = compare(
         None,
         {"stock PyG layers": _epoch(_stock(ours), data), "graph_rma": _epoch(copy.deepcopy(ours), data)},

@@ -273,18 +273,20 @@ def test_default_run_folder_holds_the_variant(tmp_path, monkeypatch, capsys):
     assert not (run_folder("runs/agenda", "svgd:alpha=0.1") / "hyp.test.txt").exists()
 
 
-def test_old_comma_lists_of_text_still_parse_with_a_warning():
+def test_text_lists_are_words_and_a_comma_list_is_refused_naming_it(capsys):
     from graph_rma.cli.text import _parse
 
-    with pytest.warns(FutureWarning, match="--variants a,b"):
-        args = _parse(["--variants", "ma,svgd", "--models", "selfattn"])
-    assert args.variants == ["ma", "svgd"] and args.models == ["selfattn"]
-    with pytest.warns(FutureWarning, match="--models a,b"):
-        assert _parse(["--models", "transformer,selfattn"]).models == ["transformer", "selfattn"]
-    with pytest.warns(FutureWarning):
-        assert _parse(["--variants", "svgd:alpha=1,eps=1;ma"]).variants == ["svgd:alpha=1,eps=1", "ma"]
-    args = _parse(["--variants", "svgd:alpha=1,eps=1", "ma", "--seeds", "0-2"])  # the grammar: no warning
-    assert args.variants == ["svgd:alpha=1,eps=1", "ma"] and args.seeds == [0, 1, 2]
+    args = _parse(["--variants", "svgd:alpha=1,eps=1", "ma", "--models", "selfattn", "--seeds", "0-2"])
+    assert args.variants == ["svgd:alpha=1,eps=1", "ma"] and args.models == ["selfattn"] and args.seeds == [0, 1, 2]
+    for argv, option, word in (
+        (["--variants", "ma,svgd"], "--variants", "ma,svgd"),
+        (["--models", "transformer,selfattn"], "--models", "transformer,selfattn"),
+        (["--datasets", "trec,mr"], "--datasets", "trec,mr"),
+    ):
+        with pytest.raises(SystemExit) as exc:
+            _parse(argv)
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and f"argument {option}" in err and word in err, err
 
 
 def test_default_variants_follow_the_validated_settings(monkeypatch):

@@ -19,7 +19,7 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 
 class StandInGAT(torch.nn.Module):
-    """Same contract as graph_rma.models.gat.GAT: conv1 / conv2 GATConv, forward(x, edge_index) -> logits."""
+    """Same contract as graph_rma.models.gat.TwoLayerGAT: conv1 / conv2 GATConv, forward(x, edge_index) -> logits."""
 
     def __init__(self, in_channels, out_channels, hidden_channels=4, heads=4):
         super().__init__()

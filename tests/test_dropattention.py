@@ -403,7 +403,7 @@ def test_bad_shapes_raise_value_error():
 
 
 def test_cached_edge_order_matches_uncached_and_follows_edge_changes():
-    from graph_rma.dropattention import _sparse_mask
+    from graph_rma.dropattention.masks import _sparse_mask
 
     g = torch.Generator().manual_seed(0)
     N, E, H = 30, 200, 3

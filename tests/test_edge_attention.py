@@ -3,6 +3,7 @@ over the input forms, gradients (gradcheck of every autograd function), dropout 
 weights, state_dict, samplers, torch.compile, and that no [E, heads, channels] tensor is kept for backward."""
 
 import copy
+import pickle
 
 import pytest
 import torch
@@ -145,19 +146,27 @@ def test_the_csr_cache_is_the_layers_own(kernels):
     assert len({id(layer.csr_cache) for layer in encoder.layers}) == 1
 
 
-def test_old_import_paths_still_work():
-    import warnings
+def test_a_layer_pickled_with_its_cache_under_the_0_1_0_name_loads_and_computes_the_same():
+    """graph_rma 0.1.0 kept a lean layer's CSR cache as ``layout_cache``: unpickling such a layer (pickle hands
+    ``__setstate__`` the saved attributes) gives a layer with its ``csr_cache`` that computes what it computed."""
+    from graph_rma.nn.lean import CSRCache
 
-    from graph_rma.nn import edge_attention, edge_layout
-
-    assert edge_attention.gat_attention is ea.gat_attention and edge_attention.gat_forward is ea.gat_forward
-    assert edge_layout.EdgeCSR is csr.EdgeCSR and edge_layout.spmm is csr.spmm  # the old names: test_renames.py
-    ei = torch.tensor([[0, 1], [1, 0]])
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        assert edge_layout.cached_edge_layout(ei, 2, 2) is edge_layout.cached_edge_layout(ei, 2, 2)
-        edge_layout.clear_layout_cache()
-    assert len(caught) == 3 and all(issubclass(w.category, DeprecationWarning) for w in caught)
+    edge_index, g = graph()
+    x = torch.randn(N, FEAT, generator=g)
+    layers = (
+        RepulsiveGATConv(FEAT, C, heads=H, lean=True),
+        RepulsiveGATv2Conv(FEAT, C, heads=H, lean=True),
+        GraphTransformerLayer(FEAT, H),
+    )
+    for layer in (m.eval() for m in layers):
+        want = layer(x, edge_index)
+        state = dict(vars(layer))
+        state["layout_cache"] = state.pop("csr_cache")
+        old = type(layer).__new__(type(layer))
+        old.__setstate__(state)
+        assert isinstance(old.csr_cache, CSRCache) and "layout_cache" not in vars(old)
+        torch.testing.assert_close(old(x, edge_index), want, rtol=0, atol=0)
+        assert isinstance(pickle.loads(pickle.dumps(layer)).csr_cache, CSRCache)
 
 
 @pytest.mark.parametrize("heads", [9, 65])

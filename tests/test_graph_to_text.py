@@ -14,6 +14,7 @@ from graph_rma.engine import ResumeMismatchError, load_checkpoint, save_checkpoi
 from graph_rma.models.graphwriter import GraphWriter
 from graph_rma.tasks import agenda
 from graph_rma.tasks import graph_to_text as g2t
+from graph_rma.tasks import graph_to_text_model as g2m
 
 FIXTURE = Path(__file__).resolve().parents[1] / "datasets" / "fixtures" / "agenda_tiny"
 SMALL = dict(
@@ -117,7 +118,7 @@ def test_variant_is_applied_by_apply_variant_alone(tmp_path, monkeypatch):
     ck = load_checkpoint(tmp_path / "run" / "checkpoint.pt")
     assert ck["variant"] == "svgd:alpha=0.1+dropattn:p=0.3,window=2,mode=element,rescale=normalized"
     # the weights need no variant to be loaded: DropAttention has no state, the sampler state is in checkpoint.pt
-    model, _, _ = g2t.load_model(tmp_path / "run" / "best.pt")
+    model, _, _ = g2m.load_model(tmp_path / "run" / "best.pt")
     assert all(layer.drop_attention is None for layer in model.encoder.layers) and not model.training
 
 
@@ -128,15 +129,15 @@ def test_run_folder_and_decode_settings(tmp_path):
     cfg = dict(SMALL)
     run = {"beam": 2, "max_len": 20, "length_penalty": 1.0}
     off = {"no_repeat_ngram": 0, "coverage_reward": 0.0}
-    assert g2t.decode_settings(cfg) == {**run, **off}  # a config without the optional settings: off
-    assert g2t.decode_settings(cfg, beam=None, max_len=None) == {**run, **off}  # None: the run's
+    assert g2m.decode_settings(cfg) == {**run, **off}  # a config without the optional settings: off
+    assert g2m.decode_settings(cfg, beam=None, max_len=None) == {**run, **off}  # None: the run's
     given = dict(beam=1, max_len=7, length_penalty=0.0, no_repeat_ngram=3, coverage_reward=0.5)
-    assert g2t.decode_settings(cfg, **given) == given
+    assert g2m.decode_settings(cfg, **given) == given
     saved = dict(cfg, no_repeat_ngram=4, coverage_reward=1.5)
-    assert g2t.decode_settings(saved) == {**run, "no_repeat_ngram": 4, "coverage_reward": 1.5}
-    assert g2t.decode_settings(saved, no_repeat_ngram=0, coverage_reward=0.0) == {**run, **off}  # 0 given: off
+    assert g2m.decode_settings(saved) == {**run, "no_repeat_ngram": 4, "coverage_reward": 1.5}
+    assert g2m.decode_settings(saved, no_repeat_ngram=0, coverage_reward=0.0) == {**run, **off}  # 0 given: off
     with pytest.raises(TypeError, match="not decoding settings: epochs"):
-        g2t.decode_settings(cfg, epochs=3)
+        g2m.decode_settings(cfg, epochs=3)
 
 
 @pytest.mark.slow

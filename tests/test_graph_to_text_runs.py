@@ -83,7 +83,7 @@ def test_a_run_saved_before_the_record_is_read_from_its_relations(runs, tmp_path
         ck = load_checkpoint(runs / dataset / "best.pt")
         del ck["task"], ck["dataset"]
         old = save_checkpoint(tmp_path / f"{dataset}.pt", ck)
-        assert agenda.g2t.checkpoint_dataset(load_checkpoint(old)) == dataset
+        assert agenda.g2m.checkpoint_dataset(load_checkpoint(old)) == dataset
         other = "webnlg" if dataset == "agenda" else "agenda"
         with pytest.raises(ValueError, match=f"was trained on {dataset}, not {other}"):
-            agenda.g2t.check_run(tmp_path / "fresh", old, other)
+            agenda.g2m.check_run(tmp_path / "fresh", old, other)

@@ -1,6 +1,7 @@
 """The Cora pipeline: GAT model, the Dist metric, and end-to-end CLI runs (outputs, checkpoints, resume)."""
 
 import copy
+import math
 import re
 
 import pytest
@@ -239,6 +240,65 @@ def test_early_stopping_rules_by_hand():
     assert (gat.best_metric, gat.best_loss) == (0.6, 0.8)
     with pytest.raises(ValueError, match="rule"):
         EarlyStopping("loss")
+
+
+def test_node_runs_saved_with_the_0_1_0_metric_keys_read_as_the_new_ones():
+    """graph_rma 0.1.0 saved runs and summary rows with test_acc/val_acc (which held ROC AUC on binary graphs): every
+    reader (resume, summarize, format_table, the report's training metrics) takes them as test_metric/val_metric."""
+    from graph_rma.tasks.node_results import format_table, summarize, upgrade_metrics
+
+    new = [
+        {
+            "variant": v,
+            "seed": s,
+            "metrics": {
+                "test_metric": 0.5 + 0.1 * s + (0.05 if v == "b" else 0),
+                "val_metric": 0.6,
+                "val_loss": 1.0,
+                "dist": None,
+                "epochs": 10,
+                "sec_per_epoch": 0.1,
+                "metric": "roc_auc",
+            },
+        }
+        for v in ("a", "b")
+        for s in (0, 1)
+    ]
+    renames = {"test_metric": "test_acc", "val_metric": "val_acc"}
+    old = [{**r, "metrics": {renames.get(k, k): x for k, x in r["metrics"].items()}} for r in new]
+    assert "test_acc" in old[0]["metrics"] and upgrade_metrics(old[0]["metrics"]) == new[0]["metrics"]
+    rows = summarize(new, ["a", "b"])
+    assert rows == summarize(old, ["a", "b"]) and "test_metric_mean" in rows[0] and "test_acc_mean" not in rows[0]
+    assert rows[1]["paired_mean"] == pytest.approx(5.0)
+    old_rows = [{k.replace("_metric_", "_acc_"): x for k, x in r.items()} for r in rows]
+    assert "test_acc_mean" in old_rows[0] and format_table(old_rows, "roc_auc") == format_table(rows, "roc_auc")
+    assert list(upgrade_metrics(old_rows[0])) == list(rows[0])  # the order (results.csv's columns) is kept
+    assert type(rows[0]) is dict and type(upgrade_metrics({})) is dict
+    with pytest.raises(KeyError):  # the old keys are read from saved files only, not from new results
+        rows[0]["test_acc_mean"]
+
+
+def test_early_stopping_resumes_from_its_state_and_from_a_0_1_0_save():
+    """A resumed run's stopper continues exactly; a part-way save of graph_rma 0.1.0 names the metric's counters
+    best_acc and acc_max, which are read as best_metric and metric_max."""
+    from graph_rma.engine import EarlyStopping
+
+    seq = [(0.5, 1.0), (0.7, 0.9), (0.6, 0.8)]
+    whole, first = EarlyStopping("val_acc", patience=2), EarlyStopping("val_acc", patience=2)
+    for e in seq:
+        whole.update(*e)
+    for e in seq[:2]:
+        first.update(*e)
+    state = first.state_dict()
+    assert state == {"best_metric": 0.7, "best_loss": 0.9, "metric_max": 0.7, "loss_min": math.inf, "bad": 0}
+    resumed = EarlyStopping("val_acc", patience=2)
+    resumed.load_state_dict(state)
+    assert resumed.update(*seq[2]) == (False, False) and vars(resumed) == vars(whole)
+    old = {"best_acc": 0.7, "best_loss": 0.9, "acc_max": 0.7, "loss_min": math.inf, "bad": 1}
+    from_old = EarlyStopping("val_acc", patience=2)
+    from_old.load_state_dict(old)
+    assert (from_old.best_metric, from_old.metric_max, from_old.bad) == (0.7, 0.7, 1)
+    assert "best_acc" not in vars(from_old) and from_old.update(0.65, 0.5) == (False, True)
 
 
 @pytest.mark.skipif(not data_path("pyg", "webkb").is_dir(), reason="needs $GRAPH_RMA_DATA/pyg (heterophilous graphs)")

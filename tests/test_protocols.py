@@ -17,6 +17,7 @@ from graph_rma.engine import EarlyStopping
 from graph_rma.metrics.classification import roc_auc, score
 from graph_rma.models import ClassicGAT, ResidualGAT, TwoLayerGAT
 from graph_rma.tasks import node_classification as nc
+from graph_rma.tasks import node_training as nt
 from graph_rma.tasks.protocols import PROTOCOLS, Protocol, default_protocol, resolve_protocol
 
 
@@ -294,7 +295,7 @@ def test_a_diverging_run_stops_with_a_clear_error():
         test_mask=torch.ones(10, dtype=torch.bool),
     )
     data.x[0, 0] = float("nan")
-    with pytest.raises(nc.TrainingDiverged, match="training diverged at epoch 1 .*the loss is nan"):
+    with pytest.raises(nt.TrainingDiverged, match="training diverged at epoch 1 .*the loss is nan"):
         nc.train_run(data, "ma", 0, {"in_channels": 3, "out_channels": 2, "hidden_channels": 2, "heads": 2}, epochs=3)
 
 
@@ -512,7 +513,7 @@ def test_luo_protocol_applies_each_graphs_settings_then_the_overrides():
     assert resolve_protocol("luo", "tolokers") == PROTOCOLS["luo"]  # no per-graph settings: the preset as it is
     name, kwargs = mine.model_settings(7, 2, "roc_auc")
     assert name == "classic" and kwargs["out_channels"] == 1 and kwargs["layers"] == 15 and kwargs["norm"] == "batch"
-    assert isinstance(nc.build_model(name, kwargs), ClassicGAT)
+    assert isinstance(nt.build_model(name, kwargs), ClassicGAT)
     with pytest.raises(ValueError, match="norm: expected one of"):
         resolve_protocol("luo", "minesweeper", {"norm": "group"})
     with pytest.raises(ValueError, match="hidden: the classic GAT splits hidden over the heads"):
@@ -520,14 +521,13 @@ def test_luo_protocol_applies_each_graphs_settings_then_the_overrides():
 
 
 def test_a_study_takes_a_protocol_and_records_no_head_distance_for_one_head(tmp_path):
-    """run_study(protocol=Protocol(...)) takes the whole configuration as one object (its keyword overrides still
-    apply); a single-head model has no distance between heads, so none is reported (not a made-up number)."""
+    """run_study(protocol=Protocol(...)) takes the whole configuration as one object; a single-head model has no
+    distance between heads, so none is reported (not a made-up number)."""
     import dataclasses
 
     given = PROTOCOLS["luo"]
-    assert nc._protocol(given, "minesweeper", {"lr": None}) is given  # a Protocol is used as it is ...
-    assert nc._protocol(given, "minesweeper", {"lr": 0.1}).lr == 0.1  # ... with the overrides given beside it
-    assert nc._protocol("luo", "minesweeper", {}).layers == 15  # a name: the preset with the graph's settings
+    assert nc._protocol(given, "minesweeper") is given  # a Protocol is used as it is
+    assert nc._protocol("luo", "minesweeper").layers == 15  # a name: the preset with the graph's settings
 
     torch.manual_seed(0)
     n = 40
@@ -634,42 +634,12 @@ def test_the_node_command_hands_run_study_one_protocol(monkeypatch):
     assert not set(seen) & {f for f in proto.settings()}
 
 
-def test_run_studys_protocol_field_keywords_are_deprecated_but_still_apply(monkeypatch, tmp_path):
-    """run_study(epochs=2, ...) (a copy of Protocol's fields in the signature) is deprecated: it still overrides the
-    protocol, with a DeprecationWarning naming the replacement; a name that is no field is a TypeError."""
-    seen = {}
-
-    class Stop(Exception):
-        pass
-
-    def fake_prepare(graph, proto):
-        seen["protocol"] = proto
-        raise Stop
-
-    monkeypatch.setattr(nc, "load_node_graph", lambda *a, **k: None)
-    monkeypatch.setattr(nc, "prepare_graph", fake_prepare)
-    with pytest.warns(DeprecationWarning, match=r"run_study\(epochs=\.\.\., lr=\.\.\.\).*resolve_protocol"):
-        with pytest.raises(Stop):
-            nc.run_study(None, ["ma"], [0], tmp_path, dataset="texas", epochs=2, lr=0.5, progress=False)
-    assert seen["protocol"] == resolve_protocol("ggcn", "texas", {"epochs": 2, "lr": 0.5})
-    with pytest.raises(TypeError, match="unexpected keyword argument 'epoch'"):
-        nc.run_study(None, ["ma"], [0], tmp_path, dataset="texas", epoch=2)
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the new form warns about nothing
-        with pytest.raises(Stop):
-            nc.run_study(seen["protocol"], ["ma"], [0], tmp_path, dataset="texas", progress=False)
-
-
-def test_run_study_takes_the_protocol_first_and_the_old_order_for_one_release_with_a_warning(monkeypatch, tmp_path):
-    """Issue 33 item 1: run_study(protocol, variants, seeds, out, *, resume, device, ...). The order of earlier
-    versions, run_study(variants, seeds, out, ..., protocol=...), recognised by the list of variants first, still runs
-    the same study, with a DeprecationWarning pointing at the caller; a variant spec given first is a ValueError
-    saying the protocol comes first."""
+def test_run_study_takes_the_protocol_first_and_refuses_anything_else_there(monkeypatch, tmp_path):
+    """run_study(protocol, variants, seeds, out, *, resume, device, ...): a Protocol, a preset's name (any case) or
+    None first; a list of variants or a variant spec first (the order of graph_rma 0.1.0) is a ValueError saying
+    that the protocol comes first, and a protocol field as a keyword argument is Python's TypeError."""
     import dataclasses
     import inspect
-    import warnings
 
     assert list(inspect.signature(nc.run_study).parameters)[:6] == [
         "protocol",
@@ -692,28 +662,26 @@ def test_run_study_takes_the_protocol_first_and_the_old_order_for_one_release_wi
     monkeypatch.setattr(nc, "load_node_graph", lambda *a, **k: graph)  # no data read: a small random graph
     proto = dataclasses.replace(resolve_protocol("ggcn", "texas"), epochs=2, hidden=4, heads=2)
     kw = dict(dataset="texas", make_plot=False, progress=False)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the new order warns about nothing
-        new = nc.run_study(proto, ["ma", "svgd:alpha=0.1"], [0, 1], tmp_path / "new", **kw)
-        with pytest.raises(ValueError, match="seeds: expected a seed in"):  # a preset's name first: the new order
-            nc.run_study("GGCN", ["ma"], [2**70], tmp_path / "name", **kw)
-    with pytest.warns(
-        DeprecationWarning, match=r"run_study\(variants, seeds, out, \.\.\., protocol=\.\.\.\)"
-    ) as caught:
-        old = nc.run_study(["ma", "svgd:alpha=0.1"], [0, 1], tmp_path / "old", protocol=proto, **kw)
-    assert [w.filename for w in caught.list if w.category is DeprecationWarning] == [__file__]  # the caller's line
-    assert (old["config"], old["variants"], old["seeds"]) == (new["config"], new["variants"], new["seeds"])
-    strip = [{**r["metrics"], "sec_per_epoch": None} for r in new["runs"]]
-    assert [{**r["metrics"], "sec_per_epoch": None} for r in old["runs"]] == strip
-    assert (tmp_path / "old" / "results.json").is_file() and not (tmp_path / "runs").exists()
-    with pytest.warns(DeprecationWarning, match="protocol comes first"):  # the old order by keyword and position
-        nc.run_study(["ma"], seeds=[0], out=tmp_path / "kw", protocol=proto, **kw)
-    with pytest.raises(TypeError, match="multiple values for argument 'seeds'"):
-        nc.run_study(["ma"], [0], seeds=[1], protocol=proto, **kw)
+    done = nc.run_study(proto, ["ma", "svgd:alpha=0.1"], [0, 1], tmp_path / "new", **kw)
+    assert done["config"]["epochs"] == 2 and sorted((r["variant"], r["seed"]) for r in done["runs"]) == [
+        ("ma", 0),
+        ("ma", 1),
+        ("svgd:alpha=0.1", 0),
+        ("svgd:alpha=0.1", 1),
+    ]
+    with pytest.raises(ValueError, match="seeds: expected a seed in"):  # a preset's name first: taken as the protocol
+        nc.run_study("GGCN", ["ma"], [2**70], tmp_path / "name", **kw)
+    with pytest.raises(ValueError, match=r"^protocol: expected one of .*got list \['ma'\]; .*takes the protocol first"):
+        nc.run_study(["ma"], [0], tmp_path / "old", **kw)
+    with pytest.raises(TypeError, match="multiple values for argument 'protocol'"):
+        nc.run_study(["ma"], [0], tmp_path / "old", protocol=proto, **kw)
     with pytest.raises(ValueError, match=r"got the variant spec 'svgd'; run_study's first argument is the protocol"):
         nc.run_study("svgd", ["ma"], [0], tmp_path / "x", **kw)
     with pytest.raises(ValueError, match=r"^protocol: expected one of .*got 'nope'"):
         nc.run_study("nope", ["ma"], [0], tmp_path / "x", **kw)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'epochs'"):
+        nc.run_study(None, ["ma"], [0], tmp_path / "x", epochs=2, **kw)
+    assert not (tmp_path / "old").exists() and not (tmp_path / "x").exists()
 
 
 def test_models_built_directly_still_refuse_bad_sizes_in_one_line():

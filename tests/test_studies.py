@@ -39,13 +39,11 @@ def test_where_it_helps_grid_builds_on_gat_and_gatv2(v2):
                 assert setup.sampler is None and v.reg == "frobenius"
 
 
-def test_where_it_helps_runs_under_the_gat_protocol_without_deprecated_keywords(monkeypatch):
+def test_where_it_helps_hands_run_study_the_gat_protocol_first_and_no_protocol_keywords(monkeypatch):
     study = _load("where_it_helps")
     seen = {}
     monkeypatch.setattr(study, "_run_study", lambda *a, **k: seen.update(args=a, kwargs=k) or {})
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the old order or a protocol field as a keyword would warn
-        study.run_study(["ma"], [0], Path("out"), dataset="texas", v2=True, resume=True)
+    study.run_study(["ma"], [0], Path("out"), dataset="texas", v2=True, resume=True)
     protocol, *rest = seen["args"]
     assert (protocol.name, protocol.v2, rest) == ("gat", True, [["ma"], [0], Path("out")])
     assert seen["kwargs"] == {"dataset": "texas", "resume": True}

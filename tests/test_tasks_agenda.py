@@ -8,7 +8,7 @@ import torch
 
 from graph_rma.cli import agenda as cli
 from graph_rma.tasks import agenda as task
-from graph_rma.tasks import graph_to_text as g2t
+from graph_rma.tasks import graph_to_text_model as g2m
 
 FIXTURE = Path(__file__).resolve().parents[1] / "datasets" / "fixtures" / "agenda_tiny"
 SMALL = dict(
@@ -86,7 +86,7 @@ def test_head_diversity_command(tmp_path, capsys):
     assert cli.main(["heads", "--root", str(FIXTURE), "--out", str(out), "--split", "train"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["records"] == 6 and len(result["attention_cosine"]) == 1
-    model, _, _ = g2t.load_model(out / "best.pt")
+    model, _, _ = g2m.load_model(out / "best.pt")
     layer = model.encoder.layers[0]
     lins = [layer.lin_query, layer.lin_key, layer.lin_value]
     w = torch.cat(

@@ -159,7 +159,7 @@ def test_cli_train_generate_evaluate(tmp_path, capsys):
 
 
 def test_outputs_are_decoded_again_only_when_a_given_setting_or_the_weights_differ(tmp_path):
-    from graph_rma.tasks.graph_to_text import stale_outputs
+    from graph_rma.tasks.graph_to_text_model import stale_outputs
 
     (tmp_path / "best.pt").write_bytes(b"weights")
     (tmp_path / "hyp.test.txt").write_text("a b\n")

@@ -8,13 +8,10 @@ from pathlib import Path
 import pytest
 from conftest import needs_punkt as needs_nltk_data
 
+from graph_rma.data.graph_text import ENTITY, GLOBAL, INVERSE, RELATION
 from graph_rma.data.root import DataNotFoundError
 from graph_rma.data.webnlg import (
-    ENTITY,
-    GLOBAL,
-    INVERSE,
     MAX_RELATION_TOKENS,
-    RELATION,
     WebNLGEncoder,
     WebNLGFormatError,
     build_graph,

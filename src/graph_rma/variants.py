@@ -446,11 +446,6 @@ class VariantSetup:
         """The penalty needs the attention weights (``reg`` with ``target=attention``)."""
         return self.variant.reg is not None and self.variant.reg_target == "attention"
 
-    @property
-    def needs_head_outputs(self) -> bool:
-        """The penalty needs per-head outputs (``reg`` with ``target=outputs``)."""
-        return self.variant.reg is not None and self.variant.reg_target == "outputs"
-
     def penalty(
         self,
         model: Optional[nn.Module] = None,

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import warnings
 from typing import List, Optional
 
 from ..tasks.defaults import TEXT_DATASETS, TEXT_DEFAULT, TEXT_FULL, TEXT_MODEL_VARIANTS, TEXT_MODELS, TEXT_VARIANTS
@@ -91,19 +90,9 @@ def build_parser() -> Parser:
     return p
 
 
-def _names(values: List[str], option: str) -> List[str]:
-    """Words of --datasets / --models; the old comma list (a,b) still works, with a deprecation warning."""
-    if any("," in v for v in values):
-        warnings.warn(f"{PROG} {option} a,b is deprecated: separate the names by spaces", FutureWarning)
-    return [w.strip() for v in values for w in v.split(",") if w.strip()]
-
-
 def _variants(parser: Parser, values: List[str]) -> List[str]:
-    """Names or specs; the old single word 'a,b' (names) or 'spec;spec' still works, with a deprecation warning."""
+    """Names of :data:`TEXT_VARIANTS` or spec strings, one per word; a parser error names a bad one."""
     words = list(values)
-    if len(words) == 1 and (";" in words[0] or ("," in words[0] and ":" not in words[0])):
-        warnings.warn(f"{PROG} --variants a,b (or a;b) is deprecated: separate the variants by spaces", FutureWarning)
-        words = [w.strip() for w in words[0].split(";" if ";" in words[0] else ",") if w.strip()]
     for w in words:
         if w not in TEXT_VARIANTS:
             try:
@@ -147,11 +136,9 @@ def _parse(argv: Optional[List[str]]) -> argparse.Namespace:
     args = parser.parse_args(argv)
     args.argv = list(argv if argv is not None else sys.argv[1:])
     if args.datasets is not None:
-        args.datasets = _names(args.datasets, "--datasets")
         for d in args.datasets:
             if d.lower().replace("-", "") not in TEXT_DATASETS:
                 parser.error(f"argument --datasets: unknown dataset {d!r}; choose from {', '.join(TEXT_DATASETS)}")
-    args.models = _names(args.models, "--models")
     for m in args.models:
         if m not in TEXT_MODELS:
             parser.error(f"argument --models: unknown model {m!r}; choose from {', '.join(TEXT_MODELS)}")

@@ -40,11 +40,7 @@ import torch
 from torch_geometric.data import Data
 
 from .._errors import GraphRMAError
-from .graph_text import (  # noqa: F401 (node kinds, re-exported)
-    ENTITY,
-    GLOBAL,
-    INVERSE,
-    RELATION,
+from .graph_text import (
     EncodedRecord,
     GraphTextEncoder,
     GraphTextRecord,

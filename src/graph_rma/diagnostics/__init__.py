@@ -14,7 +14,6 @@ The report of a trained model (all of the above, as JSON + PNGs; ``graph-rma rep
 :mod:`graph_rma.tasks.report`.
 """
 
-from .._deprecation import renamed
 from .calibration import (
     CalibrationBins,
     apply_temperature,
@@ -72,6 +71,3 @@ __all__ = [
     "predictive_entropy",
     "reliability_diagram",
 ]
-
-# node_classification_report moved to graph_rma.tasks.report (the report in one place): one release, with a warning
-__getattr__ = renamed(__name__, {"node_classification_report": "graph_rma.tasks.report:node_classification_report"})

@@ -36,17 +36,11 @@ Defined cases:
 The package: :mod:`~graph_rma.dropattention.functional` holds the two functions (sparse :func:`drop_attention`,
 dense :func:`drop_attention_dense`) and the rescaling, :mod:`~graph_rma.dropattention.masks` the one mask-drawing
 routine (:func:`draw_window_mask`) and the edge order windows run along, :mod:`~graph_rma.dropattention.module` the
-:class:`DropAttention` module layers take; every name is importable from ``graph_rma.dropattention``.
+:class:`DropAttention` module layers take; the four public names are importable from ``graph_rma.dropattention``.
 """
 
-from .functional import (  # noqa: F401 (MODES, RESCALES, NumNodes: importable from here, as before the split)
-    MODES,
-    RESCALES,
-    NumNodes,
-    drop_attention,
-    drop_attention_dense,
-)
-from .masks import _sparse_mask, draw_window_mask  # noqa: F401 (importable from here, as before the split)
+from .functional import drop_attention, drop_attention_dense
+from .masks import draw_window_mask
 from .module import DropAttention
 
-__all__ = ["DropAttention", "drop_attention", "drop_attention_dense"]
+__all__ = ["DropAttention", "drop_attention", "drop_attention_dense", "draw_window_mask"]

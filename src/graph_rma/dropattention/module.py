@@ -121,7 +121,7 @@ class DropAttention(nn.Module):
         finite gradients, even when the survivors' weights underflow. Rows left without a survivor keep the plain
         softmax. ``logits`` ``[E, H]``; ``ptr`` as in :func:`torch_geometric.utils.softmax`; ``layer_rate``: the
         host layer's dropout, used when ``p`` is None; ``softmax_fn`` (that function's signature) computes the
-        softmax, e.g. :func:`graph_rma.nn.edge_attention.edge_softmax`.
+        softmax, e.g. :func:`graph_rma.nn.lean.edge_softmax`.
         """
         p = self.rate(layer_rate)
         if not self.training or p == 0.0 or logits.numel() == 0:

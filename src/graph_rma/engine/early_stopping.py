@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Tuple
+from typing import Any, Dict, Tuple
 
-from .._deprecation import warn_renamed
 from .._errors import GraphRMAError
 from ..kinds import EARLY_STOPPING_RULES
 
@@ -25,8 +24,8 @@ class EarlyStopping:
     an epoch with :math:`a \ge a^*` or :math:`l \le l^*` resets the counter (and keeps the model if both hold);
     otherwise the counter grows, and training stops when it reaches ``patience``.
 
-    ``best_metric`` / ``best_loss``: the kept epoch's validation metric and loss (``best_acc``, the old name of
-    ``best_metric``, works for one release with a ``DeprecationWarning``).
+    ``best_metric`` / ``best_loss``: the kept epoch's validation metric and loss. :meth:`state_dict` and
+    :meth:`load_state_dict` carry the counters across a resumed run.
     """
 
     RULES = EARLY_STOPPING_RULES  # the one list (graph_rma.kinds: the torch-free configurations read it too)
@@ -60,14 +59,12 @@ class EarlyStopping:
         self.bad = 0 if improved else self.bad + 1
         return keep, self.bad >= self.patience
 
-    @property
-    def best_acc(self) -> float:
-        """Deprecated name of :attr:`best_metric` (it holds ROC AUC under ``val_auc``)."""
-        warn_renamed("EarlyStopping.best_acc", "EarlyStopping.best_metric")
-        return self.best_metric
+    def state_dict(self) -> Dict[str, Any]:
+        """The counters a resumed run continues from (everything but ``rule`` and ``patience``)."""
+        return {k: v for k, v in vars(self).items() if k not in ("rule", "patience")}
 
-    @property
-    def acc_max(self) -> float:
-        """Deprecated name of :attr:`metric_max`, the running maximum of the validation metric."""
-        warn_renamed("EarlyStopping.acc_max", "EarlyStopping.metric_max")
-        return self.metric_max
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Put a :meth:`state_dict` back. A run saved part-way by graph_rma 0.1.0 names ``best_metric`` and
+        ``metric_max`` ``best_acc`` and ``acc_max``; they are read as the new names."""
+        old = {"best_acc": "best_metric", "acc_max": "metric_max"}
+        vars(self).update({old.get(k, k): v for k, v in state.items()})

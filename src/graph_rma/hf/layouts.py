@@ -164,10 +164,6 @@ def _head_dim(holder: nn.Module) -> Optional[int]:
     return hidden // heads if hidden and heads and hidden % heads == 0 else None
 
 
-def _is_projection(m: Optional[nn.Module]) -> bool:
-    return isinstance(m, (nn.Linear, Conv1D)) and m.weight.dim() == 2
-
-
 def _linear_layout(module: nn.Module) -> Optional[AttentionLayout]:
     for family, paths, out_path, call_path in _PATTERNS:
         linears = [_get(module, p) for p in paths]

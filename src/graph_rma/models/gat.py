@@ -11,10 +11,9 @@ on the attention coefficients (the paper's Cora setting). The layers are this pa
 until DropAttention is installed (:func:`graph_rma.variants.apply_variant`), so the head layouts of
 :mod:`graph_rma.particles` find ``conv1``'s 8 heads (and ``conv2``'s when ``out_heads > 1``).
 
-``TwoLayerGAT(**model_kwargs)`` rebuilds a model from the ``model_kwargs`` stored in a Cora checkpoint. It was
-called ``GAT``, the name of PyG's multi-layer ``torch_geometric.nn.models.GAT`` whose positional arguments differ
-(``in_channels, hidden_channels, num_layers, out_channels``); the old name still works for one release, with a
-``DeprecationWarning``.
+``TwoLayerGAT(**model_kwargs)`` rebuilds a model from the ``model_kwargs`` stored in a Cora checkpoint. It is not
+PyG's multi-layer ``torch_geometric.nn.models.GAT``, whose positional arguments differ (``in_channels,
+hidden_channels, num_layers, out_channels``).
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .._deprecation import renamed
 from .._errors import GraphRMAError
 from ..dropattention import DropAttention
 from ..nn.gat_conv import RepulsiveGATConv, RepulsiveGATv2Conv
@@ -50,7 +48,7 @@ class TwoLayerGAT(nn.Module):
         drop_attention: keyword arguments of :class:`graph_rma.DropAttention` applied to both layers' attention
             (e.g. ``{"p": 0.1, "window": 1, "mode": "element"}``), or ``None``.
         self_loops: both layers add self-loops (PyG's ``add_self_loops``; the GAT paper's setting).
-        lean: the layers' memory-lean attention path (:mod:`graph_rma.nn.edge_attention`; same results to float
+        lean: the layers' memory-lean attention path (:mod:`graph_rma.nn.lean`; same results to float
             rounding, far less memory per edge, faster on CPU for large graphs).
     """
 
@@ -176,6 +174,3 @@ class TwoLayerGAT(nn.Module):
             f"heads={self.heads}, out_heads={self.out_heads}, dropout={self.dropout}, "
             f"attn_dropout={self.attn_dropout}, v2={self.v2}{da}{loops})"
         )
-
-
-__getattr__ = renamed(__name__, {"GAT": f"{__name__}:TwoLayerGAT"})  # the old name, for one release

@@ -49,7 +49,7 @@ class ResidualGAT(RebuildableModel):
         v2: GATv2 attention.
         self_loops: each attention layer adds self-loops (PyG's ``add_self_loops``); ignored with ``sep``.
         sep: the "-sep" variant.
-        lean: the attention layers' memory-lean path (:mod:`graph_rma.nn.edge_attention`).
+        lean: the attention layers' memory-lean path (:mod:`graph_rma.nn.lean`).
     """
 
     def __init__(

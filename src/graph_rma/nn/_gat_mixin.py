@@ -18,7 +18,6 @@ from torch_geometric.nn.resolver import aggregation_resolver as aggr_resolver
 from torch_geometric.typing import OptTensor
 from torch_geometric.utils import softmax
 
-from .._deprecation import warn_renamed
 from .._errors import GraphRMAError
 from ..dropattention import DropAttention
 from ._gat_checks import _check_drop_attention
@@ -107,19 +106,8 @@ class _RepulsiveGATMixin:
         """Drop the CSRs the lean path keeps (:attr:`csr_cache`)."""
         self.csr_cache.clear()
 
-    @property
-    def layout_cache(self) -> CSRCache:
-        """Deprecated name of :attr:`csr_cache` (one release)."""
-        warn_renamed(f"{type(self).__name__}.layout_cache", f"{type(self).__name__}.csr_cache")
-        return self.csr_cache
-
-    @layout_cache.setter
-    def layout_cache(self, cache: CSRCache) -> None:
-        warn_renamed(f"{type(self).__name__}.layout_cache", f"{type(self).__name__}.csr_cache")
-        self.csr_cache = cache
-
     def __setstate__(self, state: Dict[str, Any]) -> None:
-        if "layout_cache" in state:  # a layer pickled before the rename
+        if "layout_cache" in state:  # a layer pickled by graph_rma 0.1.0 holds its CSR cache under this name
             state["csr_cache"] = state.pop("layout_cache")
         super().__setstate__(state)
 

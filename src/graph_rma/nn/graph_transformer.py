@@ -50,7 +50,6 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.utils import softmax
 
-from .._deprecation import warn_renamed
 from .._errors import GraphRMAError
 from ..dropattention import DropAttention
 from ..particles import HeadParam, register_head_layout
@@ -142,19 +141,8 @@ class GraphTransformerLayer(nn.Module):
         """Drop the CSRs the lean path keeps (:attr:`csr_cache`)."""
         self.csr_cache.clear()
 
-    @property
-    def layout_cache(self) -> CSRCache:
-        """Deprecated name of :attr:`csr_cache` (one release)."""
-        warn_renamed("GraphTransformerLayer.layout_cache", "GraphTransformerLayer.csr_cache")
-        return self.csr_cache
-
-    @layout_cache.setter
-    def layout_cache(self, cache: CSRCache) -> None:
-        warn_renamed("GraphTransformerLayer.layout_cache", "GraphTransformerLayer.csr_cache")
-        self.csr_cache = cache
-
     def __setstate__(self, state: Dict[str, Any]) -> None:
-        if "layout_cache" in state:  # a layer pickled before the rename
+        if "layout_cache" in state:  # a layer pickled by graph_rma 0.1.0 holds its CSR cache under this name
             state["csr_cache"] = state.pop("layout_cache")
         super().__setstate__(state)
 

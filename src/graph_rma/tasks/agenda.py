@@ -23,6 +23,7 @@ from ..engine import atomic_write_text, read_lines, write_json
 from ..metrics import evaluate_generation
 from ..variants import Variant
 from . import graph_to_text as g2t
+from . import graph_to_text_model as g2m
 from .defaults import AGENDA_PRESETS
 
 __all__ = ["PRESETS", "evaluate", "generate", "head_diversity", "load_agenda", "score", "train"]
@@ -71,7 +72,7 @@ def train(
     )
 
 
-def dev_bleu(config: Dict[str, Any], splits: AgendaSplits, max_dev: Optional[int] = None) -> Optional[g2t.DevScorer]:
+def dev_bleu(config: Dict[str, Any], splits: AgendaSplits, max_dev: Optional[int] = None) -> Optional[g2m.DevScorer]:
     """``(model, vocab) -> BLEU``: the dev records (the first ``max_dev``) decoded with ``config``'s decoding
     settings and scored as :func:`evaluate` scores (coco-caption BLEU-4 on whitespace tokens, no METEOR), what
     ``keep="dev_bleu"`` keeps ``best.pt`` by; ``None`` under any other ``keep``. A missing ``text-metrics`` extra
@@ -83,7 +84,7 @@ def dev_bleu(config: Dict[str, Any], splits: AgendaSplits, max_dev: Optional[int
     require_text_metrics()
     recs = splits.dev[:max_dev] if max_dev else splits.dev
     refs, entities = [r.relexicalised() for r in recs], [r.entities for r in recs]
-    return g2t.dev_scorer(
+    return g2m.dev_scorer(
         config,
         recs,
         AgendaEncoder,
@@ -115,10 +116,10 @@ def generate(
     ``coverage_reward`` (added to an output's score per distinct input entity it copies; 0: off;
     :meth:`~graph_rma.models.graphwriter.GraphWriter.beam_search`): ``None`` takes the run's configuration."""
     out = Path(out)
-    ckpt_path = g2t.check_run(out, checkpoint, "agenda")  # before any data is read or file written
+    ckpt_path = g2m.check_run(out, checkpoint, "agenda")  # before any data is read or file written
     splits = splits or load_agenda(root, protocol)
     recs: List[AgendaRecord] = splits.split(split)[:limit] if limit else splits.split(split)
-    relex, delex, record = g2t.decode_checkpoint(
+    relex, delex, record = g2m.decode_checkpoint(
         ckpt_path,
         AgendaEncoder,
         recs,
@@ -170,8 +171,8 @@ def evaluate(
     **gen_kwargs: Any,
 ) -> Dict[str, Any]:
     """Score ``hyp.<split>.txt`` against ``gold.<split>.txt``, decoding them first when they are not the decode
-    ``gen_kwargs`` ask for (:func:`graph_rma.tasks.graph_to_text.stale_outputs`: missing, another given setting, or
-    other weights); writes and returns ``metrics.<split>.json``.
+    ``gen_kwargs`` ask for (:func:`graph_rma.tasks.graph_to_text_model.stale_outputs`: missing, another given
+    setting, or other weights); writes and returns ``metrics.<split>.json``.
 
     ``meteor``: ``"auto"`` (METEOR 1.5 when Java is found, else nltk), ``"meteor-1.5"``, ``"nltk"`` or ``"none"``;
     the result's ``METEOR_impl`` says which one produced ``METEOR``. ``gen_kwargs`` go to :func:`generate`."""
@@ -179,10 +180,10 @@ def evaluate(
 
     require_text_metrics()  # before any decoding: a missing extra is said at once, not after minutes of work
     out = Path(out)
-    g2t.check_run(out, gen_kwargs.get("checkpoint"), "agenda")  # before any data is read or file written
+    g2m.check_run(out, gen_kwargs.get("checkpoint"), "agenda")  # before any data is read or file written
     splits = splits or load_agenda(root, protocol)
     hyp_path = out / f"hyp.{split}.txt"
-    if regenerate or g2t.stale_outputs(out, split, gen_kwargs):
+    if regenerate or g2m.stale_outputs(out, split, gen_kwargs):
         generate(out, split, splits=splits, **gen_kwargs)
     hyps = read_lines(hyp_path)
     refs = read_lines(out / f"gold.{split}.txt")
@@ -207,10 +208,10 @@ def head_diversity(
     splits: Optional[AgendaSplits] = None,
     device: Optional[str] = None,
 ) -> Dict[str, Any]:
-    """:func:`graph_rma.tasks.graph_to_text.head_diversity` of ``OUT/best.pt`` on the first ``limit`` graphs of
+    """:func:`graph_rma.tasks.graph_to_text_model.head_diversity` of ``OUT/best.pt`` on the first ``limit`` graphs of
     ``split``; writes ``heads.<split>.json``."""
-    path = g2t.check_run(out, checkpoint, "agenda")  # before any data is read or file written
+    path = g2m.check_run(out, checkpoint, "agenda")  # before any data is read or file written
     splits = splits or load_agenda(root, protocol)
-    result = g2t.head_diversity(path, splits.split(split)[:limit], AgendaEncoder, device=device)
+    result = g2m.head_diversity(path, splits.split(split)[:limit], AgendaEncoder, device=device)
     write_json(Path(out) / f"heads.{split}.json", result)
     return result

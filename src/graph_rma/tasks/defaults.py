@@ -3,18 +3,16 @@ the tasks themselves.
 
 The task modules take their defaults from here (:data:`graph_rma.tasks.node_classification.DEFAULT_VARIANTS` is
 :data:`NODE_DEFAULT_VARIANTS`, :data:`graph_rma.tasks.agenda.PRESETS` is :data:`AGENDA_PRESETS`, ...). The names of
-things defined below the task layer (datasets, models, METEOR implementations, early-stopping rules) are repeated
+things defined below the task layer (datasets, models, METEOR implementations) are repeated
 here for the help texts; ``tests/test_cli.py`` checks that they match their sources.
 
-The node benchmark's variant specs are ``CORA_*_SPEC`` (``CORA_SVGD_SPEC``, ...); their old names (``SVGD``, ...,
-which the sampler classes also bear) still work for one release, with a ``DeprecationWarning``.
+The node benchmark's variant specs are ``CORA_*_SPEC`` (``CORA_SVGD_SPEC``, ...).
 """
 
 from __future__ import annotations
 
 from typing import Any, Dict, List, Tuple
 
-from .._deprecation import renamed
 from .generator_config import AGENDA_CONFIGS, WEBNLG_CONFIGS, preset_dicts
 
 # ---- node classification (graph-rma cora) ---------------------------------------------------------------------
@@ -109,10 +107,4 @@ SCORER_HELP = (
     "coco: coco-caption BLEU-1..4, METEOR 1.5, ROUGE, entity coverage, repetition (GraphWriter's scorer; "
     "AGENDA's published numbers use it); webnlg2017: the WebNLG 2017 challenge's BLEU (multi-bleu.perl "
     "-lc), METEOR 1.5 -norm and TER on its tokenisation, against the first three references (default: coco)"
-)
-
-# Old names of the node benchmark's specs (one release, with a DeprecationWarning).
-__getattr__ = renamed(
-    __name__,
-    {old: f"{__name__}:CORA_{old}_SPEC" for old in ("MA", "REG", "SGLD", "SVGD", "SPOS", "DROPATTN")},
 )

@@ -36,9 +36,9 @@ identical gradients with identical noise on every rank. Rank 0 alone writes file
 checkpoint keeps every rank's RNG state (:func:`graph_rma.engine.rng_state`), so resuming with the same ``N`` is
 exact. Training ends by checking that the replicas are bitwise equal (``replica_sha1`` in ``train.json``).
 
-The model of a configuration and its use outside training (:func:`build_model`, :func:`load_model`, which
-restores ``best.pt``, :func:`dev_loss`, :func:`decode_records`: batched greedy or beam search,
-:func:`head_diversity`) live in :mod:`graph_rma.tasks.graph_to_text_model` and are importable from here.
+The model of a configuration and its use outside training (``build_model``, ``load_model``, which restores
+``best.pt``, ``dev_loss``, ``decode_records``: batched greedy or beam search, ``head_diversity``) live in
+:mod:`graph_rma.tasks.graph_to_text_model`.
 """
 
 from __future__ import annotations
@@ -92,8 +92,7 @@ from .generator_config import (
     check_lr_schedule,
     saved_config,
 )
-from .graph_to_text_model import (  # noqa: F401 (the model's side, importable from here)
-    DECODE_OPTIONS,
+from .graph_to_text_model import (
     TASK,
     DevScorer,
     EncoderFactory,
@@ -102,17 +101,7 @@ from .graph_to_text_model import (  # noqa: F401 (the model's side, importable f
     _device,
     _to,
     build_model,
-    check_run,
-    checkpoint_dataset,
-    decode_checkpoint,
-    decode_record,
-    decode_records,
-    decode_settings,
     dev_loss,
-    dev_scorer,
-    head_diversity,
-    load_model,
-    stale_outputs,
 )
 
 __all__ = [
@@ -121,23 +110,10 @@ __all__ = [
     "OPTIONAL_CONFIG_KEYS",
     "RESUMABLE_CHANGES",
     "build_lr_scheduler",
-    "build_model",
     "build_optimizer",
     "check_config",
-    "check_run",
-    "checkpoint_dataset",
     "check_variant",
-    "DECODE_OPTIONS",
-    "decode_checkpoint",
-    "decode_record",
-    "decode_records",
-    "decode_settings",
-    "dev_loss",
-    "dev_scorer",
-    "head_diversity",
-    "load_model",
     "run_folder",
-    "stale_outputs",
     "train",
 ]
 

@@ -3,7 +3,7 @@
 loss (:func:`dev_loss`, token-level teacher-forced NLL, also what :func:`~graph_rma.tasks.graph_to_text.train`
 selects ``best.pt`` by), batched greedy or beam-search decoding (:func:`decode_records`; a checkpoint's, with its
 run's settings unless given: :func:`decode_checkpoint`) and how alike the encoder's heads are
-(:func:`head_diversity`). Every name is also importable from :mod:`graph_rma.tasks.graph_to_text`, the trainer.
+(:func:`head_diversity`). The trainer is :mod:`graph_rma.tasks.graph_to_text`.
 """
 
 from __future__ import annotations
@@ -21,6 +21,22 @@ from ..engine.distributed import all_reduce_sum, rank_and_world
 from ..models.graphwriter import GraphWriter
 from ..regularizers import disagreement, parameter_disagreement
 from .generator_config import DECODING_FIELDS, GeneratorConfig, generator_fields, saved_config
+
+__all__ = [
+    "DECODE_OPTIONS",
+    "build_model",
+    "check_run",
+    "checkpoint_dataset",
+    "decode_checkpoint",
+    "decode_record",
+    "decode_records",
+    "decode_settings",
+    "dev_loss",
+    "dev_scorer",
+    "head_diversity",
+    "load_model",
+    "stale_outputs",
+]
 
 PathLike = Union[str, Path]
 EncoderFactory = Callable[..., GraphTextEncoder]  # (vocab, relation_names, max_target_len=None) -> encoder

@@ -9,10 +9,10 @@ al.'s GAT on the Geom-GCN graphs; ``platonov``/``platonov-small``: Platonov et a
 caller may override; every variant (:mod:`graph_rma.variants`) runs with exactly the same protocol over the same
 seeds. Each graph has a default protocol (:func:`graph_rma.tasks.protocols.default_protocol`).
 
-This module is the study (:func:`run_study`: variants x seeds, resumable); the rest lives beside it and every name
-is importable from here too: one run (:func:`~graph_rma.tasks.node_training.train_run`, with the protocol's
-graph, model and metric) in :mod:`graph_rma.tasks.node_training`, the summary and its table in
-:mod:`graph_rma.tasks.node_results`, the plot in :mod:`graph_rma.tasks.node_plot`.
+This module is the study (:func:`run_study`: variants x seeds, resumable); the rest lives beside it: one run
+(:func:`~graph_rma.tasks.node_training.train_run`, with the protocol's graph, model and metric) in
+:mod:`graph_rma.tasks.node_training`, the summary and its table in :mod:`graph_rma.tasks.node_results`, the plot in
+:mod:`graph_rma.tasks.node_plot`.
 
 One run: Adam, one full-batch step per epoch, the validation metric and loss after each step, the epoch the
 protocol's early-stopping rule keeps (:class:`~graph_rma.engine.EarlyStopping`), and that epoch's test metric:
@@ -40,17 +40,13 @@ From the shell: ``graph-rma node --dataset NAME`` (``graph-rma cora`` is its sho
 
 from __future__ import annotations
 
-import functools
 import inspect
 import sys
-import warnings
-from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 import torch
 
-from .._deprecation import REMOVAL, renamed
 from .._errors import GraphRMAError
 from ..argtypes import DEFAULT_THREADS
 from ..data.nodes import canonical_name, load_node_graph, select_split
@@ -69,30 +65,16 @@ from ..engine import (
 from ..engine.optional import MissingExtraError
 from ..kinds import check_seed
 from ..variants import parse_variant
-from .defaults import (  # noqa: F401 (the variant specs of the study)
-    CORA_DROPATTN_SPEC,
-    CORA_MA_SPEC,
-    CORA_REG_SPEC,
-    CORA_SGLD_SPEC,
-    CORA_SPOS_SPEC,
-    CORA_SVGD_SPEC,
-)
 from .defaults import NODE_DEFAULT_SEEDS as DEFAULT_SEEDS
 from .defaults import NODE_DEFAULT_VARIANTS as DEFAULT_VARIANTS
 from .node_plot import plot
-from .node_results import (  # noqa: F401 (re-exported: the study's results, importable from here)
-    METRIC_LABELS,
-    OLD_METRIC_KEYS,
-    Metrics,
+from .node_results import (
     format_table,
     summarize,
     upgrade_metrics,
 )
-from .node_training import (  # noqa: F401 (re-exported: one run, importable from here)
+from .node_training import (
     MODEL_CLASSES,
-    TrainingDiverged,
-    build_model,
-    check_features,
     check_model_fits,
     check_variant_layers,
     model_settings,
@@ -118,77 +100,31 @@ def _upgrade(config: Dict[str, Any]) -> Dict[str, Any]:
     return config
 
 
-def _protocol(protocol: Union[None, str, Protocol], dataset: str, overrides: Dict[str, Any]) -> Protocol:
-    if isinstance(protocol, Protocol):
-        changes = {k: v for k, v in overrides.items() if v is not None}
-        return replace(protocol, **changes) if changes else protocol
-    return resolve_protocol(protocol, dataset, overrides)
-
-
-def _field_keywords(overrides: Dict[str, Any]) -> Dict[str, Any]:
-    """``run_study``'s deprecated keyword arguments named after protocol fields; a ``TypeError`` for any other name
-    (as for any unknown keyword argument), a ``DeprecationWarning`` when there are some."""
-    known = {f.name for f in protocol_fields()}
-    unknown = [k for k in overrides if k not in known]
-    if unknown:
-        raise TypeError(f"run_study() got an unexpected keyword argument {unknown[0]!r}")
-    if overrides:
-        example = ", ".join(f"{k!r}: {v!r}" for k, v in overrides.items())
-        warnings.warn(
-            f"run_study({', '.join(f'{k}=...' for k in overrides)}): protocol fields as keyword arguments are "
-            f"deprecated; pass resolve_protocol(name, dataset, {{{example}}}) (graph_rma.tasks.protocols), or "
-            f"dataclasses.replace(protocol, ...) of a Protocol, as the protocol (run_study's first argument)",
-            DeprecationWarning,
-            stacklevel=4,  # the caller of run_study (through _in_new_order)
-        )
-    return overrides
-
-
-def _in_new_order(study: Callable[..., Dict[str, Any]]) -> Callable[..., Dict[str, Any]]:
-    """``run_study(protocol, variants, seeds, out, ...)``, still taking the order of earlier versions,
-    ``run_study(variants, seeds, out, ..., protocol=...)``, for one release with a ``DeprecationWarning``.
-
-    The old order is recognised by its first argument, the variants: a list or tuple of spec strings (anything but
-    ``None``, a string or a :class:`~graph_rma.tasks.protocols.Protocol`, which the protocol is). A string first is
-    a protocol name; no version took the variants as one string. A string that names no preset but is a variant
-    spec (``run_study("svgd", ...)``) is a ``GraphRMAError`` saying that the protocol comes first.
-    """
-
-    @functools.wraps(study)
-    def run_study(*args: Any, **kwargs: Any) -> Dict[str, Any]:
-        first = args[0] if args else None
-        if args and not (first is None or isinstance(first, (str, Protocol))):
-            if len(args) > 3:
-                raise TypeError(f"run_study() takes at most 3 positional arguments in the old order, got {len(args)}")
-            for name, value in zip(("variants", "seeds", "out"), args):
-                if name in kwargs:
-                    raise TypeError(f"run_study() got multiple values for argument {name!r}")
-                kwargs[name] = value
-            warnings.warn(
-                f"run_study(variants, seeds, out, ..., protocol=...) is deprecated and goes in {REMOVAL}; the "
-                f"protocol comes first: run_study(protocol, variants, seeds, out, ...) (a Protocol, a preset name "
-                f"or None for the dataset's default)",
-                DeprecationWarning,
-                stacklevel=2,
+def _check_protocol(protocol: Any) -> None:
+    """``run_study``'s first argument is a protocol; a list of variants or a variant spec there is named as such."""
+    if isinstance(protocol, str) and protocol.lower() not in PROTOCOLS:
+        try:
+            spec = parse_variant(protocol).spec
+        except ValueError:
+            spec = None  # neither: resolve_protocol names the presets
+        if spec is not None:
+            raise GraphRMAError(
+                f"protocol: expected one of {tuple(PROTOCOLS)}, a Protocol or None, got the variant spec "
+                f"{protocol!r}; run_study's first argument is the protocol, the variants come second as a list: "
+                f"run_study(protocol, [{protocol!r}, ...], seeds, out)"
             )
-            args = ()
-        elif isinstance(first, str) and first.lower() not in PROTOCOLS:
-            try:
-                spec = parse_variant(first).spec
-            except ValueError:
-                spec = None  # neither: resolve_protocol names the presets
-            if spec is not None:
-                raise GraphRMAError(
-                    f"protocol: expected one of {tuple(PROTOCOLS)}, a Protocol or None, got the variant spec "
-                    f"{first!r}; run_study's first argument is the protocol, the variants come second as a list: "
-                    f"run_study(protocol, [{first!r}, ...], seeds, out)"
-                )
-        return study(*args, **kwargs)
-
-    return run_study
+    elif not (protocol is None or isinstance(protocol, (str, Protocol))):
+        raise GraphRMAError(
+            f"protocol: expected one of {tuple(PROTOCOLS)}, a Protocol or None, got {type(protocol).__name__} "
+            f"{protocol!r}; run_study(protocol, variants, seeds, out, ...) takes the protocol first"
+        )
 
 
-@_in_new_order
+def _protocol(protocol: Union[None, str, Protocol], dataset: str) -> Protocol:
+    """``run_study``'s protocol as a :class:`Protocol`: as given, or the named preset (``None``: the dataset's)."""
+    return protocol if isinstance(protocol, Protocol) else resolve_protocol(protocol, dataset)
+
+
 def run_study(
     protocol: Union[None, str, Protocol] = None,
     variants: Sequence[str] = DEFAULT_VARIANTS,
@@ -202,19 +138,15 @@ def run_study(
     threads: int = DEFAULT_THREADS,
     make_plot: bool = True,
     progress: bool = True,
-    **overrides: Any,
 ) -> Dict[str, Any]:
     """Train every variant on every seed (seed-major) under one protocol, resumable; write ``results.json``/``.csv``
     and the plot.
 
     ``protocol`` is a :class:`~graph_rma.tasks.protocols.Protocol` (the whole configuration: a preset with its
     changes, ``resolve_protocol(name, dataset, overrides)``), or names a preset of
-    :data:`graph_rma.tasks.protocols.PROTOCOLS` (``None``: the dataset's default, with its per-graph settings).
-    Deprecated, for one release with a ``DeprecationWarning``: the order of earlier versions,
-    ``run_study(variants, seeds, out, ..., protocol=...)`` (recognised by a list or tuple first); further keyword
-    arguments named after a field of the protocol (``epochs=2``, ``lr=0.01``; ``None`` keeps the protocol's value),
-    which override it: pass ``resolve_protocol(name, dataset, {"epochs": 2})`` (or
-    ``dataclasses.replace(protocol, epochs=2)``) as the protocol.
+    :data:`graph_rma.tasks.protocols.PROTOCOLS` (``None``: the dataset's default, with its per-graph settings). To
+    change a field, pass ``resolve_protocol(name, dataset, {"epochs": 2})`` or ``dataclasses.replace(protocol,
+    epochs=2)``.
     ``device``: ``"cpu"``, ``"cuda"`` (``"cuda:1"``, ...); default: CUDA when available, else the CPU. The device is
     recorded with each run's metrics but is not part of the settings that ``resume`` compares.
     Returns ``{"config", "seeds", "variants", "summary" (one row per variant), "runs", "table" (markdown),
@@ -223,14 +155,14 @@ def run_study(
     """
     from tqdm import tqdm
 
-    overrides = _field_keywords(overrides)  # deprecated; as Python would, an unknown name first
+    _check_protocol(protocol)
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise GraphRMAError(f"threads: expected a positive integer, got {threads!r}")
     seeds = [check_seed(s, "seeds") for s in seeds]
     if not seeds:
         raise GraphRMAError("seeds: expected at least one seed")
     ds_name = canonical_name(dataset, root)  # validates the name before any data is loaded
-    proto = _protocol(protocol, ds_name, overrides)
+    proto = _protocol(protocol, ds_name)
     torch.set_num_threads(threads)
     dev = resolve_device(device)
     variants = [parse_variant(v).spec for v in variants]  # canonical spec strings (also validates them)
@@ -401,10 +333,3 @@ def run_study(
         "files": files,
         "interrupted": interrupted,
     }
-
-
-# Old names of the node benchmark's specs (graph_rma.tasks.defaults.CORA_*_SPEC): one release, with a warning.
-__getattr__ = renamed(
-    __name__,
-    {old: f"graph_rma.tasks.defaults:CORA_{old}_SPEC" for old in ("MA", "REG", "SGLD", "SVGD", "SPOS", "DROPATTN")},
-)

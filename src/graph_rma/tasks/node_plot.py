@@ -1,5 +1,5 @@
 """The accuracy plot of a node study (``accuracy.png``: each seed's test and validation metric per variant, with
-the mean +- std). Needs matplotlib (the ``plots`` extra). Re-exported by :mod:`graph_rma.tasks.node_classification`.
+the mean +- std). Needs matplotlib (the ``plots`` extra).
 """
 
 from __future__ import annotations

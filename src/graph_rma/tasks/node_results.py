@@ -1,16 +1,15 @@
 """Reading a node study's results: the metric keys of earlier versions (:func:`upgrade_metrics`), one summary
 row per variant (:func:`summarize`: mean and std over seeds, the paired difference against the first variant) and
-its markdown table (:func:`format_table`). Re-exported by :mod:`graph_rma.tasks.node_classification`.
+its markdown table (:func:`format_table`).
 """
 
 from __future__ import annotations
 
 from typing import Any, Dict, List, Sequence
 
-from .._deprecation import warn_renamed
 from ..engine import format_spread, mean_std, paired_comparison
 
-#: Keys of runs and summary rows saved before they said what they hold (``test_acc`` held ROC AUC on binary graphs).
+#: Keys of runs and summary rows saved by graph_rma 0.1.0 (``test_acc`` held ROC AUC on binary graphs).
 OLD_METRIC_KEYS = {
     old: new
     for o, n in (("test_acc", "test_metric"), ("val_acc", "val_metric"))
@@ -18,27 +17,11 @@ OLD_METRIC_KEYS = {
 }
 
 
-class Metrics(dict):
-    """A dict of a run's metrics or a summary row, where an old key (:data:`OLD_METRIC_KEYS`) still reads its new
-    key's value, with a ``DeprecationWarning`` (one release): ``metrics["test_acc"]`` is ``metrics["test_metric"]``.
-    Checkpoints store a plain ``dict`` of it (``weights_only`` loading knows no other class)."""
-
-    def __missing__(self, key: Any) -> Any:
-        new = OLD_METRIC_KEYS.get(key)
-        if new is None or new not in self:
-            raise KeyError(key)
-        warn_renamed(f"the node results' key {key!r}", f"the key {new!r}")
-        return self[new]
-
-    def get(self, key: Any, default: Any = None) -> Any:
-        return self[key] if key in self or (key in OLD_METRIC_KEYS and OLD_METRIC_KEYS[key] in self) else default
-
-
-def upgrade_metrics(entry: Dict[str, Any]) -> Metrics:
-    """A run's ``metrics`` or a summary row with the keys of earlier versions renamed (:data:`OLD_METRIC_KEYS`:
+def upgrade_metrics(entry: Dict[str, Any]) -> Dict[str, Any]:
+    """A run's ``metrics`` or a summary row with the keys of graph_rma 0.1.0 renamed (:data:`OLD_METRIC_KEYS`:
     ``test_acc`` -> ``test_metric``, ``val_acc_mean`` -> ``val_metric_mean``, ...), order kept; a new dict. Every
     reader of saved node runs (resume, :func:`summarize`, :func:`format_table`, :func:`plot`) goes through it."""
-    return Metrics((OLD_METRIC_KEYS.get(k, k), v) for k, v in entry.items())
+    return {OLD_METRIC_KEYS.get(k, k): v for k, v in entry.items()}
 
 
 def summarize(results: List[Dict[str, Any]], variants: Sequence[str]) -> List[Dict[str, Any]]:
@@ -52,7 +35,7 @@ def summarize(results: List[Dict[str, Any]], variants: Sequence[str]) -> List[Di
         runs = [r for r in results if r["variant"] == spec]
         if not runs:
             continue
-        row: Dict[str, Any] = Metrics(variant=spec, seeds=len(runs))
+        row: Dict[str, Any] = dict(variant=spec, seeds=len(runs))
         for key, scale in (("test_metric", 100), ("val_metric", 100), ("dist", 1), ("epochs", 1), ("sec_per_epoch", 1)):
             values = [r["metrics"][key] * scale for r in runs if r["metrics"].get(key) is not None]
             m, s = mean_std(values) if values else (None, None)  # dist: None for single-head models

@@ -53,7 +53,6 @@ from ..models.classic_gat import ClassicGAT
 from ..models.gat import TwoLayerGAT
 from ..models.residual_gat import ResidualGAT
 from ..variants import apply_variant, parse_variant
-from .node_results import Metrics
 from .protocols import Protocol
 
 MODEL_CLASSES = {"gat": TwoLayerGAT, "residual": ResidualGAT, "classic": ClassicGAT}
@@ -411,22 +410,18 @@ def _train(
     with torch.no_grad():
         heads = net.head_outputs(x, ei)[test_mask]
         dist = head_distance(heads) if heads.size(-2) > 1 else None  # one head: no distance between heads
-    metrics = Metrics(
-        {
-            "test_metric": best["test_metric"],
-            "val_metric": best["val_metric"],
-            "val_loss": best["val_loss"],
-            "best_epoch": best["epoch"],
-            "epochs": epoch,
-            "sec_per_epoch": seconds / max(epoch, 1),
-            "dist": dist,
-            "metric": metric,
-            "device": dev.type,
-            "limited_steps": int(
-                getattr(setup.sampler, "limited_steps", 0)
-            ),  # SVGD/SPOS steps the repulsion limit capped
-        }
-    )
+    metrics = {
+        "test_metric": best["test_metric"],
+        "val_metric": best["val_metric"],
+        "val_loss": best["val_loss"],
+        "best_epoch": best["epoch"],
+        "epochs": epoch,
+        "sec_per_epoch": seconds / max(epoch, 1),
+        "dist": dist,
+        "metric": metric,
+        "device": dev.type,
+        "limited_steps": int(getattr(setup.sampler, "limited_steps", 0)),  # SVGD/SPOS steps the repulsion limit capped
+    }
     if partial is not None:
         partial.unlink(missing_ok=True)  # the run is finished: nothing left to continue
     return metrics, best_state, net
@@ -439,7 +434,7 @@ def _partial_state(net, optimizer, setup, stopper: EarlyStopping, dev: torch.dev
         "optimizer": optimizer.state_dict(),
         "sampler": setup.state_dict(),
         "limited_steps": int(getattr(setup.sampler, "limited_steps", 0)),
-        "stopper": {k: v for k, v in vars(stopper).items() if k not in ("rule", "patience")},
+        "stopper": stopper.state_dict(),
         "rng": rng_state(dev),
     }
 
@@ -451,7 +446,7 @@ def _restore(saved: Dict[str, Any], net, optimizer, setup, stopper: EarlyStoppin
     setup.load_state_dict(saved["sampler"])
     if setup.sampler is not None:
         setup.sampler.limited_steps = int(saved["limited_steps"])
-    vars(stopper).update(saved["stopper"])
+    stopper.load_state_dict(saved["stopper"])
     set_rng_state(saved["rng"], dev)
 
 

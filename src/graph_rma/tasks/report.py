@@ -439,7 +439,7 @@ def graph_to_text_report(path: Union[str, Path], out: Union[str, Path]) -> Dict[
     cosine over head pairs, averaged over layers; no data needed). The attention-based diversity on a split is
     ``graph-rma agenda heads``. Writes ``report.json`` into ``out``."""
     from ..regularizers import parameter_disagreement
-    from .graph_to_text import checkpoint_dataset, load_model
+    from .graph_to_text_model import checkpoint_dataset, load_model
 
     try:
         model, vocab, ck = load_model(path, "cpu")

@@ -35,6 +35,7 @@ from ..metrics import evaluate_generation, score_webnlg2017
 from ..metrics.generation import SCORERS, Meteor15, java_available
 from ..variants import Variant
 from . import graph_to_text as g2t
+from . import graph_to_text_model as g2m
 from .defaults import WEBNLG_PRESETS
 
 __all__ = ["PRESETS", "SUBSETS", "entries", "evaluate", "generate", "metrics_path", "score", "train"]
@@ -81,7 +82,7 @@ def train(
     )
 
 
-def dev_bleu(config: Dict[str, Any], splits: GraphTextSplits, max_dev: Optional[int] = None) -> Optional[g2t.DevScorer]:
+def dev_bleu(config: Dict[str, Any], splits: GraphTextSplits, max_dev: Optional[int] = None) -> Optional[g2m.DevScorer]:
     """``(model, vocab) -> BLEU``: the dev entries (the first ``max_dev``) decoded with ``config``'s decoding
     settings and scored with the challenge's BLEU (:func:`graph_rma.metrics.score_webnlg2017`, no METEOR, no TER), what
     ``keep="dev_bleu"`` keeps ``best.pt`` by; ``None`` under any other ``keep``. A missing ``text-metrics`` extra
@@ -95,7 +96,7 @@ def dev_bleu(config: Dict[str, Any], splits: GraphTextSplits, max_dev: Optional[
     require_webnlg2017()
     recs = entries(splits, "dev")[:max_dev] if max_dev else entries(splits, "dev")
     refs = [r.references for r in recs]
-    return g2t.dev_scorer(
+    return g2m.dev_scorer(
         config,
         recs,
         WebNLGEncoder,
@@ -180,10 +181,10 @@ def _decode(
 ) -> Dict[str, Any]:
     """:func:`generate`'s decode, in memory: ``{"relex", "delex", "refs", "record"}`` (nothing written)."""
     out = Path(out)
-    ckpt_path = g2t.check_run(out, checkpoint, "webnlg")  # before any data is read or file written
+    ckpt_path = g2m.check_run(out, checkpoint, "webnlg")  # before any data is read or file written
     splits = splits or load_webnlg_splits(root)
     recs = entries(splits, split)[:limit] if limit else entries(splits, split)
-    relex, delex, record = g2t.decode_checkpoint(
+    relex, delex, record = g2m.decode_checkpoint(
         ckpt_path,
         WebNLGEncoder,
         recs,
@@ -292,9 +293,9 @@ def evaluate(
     **gen_kwargs: Any,
 ) -> Dict[str, Any]:
     """Score ``hyp.<split>.txt`` against the references in ``refs.<split>.json`` (decoding them first when they are
-    not the decode ``gen_kwargs`` ask for: :func:`graph_rma.tasks.graph_to_text.stale_outputs`) with ``scorer`` (see
-    :func:`score`); writes (:func:`metrics_path`) and returns ``{"split", "entries", "scorer", "all": {...}, "seen":
-    {...}, "unseen": {...}}``."""
+    not the decode ``gen_kwargs`` ask for: :func:`graph_rma.tasks.graph_to_text_model.stale_outputs`) with
+    ``scorer`` (see :func:`score`); writes (:func:`metrics_path`) and returns ``{"split", "entries", "scorer",
+    "all": {...}, "seen": {...}, "unseen": {...}}``."""
     from ..metrics.generation import require_text_metrics
 
     _check_scorer(scorer, meteor)
@@ -304,9 +305,9 @@ def evaluate(
 
         require_webnlg2017()
     out = Path(out)
-    g2t.check_run(out, gen_kwargs.get("checkpoint"), "webnlg")  # before any data is read or file written
+    g2m.check_run(out, gen_kwargs.get("checkpoint"), "webnlg")  # before any data is read or file written
     decoded = None
-    if regenerate or g2t.stale_outputs(out, split, gen_kwargs):
+    if regenerate or g2m.stale_outputs(out, split, gen_kwargs):
         decoded = _decode(out, split, root, splits=splits, **gen_kwargs)
         hyps, refs = decoded["relex"], decoded["refs"]
     else:

@@ -59,12 +59,9 @@ shape; the fused kernels draw theirs in the kernel: the same distribution, not t
 attention weights. Edges need no particular order.
 
 Words: the edges' *CSR* (:class:`EdgeCSR`, kept by a :class:`CSRCache`) is not a *layout*, which in this package
-means only which slices of a layer form each head (:mod:`graph_rma.particles.layouts`). The old names
-(``EdgeLayout``, ``edge_layout``, ``LayoutCache``, ``share_layout_cache``, ``cached_layout``, a layer's
-``layout_cache``, the ``layout=`` keyword) work for one release, with a ``DeprecationWarning``.
+means only which slices of a layer form each head (:mod:`graph_rma.particles.layouts`).
 """
 
-from ..._deprecation import renamed
 from .cache import CSRCache, share_csr_cache
 from .chunked import CHUNK_BYTES, MAX_CHUNKS
 from .csr import EdgeCSR, csr_supported, edge_csr, sddmm, segment_max, segment_sum, spmm, spmm_t
@@ -110,15 +107,3 @@ __all__ = [
     "cached_csr",
     "lean_strategy",
 ]
-
-# Old names, from when the edges' CSR was a "layout" (the word now means only the heads' slices): one release.
-__getattr__ = renamed(
-    __name__,
-    {
-        "EdgeLayout": "graph_rma.nn.lean.csr:EdgeCSR",
-        "edge_layout": "graph_rma.nn.lean.csr:edge_csr",
-        "LayoutCache": "graph_rma.nn.lean.cache:CSRCache",
-        "share_layout_cache": "graph_rma.nn.lean.cache:share_csr_cache",
-        "cached_layout": "graph_rma.nn.lean.layers:cached_csr",
-    },
-)

@@ -15,7 +15,6 @@ from typing import Dict, Optional, Tuple
 import torch
 from torch import Tensor
 
-from ..._deprecation import renamed
 from .csr import EdgeCSR, edge_csr
 
 __all__ = ["CSRCache", "share_csr_cache"]
@@ -141,8 +140,3 @@ def share_csr_cache(module: torch.nn.Module, cache: Optional[CSRCache] = None) -
         if isinstance(getattr(m, "csr_cache", None), CSRCache):
             m.csr_cache = cache
     return cache
-
-
-__getattr__ = renamed(  # the old names, one release
-    __name__, {"LayoutCache": f"{__name__}:CSRCache", "share_layout_cache": f"{__name__}:share_csr_cache"}
-)

@@ -29,7 +29,6 @@ from typing import NamedTuple, Optional
 import torch
 from torch import Tensor
 
-from ..._deprecation import renamed
 from .strategy import forced_strategy
 
 __all__ = ["EdgeCSR", "edge_csr", "csr_supported", "spmm", "spmm_t", "sddmm", "segment_max", "segment_sum"]
@@ -161,7 +160,3 @@ def segment_max(csr: EdgeCSR, values: Tensor) -> Tensor:
 def segment_sum(csr: EdgeCSR, values: Tensor) -> Tensor:
     """Per destination, the sum of its edges' ``values`` (``[E]`` in CSR order)."""
     return values.new_zeros(csr.num_dst).index_add_(0, csr.row, values)
-
-
-# The old names (an edge "layout"; "layout" now means only the heads' slices, graph_rma.particles): one release.
-__getattr__ = renamed(__name__, {"EdgeLayout": f"{__name__}:EdgeCSR", "edge_layout": f"{__name__}:edge_csr"})

@@ -9,7 +9,6 @@ from typing import Any, Optional, Tuple
 import torch
 from torch import Tensor
 
-from ..._deprecation import renamed, renamed_keywords
 from ..._errors import GraphRMAError
 from . import chunked, per_head
 from . import csr as csr_kernels
@@ -96,7 +95,6 @@ class _EdgeAggregate(torch.autograd.Function):
         return g_w, g_x, None, None, None, None, None, None
 
 
-@renamed_keywords(layout="csr")  # the old keyword, one release
 def edge_aggregate(
     w: Tensor,
     x: Tensor,
@@ -143,7 +141,6 @@ class _SoftmaxAggregate(torch.autograd.Function):
     backward = staticmethod(_EdgeAggregate.backward)
 
 
-@renamed_keywords(layout="csr")  # the old keyword, one release
 def softmax_aggregate(
     scores: Tensor,
     x: Tensor,
@@ -308,7 +305,6 @@ class _GATAttention(torch.autograd.Function):
         return g_x, g_att_src, g_xd, g_att_dst, g_edge, None, None, None, None, None, None
 
 
-@renamed_keywords(layout="csr")  # the old keyword, one release
 def gat_attention(
     x: Tensor,
     att_src: Tensor,
@@ -410,7 +406,6 @@ class _EdgeDot(torch.autograd.Function):
         return g_q, g_k, None, None, None, None
 
 
-@renamed_keywords(layout="csr")  # the old keyword, one release
 def edge_dot(
     q: Tensor, k: Tensor, src: Tensor, dst: Tensor, scale: float = 1.0, csr: Optional[EdgeCSR] = None
 ) -> Tensor:
@@ -438,6 +433,3 @@ class _Dropped(torch.autograd.Function):
 def dropped_weights(w: Tensor, keep: Optional[Tensor], scale: Optional[Tensor]) -> Tensor:
     """The attention weights after plain dropout, as the stock layers return them."""
     return w if keep is None else _Dropped.apply(w, keep, scale)
-
-
-__getattr__ = renamed(__name__, {"layout_for": f"{__name__}:csr_for"})  # the old name, one release

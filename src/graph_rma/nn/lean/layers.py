@@ -12,7 +12,6 @@ from torch_geometric.typing import SparseTensor
 from torch_geometric.utils import add_self_loops, is_torch_sparse_tensor, remove_self_loops, to_edge_index
 from torch_geometric.utils.sparse import set_sparse_value
 
-from ..._deprecation import renamed
 from ..._errors import GraphRMAError
 from . import csr as csr_kernels
 from . import fused
@@ -350,6 +349,3 @@ def gatv2_forward(
     scores = gatv2_scores(x_l, x_r, layer.att, attr, w_edge, src, dst, layer.negative_slope)
     csr = csr_for(csr, src, dst, num_src, num_dst, x_l)
     return _attend(layer, scores, x_l, src, dst, num_src, num_dst, res, edge_index, return_attention_weights, csr)
-
-
-__getattr__ = renamed(__name__, {"cached_layout": f"{__name__}:cached_csr"})  # the old name, one release
