@@ -11,6 +11,30 @@ from graph_rma.data.graph_text import INVERSE, RELATION, collate
 from graph_rma.data.webnlg import WebNLGEncoder, build_webnlg_vocab, load_webnlg_splits
 from graph_rma.models.graphwriter import GraphWriter
 
+#: the decoding settings these tests leave off (GraphWriter's decoding methods take every one: their defaults live in
+#: GeneratorConfig alone)
+OFF = {"no_repeat_ngram": 0, "coverage_reward": 0.0}
+
+
+def _greedy(model, batch, max_len, **settings):
+    return model.greedy(batch, max_len=max_len, **{**OFF, **settings})
+
+
+def _beam(model, batch, beam, max_len, length_penalty=1.0, **settings):
+    return model.beam_search(batch, beam=beam, max_len=max_len, length_penalty=length_penalty, **{**OFF, **settings})
+
+
+def test_the_decoding_settings_have_their_defaults_in_the_configuration_only():
+    import inspect
+
+    from graph_rma.tasks.generator_config import DECODING_FIELDS
+
+    params = inspect.signature(GraphWriter.beam_search).parameters
+    assert [n for n in DECODING_FIELDS if params[n].default is not inspect.Parameter.empty] == []
+    params = inspect.signature(GraphWriter.greedy).parameters
+    assert all(params[n].default is inspect.Parameter.empty for n in DECODING_FIELDS if n in params)
+
+
 FIXTURE = Path(__file__).resolve().parents[1] / "datasets" / "fixtures" / "agenda_tiny"
 WEBNLG = Path(__file__).resolve().parents[1] / "datasets" / "fixtures" / "webnlg_tiny"
 
@@ -46,7 +70,7 @@ def test_memorises_and_greedy_reproduces(data, memorised):
     splits, vocab, enc = data
     model, batch, loss = memorised
     assert loss < 0.05
-    hyps = model.greedy(batch, max_len=40)
+    hyps = _greedy(model, batch, max_len=40)
     for h, rec in zip(hyps, splits.train):
         assert h[-1] == vocab.eos_id
         assert enc.decode(h, rec, relex=False) == rec.abstract
@@ -57,22 +81,22 @@ def test_memorises_and_greedy_reproduces(data, memorised):
 def test_beam_size_one_equals_greedy(data, memorised):
     splits, vocab, enc = data
     model, batch, _ = memorised
-    assert model.beam_search(batch, beam_size=1, max_len=40) == model.greedy(batch, max_len=40)
+    assert _beam(model, batch, beam=1, max_len=40) == _greedy(model, batch, max_len=40)
     torch.manual_seed(3)
     fresh = GraphWriter(len(vocab), 7, hidden=32, num_layers=1, heads=2).eval()
     b = collate(enc.encode_all(splits.test + splits.dev))
-    g = fresh.greedy(b, max_len=12)
-    assert g == fresh.beam_search(b, beam_size=1, max_len=12)
+    g = _greedy(fresh, b, max_len=12)
+    assert g == _beam(fresh, b, beam=1, max_len=12)
     assert all(len(s) == 12 or s[-1] == vocab.eos_id for s in g)
     assert all(vocab.unk_id not in s and vocab.pad_id not in s for s in g)  # no <unk>
-    wide = fresh.beam_search(b, beam_size=4, max_len=12, length_penalty=0.0)
+    wide = _beam(fresh, b, beam=4, max_len=12, length_penalty=0.0)
     assert len(wide) == len(g)
 
 
 def test_wider_beam_reproduces_memorised_records(data, memorised):
     splits, vocab, enc = data
     model, batch, _ = memorised
-    for h, rec in zip(model.beam_search(batch, beam_size=4, max_len=40), splits.train):
+    for h, rec in zip(_beam(model, batch, beam=4, max_len=40), splits.train):
         assert enc.decode(h, rec, relex=False) == rec.abstract
 
 
@@ -85,7 +109,7 @@ def test_copy_yields_entity_text(data):
         model.switch.bias.fill_(-40.0)
     rec = splits.test[0]
     b = collate([enc.encode(rec)])
-    out = model.greedy(b, max_len=3)[0]
+    out = _greedy(model, b, max_len=3)[0]
     V = len(vocab)
     assert all(t >= V for t in out) and len(out) == 3
     text = enc.decode(out, rec)
@@ -182,16 +206,16 @@ def test_no_repeat_ngram_blocks_repeats_in_greedy_and_beam_search(data):
     torch.manual_seed(3)
     fresh = GraphWriter(len(vocab), 7, hidden=32, num_layers=1, heads=2).eval()  # untrained: it loops
     b = collate(enc.encode_all(splits.test + splits.dev))
-    plain = fresh.greedy(b, max_len=30)
+    plain = _greedy(fresh, b, max_len=30)
     assert any(_has_repeat(s, 2) for s in plain)  # the case the option exists for
     for n in (1, 2, 3):
-        for out in (fresh.greedy(b, max_len=30, no_repeat_ngram=n), fresh.beam_search(b, 3, 30, no_repeat_ngram=n)):
+        for out in (_greedy(fresh, b, max_len=30, no_repeat_ngram=n), _beam(fresh, b, 3, 30, no_repeat_ngram=n)):
             assert len(out) == len(plain) and not any(_has_repeat(s, n) for s in out)
-    assert fresh.greedy(b, max_len=30, no_repeat_ngram=0) == plain  # 0: off, the default
-    assert fresh.beam_search(b, 1, 30, no_repeat_ngram=2) == fresh.greedy(b, max_len=30, no_repeat_ngram=2)
+    assert _greedy(fresh, b, max_len=30, no_repeat_ngram=0) == plain  # 0: off, the default
+    assert _beam(fresh, b, 1, 30, no_repeat_ngram=2) == _greedy(fresh, b, max_len=30, no_repeat_ngram=2)
     for bad in (-1, 1.5, True):
         with pytest.raises(ValueError, match="no_repeat_ngram: expected an integer >= 0"):
-            fresh.beam_search(b, 2, 5, no_repeat_ngram=bad)
+            _beam(fresh, b, 2, 5, no_repeat_ngram=bad)
 
 
 def test_coverage_reward_helpers_by_hand():
@@ -217,15 +241,15 @@ def test_coverage_reward_makes_outputs_name_their_entities(data):
     recs = splits.test + splits.dev
     b = collate(enc.encode_all(recs))
     real = [set(range(len(r.entities))) for r in recs]
-    plain = fresh.greedy(b, max_len=30)
+    plain = _greedy(fresh, b, max_len=30)
     assert any(_copies(s, len(vocab)) != e for s, e in zip(plain, real))  # the case the option exists for
     # a reward above any log-probability gap: greedy copies every entity first, each once
-    for s, e in zip(fresh.greedy(b, max_len=30, coverage_reward=1e3), real):
+    for s, e in zip(_greedy(fresh, b, max_len=30, coverage_reward=1e3), real):
         assert set(t - len(vocab) for t in s[: len(e)]) == e
-    for s, e in zip(fresh.beam_search(b, 3, 30, coverage_reward=1e3), real):
+    for s, e in zip(_beam(fresh, b, 3, 30, coverage_reward=1e3), real):
         assert _copies(s, len(vocab)) == e
-    assert fresh.greedy(b, max_len=30, coverage_reward=0.0) == plain  # 0: off, the default
-    assert fresh.beam_search(b, 1, 30, coverage_reward=0.7) == fresh.greedy(b, max_len=30, coverage_reward=0.7)
+    assert _greedy(fresh, b, max_len=30, coverage_reward=0.0) == plain  # 0: off, the default
+    assert _beam(fresh, b, 1, 30, coverage_reward=0.7) == _greedy(fresh, b, max_len=30, coverage_reward=0.7)
     for bad in (-0.1, float("nan"), float("inf"), True, "1"):
         with pytest.raises(ValueError, match="coverage_reward: expected a finite number >= 0"):
-            fresh.beam_search(b, 2, 5, coverage_reward=bad)
+            _beam(fresh, b, 2, 5, coverage_reward=bad)

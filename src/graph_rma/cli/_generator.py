@@ -185,11 +185,7 @@ def generation_kwargs(args: argparse.Namespace, progress: bool) -> Dict[str, Any
     """The decoding options of ``generate`` / ``evaluate`` as keyword arguments of the tasks' ``generate``."""
     return dict(
         checkpoint=args.checkpoint,
-        beam=args.beam,
-        max_len=args.max_len,
-        length_penalty=args.length_penalty,
-        no_repeat_ngram=args.no_repeat_ngram,
-        coverage_reward=args.coverage_reward,
+        **{name: getattr(args, name) for name in DECODING_FIELDS},  # GeneratorConfig's decoding fields
         batch_size=args.batch_size,
         limit=args.limit,
         progress=progress,

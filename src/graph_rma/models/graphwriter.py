@@ -289,14 +289,16 @@ class GraphWriter(nn.Module):
     def greedy(
         self,
         batch: Dict[str, Tensor],
-        max_len: int = 200,
+        *,
+        max_len: int,
+        no_repeat_ngram: int,
+        coverage_reward: float,
         ban_unk: bool = True,
-        no_repeat_ngram: int = 0,
-        coverage_reward: float = 0.0,
     ) -> List[List[int]]:
         """Greedy decoding; returns output ids per example (ending with ``</s>`` unless ``max_len`` was hit).
         ``no_repeat_ngram``, ``coverage_reward``: as in :meth:`beam_search` (each step takes the highest
-        log-probability plus the reward)."""
+        log-probability plus the reward). The decoding settings have no defaults here: theirs live in
+        :class:`~graph_rma.tasks.generator_config.GeneratorConfig` (its ``DECODING_FIELDS``)."""
         _check_no_repeat(no_repeat_ngram)
         _check_reward(coverage_reward)
         memory = self.encode(batch)
@@ -326,30 +328,33 @@ class GraphWriter(nn.Module):
     def beam_search(
         self,
         batch: Dict[str, Tensor],
-        beam_size: int = 4,
-        max_len: int = 200,
-        length_penalty: float = 1.0,
+        *,
+        beam: int,
+        max_len: int,
+        length_penalty: float,
+        no_repeat_ngram: int,
+        coverage_reward: float,
         ban_unk: bool = True,
-        no_repeat_ngram: int = 0,
-        coverage_reward: float = 0.0,
     ) -> List[List[int]]:
         r"""Batched beam search. Hypotheses are ranked during search by total log-probability plus the coverage
         reward, :math:`\log p(y) + \beta\, c(y)`, where :math:`c(y)` is the number of distinct input entities
-        :math:`y` copies and :math:`\beta` is ``coverage_reward`` (default ``0``: log-probability alone); finished
+        :math:`y` copies and :math:`\beta` is ``coverage_reward`` (``0``: log-probability alone); finished
         ones stay in the beam (extended by padding at no cost). The best of the final beam is chosen by
         :math:`\log p(y) / \mathrm{lp}(|y|) + \beta\, c(y)` with GNMT's
         :math:`\mathrm{lp}(n) = ((5 + n) / 6)^{\texttt{length\_penalty}}` (``0`` = raw log-probability), the
         reward standing where GNMT's coverage penalty stands: it favours outputs that name more of their input, which
-        the log-probability alone does not. ``beam_size=1`` is greedy decoding. ``no_repeat_ngram`` ``n > 0``: no
+        the log-probability alone does not. ``beam=1`` is greedy decoding. ``no_repeat_ngram`` ``n > 0``: no
         hypothesis contains the same ``n`` output ids twice (a copied entity is one id; transformers'
-        ``no_repeat_ngram_size``, OpenNMT's ``block_ngram_repeat``); ``0`` (default) blocks nothing."""
+        ``no_repeat_ngram_size``, OpenNMT's ``block_ngram_repeat``); ``0`` blocks nothing. The decoding settings
+        (the names of :class:`~graph_rma.tasks.generator_config.GeneratorConfig`'s ``DECODING_FIELDS``) have no
+        defaults here: theirs live in the configuration."""
         _check_no_repeat(no_repeat_ngram)
         _check_reward(coverage_reward)
-        if beam_size < 1:
-            raise GraphRMAError(f"beam_size: expected >= 1, got {beam_size}")
+        if beam < 1:
+            raise GraphRMAError(f"beam: expected >= 1, got {beam}")
         if max_len < 1:
             raise GraphRMAError(f"max_len: expected >= 1, got {max_len}")
-        K = beam_size
+        K = beam
         memory = self.encode(batch)
         B = memory["global"].size(0)
         rep = torch.arange(B, device=memory["global"].device).repeat_interleave(K)

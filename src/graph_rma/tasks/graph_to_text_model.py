@@ -229,16 +229,15 @@ def decode_records(
     :meth:`GraphWriter.beam_search`); returns (relexicalised, delexicalised) texts, one per record."""
     dev = next(model.parameters()).device
     items = enc.encode_all(recs)
-    common = {k: settings[k] for k in DECODING_FIELDS if k not in ("beam", "length_penalty")}  # greedy takes these too
+    decoding = {k: settings[k] for k in DECODING_FIELDS}
+    common = {k: v for k, v in decoding.items() if k not in ("beam", "length_penalty")}  # greedy takes these
     hyps: List[List[int]] = []
     for idx in tqdm(_batches(len(items), batch_size), desc=desc, disable=not progress, leave=False):
         batch = _to(collate([items[i] for i in idx]), dev)
         if settings["beam"] == 1:
             hyps += model.greedy(batch, **common)
         else:
-            hyps += model.beam_search(
-                batch, beam_size=settings["beam"], length_penalty=settings["length_penalty"], **common
-            )
+            hyps += model.beam_search(batch, **decoding)
     relex = [enc.decode(h, r) for h, r in zip(hyps, recs)]
     delex = [enc.decode(h, r, relex=False) for h, r in zip(hyps, recs)]
     return relex, delex
