@@ -9,7 +9,8 @@ the training sentences: nothing is downloaded); ``--model`` loads a checkpoint a
 one ``SamplerCallback`` (``graph_rma.hf``): ``ma`` (plain), ``dropattn:...`` (DropAttention in every attention module)
 and ``svgd:...`` (the heads as SVGD particles), trained on the same seeds. It prints one table, test accuracy mean ±
 sd over the seeds and the paired difference against plain, and writes ``head_importance.png``: the test-accuracy drop
-when each head is masked (Michel et al.), before training and after each arm's training on the first seed. Data:
+when each head is masked (Michel et al.), before training and after each arm's training on the first seed. A progress
+bar (``Trainer``'s, on stderr) shows each arm's steps while it trains. Data:
 ``$GRAPH_RMA_DATA/text`` (``../shared/data`` with ``make``), as in ``examples/text_classification.py``.
 """
 
@@ -161,7 +162,7 @@ def run(spec, seed, work):
         report_to=[],
         save_strategy="no",
         logging_strategy="no",
-        disable_tqdm=True,
+        disable_tqdm=False,  # Trainer's progress bar (stderr) while each arm trains
         dataloader_num_workers=0,
         dataloader_pin_memory=torch.cuda.is_available(),
     )

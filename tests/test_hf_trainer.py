@@ -154,3 +154,4 @@ def test_the_example_prints_one_table_and_writes_the_plot(tmp_path):
         "svgd:alpha=0.1,eps=1",
     ]
     assert (tmp_path / "head_importance.png").stat().st_size > 0
+    assert out.stderr.count("100%|") >= 6  # a progress bar while each arm trains, on each seed
