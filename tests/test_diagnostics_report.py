@@ -336,6 +336,15 @@ def test_a_single_head_model_is_reported_with_what_applies(tmp_path, capsys):
         "head masking need at least 2 heads"
     )
     assert (out / "reliability.png").read_bytes()[:8] == PNG and not (out / "head_importance.png").exists()
+    other = tmp_path / "one_head_b.pt"  # two of them compared: their metrics side by side, no head-masking plot
+    save_checkpoint(other, {"task": "standin", "model_kwargs": kwargs, "variant": "ma", "model": model.state_dict()})
+    both = tmp_path / "both"
+    assert cli_main(["report", "--checkpoint", str(path), str(other), "--out", str(both)]) == 0
+    comparison = json.loads((both / "comparison.json").read_text())
+    assert comparison["ma (one_head)"]["mean_drop"] == {} and comparison["ma (one_head_b)"][
+        "accuracy"
+    ] == pytest.approx(acc)
+    assert not (both / "head_importance_compare.png").exists()
 
 
 def test_report_refuses_malformed_node_checkpoints_in_one_line(tmp_path, capsys):

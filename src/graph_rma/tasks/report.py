@@ -519,10 +519,9 @@ def compare_reports(summaries: Dict[str, Dict[str, Any]], out: Union[str, Path],
     }
     out = Path(out)
     path = write_json(out / "comparison.json", comparison)
-    if plots:
-        drops = {
-            label(name): [d for v in s["redundancy"]["drops"].values() for d in v] for name, s in summaries.items()
-        }
+    drops = {label(name): [d for v in s["redundancy"]["drops"].values() for d in v] for name, s in summaries.items()}
+    drops = {name: d for name, d in drops.items() if d}  # a single-head model has no head to mask
+    if plots and drops:
         metrics = {"ROC AUC" if s.get("metric") == "roc_auc" else "accuracy" for s in summaries.values()}
         try:
             datasets = sorted({str(s.get("dataset")) for s in summaries.values()})
