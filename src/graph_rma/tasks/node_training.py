@@ -13,8 +13,7 @@ it), a Ctrl-C stops the run at the end of the epoch it is in, saved there. The f
 run finishes; one saved with other settings (another variant, seed, model, split or schedule) is ignored with a
 line on stderr.
 
-The study over variants and seeds that calls it is :func:`graph_rma.tasks.node_classification.run_study`, which
-re-exports every name of this module.
+The study over variants and seeds that calls it is :func:`graph_rma.tasks.node_classification.run_study`.
 """
 
 from __future__ import annotations
