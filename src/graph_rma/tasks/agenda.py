@@ -180,7 +180,7 @@ def evaluate(
 
     require_text_metrics()  # before any decoding: a missing extra is said at once, not after minutes of work
     out = Path(out)
-    g2m.check_run(out, gen_kwargs.get("checkpoint"), "agenda")  # before any data is read or file written
+    g2m.check_run(out, gen_kwargs.get("checkpoint"), "agenda", require=False)  # before any data is read or written
     splits = splits or load_agenda(root, protocol)
     hyp_path = out / f"hyp.{split}.txt"
     if regenerate or g2m.stale_outputs(out, split, gen_kwargs):

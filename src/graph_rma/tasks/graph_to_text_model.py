@@ -289,15 +289,19 @@ def _folder_dataset(out: Path) -> Optional[str]:
     return saved.get("dataset") or ("webnlg" if saved["protocol"] == "webnlg2017" else "agenda")
 
 
-def check_run(out: PathLike, checkpoint: Optional[PathLike], dataset: str) -> Path:
+def check_run(out: PathLike, checkpoint: Optional[PathLike], dataset: str, require: bool = True) -> Path:
     """The checkpoint a ``dataset`` command decodes (``checkpoint``, else ``out/best.pt``), checked before any data
     is read or file written: a graph-to-text checkpoint of ``dataset``, into a run folder that is not another
     dataset's run. A one-line :class:`graph_rma.GraphRMAError` otherwise (a node checkpoint, a text file, a run of
-    the other dataset)."""
+    the other dataset). ``require=False`` (scoring outputs already decoded): a missing checkpoint is not an error,
+    and only the run folder is checked then."""
     out = Path(out)
     path = Path(checkpoint) if checkpoint else out / "best.pt"
     if not path.is_file():
-        raise GraphRMAError(f"checkpoint: no such file {path}")
+        if require:
+            raise GraphRMAError(f"checkpoint: no such file {path}")
+        _check_folder(out, dataset)
+        return path
     ck = load_checkpoint(path)
     if not isinstance(ck, dict) or not {"config", "vocab", "relations", "model"} <= set(ck):
         task = ck.get("task") if isinstance(ck, dict) else None
@@ -309,10 +313,14 @@ def check_run(out: PathLike, checkpoint: Optional[PathLike], dataset: str) -> Pa
             f"checkpoint: {path} was trained on {trained}, not {dataset}; decode it with "
             f"{_COMMANDS.get(trained, trained)} (nothing was written)"
         )
+    _check_folder(out, dataset)
+    return path
+
+
+def _check_folder(out: Path, dataset: str) -> None:
     folder = _folder_dataset(out)
     if folder is not None and folder != dataset:
         raise GraphRMAError(
             f"out: {out} is a {folder} run; {dataset} outputs would overwrite its files: give another --out "
             f"(nothing was written)"
         )
-    return path
