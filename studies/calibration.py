@@ -27,7 +27,7 @@ import torch_geometric
 from graph_rma import diagnostics as diag
 from graph_rma.data.nodes import load_node_graph, num_splits, select_split
 from graph_rma.engine import mean_std, paired_comparison, slug, write_json
-from graph_rma.tasks.node_training import model_settings, prepare_graph, resolve_metric, train_run
+from graph_rma.tasks.node_training import prepare_graph, train_run
 from graph_rma.tasks.protocols import resolve_protocol
 from studies.pages import cli, publish, renderer
 from studies.pages import mean_std_cell as _ms
@@ -101,11 +101,7 @@ def run_one(out: Path, key: str, spec: str, overrides: Dict, seed: int, ood: boo
     graph = _graph(dataset, protocol)
     full = select_split(graph, seed % num_splits(dataset))
     data, hidden = hide_classes(full, HIDDEN[key] if ood else ())
-    k = int(graph.y.max()) + 1 - (len(HIDDEN[key]) if ood else 0)
-    metric, rule = resolve_metric(proto, k)
-    model, kwargs = model_settings(proto, graph.num_features, k, metric)
-    fit = dict(epochs=proto.epochs, patience=proto.patience, lr=proto.lr, weight_decay=proto.weight_decay)
-    metrics, _, net = train_run(data, spec, seed, kwargs, **fit, early_stopping=rule, model=model, metric=metric)
+    metrics, _, net = train_run(proto, data, spec, seed)  # the protocol's model, metric and fit for data's classes
     with torch.no_grad():
         logits = net(data.x, data.edge_index)
     test = full.test_mask

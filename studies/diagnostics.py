@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import json
 import platform
+from dataclasses import replace
 from pathlib import Path
 from typing import Dict
 
@@ -22,6 +23,7 @@ from graph_rma.data.planetoid import load_planetoid, prepare_features
 from graph_rma.diagnostics import heads_sweep
 from graph_rma.engine import write_json
 from graph_rma.tasks.node_classification import run_study, train_run
+from graph_rma.tasks.protocols import PROTOCOLS
 from graph_rma.tasks.report import report_checkpoint
 from studies.pages import cli, renderer
 
@@ -36,8 +38,8 @@ def sweep_errors(spec: str) -> Dict:
     data.x = prepare_features(data.x)
 
     def train_and_eval(m, seed):
-        kw = dict(in_channels=ds.num_features, out_channels=ds.num_classes, heads=m)
-        return 1.0 - train_run(data, spec, seed, kw, epochs=300, patience=100)[0]["test_metric"]
+        protocol = replace(PROTOCOLS["gat"], heads=m, epochs=300, patience=100)
+        return 1.0 - train_run(protocol, data, spec, seed)[0]["test_metric"]
 
     return heads_sweep(train_and_eval, SWEEP_HEADS, seeds=[0])
 

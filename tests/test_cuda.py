@@ -1,12 +1,15 @@
 """The device-dependent paths on CUDA: they run only where a GPU is present (the lent machines; never in CI), and
 compare each CUDA result with the same computation on the CPU."""
 
+from dataclasses import replace
+
 import pytest
 import torch
 
 import graph_rma
 from graph_rma.models import ResidualGAT, TwoLayerGAT
 from graph_rma.nn import RepulsiveGATConv, RepulsiveGATv2Conv
+from graph_rma.tasks.protocols import PROTOCOLS
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -72,16 +75,9 @@ def test_node_run_on_cuda_matches_its_metrics_on_the_cpu():
     data = Data(
         x=x, edge_index=ei, y=idx % 3, train_mask=idx < 25, val_mask=(idx >= 25) & (idx < 38), test_mask=idx >= 38
     )
-    kwargs = {
-        "in_channels": 16,
-        "out_channels": 3,
-        "hidden_channels": 4,
-        "heads": 4,
-        "dropout": 0.0,
-        "attn_dropout": 0.0,
-    }
-    cpu, _, _ = nc.train_run(data, "ma", 0, kwargs, epochs=5, device="cpu")
-    gpu, _, _ = nc.train_run(data, "ma", 0, kwargs, epochs=5, device="cuda")
+    proto = replace(PROTOCOLS["gat"], hidden=4, heads=4, dropout=0.0, attn_dropout=0.0, epochs=5)
+    cpu, _, _ = nc.train_run(proto, data, "ma", 0, device="cpu")
+    gpu, _, _ = nc.train_run(proto, data, "ma", 0, device="cuda")
     assert gpu["device"] == "cuda"
     assert abs(gpu["val_loss"] - cpu["val_loss"]) < 1e-3
 
@@ -106,9 +102,22 @@ def test_classic_gat_run_with_roc_auc_trains_on_cuda(spec):
     data = Data(
         x=x, edge_index=ei, y=idx % 2, train_mask=idx < 25, val_mask=(idx >= 25) & (idx < 38), test_mask=idx >= 38
     )
-    kwargs = {"in_channels": 16, "out_channels": 1, "hidden": 16, "heads": 8, "layers": 3, "dropout": 0.2}
-    kwargs.update({"attn_dropout": 0.0, "self_loops": True, "lean": True, "norm": "batch", "residual": True})
-    metrics, _, _ = nc.train_run(data, spec, 0, kwargs, epochs=3, model="classic", metric="roc_auc", device="cuda")
+    proto = replace(
+        PROTOCOLS["luo"],
+        hidden=16,
+        heads=8,
+        layers=3,
+        dropout=0.2,
+        attn_dropout=0.0,
+        self_loops=True,
+        lean=True,
+        norm="batch",
+        residual=True,
+        pre_linear=False,
+        epochs=3,
+        metric="roc_auc",
+    )
+    metrics, _, _ = nc.train_run(proto, data, spec, 0, device="cuda")
     assert metrics["device"] == "cuda" and 0.0 <= metrics["val_metric"] <= 1.0
 
 

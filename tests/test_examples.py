@@ -9,6 +9,7 @@ import runpy
 import subprocess
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from conftest import REPO, needs_cora
 
 from graph_rma.data.planetoid import load_planetoid, prepare_features
 from graph_rma.tasks import node_classification as nc
+from graph_rma.tasks.protocols import PROTOCOLS
 from graph_rma.variants import VariantSetup, parse_variant
 
 pytestmark = pytest.mark.slow  # subprocesses or real-data runs: left out of make test-fast
@@ -54,8 +56,7 @@ def test_cora_example_is_one_benchmark_run(spec, planetoid_cache, monkeypatch, c
 
     data = copy.copy(load_planetoid("Cora")[0])
     data.x = prepare_features(data.x)
-    kwargs = {"in_channels": data.num_features, "out_channels": 7}
-    metrics, _, _ = nc.train_run(data, spec, 0, kwargs, epochs=4)
+    metrics, _, _ = nc.train_run(replace(PROTOCOLS["gat"], epochs=4), data, spec, 0)
     assert f"test {100 * metrics['test_metric']:.1f}%" in out and f"best val {100 * metrics['val_metric']:.1f}%" in out
     assert "stopped at epoch 4" in out
 

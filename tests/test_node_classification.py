@@ -3,6 +3,7 @@
 import copy
 import math
 import re
+from dataclasses import replace
 
 import pytest
 import torch
@@ -15,6 +16,7 @@ from graph_rma.diagnostics import head_distance
 from graph_rma.engine import load_checkpoint, read_json
 from graph_rma.models.gat import TwoLayerGAT
 from graph_rma.tasks import node_classification as nc
+from graph_rma.tasks.protocols import PROTOCOLS
 
 
 def test_head_distance_hand_checked():
@@ -111,11 +113,11 @@ def test_interrupted_study_resumes_without_redoing_finished_runs(tmp_path, plane
     real = nc.train_run
     calls = []
 
-    def interrupt_on_third(data, spec, seed, *args, **kwargs):
+    def interrupt_on_third(protocol, data, spec, seed, **kwargs):
         calls.append((spec, seed))
         if len(calls) == 3:
             raise KeyboardInterrupt  # as Ctrl-C in the middle of the third run
-        return real(data, spec, seed, *args, **kwargs)
+        return real(protocol, data, spec, seed, **kwargs)
 
     monkeypatch.setattr(nc, "train_run", interrupt_on_third)
     argv = ["--variants", "ma", "svgd:alpha=0.1", "--seeds", "0-1", "--epochs", "3", "--out", str(out), "--no-plot"]
@@ -128,7 +130,7 @@ def test_interrupted_study_resumes_without_redoing_finished_runs(tmp_path, plane
     first = read_json(out / "runs" / nc.slug("ma") / "seed0.json")
 
     calls.clear()
-    monkeypatch.setattr(nc, "train_run", lambda *a, **k: (calls.append(a[1:3]), real(*a, **k))[1])
+    monkeypatch.setattr(nc, "train_run", lambda *a, **k: (calls.append(a[2:4]), real(*a, **k))[1])
     assert cora.main(argv + ["--resume"]) == 0
     assert calls == [("ma", 1), ("svgd:alpha=0.1", 1)]
     res = read_json(out / "results.json")
@@ -145,7 +147,7 @@ def test_interrupted_study_resumes_without_redoing_finished_runs(tmp_path, plane
     capsys.readouterr()
     assert cora.main(argv[:-1] + ["--patience", "2", "--no-plot", "--resume"]) == 130
     assert "; run it again to continue" in capsys.readouterr().err
-    monkeypatch.setattr(nc, "train_run", lambda *a, **k: (calls.append(a[1:3]), real(*a, **k))[1])
+    monkeypatch.setattr(nc, "train_run", lambda *a, **k: (calls.append(a[2:4]), real(*a, **k))[1])
 
     # A changed setting does not reuse runs made under another configuration, and says which setting differs.
     calls.clear()
@@ -339,13 +341,13 @@ def test_the_repulsion_limit_never_acts_with_the_cora_presets(planetoid_cache):
 
     data = copy.copy(__import__("graph_rma.data.planetoid", fromlist=["x"]).load_planetoid("Cora")[0])
     data.x = prepare_features(data.x)
-    kwargs = {"in_channels": data.num_features, "out_channels": 7}
+    gat = PROTOCOLS["gat"]
     svgd, spos = NODE_FULL_VARIANTS[3], NODE_FULL_VARIANTS[4]
     assert svgd.startswith("svgd:alpha=0.01,eps=8,roles=att_src/att_dst") and "beta=1e9" in spos
     for spec in (svgd, spos):
-        metrics, _, _ = nc.train_run(data, spec, 0, kwargs, epochs=200, patience=1000)
+        metrics, _, _ = nc.train_run(replace(gat, epochs=200, patience=1000), data, spec, 0)
         assert (metrics["epochs"], metrics["limited_steps"]) == (200, 0), spec
-    metrics, _, _ = nc.train_run(data, "svgd:alpha=1000,eps=8", 0, kwargs, epochs=5)  # far beyond: capped each step
+    metrics, _, _ = nc.train_run(replace(gat, epochs=5), data, "svgd:alpha=1000,eps=8", 0)  # far beyond: capped
     assert metrics["limited_steps"] == 5
 
 
@@ -477,10 +479,10 @@ def test_a_killed_run_continues_from_its_last_save_and_ends_as_an_uninterrupted_
 ):
     from graph_rma.tasks import node_training as nt
 
-    data, kwargs = _small_graph(), {"in_channels": 6, "out_channels": 3, "heads": 4}
+    data = _small_graph()
     # dropout and SPOS noise draw from generators every epoch; the kept epoch is a late one
-    settings = dict(epochs=30, patience=1000, lr=0.01, early_stopping="val_loss")
-    whole, whole_state, _ = nt.train_run(data, spec, 0, kwargs, **settings)
+    proto = replace(PROTOCOLS["gat"], heads=4, epochs=30, patience=1000, lr=0.01, early_stopping="val_loss")
+    whole, whole_state, _ = nt.train_run(proto, data, spec, 0)
 
     partial = tmp_path / "run.partial.pt"
     real, saves = nt.save_checkpoint, []
@@ -493,11 +495,11 @@ def test_a_killed_run_continues_from_its_last_save_and_ends_as_an_uninterrupted_
 
     monkeypatch.setattr(nt, "save_checkpoint", killed_after_a_save)
     with pytest.raises(KeyboardInterrupt):
-        nt.train_run(data, spec, 0, kwargs, partial=partial, save_every_s=0, **settings)
+        nt.train_run(proto, data, spec, 0, partial=partial, save_every_s=0)
     assert saves == list(range(1, kill_at + 1)) and partial.is_file()
     monkeypatch.setattr(nt, "save_checkpoint", real)
 
-    resumed, resumed_state, _ = nt.train_run(data, spec, 0, kwargs, partial=partial, save_every_s=0, **settings)
+    resumed, resumed_state, _ = nt.train_run(proto, data, spec, 0, partial=partial, save_every_s=0)
     assert f"{partial}: continuing the unfinished run after epoch {kill_at}" in capsys.readouterr().err
     assert not partial.exists()  # finished: nothing left to continue
     timing = ("sec_per_epoch",)
@@ -508,7 +510,7 @@ def test_a_killed_run_continues_from_its_last_save_and_ends_as_an_uninterrupted_
 def test_a_saved_run_with_other_settings_is_not_continued(tmp_path, monkeypatch, capsys):
     from graph_rma.tasks import node_training as nt
 
-    data, kwargs = _small_graph(), {"in_channels": 6, "out_channels": 3, "heads": 2}
+    data, proto = _small_graph(), replace(PROTOCOLS["gat"], heads=2, epochs=5)
     partial = tmp_path / "run.partial.pt"
     real = nt.save_checkpoint
 
@@ -518,12 +520,12 @@ def test_a_saved_run_with_other_settings_is_not_continued(tmp_path, monkeypatch,
 
     monkeypatch.setattr(nt, "save_checkpoint", killed_after_the_first_save)
     with pytest.raises(KeyboardInterrupt):
-        nt.train_run(data, "ma", 0, kwargs, epochs=5, partial=partial, save_every_s=0)
+        nt.train_run(proto, data, "ma", 0, partial=partial, save_every_s=0)
     monkeypatch.setattr(nt, "save_checkpoint", real)
     other_split = copy.copy(data)
     other_split.train_mask, other_split.val_mask = data.val_mask, data.train_mask
-    fresh, _, _ = nt.train_run(other_split, "ma", 1, kwargs, epochs=5)
-    got, _, _ = nt.train_run(other_split, "ma", 1, kwargs, epochs=5, partial=partial)
+    fresh, _, _ = nt.train_run(proto, other_split, "ma", 1)
+    got, _, _ = nt.train_run(proto, other_split, "ma", 1, partial=partial)
     assert (
         f"{partial}: an unfinished run with other settings (seed, data); the run starts again"
         in capsys.readouterr().err
@@ -538,9 +540,9 @@ def test_ctrl_c_held_by_the_caller_stops_the_run_at_the_end_of_its_epoch_saved_t
 
     from graph_rma.tasks import node_training as nt
 
-    data, kwargs = _small_graph(), {"in_channels": 6, "out_channels": 3, "heads": 4}
-    settings = dict(epochs=20, patience=1000, lr=0.01, early_stopping="val_loss")
-    whole, _, _ = nt.train_run(data, "ma", 0, kwargs, **settings)
+    data = _small_graph()
+    proto = replace(PROTOCOLS["gat"], heads=4, epochs=20, patience=1000, lr=0.01, early_stopping="val_loss")
+    whole, _, _ = nt.train_run(proto, data, "ma", 0)
     epochs_seen = []
     real_update = nt.EarlyStopping.update
 
@@ -561,10 +563,10 @@ def test_ctrl_c_held_by_the_caller_stops_the_run_at_the_end_of_its_epoch_saved_t
 
     with pytest.raises(KeyboardInterrupt):
         with deferred_interrupt():
-            nt.train_run(data, "ma", 0, kwargs, partial=partial, save_every_s=3600, **settings)
+            nt.train_run(proto, data, "ma", 0, partial=partial, save_every_s=3600)
     assert saves == [7] and len(epochs_seen) == 7  # no periodic save came due: the one save is the interrupt's
     monkeypatch.setattr(nt.EarlyStopping, "update", real_update)
-    resumed, _, _ = nt.train_run(data, "ma", 0, kwargs, partial=partial, save_every_s=3600, **settings)
+    resumed, _, _ = nt.train_run(proto, data, "ma", 0, partial=partial, save_every_s=3600)
     assert "continuing the unfinished run after epoch 7" in capsys.readouterr().err
     timing = ("sec_per_epoch",)
     assert {k: v for k, v in resumed.items() if k not in timing} == {k: v for k, v in whole.items() if k not in timing}
@@ -576,7 +578,7 @@ def test_ctrl_c_held_by_the_caller_stops_the_run_at_the_end_of_its_epoch_saved_t
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with pytest.raises(KeyboardInterrupt):
-            nt.train_run(data, "ma", 0, kwargs, partial=tmp_path / "other.partial.pt", save_every_s=3600, **settings)
+            nt.train_run(proto, data, "ma", 0, partial=tmp_path / "other.partial.pt", save_every_s=3600)
     finally:
         signal.signal(signal.SIGINT, previous)
     assert saves == [] and len(epochs_seen) == 7

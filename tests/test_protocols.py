@@ -1,6 +1,7 @@
 """Node-classification protocols: each option changes what it says on a hand-checkable graph; the presets are the
 cited configurations; the residual GAT is Platonov et al.'s block around PyG's GATConv; ROC AUC; early stopping."""
 
+import dataclasses
 import itertools
 import math
 import re
@@ -262,21 +263,18 @@ def test_a_binary_run_trains_one_logit_and_reports_roc_auc():
     part = torch.arange(n) // 2 % 4  # both classes in every part
     masks = [part < 2, part == 2, part == 3]
     data = Data(x=x, edge_index=ei, y=y, train_mask=masks[0], val_mask=masks[1], test_mask=masks[2])
-    _, kwargs = nc.model_settings(PROTOCOLS["platonov-small"], 4, 2, "roc_auc")
-    kwargs.update(hidden=16, layers=1)
-    metrics, state, model = nc.train_run(
-        data,
-        "ma",
-        0,
-        kwargs,
+    proto = dataclasses.replace(
+        PROTOCOLS["platonov-small"],
+        hidden=16,
+        layers=1,
         epochs=30,
         patience=30,
         lr=3e-3,
         weight_decay=0.0,
         early_stopping="val_auc",
-        model="residual",
         metric="roc_auc",
     )
+    metrics, state, model = nc.train_run(proto, data, "ma", 0)
     assert metrics["metric"] == "roc_auc" and model.output.out_features == 1
     model.eval()
     with torch.no_grad():
@@ -296,7 +294,9 @@ def test_a_diverging_run_stops_with_a_clear_error():
     )
     data.x[0, 0] = float("nan")
     with pytest.raises(nt.TrainingDiverged, match="training diverged at epoch 1 .*the loss is nan"):
-        nc.train_run(data, "ma", 0, {"in_channels": 3, "out_channels": 2, "hidden_channels": 2, "heads": 2}, epochs=3)
+        nc.train_run(
+            dataclasses.replace(PROTOCOLS["gat"], hidden=2, heads=2, epochs=3, metric="accuracy"), data, "ma", 0
+        )
 
 
 needs_minesweeper = pytest.mark.skipif(
@@ -355,7 +355,7 @@ def test_node_command_on_minesweeper_scores_roc_auc(tmp_path, capsys):
 def test_a_run_refuses_a_split_without_validation_or_test_nodes():
     """An empty test mask used to report test 0.0, an empty validation mask to keep epoch 1 (or, under val_loss,
     the untrained model)."""
-    kwargs = {"in_channels": 3, "out_channels": 2, "hidden_channels": 2, "heads": 2}
+    proto = dataclasses.replace(PROTOCOLS["gat"], hidden=2, heads=2, epochs=2, metric="accuracy")
     for empty in ("train_mask", "val_mask", "test_mask"):
         masks = {
             "train_mask": torch.arange(6) < 2,
@@ -366,7 +366,7 @@ def test_a_run_refuses_a_split_without_validation_or_test_nodes():
         data = Data(x=torch.randn(6, 3), edge_index=torch.tensor([[0, 1], [1, 2]]), y=torch.arange(6) % 2, **masks)
         for rule in ("val_acc", "val_loss"):
             with pytest.raises(ValueError, match=f"data: {empty} selects no node"):
-                nc.train_run(data, "ma", 0, kwargs, epochs=2, early_stopping=rule)
+                nc.train_run(dataclasses.replace(proto, early_stopping=rule), data, "ma", 0)
 
 
 def test_node_command_refuses_a_dropped_in_graph_with_an_empty_split_in_one_line(tmp_path, capsys):
@@ -443,14 +443,8 @@ def test_a_run_trains_on_the_device_asked_for_and_returns_a_cpu_state(device):
         val_mask=(torch.arange(12) >= 6) & (torch.arange(12) < 9),
         test_mask=torch.arange(12) >= 9,
     )
-    metrics, state, model = nc.train_run(
-        data,
-        "svgd:alpha=0.1",
-        0,
-        {"in_channels": 3, "out_channels": 3, "hidden_channels": 2, "heads": 2},
-        epochs=3,
-        device=device,
-    )
+    proto = dataclasses.replace(PROTOCOLS["gat"], hidden=2, heads=2, epochs=3)
+    metrics, state, model = nc.train_run(proto, data, "svgd:alpha=0.1", 0, device=device)
     assert metrics["device"] == device and next(model.parameters()).device.type == device
     assert all(v.device.type == "cpu" for v in state.values())
 
@@ -540,8 +534,7 @@ def test_a_study_takes_a_protocol_and_records_no_head_distance_for_one_head(tmp_
         test_mask=torch.arange(n) >= 30,
     )
     proto = dataclasses.replace(PROTOCOLS["luo"], layers=2, hidden=8, epochs=3, patience=3)
-    name, kwargs = proto.model_settings(6, 3, "accuracy")
-    metrics, _, model = nc.train_run(data, "ma", 0, kwargs, epochs=3, patience=3, model=name)
+    metrics, _, model = nc.train_run(proto, data, "ma", 0)
     assert isinstance(model, ClassicGAT) and metrics["dist"] is None
     rows = nc.summarize([{"variant": "ma", "seed": 0, "metrics": metrics}], ["ma"])
     assert rows[0]["dist_mean"] is None and "| — |" in nc.format_table(rows)

@@ -250,20 +250,7 @@ def run_study(
                 if not resume:
                     partial.unlink(missing_ok=True)  # without --resume every run starts afresh
                 metrics, state, net = train_run(
-                    data,
-                    spec,
-                    seed,
-                    model_kwargs,
-                    epochs=proto.epochs,
-                    patience=proto.patience,
-                    lr=proto.lr,
-                    weight_decay=proto.weight_decay,
-                    early_stopping=rule,
-                    model=model_name,
-                    metric=metric_name,
-                    progress=progress,
-                    device=str(dev),
-                    partial=partial,
+                    proto, data, spec, seed, progress=progress, device=str(dev), partial=partial
                 )
                 save_checkpoint(
                     ckpt,

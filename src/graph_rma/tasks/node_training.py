@@ -131,31 +131,26 @@ def _loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 # One run
 # ----------------------------------------------------------------------------------------------------------------
 def train_run(
+    protocol: Protocol,
     data,
     spec: str,
     seed: int,
-    model_kwargs: Dict[str, Any],
-    epochs: int = 1000,
-    patience: int = 100,
-    lr: float = 0.005,
-    weight_decay: float = 5e-4,
-    early_stopping: str = "val_acc",
     *,
-    model: str = "gat",
-    metric: str = "accuracy",
     progress: bool = False,
     device: Optional[str] = None,
     partial: Optional[PathLike] = None,
     save_every_s: float = 60.0,
 ):
-    """Train one model with variant ``spec`` from ``seed``; returns ``(metrics, best_state_dict, model)``.
+    """Train one model under ``protocol`` with variant ``spec`` from ``seed``; returns
+    ``(metrics, best_state_dict, model)``.
 
-    ``data`` has ``x`` (dense or sparse), ``edge_index``, ``y`` and the three ``[N]`` masks; ``model`` names the
-    architecture built from ``model_kwargs`` (:func:`build_model`); ``early_stopping`` is an
-    :class:`EarlyStopping` rule; ``metric`` is ``"accuracy"`` or ``"roc_auc"`` (the returned metrics'
-    ``test_metric`` and ``val_metric`` hold it, their ``metric`` names it). ``progress`` shows a bar over the epochs
-    (validation metric, seconds per epoch). ``device``: where to train (default: ``data``'s device); the returned
-    state dict is on the CPU.
+    Every setting is the protocol's field, read here and declared nowhere else: the model
+    (:meth:`Protocol.model_settings` for ``data``'s features and classes), ``lr``, ``weight_decay``, ``epochs``,
+    ``patience``, the early-stopping rule and the metric (:func:`resolve_metric`: ``auto`` is ROC AUC for two classes;
+    the returned metrics' ``test_metric`` and ``val_metric`` hold it, their ``metric`` names it). ``data`` has ``x``
+    (dense or sparse, prepared as the protocol says: :func:`prepare_graph`), ``edge_index``, ``y`` (classes ``0..K-1``)
+    and the three ``[N]`` masks. ``progress`` shows a bar over the epochs (validation metric, seconds per epoch).
+    ``device``: where to train (default: ``data``'s device); the returned state dict is on the CPU.
     ``partial``: a file where the unfinished run is saved (at most every ``save_every_s`` seconds, after a whole
     epoch); when it holds a run with the same settings, training continues from it (see the module docstring).
     ``None``: nothing is saved.
@@ -165,6 +160,15 @@ def train_run(
             ``device`` is not a CPU or an existing CUDA device; the run ran out of memory (naming the sizes).
         TrainingDiverged: the training loss became NaN or infinite.
     """
+    if not isinstance(protocol, Protocol):
+        raise GraphRMAError(
+            f"protocol: expected a Protocol (graph_rma.tasks.protocols.resolve_protocol), got {type(protocol).__name__}"
+        )
+    num_classes = int(data.y.max()) + 1
+    metric, early_stopping = resolve_metric(protocol, num_classes)
+    model, model_kwargs = protocol.model_settings(data.num_features, num_classes, metric)
+    epochs, patience = protocol.epochs, protocol.patience
+    lr, weight_decay = protocol.lr, protocol.weight_decay
     variant = parse_variant(spec)
     for name in ("train_mask", "val_mask", "test_mask"):
         if not bool(getattr(data, name).any()):
