@@ -115,7 +115,9 @@ def measure(path: Path = RUN) -> Dict:
     return run
 
 
-def _spread(results: Dict, command: str, link: str) -> str:
+def _spread(results: Dict, command: Optional[str], link: str) -> str:
+    """One setting's spread: plain vs repulsive test accuracy and head distance (mean ± SD over its seeds) and the
+    paired accuracy difference (mean ± SE, wins/ties/losses of the repulsive arm)."""
     runs = results["runs"]
     seeds = seed_text([r["seed"] for r in runs])
     acc = {arm: mean_std([r[arm]["test_acc"] for r in runs]) for arm in ARMS}
@@ -123,11 +125,10 @@ def _spread(results: Dict, command: str, link: str) -> str:
     pc = paired_comparison(*({r["seed"]: r[arm]["test_acc"] for r in runs} for arm in ARMS))
     se = "" if len(runs) < 2 else f" ± {pc['se']:.2f} SE"
     return (
-        f"seeds and splits {seeds} (`{command} --seeds {seeds}`, [results]({link})), mean ± SD: plain "
-        f"{acc['plain'][0]:.1f} ± {acc['plain'][1]:.1f} %, repulsive {acc['repulsive'][0]:.1f} ± "
-        f"{acc['repulsive'][1]:.1f} % (paired {pc['mean']:+.2f}{se}, {pc['wins']} wins, {pc['ties']} ties, "
-        f"{pc['losses']} losses), head distance {dist['plain'][0]:.2f} ± {dist['plain'][1]:.2f} and "
-        f"{dist['repulsive'][0]:.2f} ± {dist['repulsive'][1]:.2f}"
+        f"seeds {seeds} ({f'`{command} --seeds {seeds}`, ' if command else ''}[results]({link})): accuracy "
+        f"{acc['plain'][0]:.1f} ± {acc['plain'][1]:.1f} vs {acc['repulsive'][0]:.1f} ± {acc['repulsive'][1]:.1f} % "
+        f"(paired {pc['mean']:+.2f}{se}, {pc['wins']}/{pc['ties']}/{pc['losses']}), head distance "
+        f"{dist['plain'][0]:.2f} ± {dist['plain'][1]:.2f} vs {dist['repulsive'][0]:.2f} ± {dist['repulsive'][1]:.2f}"
     )
 
 
@@ -141,13 +142,13 @@ def render(results: Dict, run: Optional[Dict] = None, quick: Optional[Dict] = No
         c = run["conditions"]
         text = (
             f"It prints `{run['printed']}` (torch {c['torch']}, thread count and seed set in the script; "
-            f"{run['cpu_seconds']:.0f} s of computing on one {c['cpu']} core). "
+            f"{run['cpu_seconds']:.0f} s CPU time on one {c['cpu']} core). "
         )
-    text += "One seed is a demonstration, not evidence; "
+    text += "One seed is a demonstration, not evidence. Plain vs repulsive heads, mean ± SD, "
     if quick is not None and len(quick["runs"]) >= MIN_QUICK_SEEDS:
-        command = "examples/quickstart_vs_stock.py --lr 0.02 --patience 50 --epochs 300"
-        text += "over " + _spread(quick, command, f"{link}quickstart/quick/results.json") + "; "
-    text += "on the protocol's schedule (lr 0.005, 1500 epochs, patience 100), over "
+        text += "this schedule over "
+        text += _spread(quick, None, f"{link}quickstart/quick/results.json") + "; "
+    text += "the protocol's (lr 0.005, 1500 epochs, patience 100) over "
     text += _spread(results, "examples/quickstart_vs_stock.py", f"{link}quickstart/results.json") + "."
     return "\n".join(textwrap.wrap(text, width=120, break_long_words=False, break_on_hyphens=False))
 
