@@ -24,6 +24,7 @@ import math
 import sys
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Optional, Sequence, Tuple
 
@@ -167,8 +168,6 @@ def train_run(
     num_classes = int(data.y.max()) + 1
     metric, early_stopping = resolve_metric(protocol, num_classes)
     model, model_kwargs = protocol.model_settings(data.num_features, num_classes, metric)
-    epochs, patience = protocol.epochs, protocol.patience
-    lr, weight_decay = protocol.lr, protocol.weight_decay
     variant = parse_variant(spec)
     for name in ("train_mask", "val_mask", "test_mask"):
         if not bool(getattr(data, name).any()):
@@ -176,24 +175,8 @@ def train_run(
     seed_everything(seed)
     dev = resolve_device(device) if device is not None else data.x.device
     try:
-        return _train(
-            data,
-            variant,
-            spec,
-            seed,
-            model_kwargs,
-            epochs,
-            patience,
-            lr,
-            weight_decay,
-            early_stopping,
-            model,
-            metric,
-            progress,
-            dev,
-            None if partial is None else Path(partial),
-            save_every_s,
-        )
+        run = _Run(data, variant, spec, seed, protocol, model, model_kwargs, metric, early_stopping, dev)
+        return _train(run, progress, None if partial is None else Path(partial), save_every_s)
     except (MemoryError, RuntimeError) as exc:  # torch.OutOfMemoryError (CUDA) is a RuntimeError
         if not isinstance(exc, MemoryError) and not _out_of_memory(exc):
             raise
@@ -281,153 +264,198 @@ def check_variant_layers(model: str, model_kwargs: Dict[str, Any], variants: Seq
             raise GraphRMAError(f"variant {v.spec!r}: {exc}") from None
 
 
-def _train(
-    data,
-    variant,
-    spec: str,
-    seed: int,
-    model_kwargs: Dict[str, Any],
-    epochs: int,
-    patience: int,
-    lr: float,
-    weight_decay: float,
-    early_stopping: str,
-    model: str,
-    metric: str,
-    progress: bool,
-    dev: torch.device,
-    partial: Optional[Path],
-    save_every_s: float,
-):
-    """:func:`train_run`'s body, once the arguments are checked and the generators seeded."""
-    net = build_model(model, model_kwargs).to(dev)
-    data = data.to(dev)
-    optimizer = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay)
+@dataclass
+class _Run:
+    """One run's settings, fixed before it starts: the graph, the variant, the seed, the protocol and what it
+    resolved to for this graph (the model and its arguments, the metric, the early-stopping rule), the device."""
+
+    data: Any
+    variant: Any
+    spec: str
+    seed: int
+    protocol: Protocol
+    model: str
+    model_kwargs: Dict[str, Any]
+    metric: str
+    rule: str
+    dev: torch.device
+
+    def identity(self) -> Dict[str, Any]:
+        """What a saved unfinished run must match to be continued."""
+        p = self.protocol
+        return {
+            "variant": self.spec,
+            "seed": self.seed,
+            "model": self.model,
+            "model_kwargs": self.model_kwargs,
+            "epochs": p.epochs,
+            "patience": p.patience,
+            "lr": p.lr,
+            "weight_decay": p.weight_decay,
+            "early_stopping": self.rule,
+            "metric": self.metric,
+            "data": _fingerprint(self.data),
+        }
+
+
+@dataclass
+class _State:
+    """A run's live state: the model, its optimizer, the variant's setup (sampler, penalty), the early stopping,
+    the kept epoch's scores and weights (on the CPU)."""
+
+    net: nn.Module
+    optimizer: torch.optim.Optimizer
+    setup: Any
+    stopper: EarlyStopping
+    best: Dict[str, Any]
+    best_state: Dict[str, torch.Tensor]
+
+    def cpu_state(self) -> Dict[str, torch.Tensor]:
+        return {k: v.detach().to("cpu", copy=True) for k, v in self.net.state_dict().items()}
+
+
+def _start(run: _Run) -> _State:
+    """The model on the run's device, Adam, the variant applied, the early stopping: epoch 0's state."""
+    net = build_model(run.model, run.model_kwargs).to(run.dev)
+    run.data = run.data.to(run.dev)
+    p = run.protocol
+    optimizer = torch.optim.Adam(net.parameters(), lr=p.lr, weight_decay=p.weight_decay)
     with warnings.catch_warnings():  # the 1-head output layer is not a particle group; that is expected
         warnings.filterwarnings("ignore", message=".*fewer than 2; not a particle group")
-        setup = apply_variant(variant, net, optimizer, seed=seed)
-    x, ei, y = data.x, data.edge_index, data.y
-    train_mask, val_mask, test_mask = data.train_mask, data.val_mask, data.test_mask
-
+        setup = apply_variant(run.variant, net, optimizer, seed=run.seed)
     best = {"val_metric": -1.0, "val_loss": math.inf, "test_metric": 0.0, "epoch": 0}
+    state = _State(net, optimizer, setup, EarlyStopping(run.rule, p.patience), best, {})
+    state.best_state = state.cpu_state()
+    return state
 
-    def cpu_state():
-        return {k: v.detach().to("cpu", copy=True) for k, v in net.state_dict().items()}
 
-    best_state = cpu_state()
-    stopper = EarlyStopping(early_stopping, patience)
-    identity = {
-        "variant": spec,
-        "seed": seed,
-        "model": model,
-        "model_kwargs": model_kwargs,
-        "epochs": epochs,
-        "patience": patience,
-        "lr": lr,
-        "weight_decay": weight_decay,
-        "early_stopping": early_stopping,
-        "metric": metric,
-        "data": _fingerprint(data),
-    }
+def _step(run: _Run, st: _State, epoch: int) -> None:
+    """One full-batch training step (with the variant's penalty); a non-finite loss is :class:`TrainingDiverged`."""
+    d = run.data
+    st.net.train()
+    st.optimizer.zero_grad()
+    if run.variant.reg is not None:
+        logits, attention, head_out = st.net.forward_with_attention(d.x, d.edge_index)
+        loss = _loss(logits[d.train_mask], d.y[d.train_mask])
+        loss = loss + st.setup.penalty(st.net, attention=attention[:1], head_outputs=[head_out])
+    else:
+        logits = st.net(d.x, d.edge_index)
+        loss = _loss(logits[d.train_mask], d.y[d.train_mask])
+    if not torch.isfinite(loss):
+        raise TrainingDiverged(
+            f"training diverged at epoch {epoch} (seed {run.seed}, {run.spec}): the loss is {float(loss)}; lower "
+            f"the learning rate ({run.protocol.lr}) or check the inputs"
+        )
+    loss.backward()
+    st.optimizer.step()
+
+
+def _evaluate(run: _Run, st: _State, epoch: int) -> Tuple[float, bool]:
+    """The validation metric and loss after the step; keeps the epoch (its test metric, its weights) when the
+    early-stopping rule says so. Returns ``(validation metric, stop)``."""
+    d = run.data
+    st.net.eval()
+    with torch.no_grad():
+        logits = st.net(d.x, d.edge_index)
+        val_loss = float(_loss(logits[d.val_mask], d.y[d.val_mask]))
+        val_metric = score(logits[d.val_mask], d.y[d.val_mask], run.metric)
+    keep, stop = st.stopper.update(val_metric, val_loss)
+    if keep:
+        test_metric = score(logits[d.test_mask], d.y[d.test_mask], run.metric)
+        st.best = {"val_metric": val_metric, "val_loss": val_loss, "test_metric": test_metric, "epoch": epoch}
+        st.best_state = st.cpu_state()
+    return val_metric, stop
+
+
+def _checkpoint(partial: Path, st: _State, identity: Dict[str, Any], epoch: int, seconds: float, dev) -> None:
+    """Save the unfinished run after ``epoch`` (weights, kept epoch, optimizer, sampler, counters, RNG states)."""
+    state = _partial_state(st.net, st.optimizer, st.setup, st.stopper, dev)
+    state.update(identity=identity, epoch=epoch, seconds=seconds, best=st.best)
+    save_checkpoint(partial, {**state, "model": st.cpu_state(), "best_state": st.best_state})
+
+
+def _progress(progress: bool, epochs: int, first: int):
+    if not progress:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(
+        total=epochs,
+        initial=first - 1,
+        desc="epochs",
+        unit="ep",
+        file=sys.stderr,
+        leave=False,
+        dynamic_ncols=True,
+        mininterval=1.0,
+    )
+
+
+def _show(bar, val_metric: float, st: _State, epoch: int, stop: bool, first: int, start: float) -> None:
+    if bar is None:
+        return
+    bar.update()
+    if epoch % 10 == 0 or stop:
+        seconds = (time.perf_counter() - start) / (epoch - first + 1)
+        bar.set_postfix_str(f"val {100 * val_metric:.1f} best {100 * st.best['val_metric']:.1f} ({seconds:.3f} s/ep)")
+
+
+def _train(run: _Run, progress: bool, partial: Optional[Path], save_every_s: float):
+    """:func:`train_run`'s body, once the arguments are checked and the generators seeded: a loop over epochs, each
+    a training step, an evaluation and (when one is due, or Ctrl-C was held) a checkpoint of the unfinished run."""
+    st, identity, epochs = _start(run), run.identity(), run.protocol.epochs
     first, done_seconds = 1, 0.0
     saved = _read_partial(partial, identity) if partial is not None else None
     if saved is not None:
-        _restore(saved, net, optimizer, setup, stopper, dev)
-        best, best_state = dict(saved["best"]), saved["best_state"]
+        _restore(saved, st.net, st.optimizer, st.setup, st.stopper, run.dev)
+        st.best, st.best_state = dict(saved["best"]), saved["best_state"]
         first, done_seconds = int(saved["epoch"]) + 1, float(saved["seconds"])
-
-    bar = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(
-            total=epochs,
-            initial=first - 1,
-            desc="epochs",
-            unit="ep",
-            file=sys.stderr,
-            leave=False,
-            dynamic_ncols=True,
-            mininterval=1.0,
-        )
-    start, epoch = time.perf_counter(), first - 1
-    last_save = start
+    bar = _progress(progress, epochs, first)
+    start = last_save = time.perf_counter()
+    epoch = first - 1
     try:
         for epoch in range(first, epochs + 1):
-            net.train()
-            optimizer.zero_grad()
-            if variant.reg is not None:
-                logits, attention, head_out = net.forward_with_attention(x, ei)
-                loss = _loss(logits[train_mask], y[train_mask])
-                loss = loss + setup.penalty(net, attention=attention[:1], head_outputs=[head_out])
-            else:
-                logits = net(x, ei)
-                loss = _loss(logits[train_mask], y[train_mask])
-            if not torch.isfinite(loss):
-                raise TrainingDiverged(
-                    f"training diverged at epoch {epoch} (seed {seed}, {spec}): the loss is {float(loss)}; lower "
-                    f"the learning rate ({lr}) or check the inputs"
-                )
-            loss.backward()
-            optimizer.step()
-
-            net.eval()
-            with torch.no_grad():
-                logits = net(x, ei)
-                val_loss = float(_loss(logits[val_mask], y[val_mask]))
-                val_metric = score(logits[val_mask], y[val_mask], metric)
-            keep, stop = stopper.update(val_metric, val_loss)
-            if keep:
-                best = {
-                    "val_metric": val_metric,
-                    "val_loss": val_loss,
-                    "test_metric": score(logits[test_mask], y[test_mask], metric),
-                    "epoch": epoch,
-                }
-                best_state = cpu_state()
-            if bar is not None:
-                bar.update()
-                if epoch % 10 == 0 or stop:
-                    bar.set_postfix_str(
-                        f"val {100 * val_metric:.1f} best {100 * best['val_metric']:.1f} "
-                        f"({(time.perf_counter() - start) / (epoch - first + 1):.3f} s/ep)"
-                    )
+            _step(run, st, epoch)
+            val_metric, stop = _evaluate(run, st, epoch)
+            _show(bar, val_metric, st, epoch, stop, first, start)
             if stop:
                 break
             now = time.perf_counter()
             asked = interrupt_requested() and epoch < epochs  # Ctrl-C held by the caller: stop here, saved
             if partial is not None and epoch < epochs and (asked or now - last_save >= save_every_s):
-                state = _partial_state(net, optimizer, setup, stopper, dev)
-                state.update(identity=identity, epoch=epoch, seconds=done_seconds + now - start, best=best)
-                save_checkpoint(partial, {**state, "model": cpu_state(), "best_state": best_state})
+                _checkpoint(partial, st, identity, epoch, done_seconds + now - start, run.dev)
                 last_save = time.perf_counter()
             if asked:
                 raise KeyboardInterrupt
     finally:
         if bar is not None:
             bar.close()
-    seconds = done_seconds + time.perf_counter() - start
+    return _finish(run, st, epoch, done_seconds + time.perf_counter() - start, partial)
 
-    net.load_state_dict(best_state)
+
+def _finish(run: _Run, st: _State, epoch: int, seconds: float, partial: Optional[Path]):
+    """The kept epoch's weights back in the model, its head distance, the run's metrics; the partial file removed."""
+    d, net = run.data, st.net
+    net.load_state_dict(st.best_state)
     net.eval()
     with torch.no_grad():
-        heads = net.head_outputs(x, ei)[test_mask]
+        heads = net.head_outputs(d.x, d.edge_index)[d.test_mask]
         dist = head_distance(heads) if heads.size(-2) > 1 else None  # one head: no distance between heads
     metrics = {
-        "test_metric": best["test_metric"],
-        "val_metric": best["val_metric"],
-        "val_loss": best["val_loss"],
-        "best_epoch": best["epoch"],
+        "test_metric": st.best["test_metric"],
+        "val_metric": st.best["val_metric"],
+        "val_loss": st.best["val_loss"],
+        "best_epoch": st.best["epoch"],
         "epochs": epoch,
         "sec_per_epoch": seconds / max(epoch, 1),
         "dist": dist,
-        "metric": metric,
-        "device": dev.type,
-        "limited_steps": int(getattr(setup.sampler, "limited_steps", 0)),  # SVGD/SPOS steps the repulsion limit capped
+        "metric": run.metric,
+        "device": run.dev.type,
+        "limited_steps": int(getattr(st.setup.sampler, "limited_steps", 0)),  # steps the repulsion limit capped
     }
     if partial is not None:
         partial.unlink(missing_ok=True)  # the run is finished: nothing left to continue
-    return metrics, best_state, net
+    return metrics, st.best_state, net
 
 
 def _partial_state(net, optimizer, setup, stopper: EarlyStopping, dev: torch.device) -> Dict[str, Any]:
