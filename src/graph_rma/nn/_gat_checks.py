@@ -2,7 +2,9 @@
 :class:`~graph_rma.nn.gat_conv.RepulsiveGATv2Conv`: node features, ``edge_index`` (shape, dtype, node range) and
 ``edge_attr``, each a one-line ``GraphRMAError`` naming the argument, and the constructor's ``heads``, ``out_channels``
 and ``drop_attention``. Cheap; the data-dependent range check runs eagerly only (under ``torch.compile`` an assert
-op checks it, so a compiled layer has no graph break).
+op checks it, so a compiled layer has no graph break), with one host read per new or changed ``edge_index`` tensor
+and none for a tensor already checked, so that a training step reads from the device no more often than stock
+PyG's layer.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import Any, Optional, Union
 
 import torch
 from torch import Tensor
+from torch.utils.weak import WeakIdKeyDictionary
 from torch_geometric.nn.conv import GATConv, GATv2Conv
 from torch_geometric.typing import Size, SparseTensor
 from torch_geometric.utils import is_torch_sparse_tensor
@@ -127,14 +130,7 @@ def _check_inputs(
                 ok, "edge_index: node ids out of range: expected sources and destinations in [0, the node counts of x)"
             )
         elif num_edges > 0:
-            i, j = (1, 0) if module.flow == "source_to_target" else (0, 1)
-            lo = int(edge_index.min())
-            src_max, dst_max = int(edge_index[j].max()), int(edge_index[i].max())
-            if lo < 0 or (num_src is not None and src_max >= num_src) or (num_dst is not None and dst_max >= num_dst):
-                raise GraphRMAError(
-                    f"edge_index: expected sources in [0, {num_src}) and destinations in [0, {num_dst}) "
-                    f"(the node counts of x), got min {lo}, max source {src_max}, max destination {dst_max}"
-                )
+            _check_range(edge_index, module.flow, num_src, num_dst)
     else:
         raise GraphRMAError(
             f"edge_index: expected a [2, num_edges] tensor, a torch sparse tensor or a SparseTensor, got "
@@ -152,6 +148,35 @@ def _check_inputs(
             raise GraphRMAError(
                 f"edge_attr: expected {num_edges} rows (one per edge of edge_index), got {edge_attr.size(0)}"
             )
+
+
+# edge_index tensors whose node range was checked: tensor -> (its version counter, num_src, num_dst, flow)
+_CHECKED: WeakIdKeyDictionary = WeakIdKeyDictionary()
+
+
+def _check_range(edge_index: Tensor, flow: str, num_src: Optional[int], num_dst: Optional[int]) -> None:
+    """Node ids within the node counts: one host read the first time an ``edge_index`` tensor is seen with these
+    counts, none when the same tensor, unchanged (its version counter), comes again (a training loop's graph)."""
+    try:
+        key = (edge_index._version, num_src, num_dst, flow)
+    except RuntimeError:  # an inference tensor has no version counter: checked every time
+        key = None
+    if key is not None and _CHECKED.get(edge_index) == key:
+        return
+    i, j = (1, 0) if flow == "source_to_target" else (0, 1)
+    lo, src_max, dst_max = edge_index.min(), edge_index[j].max(), edge_index[i].max()
+    ok = lo >= 0
+    if num_src is not None:
+        ok = ok & (src_max < num_src)
+    if num_dst is not None:
+        ok = ok & (dst_max < num_dst)
+    if not bool(ok):
+        raise GraphRMAError(
+            f"edge_index: expected sources in [0, {num_src}) and destinations in [0, {num_dst}) "
+            f"(the node counts of x), got min {int(lo)}, max source {int(src_max)}, max destination {int(dst_max)}"
+        )
+    if key is not None:
+        _CHECKED[edge_index] = key
 
 
 def _check_heads(heads: Any, out_channels: Any) -> None:

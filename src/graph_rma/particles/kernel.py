@@ -61,15 +61,23 @@ def _normalize(theta: Tensor) -> Tuple[Tensor, Tensor]:
 
     Returns ``(theta_n, s)`` with ``theta = s * theta_n + mean``; ``s = 1`` when all particles coincide.
     Distances scale by ``s``, the bandwidth by ``s**2``, and the kernel is unchanged. Raises if ``theta`` is
-    not finite.
+    not finite (a host read; the samplers use :func:`_normalize_flagged`).
     """
+    x, s, finite = _normalize_flagged(theta)
+    if not bool(finite):
+        raise GraphRMAError("theta: contains NaN or Inf")
+    return x, s
+
+
+def _normalize_flagged(theta: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    """:func:`_normalize` without a host read: ``(theta_n, s, finite)``, ``finite`` a 0-d bool tensor on the device
+    (``theta_n`` is then not finite either)."""
     x = theta.to(_work_dtype(theta.dtype))
     x = x - x.mean(dim=0, keepdim=True)
     s = _max_abs(x)
-    if not bool(torch.isfinite(s)):
-        raise GraphRMAError("theta: contains NaN or Inf")
+    finite = torch.isfinite(s)
     s = torch.where(s > 0, s, torch.ones_like(s))
-    return x / s, s
+    return x / s, s, finite
 
 
 def _squared_distances(x: Tensor) -> Tensor:
@@ -117,34 +125,39 @@ def _check_alpha(alpha: Any, allow_attraction: Optional[bool] = False, name: str
     return float(alpha)
 
 
+def _median_or_max(values: Tensor) -> Tensor:
+    """The median of ``values``, or their largest value where the median is not positive (more than half of them
+    are zero), chosen on the device (no host read)."""
+    med = _median(values)
+    return torch.where(med <= 0, values.max(), med)
+
+
 def _normalized_bandwidth(dist: Tensor, bandwidth: Bandwidth, s: Tensor) -> Tensor:
-    """Bandwidth in the normalised coordinates (``h / s**2``)."""
+    """Bandwidth in the normalised coordinates (``h / s**2``). The median's fallbacks (the largest distance when more
+    than half of the pairs coincide, ``1`` when all do) are chosen on the device: no host read."""
     M = dist.size(0)
+    one = torch.ones((), dtype=dist.dtype, device=dist.device)
     if bandwidth is None or (isinstance(bandwidth, str) and bandwidth == "median"):
         if M < 2:
-            return torch.ones((), dtype=dist.dtype, device=dist.device)
+            return one
         iu = torch.triu_indices(M, M, offset=1, device=dist.device)
-        pairs = dist[iu[0], iu[1]]
-        med = _median(pairs)
-        if med <= 0:  # more than half of the pairs coincide: fall back to the largest distance
-            med = pairs.max()
-        if med <= 0:  # all particles coincide: K = 1 and no repulsion for any positive h
-            return torch.ones((), dtype=dist.dtype, device=dist.device)
-        return med**2 / math.log(M)
+        med = _median_or_max(dist[iu[0], iu[1]])
+        # all particles coincide (med = 0): K = 1 and no repulsion for any positive h
+        return torch.where(med <= 0, one, med**2 / math.log(M))
     if isinstance(bandwidth, str):
         if bandwidth != "liu":
             raise GraphRMAError(f"bandwidth: expected None, 'median', 'liu' or a positive number, got {bandwidth!r}")
         # Liu & Wang's SVGD code: median over all M^2 entries (diagonal zeros included), log(M + 1).
-        med = _median(dist.flatten())
-        if med <= 0:
-            med = dist.max()
-        if med <= 0:
-            return torch.ones((), dtype=dist.dtype, device=dist.device)
-        return med**2 / math.log(M + 1)
+        med = _median_or_max(dist.flatten())
+        return torch.where(med <= 0, one, med**2 / math.log(M + 1))
+    if isinstance(bandwidth, numbers.Real) and not isinstance(bandwidth, bool):
+        if not (math.isfinite(float(bandwidth)) and float(bandwidth) > 0):
+            raise GraphRMAError(f"h: expected a positive finite bandwidth, got {bandwidth!r}")
+        return float(bandwidth) / s / s
     h = torch.as_tensor(bandwidth, dtype=dist.dtype, device=dist.device)
     if h.numel() != 1 or not bool(torch.isfinite(h)) or not bool(h > 0):
         raise GraphRMAError(f"h: expected a positive finite bandwidth, got {bandwidth!r}")
-    return h / s / s
+    return h.reshape(()) / s / s
 
 
 def median_bandwidth(theta: Tensor) -> Tensor:
@@ -192,11 +205,12 @@ def _step_limit(rep_n: Tensor, h_n: Tensor, s: Tensor, alpha: float, eps: float,
 
 
 def _finite(x: Tensor, dtype: torch.dtype) -> Tensor:
-    """``x`` cast to ``dtype``, with values beyond the dtype's range clamped to its largest finite value."""
+    """``x`` cast to ``dtype``, with values beyond the dtype's range clamped to its largest finite value (and NaN,
+    from an overflowing repulsion of absurdly close particles, set to 0), on the device: no host read."""
     big = torch.finfo(dtype).max
     if dtype != x.dtype and torch.finfo(dtype).max < torch.finfo(x.dtype).max:
         x = x.clamp(-big, big)
-    elif not _all_finite(x):  # overflow of the repulsion for absurdly close particles
+    else:
         x = torch.nan_to_num(x, nan=0.0, posinf=big, neginf=-big)
     return x.to(dtype)
 
@@ -258,7 +272,10 @@ def svgd_direction(
     _check_grad(theta, grad)
     alpha = _check_alpha(alpha, allow_attraction)
     _check_bandwidth(h)
-    return _svgd(theta, grad, alpha, h, kernel_grad)[0]
+    phi, _, finite = _svgd(theta, grad, alpha, h, kernel_grad)
+    if finite is not None and not bool(finite):
+        raise GraphRMAError("theta: contains NaN or Inf")
+    return phi
 
 
 def _svgd(
@@ -269,24 +286,26 @@ def _svgd(
     kernel_grad: bool,
     eps: Optional[float] = None,
     max_step: Optional[float] = None,
-) -> Tuple[Tensor, bool]:
-    """``(phi, limited)``; with ``eps`` and ``max_step`` the repulsion is step-limited (:func:`_step_limit`)."""
+) -> Tuple[Tensor, Optional[Tensor], Optional[Tensor]]:
+    """``(phi, limited, finite)`` without a host read; with ``eps`` and ``max_step`` the repulsion is step-limited
+    (:func:`_step_limit`). ``limited`` (whether the limit acted) and ``finite`` (whether ``theta`` is finite) are
+    0-d bool tensors on the device, or ``None`` where they do not apply (no limit; ``M = 1``)."""
     M = theta.size(0)
     if M == 1:
-        return (-grad).to(theta.dtype), False
-    x, s = _normalize(theta)
+        return (-grad).to(theta.dtype), None, None
+    x, s, finite = _normalize_flagged(theta)
     K, rep_n, h_n = _kernel_normalized(x, s, h)
     g = grad.to(x.dtype)
     drive = K.t() @ g if kernel_grad else M * g
-    limited = False
+    limited = None
     if eps is not None and max_step is not None and alpha != 0.0:
         f = _step_limit(rep_n, h_n, s, alpha, eps, M, max_step)
-        limited = bool((f < 1.0).any())
+        limited = (f < 1.0).any()
         rep = rep_n * (f / s.double()).to(x.dtype)
     else:
         rep = rep_n / s
     phi = (-drive + alpha * rep) / M
-    return _finite(phi, theta.dtype), limited
+    return _finite(phi, theta.dtype), limited, finite
 
 
 def _noise(shape, device, dtype, generator: Optional[torch.Generator]) -> Tensor:

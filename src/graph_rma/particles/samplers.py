@@ -11,6 +11,13 @@ PyTorch's semantics are kept:
   change) touches them. One sampler attached to two optimizers therefore transforms each gradient once.
 * Attaching a sampler twice to one optimizer, or attaching a second sampler whose particles share parameters with
   an attached one, raises a ``GraphRMAError``; :meth:`ParticleSampler.detach` undoes :meth:`ParticleSampler.attach`.
+
+A step reads nothing from the device: its checks (finite gradients and heads, identical heads) and the step-limit
+count are computed on the device and read when their values have reached the host (:mod:`._deferred`). On the CPU
+that is at once: a non-finite gradient raises in the step that sees it, before any gradient is written. On CUDA it
+is usually the next step (the step that saw it leaves that layer's loss gradients in place, and ``optimizer.step()``
+applies them), at the latest :meth:`ParticleSampler.check` or :meth:`ParticleSampler.state_dict`, which wait for
+the device.
 """
 
 from __future__ import annotations
@@ -25,9 +32,9 @@ from torch import Tensor, nn
 from torch.utils.weak import WeakIdKeyDictionary
 
 from .._errors import GraphRMAError
+from ._deferred import DeferredFlags
 from .kernel import (
     Bandwidth,
-    _all_finite,
     _check_alpha,
     _check_bandwidth,
     _check_flag,
@@ -113,7 +120,23 @@ class ParticleSampler:
         self._generator_state: Optional[Tensor] = None
         self._attachments: Dict[int, Tuple[weakref.ref, object]] = {}  # id(optimizer) -> (optimizer ref, hook handle)
         self._written: Dict[int, List[Tuple[weakref.ref, int]]] = {}  # group index -> gradients written last step
-        self.limited_steps = 0  # steps at which the repulsion step limit acted (SVGD/SPOS)
+        self._flags = DeferredFlags()  # the steps' checks, read when they reach the host
+        self._limited: Optional[Tensor] = None  # the step limit's count on the device (SVGD/SPOS)
+        self.limited_steps = 0
+
+    @property
+    def limited_steps(self) -> int:
+        """The steps (one per particle group) at which the repulsion step limit acted (SVGD/SPOS). Counted on the
+        device: reading it waits for the device."""
+        return self._limited_steps + (int(self._limited) if self._limited is not None else 0)
+
+    @limited_steps.setter
+    def limited_steps(self, value: int) -> None:
+        self._limited_steps, self._limited = int(value), None
+
+    def _count_limited(self, limited: Optional[Tensor]) -> None:
+        if limited is not None:
+            self._limited = limited.long() if self._limited is None else self._limited + limited
 
     @property
     def generator(self) -> torch.Generator:
@@ -127,6 +150,11 @@ class ParticleSampler:
 
     def direction(self, theta: Tensor, grad: Tensor) -> Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def _direction_flagged(self, theta: Tensor, grad: Tensor) -> Tuple[Tensor, Optional[Tensor]]:
+        """``(phi, theta_bad)``: the direction and, where the sampler checks its particles, a 0-d bool tensor on the
+        device that is true when ``theta`` is not finite."""
+        return self.direction(theta, grad), None
 
     @staticmethod
     def _trainable(group: ParticleGroup) -> Optional[ParticleGroup]:
@@ -146,8 +174,14 @@ class ParticleSampler:
                 return False
         return True
 
-    def _check_particles(self, group: ParticleGroup, theta: Tensor) -> None:
-        """Hook for subclasses: called with each group's particles before the direction is computed."""
+    def _check_particles(self, group: ParticleGroup, theta: Tensor) -> Optional[Tensor]:
+        """Hook for subclasses: called with each group's particles before the direction is computed; returns a 0-d
+        bool tensor on the device, true when the group has identical heads (reported by :meth:`_identical_heads`),
+        or ``None``."""
+        return None
+
+    def _identical_heads(self, label: str) -> None:  # pragma: no cover - only samplers that check call it
+        raise NotImplementedError
 
     @torch.no_grad()
     def step(self) -> None:
@@ -156,7 +190,13 @@ class ParticleSampler:
         Frozen parameters (``requires_grad=False``) are left out. A gradient this method already transformed and
         that no backward pass has touched since is not transformed again. During the first ``warmup`` steps the
         gradients are left as they are.
+
+        Reads nothing from the device: a non-finite gradient (or non-finite heads, SVGD/SPOS) raises a
+        ``GraphRMAError`` naming the parameters when the check's value reaches the host: in this step on the CPU
+        (before any gradient is written), usually in the next one on CUDA (this step then leaves that group's loss
+        gradients in place), at the latest in :meth:`check`.
         """
+        self._flags.poll()  # the checks of earlier steps that have reached the host
         warming, fresh = self.steps < self.warmup, False
         for index, full in enumerate(self.groups):
             group = self._trainable(full)
@@ -172,18 +212,45 @@ class ParticleSampler:
                     f"model: {group.name or 'model'}'s parameters are on the meta device (no values to "
                     f"move); materialise the model first (model.to_empty(device=...) and initialise it)"
                 )
-            if not _all_finite(grad):
-                bad = [
-                    p.name
-                    for p in group.params
-                    if p.param.grad is not None and not bool(torch.isfinite(p.param.grad).all())
-                ]
-                raise GraphRMAError(f"grad: non-finite gradient in {group.name or 'model'} ({', '.join(bad)})")
-            self._check_particles(group, theta)
-            phi = self.direction(theta, grad)
-            group.set_grad(phi.mul(-self.eps))
+            bad_columns = ~torch.isfinite(grad).all(dim=0)
+            same = self._check_particles(group, theta)
+            phi, theta_bad = self._direction_flagged(theta, grad)
+            bad = bad_columns.any() if theta_bad is None else bad_columns.any() | theta_bad
+            extra = {k: t for k, t in (("theta", theta_bad), ("identical", same)) if t is not None}
+            self._flags.add(
+                torch.cat([bad_columns] + [t.reshape(1) for t in extra.values()]), self._reporter(group, list(extra))
+            )
+            self._flags.poll()  # on the CPU: raises here, before the gradient is written
+            group.set_grad(torch.where(bad, grad.to(phi.dtype), phi.mul(-self.eps)))
             self._remember(index, group)
         self.steps += fresh
+
+    def _reporter(self, group: ParticleGroup, extra: List[str]):
+        """The function that reads one step's flags of ``group``: per gradient column whether it is finite, then the
+        ``extra`` flags (``"theta"``: non-finite heads, ``"identical"``: identical heads)."""
+        label = group.name or "model"
+        spans, start = [], 0
+        for p in group.params:
+            spans.append((p.name, start, start + p.size))
+            start += p.size
+
+        def report(values) -> None:
+            columns, flags = values[:start], dict(zip(extra, values[start:]))
+            if columns.any():
+                bad = [name for name, lo, hi in spans if columns[lo:hi].any()]
+                raise GraphRMAError(f"grad: non-finite gradient in {label} ({', '.join(bad)})")
+            if flags.get("theta"):
+                raise GraphRMAError(f"theta: the heads of {label} contain NaN or Inf")
+            if flags.get("identical"):
+                self._identical_heads(label)
+
+        return report
+
+    def check(self) -> None:
+        """Wait for the device and report every check of the steps taken so far (:meth:`step` reports them
+        without waiting, when they have reached the host): raises the ``GraphRMAError`` of a non-finite gradient or
+        heads, and gives the warnings."""
+        self._flags.poll(wait=True)
 
     def _remember(self, index: int, group: ParticleGroup) -> None:
         """Record the gradients :meth:`step` saw for group ``index`` (see :meth:`_already_written`)."""
@@ -245,7 +312,9 @@ class ParticleSampler:
 
     def state_dict(self) -> Dict[str, Tensor]:
         """The noise generator's state and the step count (warm-up), for exact resumption on the same kind of device
-        (a state loaded on another kind seeds the generator from its bytes, with a warning)."""
+        (a state loaded on another kind seeds the generator from its bytes, with a warning). Calls :meth:`check`
+        first: a checkpoint is never written after a failed check."""
+        self.check()
         return {"generator": self.generator.get_state(), "steps": torch.tensor(self.steps)}
 
     def load_state_dict(self, state: Dict[str, Tensor]) -> None:
@@ -358,32 +427,41 @@ class SVGD(ParticleSampler):
             _check_positive("max_repulsive_step", max_repulsive_step)
         super().__init__(model, eps=eps, **kwargs)
         self.alpha, self.bandwidth = alpha, bandwidth
+        # a tensor bandwidth read once here, so that a step reads nothing from the device
+        self._h = float(bandwidth) if isinstance(bandwidth, Tensor) else bandwidth
         self.kernel_grad = _check_flag("kernel_grad", kernel_grad)
         self.max_repulsive_step = None if max_repulsive_step is None else float(max_repulsive_step)
         self._warned_identical = False
 
-    def _check_particles(self, group: ParticleGroup, theta: Tensor) -> None:
+    def _check_particles(self, group: ParticleGroup, theta: Tensor) -> Optional[Tensor]:
         if self._separates_identical or self._warned_identical or self.alpha == 0.0 or theta.size(0) < 2:
-            return
+            return None
         same = (theta.unsqueeze(0) == theta.unsqueeze(1)).all(dim=-1)
         same.fill_diagonal_(False)
-        if bool(same.any()):
-            self._warned_identical = True
-            warnings.warn(
-                f"{type(self).__name__}: {group.name or 'model'} has identical heads; SVGD cannot separate identical "
-                f"particles (their kernel gradient is zero and their updates are equal). Use SPOS, whose noise "
-                f"separates them, or initialise the heads differently (e.g. add small noise)"
-            )
+        return same.any()
 
-    def _phi(self, theta: Tensor, grad: Tensor) -> Tensor:
-        phi, limited = _svgd(
-            theta, grad, self.alpha, self.bandwidth, self.kernel_grad, self.eps, self.max_repulsive_step
+    def _identical_heads(self, label: str) -> None:
+        if self._warned_identical:
+            return
+        self._warned_identical = True
+        warnings.warn(
+            f"{type(self).__name__}: {label} has identical heads; SVGD cannot separate identical "
+            f"particles (their kernel gradient is zero and their updates are equal). Use SPOS, whose noise "
+            f"separates them, or initialise the heads differently (e.g. add small noise)"
         )
-        self.limited_steps += int(limited)
-        return phi
+
+    def _phi(self, theta: Tensor, grad: Tensor) -> Tuple[Tensor, Optional[Tensor]]:
+        phi, limited, finite = _svgd(
+            theta, grad, self.alpha, self._h, self.kernel_grad, self.eps, self.max_repulsive_step
+        )
+        self._count_limited(limited)
+        return phi, None if finite is None else ~finite
+
+    def _direction_flagged(self, theta: Tensor, grad: Tensor) -> Tuple[Tensor, Optional[Tensor]]:
+        return self._phi(theta, grad)
 
     def direction(self, theta: Tensor, grad: Tensor) -> Tensor:
-        return self._phi(theta, grad)
+        return self._direction_flagged(theta, grad)[0]
 
     def _extra_repr(self) -> str:
         return f"alpha={self.alpha}, {super()._extra_repr()}, bandwidth={self.bandwidth!r}"
@@ -408,9 +486,9 @@ class SPOS(SVGD):
         super().__init__(model, alpha=alpha, eps=eps, **kwargs)
         self.beta = float(beta)
 
-    def direction(self, theta: Tensor, grad: Tensor) -> Tensor:
-        phi = self._phi(theta, grad)
-        return _spos_noise(phi, theta, grad, self.beta, self.eps, self.generator)
+    def _direction_flagged(self, theta: Tensor, grad: Tensor) -> Tuple[Tensor, Optional[Tensor]]:
+        phi, theta_bad = self._phi(theta, grad)
+        return _spos_noise(phi, theta, grad, self.beta, self.eps, self.generator), theta_bad
 
     def _extra_repr(self) -> str:
         return (
