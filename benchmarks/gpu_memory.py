@@ -8,8 +8,12 @@ graph; ``step()`` is one forward + backward). Every contender of one comparison 
 from __future__ import annotations
 
 import gc
+import importlib
+import importlib.util
+import os
 import time
-from typing import Any, Callable, Dict, List, Optional
+from contextlib import contextmanager
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import torch
 import torch.nn.functional as F
@@ -31,23 +35,69 @@ def _loss_step(forward: Callable[[], torch.Tensor], module: torch.nn.Module, y: 
     return step
 
 
+#: The lean path's strategies the suite compares (``lean=True`` with ``GRAPH_RMA_LEAN`` set to the name).
+STRATEGIES = ("chunked", "fused")
+
+
+@contextmanager
+def lean_strategy(name: Optional[str]) -> Iterator[None]:
+    """Force the lean path's strategy (``GRAPH_RMA_LEAN``, read at forward time) inside the block."""
+    old = os.environ.get("GRAPH_RMA_LEAN")
+    if name is not None:
+        os.environ["GRAPH_RMA_LEAN"] = name
+    try:
+        yield
+    finally:
+        if name is not None:
+            if old is None:
+                os.environ.pop("GRAPH_RMA_LEAN", None)
+            else:
+                os.environ["GRAPH_RMA_LEAN"] = old
+
+
+def fused_unavailable(device) -> Optional[str]:
+    """Why the fused kernels cannot run on ``device`` (``None`` when they can): Triton missing, the kernels' module
+    missing, or the CPU without Triton's interpreter (``TRITON_INTERPRET=1``, set before Triton compiles them)."""
+    if importlib.util.find_spec("triton") is None:
+        return "Triton is not installed"
+    try:
+        importlib.import_module("graph_rma.nn.lean.fused")
+    except ImportError as e:
+        return f"the fused kernels cannot be imported ({e})"
+    if device.type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+        return "on the CPU the fused kernels run under Triton's interpreter only (TRITON_INTERPRET=1)"
+    if device.type not in ("cpu", "cuda"):
+        return f"the fused kernels run on CUDA (or the CPU under Triton's interpreter), not {device.type}"
+    return None
+
+
 def contender(kind: str, name: str, *, heads: int, channels: int, dropout: float, device, dtype, turbo=None) -> Make:
-    """``name`` is ``stock`` (PyG's ``GATConv``/``GATv2Conv``), ``lean`` (``lean=True``) or ``turbo`` (turbo-gnn's
-    fused GATv2 aggregation on a stock ``GATv2Conv``'s parameters; ``kind`` must be ``gatv2``)."""
+    """``name`` is ``stock`` (PyG's ``GATConv``/``GATv2Conv``), ``chunked`` or ``fused`` (``lean=True`` with that
+    strategy forced, :func:`lean_strategy`; ``lean`` is ``chunked``, as recorded before the fused kernels) or
+    ``turbo`` (turbo-gnn's fused GATv2 aggregation on a stock ``GATv2Conv``'s parameters; ``kind`` must be
+    ``gatv2``)."""
     from torch_geometric.nn import GATConv, GATv2Conv
 
     from graph_rma.nn import RepulsiveGATConv, RepulsiveGATv2Conv
 
+    strategy = "chunked" if name == "lean" else name if name in STRATEGIES else None
+
     def make(x, edge_index, y):
         torch.manual_seed(0)
-        if name == "lean":
+        if strategy is not None:
             cls = RepulsiveGATv2Conv if kind == "gatv2" else RepulsiveGATConv
             conv = cls(x.size(1), channels, heads=heads, dropout=dropout, lean=True)
         else:
             conv = (GATv2Conv if kind == "gatv2" else GATConv)(x.size(1), channels, heads=heads, dropout=dropout)
         conv = conv.to(device=device, dtype=dtype).train()
         if name != "turbo":
-            return _loss_step(lambda: conv(x, edge_index), conv, y)
+            step = _loss_step(lambda: conv(x, edge_index), conv, y)
+
+            def forced():
+                with lean_strategy(strategy):
+                    step()
+
+            return forced
         from benchmarks.turbo_peer import TurboGATv2
 
         layer = TurboGATv2(conv, turbo)
@@ -168,3 +218,21 @@ def largest(
         "bounded": not done,
         "seconds": time.monotonic() - t0,
     }
+
+
+def copy_bandwidth(device, nbytes: int = 1 << 30, repeats: int = 5) -> float:
+    """The device's memory bandwidth in GB/s: bytes read plus bytes written per second by a copy of ``nbytes``
+    within the device (the best of ``repeats``), the ``bandwidth`` of ``benchmarks/bound.py``'s bound."""
+    a = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
+    b = torch.empty_like(a)
+    best = float("inf")
+    for _ in range(repeats):
+        _sync(device)
+        start = time.perf_counter()
+        b.copy_(a)
+        _sync(device)
+        best = min(best, time.perf_counter() - start)
+    del a, b
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return 2 * nbytes / best / 1e9

@@ -6,19 +6,22 @@ same process. Writes ``suite.json`` and ``suite.md`` into ``--out``.
 
 Steps (``--steps`` picks some; they run in this order, and ``suite.json`` is rewritten after each):
 
-1. ``memory``: memory-lean attention (``lean=True``) against stock ``GATConv`` / ``GATv2Conv``: one training step
-   (forward + backward) of one 8x8-head layer, 64 features, N = E / 10 nodes, for each edge count and dtype (float32,
-   bfloat16): peak memory above the inputs (``torch.cuda.max_memory_allocated``; not measured on CPU, where
-   ``benchmarks/bench_memory.py`` measures RSS in separate processes) and step time (median, interleaved).
+1. ``memory``: memory-lean attention (``lean=True``, its ``chunked`` and ``fused`` strategies each forced with
+   ``GRAPH_RMA_LEAN``) against stock ``GATConv`` / ``GATv2Conv``: one training step (forward + backward) of one
+   8x8-head layer, 64 features, N = E / 10 nodes, for each edge count and dtype (float32, bfloat16): peak memory
+   above the inputs (``torch.cuda.max_memory_allocated``; not measured on CPU, where ``benchmarks/bench_memory.py``
+   measures RSS in separate processes), step time (median, interleaved) and the step's memory-bandwidth bound
+   (``benchmarks/bound.py``: the bytes it must move over the device's copy bandwidth, measured at the start).
 2. ``layers``: ``RepulsiveGATConv`` / ``GATConv`` step time; the SVGD sampler's overhead on a 2-layer GAT with every
    layer's heads as particles (aim: at most 1.05x); DropAttention against plain attention dropout; ``torch.compile``
    of both drop-in layers (graph breaks counted by ``torch._dynamo.explain``; compiled / eager time, except in
-   ``--smoke``); on CUDA the host synchronisations of one sampler step and the source lines they come from.
+   ``--smoke``); on CUDA the host synchronisations of one sampler step and the source lines they come from;
+   DropAttention against attention dropout inside the fused kernels.
 3. ``profile``: the kernels with the most device time in one training step of each contender of step 1.
 4. ``chunks``: the lean path's step time and memory for each chunk size in ``CHUNK_SIZES``.
-5. ``peer``: GATv2 (2 heads x 32, the head size turbo-gnn's kernel takes) with turbo-gnn's fused kernel as a third
-   contender when ``--turbo-dir`` holds its build (``benchmarks/turbo_peer.py``), after checking on a small graph
-   that it computes stock's function.
+5. ``peer``: GATv2 (2 heads x 32, the head size turbo-gnn's kernel takes) with turbo-gnn's fused kernel as a
+   further contender when ``--turbo-dir`` holds its build (``benchmarks/turbo_peer.py``), after checking on a small
+   graph that it computes stock's function.
 6. ``largest``: the largest edge count each contender trains on the card (``benchmarks/gpu_memory.py``: doubling,
    then bisecting to 10%), the searches sharing what is left of ``--deadline``; run last, after every other device
    measurement, since a failing kernel can leave the device unusable.
@@ -29,6 +32,10 @@ Steps (``--steps`` picks some; they run in this order, and ``suite.json`` is rew
    chunks of ``--chunk-steps`` optimizer steps that resume exactly from their checkpoints under ``--out``: rerun the
    command (``--steps webnlg``) to continue; decode and score on a CPU machine afterwards
    (``graph-rma webnlg evaluate --out ...``; METEOR 1.5 needs Java). ``--smoke`` trains one epoch of the tiny fixture.
+
+The ``fused`` contender runs where its Triton kernels can (``gpu_memory.fused_unavailable``; ``suite.json``'s
+``fused`` says why not otherwise): on CUDA with Triton, and on the CPU under Triton's interpreter, which
+``--smoke`` on the CPU switches on (``TRITON_INTERPRET=1``). ``chunks`` times the chunked strategy.
 
 A step that fails is recorded under ``errors`` and the next one runs; the exit status is then 1. A lease of a lent
 GPU machine runs ``benchmarks/gpu_lease.sh``.
@@ -53,8 +60,8 @@ from typing import Any, Callable, Dict, List, Optional
 import torch
 import torch.nn.functional as F
 
+from benchmarks import bound, turbo_peer
 from benchmarks import gpu_memory as gm
-from benchmarks import turbo_peer
 from benchmarks.common import compare, random_graph
 from graph_rma.argtypes import device as device_name
 from graph_rma.argtypes import nonnegative_float, out_dir, positive_float, positive_int
@@ -78,19 +85,33 @@ def _step_fn(conv, x, edge_index, y) -> Callable[[], None]:
     return step
 
 
+def _forced(strategy: str, step: Callable[[], None]) -> Callable[[], None]:
+    def forced():
+        with gm.lean_strategy(strategy):
+            step()
+
+    return forced
+
+
 def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
-def _table(kinds, names, sizes, dtypes, device, repeats, shape, turbo=None) -> List[Dict]:
-    """Each contender's peak memory per edge and step time (median, interleaved) on the same random graphs; a cell
-    that fails records its error and the others go on."""
+def _table(kinds, names, sizes, dtypes, device, repeats, shape, turbo=None, bandwidth=None) -> List[Dict]:
+    """Each contender's peak memory per edge and step time (median, interleaved) on the same random graphs, and the
+    step's memory-bandwidth bound (``benchmarks/bound.py``) at ``bandwidth`` GB/s; a cell that fails records its
+    error and the others go on."""
     rows = []
     for kind in kinds:
         for dtype in dtypes:
             for edges in sizes:
-                x, ei, y = random_graph(max(edges // 10, 2), edges, 64, 64, device=device)
+                nodes = max(edges // 10, 2)
+                x, ei, y = random_graph(nodes, edges, 64, 64, device=device)
                 x = x.to(dtype)
+                moved = bound.step_bytes(
+                    kind, edges + nodes, nodes, shape["heads"], shape["channels"], 64, _dtype_name(dtype)
+                )
+                limit = {"step_bytes": moved, "bound_ms": bound.bound_ms(moved, bandwidth)}
                 fns, peaks = {}, {}
                 for name in names:
                     make = gm.contender(kind, name, device=device, dtype=dtype, turbo=turbo, **shape)
@@ -120,6 +141,7 @@ def _table(kinds, names, sizes, dtypes, device, repeats, shape, turbo=None) -> L
                             "ms": t["ms"],
                             "time_ratio_to_first": t["ratio"],
                             "paired_ratio_to_first": t["paired"],
+                            **limit,
                         }
                     )
                 del fns, x, ei, y
@@ -136,9 +158,16 @@ MAIN = {"heads": 8, "channels": 8, "dropout": 0.6}
 PEER = {"heads": 2, "channels": 32, "dropout": 0.0}
 
 
-def memory_step(sizes: List[int], dtypes: List[torch.dtype], device, repeats: int) -> List[Dict]:
-    """Memory-lean attention (``lean=True``) against stock ``GATConv``/``GATv2Conv`` at fixed edge counts."""
-    return _table(("gat", "gatv2"), ("stock", "lean"), sizes, dtypes, device, repeats, MAIN)
+def lean_contenders(device) -> List[str]:
+    """``stock`` and the lean path's strategies that run on ``device`` (``fused`` only where
+    :func:`benchmarks.gpu_memory.fused_unavailable` finds no reason against it)."""
+    return ["stock", "chunked"] + ([] if gm.fused_unavailable(device) else ["fused"])
+
+
+def memory_step(sizes: List[int], dtypes: List[torch.dtype], device, repeats: int, bandwidth=None) -> List[Dict]:
+    """Memory-lean attention (``lean=True``, each strategy forced) against stock ``GATConv``/``GATv2Conv`` at fixed
+    edge counts."""
+    return _table(("gat", "gatv2"), lean_contenders(device), sizes, dtypes, device, repeats, MAIN, bandwidth=bandwidth)
 
 
 def _turbo(folder: Optional[Path], wait: float):
@@ -150,12 +179,15 @@ def _turbo(folder: Optional[Path], wait: float):
         return None, f"turbo-gnn failed to load: {str(e).strip().splitlines()[0][:300]}"
 
 
-def peer_step(sizes, dtypes, device, repeats: int, turbo_dir: Optional[Path], wait: float) -> Dict[str, Any]:
-    """Stock ``GATv2Conv``, the lean layer and turbo-gnn's fused kernel (when it built) on the same graphs; first
-    turbo-gnn's output and gradients against stock on a small graph (the same function, or no comparison)."""
+def peer_step(
+    sizes, dtypes, device, repeats: int, turbo_dir: Optional[Path], wait: float, bandwidth=None
+) -> Dict[str, Any]:
+    """Stock ``GATv2Conv``, the lean layer's strategies and turbo-gnn's fused kernel (when it built) on the same
+    graphs; first turbo-gnn's output and gradients against stock on a small graph (the same function, or no
+    comparison)."""
     turbo, why = _turbo(turbo_dir, wait) if device.type == "cuda" else (None, "turbo-gnn runs on CUDA only")
     out: Dict[str, Any] = {"shape": PEER, "turbo": why or f"turbo-gnn {getattr(turbo, '__version__', '')}".strip()}
-    names = ["stock", "lean"]
+    names = lean_contenders(device)
     if turbo is not None:
         try:
             out["turbo_check"] = _turbo_check(turbo, device)
@@ -163,7 +195,7 @@ def peer_step(sizes, dtypes, device, repeats: int, turbo_dir: Optional[Path], wa
                 names.append("turbo")
         except RuntimeError as e:
             out["turbo_check"] = {"error": str(e).strip().splitlines()[0][:300]}
-    out["rows"] = _table(("gatv2",), names, sizes, dtypes, device, repeats, PEER, turbo=turbo)
+    out["rows"] = _table(("gatv2",), names, sizes, dtypes, device, repeats, PEER, turbo=turbo, bandwidth=bandwidth)
     out["contenders"] = names
     return out
 
@@ -191,17 +223,23 @@ def _turbo_check(turbo, device) -> Dict[str, float]:
 
 
 def largest_step(
-    device, dtypes, start: int, seconds: float, turbo_dir: Optional[Path], contenders=("stock", "lean", "turbo")
+    device,
+    dtypes,
+    start: int,
+    seconds: float,
+    turbo_dir: Optional[Path],
+    contenders=("stock", "chunked", "fused", "turbo"),
 ) -> List[Dict]:
     """The largest graph each contender trains on the card (see ``gpu_memory.largest``), the main table's layers
-    and then the peer table's; the time is shared among the searches not yet run."""
-    searches = [
-        (kind, name, dtype, MAIN) for kind in ("gat", "gatv2") for dtype in dtypes for name in ("stock", "lean")
-    ]
+    and then the peer table's; the time is shared among the searches not yet run. ``lean`` in ``contenders`` is
+    ``chunked``; ``fused`` is left out where its kernels cannot run."""
+    contenders = {"chunked" if c == "lean" else c for c in contenders}
+    lean = lean_contenders(device)
+    searches = [(kind, name, dtype, MAIN) for kind in ("gat", "gatv2") for dtype in dtypes for name in lean]
     turbo = None
     if device.type == "cuda" and turbo_dir is not None and "turbo" in contenders:
         turbo, _ = _turbo(turbo_dir, 0.0)
-    searches += [("gatv2", name, torch.float32, PEER) for name in ("stock", "lean") + (("turbo",) if turbo else ())]
+    searches += [("gatv2", name, torch.float32, PEER) for name in lean + (["turbo"] if turbo else [])]
     searches = [s for s in searches if s[1] in contenders]
     rows, t0 = [], time.monotonic()
     for i, (kind, name, dtype, shape) in enumerate(searches):
@@ -241,7 +279,7 @@ def chunks_step(sizes, device, repeats: int) -> List[Dict]:
                     edge_attention.CHUNK_BYTES = chunk or default
                     m = gm.measure(
                         gm.contender(
-                            kind, "stock" if chunk is None else "lean", device=device, dtype=torch.float32, **MAIN
+                            kind, "stock" if chunk is None else "chunked", device=device, dtype=torch.float32, **MAIN
                         ),
                         x,
                         ei,
@@ -273,14 +311,14 @@ def chunks_step(sizes, device, repeats: int) -> List[Dict]:
 
 
 def profile_step(device, edges: int) -> Dict[str, List[Dict]]:
-    """The kernels that take a training step's time, for stock and lean GAT/GATv2 (float32, ``edges`` edges):
-    the eight with the most device time each (host time on CPU)."""
+    """The kernels that take a training step's time, for stock GAT/GATv2 and each lean strategy (float32, ``edges``
+    edges): the eight with the most device time each (host time on CPU)."""
     from torch.profiler import ProfilerActivity, profile
 
     x, ei, y = random_graph(max(edges // 10, 2), edges, 64, 64, device=device)
     out = {}
     for kind in ("gat", "gatv2"):
-        for name in ("stock", "lean"):
+        for name in lean_contenders(device):
             step = gm.measure(gm.contender(kind, name, device=device, dtype=torch.float32, **MAIN), x, ei, y, device)[
                 "step"
             ]
@@ -352,6 +390,13 @@ def layers_step(device, repeats: int, smoke: bool) -> Dict[str, Any]:
     out["dropattention"] = compare(
         None, {"attention dropout": plain, "DropAttention": dropattn}, repeats=repeats, warmup=1
     )
+    if "fused" in lean_contenders(device):  # DropAttention's cost inside the fused kernels: one lean layer
+        steps = {}
+        for name, drop in (("attention dropout", None), ("DropAttention", graph_rma.DropAttention(0.6))):
+            torch.manual_seed(0)
+            conv = RepulsiveGATConv(64, 8, heads=8, dropout=0.6, drop_attention=drop, lean=True).to(device).train()
+            steps[name] = _forced("fused", _step_fn(conv, x, ei, y))
+        out["dropattention_fused"] = compare(None, steps, repeats=repeats, warmup=1)
     if device.type == "cuda":  # host synchronisations in one training step with the sampler
         syncs = []
         with warnings.catch_warnings(record=True) as caught:
@@ -464,25 +509,30 @@ def webnlg_step(out: Path, device, smoke: bool, preset: str, chunk_steps: int) -
 
 def _memory_lines(rows: List[Dict]) -> List[str]:
     lines = [
-        "| layer | dtype | edges | contender | bytes / edge | ms / step | time / stock (paired) |",
-        "| --- | --- | ---: | --- | ---: | ---: | ---: |",
+        "| layer | dtype | edges | contender | bytes / edge | ms / step | time / stock (paired) | bandwidth bound ms |",
+        "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
         if "error" in r:
             lines.append(
-                f"| {r['layer']} | {r['dtype']} | {r['edges']:,} | {r['contender']} | failed: {r['error']} | | |"
+                f"| {r['layer']} | {r['dtype']} | {r['edges']:,} | {r['contender']} | failed: {r['error']} | | | |"
             )
             continue
         b = "—" if r["bytes_per_edge"] is None else f"{r['bytes_per_edge']:.0f}"
+        limit = "—" if r.get("bound_ms") is None else f"{r['bound_ms']:.3f}"
         lines.append(
             f"| {r['layer']} | {r['dtype']} | {r['edges']:,} | {r['contender']} | {b} | {r['ms']:.2f} | "
-            f"{r['paired_ratio_to_first']:.2f} |"
+            f"{r['paired_ratio_to_first']:.2f} | {limit} |"
         )
     return lines
 
 
 def to_markdown(result: Dict[str, Any]) -> str:
     lines = [f"# GPU suite ({result['device']}; torch {result['torch']}; {'smoke' if result['smoke'] else 'full'})", ""]
+    if "fused" in result:
+        lines += [f"Fused kernels: {result['fused']}", ""]
+    if result.get("bandwidth_gb_per_s"):
+        lines += [f"Memory bandwidth (a copy within the device): {result['bandwidth_gb_per_s']:.0f} GB/s", ""]
     for step, error in result.get("errors", {}).items():
         lines += [f"**{step} failed**: {error}", ""]
     if "memory" in result:
@@ -543,6 +593,13 @@ def to_markdown(result: Dict[str, Any]) -> str:
             f"* RepulsiveGATConv / GATConv step: {L['layer']['RepulsiveGATConv']['ratio']:.3f}",
             f"* SVGD on every layer / plain (2-layer GAT): {L['sampler']['SVGD on every layer']['ratio']:.3f}",
             f"* DropAttention / attention dropout: {L['dropattention']['DropAttention']['ratio']:.3f}",
+        ]
+        if "dropattention_fused" in L:
+            lines.append(
+                f"* DropAttention / attention dropout, fused kernels: "
+                f"{L['dropattention_fused']['DropAttention']['ratio']:.3f}"
+            )
+        lines += [
             f"* torch.compile graph breaks: {L['compile_graph_breaks']}",
             f"* host synchronisations per sampler step: {L['sampler_host_syncs_per_step']}",
         ]
@@ -625,9 +682,9 @@ def main(argv=None) -> int:
     p.add_argument(
         "--contenders",
         nargs="+",
-        choices=("stock", "lean", "turbo"),
-        default=["stock", "lean", "turbo"],
-        help="largest: whose largest graph to search",
+        choices=("stock", "chunked", "fused", "turbo", "lean"),
+        default=["stock", "chunked", "fused", "turbo"],
+        help="largest: whose largest graph to search (lean: chunked)",
     )
     p.add_argument(
         "--largest-start",
@@ -649,6 +706,8 @@ def main(argv=None) -> int:
     except argparse.ArgumentTypeError as e:
         p.error(str(e))
     device = torch.device(a.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if a.smoke and device.type == "cpu":  # the fused kernels run on the CPU under Triton's interpreter only
+        os.environ.setdefault("TRITON_INTERPRET", "1")
     sizes = [2000, 4000] if a.smoke else [int(e) for e in a.edges]
     dtypes = [torch.float32] if a.smoke and device.type == "cpu" else [torch.float32, torch.bfloat16]
     repeats = 2 if a.smoke else a.repeats
@@ -677,13 +736,18 @@ def main(argv=None) -> int:
             ).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             result["driver"] = None
+    result["fused"] = gm.fused_unavailable(device) or "available"
+    print(f"fused kernels: {result['fused']}", flush=True)
+    result["bandwidth_gb_per_s"] = gm.copy_bandwidth(device, 1 << (26 if a.smoke else 30))
     started = time.perf_counter()
     steps = {
-        "memory": lambda: memory_step(sizes, dtypes, device, repeats),
+        "memory": lambda: memory_step(sizes, dtypes, device, repeats, result["bandwidth_gb_per_s"]),
         "layers": lambda: layers_step(device, repeats, a.smoke),
         "profile": lambda: profile_step(device, sizes[-1]),
         "chunks": lambda: chunks_step(sizes, device, repeats),
-        "peer": lambda: peer_step(sizes, dtypes, device, repeats, a.turbo_dir, a.turbo_wait),
+        "peer": lambda: peer_step(
+            sizes, dtypes, device, repeats, a.turbo_dir, a.turbo_wait, result["bandwidth_gb_per_s"]
+        ),
         "largest": lambda: largest_step(
             device,
             dtypes,

@@ -139,3 +139,32 @@ def test_a_sampler_state_moves_between_cuda_and_the_cpu():
     with pytest.warns(UserWarning, match="not one of a cuda generator"):
         back.load_state_dict(graph_rma.SPOS(mha, seed=1).state_dict())
         torch.randn(5, device="cuda", generator=back.generator)
+
+
+@pytest.mark.parametrize("sampler", ["SVGD", "SPOS", "SGLD"])
+def test_a_sampler_step_makes_no_host_synchronisation(sampler):
+    """Every check of the sampler stays on the card (torch's sync debug mode raises on any synchronising call); a
+    non-finite gradient is still reported, at the latest by check()."""
+    x, ei = _graph()
+    torch.manual_seed(0)
+    model = TwoLayerGAT(16, 3, hidden_channels=8, heads=8, out_heads=4).cuda()
+    s = getattr(graph_rma, sampler)(model, eps=4)
+    before = [p.detach().clone() for p in model.parameters()]
+    for _ in range(2):
+        model.zero_grad()
+        model(x.cuda(), ei.cuda()).pow(2).mean().backward()
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            s.step()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    s.check()
+    assert s.steps == 2 and any(not torch.equal(p.grad, torch.zeros_like(p)) for p in model.parameters())
+    assert all(torch.equal(b, p) for b, p in zip(before, model.parameters()))  # step() writes gradients only
+    model.zero_grad()
+    model(x.cuda(), ei.cuda()).pow(2).mean().backward()
+    model.conv1.att_src.grad[0, 0, 0] = float("nan")
+    with pytest.raises(ValueError, match="non-finite gradient in conv1"):
+        s.step()
+        s.check()

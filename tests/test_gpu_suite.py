@@ -1,6 +1,7 @@
 """The GPU suite's smoke mode runs every step on tiny sizes on the CPU, so that the suite cannot rot between the
 sessions that are lent a GPU."""
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -34,7 +35,11 @@ def test_gpu_suite_smoke_runs_every_step_and_writes_its_tables(tmp_path):
         "device",
         "torch",
     }
-    assert {r["contender"] for r in result["peer"]["rows"]} == {"stock", "lean"}  # no turbo-gnn on the CPU
+    # the fused kernels run on the CPU under Triton's interpreter (the smoke switches it on) wherever they exist
+    fused = importlib.util.find_spec("triton") is not None and (REPO / "src/graph_rma/nn/lean/fused.py").exists()
+    assert (result["fused"] == "available") == fused, result["fused"]
+    lean = {"stock", "chunked"} | ({"fused"} if fused else set())
+    assert {r["contender"] for r in result["peer"]["rows"]} == lean  # no turbo-gnn on the CPU
     assert {r["contender"] for r in result["chunks"]} == {
         "stock",
         "lean 1 MiB",
@@ -43,9 +48,15 @@ def test_gpu_suite_smoke_runs_every_step_and_writes_its_tables(tmp_path):
         "lean 256 MiB",
     }
     assert all(r["error"] == "the largest graph is searched on CUDA only" for r in result["largest"])
-    assert set(result["profile"]) == {"stock gat", "lean gat", "stock gatv2", "lean gatv2"}
-    assert {r["contender"] for r in result["memory"]} == {"stock", "lean"}
+    assert set(result["profile"]) == {f"{name} {kind}" for name in lean for kind in ("gat", "gatv2")}
+    assert {r["contender"] for r in result["memory"]} == lean
     assert {r["layer"] for r in result["memory"]} == {"gat", "gatv2"}
+    assert {r["contender"] for r in result["largest"]} == lean
+    # every row carries the step's bandwidth bound: the bytes of benchmarks/bound.py over the measured bandwidth
+    assert result["bandwidth_gb_per_s"] > 0
+    for r in result["memory"]:
+        assert r["bound_ms"] == pytest.approx(1e3 * r["step_bytes"] / (result["bandwidth_gb_per_s"] * 1e9))
+    assert ("dropattention_fused" in result["layers"]) == fused
     assert result["layers"]["compile_graph_breaks"] == 0  # the drop-in layer compiles without graph breaks
     assert result["layers"]["sampler"]["SVGD on every layer"]["ms"] > 0
     assert result["node"]["seconds_per_epoch"]["graph_rma"]["ms"] > 0

@@ -128,7 +128,7 @@ def test_the_sampler_checks_still_act_without_host_reads():
 
 
 def test_the_step_limit_count_is_kept_on_the_device_and_read_on_demand():
-    from test_particles import _one_sgd_step, _near_identical_gatconv
+    from test_particles import _near_identical_gatconv, _one_sgd_step
 
     _, sampler = _one_sgd_step(_near_identical_gatconv(noise=1e-7))
     assert isinstance(sampler._limited, torch.Tensor) and sampler.limited_steps == 1
