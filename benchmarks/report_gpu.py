@@ -6,18 +6,65 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List, Optional, Tuple
 
+from benchmarks import bound
+
 #: The package's goals on a GPU (not promises): memory-lean attention needs at least this many times less peak memory
 #: than stock PyG, at no more than stock's step time, and trains a graph at least this many times larger; the sampler
 #: costs at most this factor of a plain step.
 LEAN_MEMORY_GOAL, LEAN_TIME_GOAL, LARGEST_GOAL, SAMPLER_GOAL = 6.0, 1.0, 6.0, 1.05
+#: The fused kernels' targets (issue 61): GAT 8x8 float32 at the largest size at most this factor of stock's step
+#: time and this many bytes per edge; a graph this many times larger than stock's; within this factor of the
+#: bandwidth bound (an aim).
+FUSED_TIME_TARGET, FUSED_BYTES_TARGET, FUSED_LARGEST_TARGET, BOUND_AIM = 0.5, 60.0, 15.0, 2.0
+#: The order of the contenders in a table. ``lean`` is how runs before the fused kernels named the chunked strategy.
+ORDER = ("stock", "chunked", "fused", "turbo")
+
+
+def _name(contender: str) -> str:
+    return "chunked" if contender == "lean" else contender
 
 
 def _conditions(runs: List[Dict]) -> str:
     m = runs[0]["meta"]
     commands = "; ".join(f"`{r['meta']['command']}`" for r in runs)
+    triton = f", Triton {m['triton']}" if m.get("triton") else ""
     return (
         f"{len(runs)} run{'s' * (len(runs) != 1)} ({commands}) on {m['device']} ({m['memory_gib']:g} GiB; driver "
-        f"{m['driver']}; torch {m['torch']}, CUDA {m['cuda']}, PyG {m['pyg']}; {m['machine']}; {m['date']})"
+        f"{m['driver']}; torch {m['torch']}, CUDA {m['cuda']}, PyG {m['pyg']}{triton}; {m['machine']}; {m['date']})"
+    )
+
+
+def bandwidth(run: Dict) -> Tuple[Optional[float], str]:
+    """The run's memory bandwidth in GB/s and how it is known: measured by the suite, else the card's nominal one
+    (:data:`benchmarks.bound.NOMINAL_GB_PER_S`), else ``(None, "")``."""
+    measured = run["suite"].get("bandwidth_gb_per_s")
+    if measured:
+        return measured, "measured"
+    nominal = bound.NOMINAL_GB_PER_S.get(run["meta"]["device"])
+    return (nominal, "nominal") if nominal else (None, "")
+
+
+def bound_of(run: Dict, row: Dict, shape: Dict) -> Optional[float]:
+    """A table row's bandwidth bound in ms: recorded by the suite, or computed from the row's size and the run's
+    bandwidth (:func:`bandwidth`)."""
+    if row.get("bound_ms") is not None:
+        return row["bound_ms"]
+    gb_per_s, _ = bandwidth(run)
+    nodes = max(row["edges"] // 10, 2)
+    moved = bound.step_bytes(
+        row["layer"], row["edges"] + nodes, nodes, shape["heads"], shape["channels"], 64, row["dtype"]
+    )
+    return bound.bound_ms(moved, gb_per_s)
+
+
+def _bandwidth_note(runs: List[Dict]) -> str:
+    known = {bandwidth(r) for r in runs}
+    parts = [f"{gb:,.0f} GB/s ({how})" for gb, how in sorted(known, key=str) if gb]
+    return (
+        "The bandwidth bound is the bytes one step must move (`benchmarks/bound.py`: three passes over the edges, "
+        "each reading an index, a node row and its scores, plus the node tensors; no attention weights or masks) "
+        f"over the card's memory bandwidth, {', '.join(parts) or 'unknown'}; "
+        "measured means a copy within the card at the suite's start, nominal the vendor's figure."
     )
 
 
@@ -37,41 +84,87 @@ def _pairs(rows: List[Dict]) -> Dict[Tuple, Dict[str, Dict]]:
     return out
 
 
-def render_memory(runs: List[Dict]) -> str:
-    """``lean=True`` against stock PyG at each size and dtype: peak bytes per edge and step time, with the verdicts on
-    the memory and time goals."""
-    runs = _with(runs, "memory")
-    lines = [
-        "| layer | dtype | edges | stock B/edge | lean B/edge | less memory | stock ms / step | lean ms / step | "
-        "lean / stock time (paired) |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    less, slower = [], []
-    for run in runs:
-        for (layer, dtype, edges), c in _pairs(run["suite"]["memory"]).items():
-            s, lean = c.get("stock", {}), c.get("lean", {})
-            if "ms" not in s or "ms" not in lean:
-                lines.append(
-                    f"| {layer} | {dtype} | {edges:,} | failed: {s.get('error') or lean.get('error')} | | | | | |"
-                )
+def _contender_rows(run: Dict, rows: List[Dict], shape: Dict, lines: List[str]) -> Dict[Tuple, Dict[str, Dict]]:
+    """One table line per contender of each cell (``lines`` grows), stock first; returns the cells by contender."""
+    cells = {}
+    for key, c in _pairs(rows).items():
+        c = {_name(k): v for k, v in c.items()}
+        cells[key] = c
+        layer, dtype, edges = key
+        stock = c.get("stock", {})
+        for name in sorted(c, key=lambda n: ORDER.index(n) if n in ORDER else len(ORDER)):
+            r = c[name]
+            if "ms" not in r:
+                lines.append(f"| {layer} | {dtype} | {edges:,} | {name} | failed: {r.get('error')} | | | | | |")
                 continue
-            less.append(s["bytes_per_edge"] / lean["bytes_per_edge"])
-            slower.append(lean["paired_ratio_to_first"])
+            less = _x(stock["bytes_per_edge"], r["bytes_per_edge"]) if name != "stock" and "ms" in stock else ""
+            limit = bound_of(run, r, shape)
             lines.append(
-                f"| {layer} | {dtype} | {edges:,} | {s['bytes_per_edge']:,.0f} | {lean['bytes_per_edge']:,.0f} "
-                f"| {_x(s['bytes_per_edge'], lean['bytes_per_edge'])} | {s['ms']:.2f} | {lean['ms']:.2f} | "
-                f"{lean['paired_ratio_to_first']:.2f} |"
+                f"| {layer} | {dtype} | {edges:,} | {name} | {r['bytes_per_edge']:,.0f} | {less} | {r['ms']:.2f} | "
+                f"{r['paired_ratio_to_first']:.2f} | {'-' if limit is None else format(limit, '.2f')} | "
+                f"{'-' if limit is None else _x(r['ms'], limit)} |"
             )
-    mem_met = sum(v >= LEAN_MEMORY_GOAL for v in less)
-    time_met = sum(v <= LEAN_TIME_GOAL for v in slower)
-    lines += [
-        "",
-        f"{_conditions(runs)}. `lean=True` needs {min(less):.1f}-{max(less):.1f}x less peak memory than "
-        f"stock (goal: at least {LEAN_MEMORY_GOAL:g}x; met in {mem_met} of {len(less)} cells) and takes "
-        f"{min(slower):.2f}-{max(slower):.2f}x stock's step time (goal: at most {LEAN_TIME_GOAL:g}x; met in "
-        f"{time_met} of {len(slower)} cells).",
-    ]
-    return "\n".join(lines)
+    return cells
+
+
+_HEADER = [
+    "| layer | dtype | edges | contender | B/edge | less memory than stock | ms / step | time / stock (paired) | "
+    "bandwidth bound ms | ms / bound |",
+    "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+]
+
+
+def render_memory(runs: List[Dict]) -> str:
+    """Stock PyG and ``lean=True``'s strategies (chunked; fused where recorded) at each size and dtype: peak bytes
+    per edge, step time and the step's bandwidth bound, with the verdicts on the goals and the fused targets."""
+    runs = _with(runs, "memory")
+    lines = list(_HEADER)
+    less, slower, fused = [], [], []
+    for run in runs:
+        cells = _contender_rows(run, run["suite"]["memory"], MAIN, lines)
+        for (layer, dtype, edges), c in cells.items():
+            s, lean, f = c.get("stock", {}), c.get("chunked", {}), c.get("fused", {})
+            if "ms" in s and "ms" in lean:
+                less.append(s["bytes_per_edge"] / lean["bytes_per_edge"])
+                slower.append(lean["paired_ratio_to_first"])
+            if "ms" in s and "ms" in f and (layer, dtype) == ("gat", "float32"):
+                fused.append((edges, f, bound_of(run, f, MAIN)))
+    text = f"{_conditions(runs)}."
+    if less:
+        mem_met = sum(v >= LEAN_MEMORY_GOAL for v in less)
+        time_met = sum(v <= LEAN_TIME_GOAL for v in slower)
+        text += (
+            f" The chunked strategy needs {min(less):.1f}-{max(less):.1f}x less peak memory than stock (goal: at "
+            f"least {LEAN_MEMORY_GOAL:g}x; met in {mem_met} of {len(less)} cells) and takes "
+            f"{min(slower):.2f}-{max(slower):.2f}x stock's step time (goal: at most {LEAN_TIME_GOAL:g}x; met in "
+            f"{time_met} of {len(slower)} cells)."
+        )
+    if fused:
+        text += " " + _fused_verdict(*max(fused, key=lambda e: e[0]))
+    return "\n".join(lines + ["", text, "", _bandwidth_note(runs)])
+
+
+def _verdict(value: float, target: float, at_most: bool = True) -> str:
+    ok = value <= target if at_most else value >= target
+    return "met" if ok else f"missed by {abs(value / target - 1):.0%}"
+
+
+def _fused_verdict(edges: int, f: Dict, limit: Optional[float]) -> str:
+    """The fused kernels against their targets on GAT 8x8 float32 at ``edges`` edges."""
+    time, per_edge = f["paired_ratio_to_first"], f["bytes_per_edge"]
+    text = (
+        f"Fused, GAT 8x8 float32 at {edges:,} edges: {time:.2f}x stock's step time (target: at most "
+        f"{FUSED_TIME_TARGET:g}x; {_verdict(time, FUSED_TIME_TARGET)}), {per_edge:,.0f} B/edge (target: at most "
+        f"{FUSED_BYTES_TARGET:g}; {_verdict(per_edge, FUSED_BYTES_TARGET)})"
+    )
+    if limit:
+        text += f", {f['ms'] / limit:.1f}x the bandwidth bound (aim: within {BOUND_AIM:g}x; "
+        text += f"{_verdict(f['ms'] / limit, BOUND_AIM)})"
+    return text + "."
+
+
+#: The shapes of the suite's two tables (benchmarks/gpu_suite.py's MAIN and PEER).
+MAIN, PEER = {"heads": 8, "channels": 8}, {"heads": 2, "channels": 32}
 
 
 def largest_by_contender(runs: List[Dict]) -> Dict[Tuple, Dict]:
@@ -82,7 +175,7 @@ def largest_by_contender(runs: List[Dict]) -> Dict[Tuple, Dict]:
         for r in run["suite"]["largest"]:
             if "error" in r:
                 continue
-            key = (r["layer"], f"{r['shape']['heads']}x{r['shape']['channels']}", r["dtype"], r["contender"])
+            key = (r["layer"], f"{r['shape']['heads']}x{r['shape']['channels']}", r["dtype"], _name(r["contender"]))
             m = merged.setdefault(key, {"largest": 0, "failing": None, "failure": "", "ms": None})
             if r["largest_edges"] > m["largest"]:
                 m.update(largest=r["largest_edges"], ms=r["ms_at_largest"])
@@ -95,18 +188,23 @@ def largest_by_contender(runs: List[Dict]) -> Dict[Tuple, Dict]:
 
 
 def render_largest(runs: List[Dict]) -> str:
-    """The largest graph each contender trains on the card, and lean / stock against the goal."""
+    """The largest graph each contender trains on the card, and each lean strategy / stock against its goal (the
+    chunked strategy's goal, the fused kernels' target)."""
     merged = largest_by_contender(runs)
     groups: Dict[Tuple, Dict[str, Dict]] = {}
     for (layer, shape, dtype, name), m in merged.items():
         groups.setdefault((layer, shape, dtype), {})[name] = m
-    has_turbo = any("turbo" in g for g in groups.values())
+    names = [n for n in ORDER if any(n in g for g in groups.values())]
+    lean = [n for n in ("chunked", "fused") if n in names]
     lines = [
-        "| layer | heads x channels | dtype | stock | lean | "
-        + ("turbo-gnn | " if has_turbo else "")
-        + "lean / stock |",
-        "| --- | --- | --- | ---: | ---: | " + ("---: | " if has_turbo else "") + "---: |",
+        "| layer | heads x channels | dtype | "
+        + " | ".join("turbo-gnn" if n == "turbo" else n for n in names)
+        + " | "
+        + " | ".join(f"{n} / stock" for n in lean)
+        + " |",
+        "| --- | --- | --- | " + "---: | " * (len(names) + len(lean)),
     ]
+    lines[1] = lines[1].rstrip()
 
     def cell(m: Optional[Dict]) -> str:
         if m is None:
@@ -116,37 +214,47 @@ def render_largest(runs: List[Dict]) -> str:
             text += f" (fails at {m['failing']:,}: {m['failure']})"
         return text
 
-    verdicts, undecided = [], 0
+    verdicts: Dict[str, List] = {n: [] for n in lean}
+    undecided = 0
     for (layer, shape, dtype), g in groups.items():
-        ratio = ""
-        if "stock" in g and "lean" in g:
-            ratio, value, exact = largest_ratio(g["stock"], g["lean"])
-            if value is None:
-                undecided += 1
-            else:
-                verdicts.append((value, exact, g["stock"]["exact"]))
+        ratios = []
+        for n in lean:
+            ratio = ""
+            if "stock" in g and n in g:
+                ratio, value, exact = largest_ratio(g["stock"], g[n])
+                if value is None:
+                    undecided += 1
+                else:
+                    verdicts[n].append((value, exact))
+            ratios.append(ratio)
         lines.append(
-            f"| {layer} | {shape} | {dtype} | {cell(g.get('stock'))} | {cell(g.get('lean'))} | "
-            + (f"{cell(g.get('turbo'))} | " if has_turbo else "")
-            + f"{ratio} |"
+            f"| {layer} | {shape} | {dtype} | "
+            + " | ".join(cell(g.get(n)) for n in names)
+            + " | "
+            + " | ".join(ratios)
+            + " |"
         )
-    met = sum(v >= LARGEST_GOAL for v, _, _ in verdicts)
-    unresolved = sum(v < LARGEST_GOAL and not exact for v, exact, _ in verdicts)
-    summary = (
-        f"Lean trains a graph {min(v for v, _, _ in verdicts):.1f}-{max(v for v, _, _ in verdicts):.1f}x "
-        f"larger than stock (goal: at least {LARGEST_GOAL:g}x; met in {met} of {len(verdicts)}, "
-        f"{unresolved} of them only bounded below the goal)"
-        if verdicts
-        else "No ratio is decided"
-    )
+    summaries = []
+    for n, goal, word in (("chunked", LARGEST_GOAL, "goal"), ("fused", FUSED_LARGEST_TARGET, "target")):
+        v = verdicts.get(n)
+        if not v:
+            continue
+        met = sum(x >= goal for x, _ in v)
+        unresolved = sum(x < goal and not exact for x, exact in v)
+        summaries.append(
+            f"{n.capitalize()} trains a graph {min(x for x, _ in v):.1f}-{max(x for x, _ in v):.1f}x larger than "
+            f"stock ({word}: at least {goal:g}x; met in {met} of {len(v)}, {unresolved} of them only bounded below "
+            f"the {word})"
+        )
+    summary = "; ".join(summaries) if summaries else "No ratio is decided"
     if undecided:
         summary += f"; {undecided} not decided (stock's search stopped before any failure: no bound on its size)"
     lines += [
         "",
         f"{_conditions(_with(runs, 'largest'))}. A search doubles the edge count until a training step "
         "fails, then bisects to within 10%; 'at least' marks a search that its time bound stopped first. "
-        "Lean / stock is the ratio of the two largest sizes when both searches ended within 10%; otherwise a lower "
-        f"bound, lean's largest over the size at which stock failed. {summary}.",
+        "A strategy / stock is the ratio of the two largest sizes when both searches ended within 10%; otherwise a "
+        f"lower bound, the strategy's largest over the size at which stock failed. {summary}.",
     ]
     return "\n".join(lines)
 
@@ -166,13 +274,11 @@ def largest_ratio(stock: Dict, lean: Dict) -> Tuple[str, Optional[float], bool]:
 
 
 def render_peer(runs: List[Dict]) -> str:
-    """Stock ``GATv2Conv``, ``lean=True`` and turbo-gnn's fused kernel on the same graphs."""
+    """Stock ``GATv2Conv``, ``lean=True``'s strategies and turbo-gnn's fused kernel on the same graphs, with the
+    fused kernels against turbo-gnn (target: at most its step time and bytes per edge)."""
     runs = _with(runs, "peer")
-    lines = [
-        "| dtype | edges | contender | B/edge | less memory than stock | ms / step | time / stock (paired) |",
-        "| --- | ---: | --- | ---: | ---: | ---: | ---: |",
-    ]
-    notes = []
+    lines = list(_HEADER)
+    notes, against = [], []
     for run in runs:
         P = run["suite"]["peer"]
         check = P.get("turbo_check", {})
@@ -184,24 +290,25 @@ def render_peer(runs: List[Dict]) -> str:
             )
         else:
             notes.append(f"turbo-gnn: {check.get('error') or P['turbo']}")
-        for (_, dtype, edges), c in _pairs(P["rows"]).items():
-            stock = c.get("stock", {})
-            for name, r in c.items():
-                if "ms" not in r:
-                    lines.append(f"| {dtype} | {edges:,} | {name} | failed: {r.get('error')} | | | |")
-                    continue
-                less = _x(stock["bytes_per_edge"], r["bytes_per_edge"]) if name != "stock" and "ms" in stock else ""
-                lines.append(
-                    f"| {dtype} | {edges:,} | {name} | {r['bytes_per_edge']:,.0f} | {less} | {r['ms']:.2f} | "
-                    f"{r['paired_ratio_to_first']:.2f} |"
-                )
+        for (_, dtype, edges), c in _contender_rows(run, P["rows"], PEER, lines).items():
+            f, t = c.get("fused", {}), c.get("turbo", {})
+            if "ms" in f and "ms" in t:
+                against.append((dtype, edges, f["ms"] / t["ms"], f["bytes_per_edge"] / t["bytes_per_edge"]))
     shape = runs[0]["suite"]["peer"]["shape"]
-    lines += [
-        "",
+    text = (
         f"{_conditions(runs)}; {shape['heads']} heads x {shape['channels']} channels, attention dropout "
-        f"{shape['dropout']:g}. " + "; ".join(notes) + ".",
-    ]
-    return "\n".join(lines)
+        f"{shape['dropout']:g}. " + "; ".join(notes) + "."
+    )
+    if against:
+        time_met = sum(x <= 1.0 for _, _, x, _ in against)
+        bytes_met = sum(b <= 1.0 for _, _, _, b in against)
+        text += (
+            f" Fused / turbo-gnn: {min(x for _, _, x, _ in against):.2f}-{max(x for _, _, x, _ in against):.2f}x "
+            f"its step time (target: at most 1x; met in {time_met} of {len(against)} cells) and "
+            f"{min(b for *_, b in against):.2f}-{max(b for *_, b in against):.2f}x its bytes per edge (target: at "
+            f"most 1x; met in {bytes_met} of {len(against)})."
+        )
+    return "\n".join(lines + ["", text, "", _bandwidth_note(runs)])
 
 
 def render_chunks(runs: List[Dict]) -> str:
@@ -240,6 +347,13 @@ def render_layers(runs: List[Dict]) -> str:
         f"| DropAttention / attention dropout, 2-layer GAT with Adam | "
         f"{values(lambda x: x['dropattention']['DropAttention']['paired'])} |",
     ]
+    fused = [x for x in L if "dropattention_fused" in x]
+    if fused:
+        lines.append(
+            "| DropAttention / attention dropout inside the fused kernels, one lean layer | "
+            + " / ".join(f"{x['dropattention_fused']['DropAttention']['paired']:.3f}" for x in fused)
+            + " |"
+        )
     for name in L[0].get("compile_by_layer", {}):
         lines.append(
             f"| `{name}` compiled / eager, forward + backward | "
@@ -284,7 +398,8 @@ def render_profile(runs: List[Dict], top: int = 3) -> str:
     for name, kernels in run["suite"]["profile"].items():
         for k in kernels[:top]:
             kernel = kernel_name(k["kernel"])
-            lines.append(f"| {name} | `{kernel}` | {k['ms']:.2f} | {k['share']:.0%} | {k['calls']} |")
+            label = name.replace("lean ", "chunked ", 1)  # the chunked strategy, named lean before the fused kernels
+            lines.append(f"| {label} | `{kernel}` | {k['ms']:.2f} | {k['share']:.0%} | {k['calls']} |")
     return "\n".join(
         lines
         + ["", f"{_conditions([run])}; one training step at the memory table's largest size under `torch.profiler`."]

@@ -201,9 +201,70 @@ def test_gpu_memory_verdicts_count_the_cells_that_meet_each_goal():
         mem_row("lean", 120, 20, 2.0, edges=2000),
     ]  # 5x, 2x slower
     text = report_gpu.render_memory([gpu_run(memory=rows)])
-    assert "| gat | float32 | 1,000 | 1,000 | 100 | 10.0x | 10.00 | 9.00 | 0.90 |" in text
-    assert "needs 5.0-10.0x less peak memory than stock (goal: at least 6x; met in 1 of 2 cells)" in text
+    # runs recorded before the fused kernels named the chunked strategy "lean"; no bandwidth known for "GPU X"
+    assert "| gat | float32 | 1,000 | chunked | 100 | 10.0x | 9.00 | 0.90 | - | - |" in text
+    assert "chunked strategy needs 5.0-10.0x less peak memory than stock (goal: at least 6x; met in 1 of 2" in text
     assert "takes 0.90-2.00x stock's step time (goal: at most 1x; met in 1 of 2 cells)" in text
+    assert "Fused" not in text
+
+
+def test_bandwidth_bound_counts_the_bytes_a_step_must_move():
+    from benchmarks import bound
+
+    # GAT 8x8 float32: 3 passes x (4 B index + 64 x 4 B features + 8 x 4 B scores) per edge; per node 2 x 64 x 4
+    # (x and its gradient) + 3 x 256 (projection) + 2 x 256 (output) + 16 x 8 (four float32 values per head)
+    assert bound.step_bytes("gat", 110, 10, 8, 8, 64, "float32") == 110 * 876 + 10 * 1920
+    # GATv2 projects twice; bfloat16 halves the feature bytes, not the indices and float32 scores
+    assert bound.step_bytes("gatv2", 1, 1, 2, 32, 64, "bfloat16") == 3 * (4 + 128 + 8) + 256 + 6 * 128 + 256 + 32
+    assert bound.bound_ms(10**9, 1000.0) == pytest.approx(1.0) and bound.bound_ms(10**9, None) is None
+
+
+def test_gpu_tables_render_the_fused_rows_their_targets_and_the_bound():
+    from benchmarks import report_gpu
+
+    measured = dict(GPU_META, device="NVIDIA H100 80GB HBM3", triton="3.9.0")
+    nodes = 1000
+    limit = 1e3 * (11000 * 876 + nodes * 1920) / 2000e9  # ms at the 2,000 GB/s the run measured
+    rows = [
+        mem_row("stock", 1000, 10, 1.0, edges=10000),
+        mem_row("chunked", 140, 20, 2.0, edges=10000),
+        mem_row("fused", 50, 4, 0.4, edges=10000),  # 0.4x stock (target 0.5x), 50 B/edge (target 60): both met
+    ]
+    run = {"meta": measured, "suite": {"memory": rows, "bandwidth_gb_per_s": 2000.0}}
+    text = report_gpu.render_memory([run])
+    assert f"| gat | float32 | 10,000 | fused | 50 | 20.0x | 4.00 | 0.40 | {limit:.2f} | {4 / limit:.1f}x |" in text
+    assert "Fused, GAT 8x8 float32 at 10,000 edges: 0.40x stock's step time (target: at most 0.5x; met)" in text
+    assert "50 B/edge (target: at most 60; met)" in text
+    assert f"{4 / limit:.1f}x the bandwidth bound (aim: within 2x; missed by {4 / limit / 2 - 1:.0%})" in text
+    assert "2,000 GB/s (measured)" in text and "Triton 3.9.0" in text
+    # without a measured bandwidth, the card's nominal one (3,350 GB/s for this card), marked as such
+    nominal = report_gpu.render_memory([{"meta": measured, "suite": {"memory": rows}}])
+    assert "3,350 GB/s (nominal)" in nominal and f"| {limit * 2000 / 3350:.2f} |" in nominal
+    slow = [mem_row("stock", 1000, 10, 1.0), mem_row("fused", 66, 6, 0.6)]
+    text = report_gpu.render_memory([gpu_run(memory=slow)])
+    assert "0.60x stock's step time (target: at most 0.5x; missed by 20%), 66 B/edge (target: at most 60; " in text
+    assert "missed by 10%)" in text
+    peer = {
+        "shape": {"heads": 2, "channels": 32, "dropout": 0.0},
+        "turbo": "turbo-gnn 0.1",
+        "rows": [
+            mem_row("stock", 1700, 10, 1.0, layer="gatv2"),
+            mem_row("fused", 150, 2.0, 0.2, layer="gatv2"),
+            mem_row("turbo", 154, 2.5, 0.25, layer="gatv2"),
+        ],
+    }
+    text = report_gpu.render_peer([gpu_run(peer=peer)])
+    assert "Fused / turbo-gnn: 0.80-0.80x its step time (target: at most 1x; met in 1 of 1 cells)" in text
+    assert "0.97-0.97x its bytes per edge (target: at most 1x; met in 1 of 1)" in text
+    largest = [
+        largest_row("stock", 100, 105, False),
+        largest_row("chunked", 700, 720, False),
+        largest_row("fused", 1200, 1250, False),
+    ]
+    text = report_gpu.render_largest([gpu_run(largest=largest)])
+    assert "| stock | chunked | fused | chunked / stock | fused / stock |" in text
+    assert "| 700 (fails at 720: out of memory) | 1,200 (fails at 1,250: out of memory) | 7.0x | 12.0x |" in text
+    assert "Fused trains a graph 12.0-12.0x larger than stock (target: at least 15x; met in 0 of 1" in text
 
 
 def largest_row(contender, largest, failing, bounded, layer="gat"):
@@ -228,7 +289,7 @@ def test_gpu_largest_merges_runs_and_says_when_a_search_stopped_before_its_answe
     first = gpu_run(largest=[largest_row("stock", 50, 54, False), largest_row("lean", 160, None, True)])
     second = gpu_run(largest=[largest_row("lean", 380, 452, True)])  # 452 / 380 > 1.1: still only a lower bound
     merged = report_gpu.largest_by_contender([first, second])
-    assert merged[("gat", "8x8", "float32", "lean")] == {
+    assert merged[("gat", "8x8", "float32", "chunked")] == {  # "lean": the chunked strategy, as recorded before
         "largest": 380,
         "failing": 452,
         "failure": "out of memory",
@@ -272,6 +333,10 @@ def test_gpu_layers_sampler_verdict_and_sync_sites():
 
     text = report_gpu.render_layers([gpu_run(layers=layers_record(1.02)), gpu_run(layers=layers_record(1.10))])
     assert "| SVGD on every layer / no sampler, 2-layer GAT with Adam | 1.020 / 1.100 |" in text
+    assert "inside the fused kernels" not in text
+    fused = dict(layers_record(1.0), dropattention_fused={"DropAttention": {"ms": 1.0, "ratio": 1.1, "paired": 1.08}})
+    with_fused = report_gpu.render_layers([gpu_run(layers=fused)])
+    assert "| DropAttention / attention dropout inside the fused kernels, one lean layer | 1.080 |" in with_fused
     assert "costs 1.02-1.10x a plain step (goal: at most 1.05x; met in 1 of 2 runs)" in text
     assert "`graph_rma/particles/kernel.py:36` (2), `torch_geometric/utils/loop.py:113` (1)" in text
 

@@ -190,3 +190,42 @@ def test_suite_reads_edge_counts_in_float_notation():
     from benchmarks.gpu_suite import edge_count
 
     assert edge_count("1e6") == 10**6 and edge_count("2000") == 2000 and edge_count("2.5e3") == 2500
+
+
+@pytest.mark.parametrize("name, strategy", [("chunked", "chunked"), ("lean", "chunked"), ("stock", None)])
+def test_a_lean_contender_forces_its_strategy_during_its_step_only(monkeypatch, name, strategy):
+    """GRAPH_RMA_LEAN is set while the contender's layers run forward (where the strategy is read) and restored."""
+    import os
+
+    import torch
+
+    from benchmarks import gpu_memory
+
+    monkeypatch.setenv("GRAPH_RMA_LEAN", "csr")
+    seen = []
+    hook = torch.nn.modules.module.register_module_forward_pre_hook(
+        lambda module, args: seen.append(os.environ.get("GRAPH_RMA_LEAN"))
+    )
+    try:
+        x, ei, y = torch.randn(30, 8), torch.randint(0, 30, (2, 90)), torch.randint(0, 4, (30,))
+        make = gpu_memory.contender(
+            "gat", name, heads=2, channels=4, dropout=0.0, device=torch.device("cpu"), dtype=torch.float32
+        )
+        make(x, ei, y)()
+    finally:
+        hook.remove()
+    assert seen and set(seen) == {strategy or "csr"} and os.environ["GRAPH_RMA_LEAN"] == "csr"
+
+
+def test_the_fused_contender_says_why_it_cannot_run(monkeypatch):
+    import torch
+
+    from benchmarks import gpu_memory
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    assert (
+        "TRITON_INTERPRET" in gpu_memory.fused_unavailable(torch.device("cpu"))
+        or not (REPO / "src/graph_rma/nn/lean/fused.py").exists()
+    )
+    monkeypatch.setattr(gpu_memory.importlib.util, "find_spec", lambda name: None)
+    assert gpu_memory.fused_unavailable(torch.device("cuda")) == "Triton is not installed"
