@@ -243,105 +243,118 @@ def parse_variant(spec: Union[str, Variant]) -> Variant:
         if name in seen_parts:
             raise GraphRMAError(f"variant: part {name!r} appears twice in {spec!r}")
         seen_parts.add(name)
-        opts: Dict[str, str] = {}
-        for item in filter(None, (s.strip() for s in rest.split(","))):
-            key, eq, value = item.partition("=")
-            if not eq:
-                raise GraphRMAError(f"variant: option {item!r} in {spec!r} is not key=value")
-            key = key.strip()
-            canonical = "window" if name == "dropattn" and key in ("w", "window") else key
-            if any(("window" if name == "dropattn" and k in ("w", "window") else k) == canonical for k in opts):
-                raise GraphRMAError(f"variant: duplicate key {key!r} in {spec!r}")
-            opts[key] = value.strip()
+        opts = _options(spec, name, rest)
         if name in SAMPLERS:
-            if "sampler" in fields and name != "ma":
-                raise GraphRMAError(f"variant: {spec!r} names two samplers")
-            if name != "ma":
-                fields["sampler"] = name
-            allowed = {
-                "ma": set(),
-                "sgld": {"eps", "beta", "roles", "layers", "warmup"},
-                "svgd": {"alpha", "eps", "bandwidth", "kernel_grad", "roles", "layers", "update", "view", "warmup"},
-                "spos": {
-                    "alpha",
-                    "eps",
-                    "beta",
-                    "bandwidth",
-                    "kernel_grad",
-                    "roles",
-                    "layers",
-                    "update",
-                    "view",
-                    "warmup",
-                },
-            }[name]
-            if opts.get("update") == "authors":
-                for key in ("bandwidth", "kernel_grad"):
-                    if key in opts:
-                        raise GraphRMAError(
-                            f"variant: option {key!r} does not apply with update=authors (their code "
-                            f"fixes the bandwidth and smooths the gradients) in {spec!r}"
-                        )
-            elif "view" in opts:
-                raise GraphRMAError(f"variant: option 'view' applies only with update=authors in {spec!r}")
-            for key, value in opts.items():
-                if key not in allowed:
-                    raise GraphRMAError(f"variant: unknown option {key!r} for {name!r} (allowed: {sorted(allowed)})")
-                if key == "alpha":
-                    fields[key] = _float(spec, key, value, low=0.0)
-                elif key in ("eps", "beta"):
-                    fields[key] = _float(spec, key, value, low=0.0, strict=True)
-                elif key == "bandwidth":
-                    fields[key] = (
-                        value if value in ("median", "liu") else _float(spec, key, value, low=0.0, strict=True)
-                    )
-                elif key == "kernel_grad":
-                    fields[key] = _bool(spec, key, value)
-                elif key == "warmup":
-                    fields[key] = _int(spec, key, value, low=0)
-                elif key == "update":
-                    if value not in UPDATES:
-                        raise GraphRMAError(
-                            f"variant: update={value!r} in {spec!r} must be one of {', '.join(UPDATES)}"
-                        )
-                    fields[key] = value
-                elif key == "view":
-                    if value not in ("mixing", "heads"):
-                        raise GraphRMAError(f"variant: view={value!r} in {spec!r} must be mixing or heads")
-                    fields[key] = value
-                else:
-                    fields[key] = _names(spec, key, value)
+            _sampler_fields(spec, name, opts, fields)
         elif name == "reg":
-            kind = opts.pop("kind", "frobenius")
-            if kind not in REG_KINDS:
-                raise GraphRMAError(f"variant: reg kind must be one of {REG_KINDS}, got {kind!r}")
-            fields["reg"] = kind
-            fields["reg_weight"] = _float(spec, "weight", opts.pop("weight", "0.01"), low=0.0)
-            target = opts.pop("target", "attention")
-            if target not in ("attention", "parameters", "outputs"):
-                raise GraphRMAError(f"variant: reg target must be attention, parameters or outputs, got {target!r}")
-            fields["reg_target"] = target
-            if opts:
-                raise GraphRMAError(f"variant: unknown option(s) {sorted(opts)} for 'reg' (kind, weight, target)")
+            fields.update(_reg_fields(spec, opts))
         elif name == "dropattn":
-            d: Dict[str, Any] = {"p": _float(spec, "p", opts.pop("p", "0.1"), low=0.0, high=1.0)}
-            d["window"] = _int(spec, "window", opts.pop("w", opts.pop("window", "1")), low=1)
-            mode = opts.pop("mode", "element")
-            if mode not in _MODE_ALIASES:
-                raise GraphRMAError(f"variant: dropattn mode must be element (e) or column (c), got {mode!r}")
-            d["mode"] = _MODE_ALIASES[mode]
-            d["rescale"] = opts.pop("rescale", "normalized")
-            if d["rescale"] not in ("normalized", "inverse"):
-                raise GraphRMAError(f"variant: dropattn rescale must be normalized or inverse, got {d['rescale']!r}")
-            if opts:
-                raise GraphRMAError(f"variant: unknown option(s) {sorted(opts)} for 'dropattn' (p, w, mode, rescale)")
-            fields["drop_attention"] = tuple(d.items())
+            fields["drop_attention"] = _dropattn_fields(spec, opts)
         else:
             raise GraphRMAError(
                 f"variant: unknown part {name!r} in {spec!r}; expected one of "
                 f"{', '.join(SAMPLERS + ('reg', 'dropattn'))}"
             )
     return Variant(**fields)
+
+
+def _options(spec: str, name: str, rest: str) -> Dict[str, str]:
+    """A part's ``key=value`` options (``w`` and ``window`` of ``dropattn`` are one key, given once)."""
+    opts: Dict[str, str] = {}
+    for item in filter(None, (s.strip() for s in rest.split(","))):
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise GraphRMAError(f"variant: option {item!r} in {spec!r} is not key=value")
+        key = key.strip()
+        canonical = "window" if name == "dropattn" and key in ("w", "window") else key
+        if any(("window" if name == "dropattn" and k in ("w", "window") else k) == canonical for k in opts):
+            raise GraphRMAError(f"variant: duplicate key {key!r} in {spec!r}")
+        opts[key] = value.strip()
+    return opts
+
+
+#: the options each sampler part takes
+_SAMPLER_OPTIONS: Dict[str, Tuple[str, ...]] = {
+    "ma": (),
+    "sgld": ("eps", "beta", "roles", "layers", "warmup"),
+    "svgd": ("alpha", "eps", "bandwidth", "kernel_grad", "roles", "layers", "update", "view", "warmup"),
+    "spos": ("alpha", "eps", "beta", "bandwidth", "kernel_grad", "roles", "layers", "update", "view", "warmup"),
+}
+
+
+def _sampler_fields(spec: str, name: str, opts: Dict[str, str], fields: Dict[str, Any]) -> None:
+    """A sampler part (``ma``, ``sgld``, ``svgd``, ``spos``) checked into ``fields``."""
+    if "sampler" in fields and name != "ma":
+        raise GraphRMAError(f"variant: {spec!r} names two samplers")
+    if name != "ma":
+        fields["sampler"] = name
+    allowed = set(_SAMPLER_OPTIONS[name])
+    if opts.get("update") == "authors":
+        for key in ("bandwidth", "kernel_grad"):
+            if key in opts:
+                raise GraphRMAError(
+                    f"variant: option {key!r} does not apply with update=authors (their code "
+                    f"fixes the bandwidth and smooths the gradients) in {spec!r}"
+                )
+    elif "view" in opts:
+        raise GraphRMAError(f"variant: option 'view' applies only with update=authors in {spec!r}")
+    for key, value in opts.items():
+        if key not in allowed:
+            raise GraphRMAError(f"variant: unknown option {key!r} for {name!r} (allowed: {sorted(allowed)})")
+        fields[key] = _sampler_value(spec, key, value)
+
+
+def _sampler_value(spec: str, key: str, value: str) -> Any:
+    """One sampler option's value, checked."""
+    if key == "alpha":
+        return _float(spec, key, value, low=0.0)
+    if key in ("eps", "beta"):
+        return _float(spec, key, value, low=0.0, strict=True)
+    if key == "bandwidth":
+        return value if value in ("median", "liu") else _float(spec, key, value, low=0.0, strict=True)
+    if key == "kernel_grad":
+        return _bool(spec, key, value)
+    if key == "warmup":
+        return _int(spec, key, value, low=0)
+    if key == "update":
+        if value not in UPDATES:
+            raise GraphRMAError(f"variant: update={value!r} in {spec!r} must be one of {', '.join(UPDATES)}")
+        return value
+    if key == "view":
+        if value not in ("mixing", "heads"):
+            raise GraphRMAError(f"variant: view={value!r} in {spec!r} must be mixing or heads")
+        return value
+    return _names(spec, key, value)  # roles, layers
+
+
+def _reg_fields(spec: str, opts: Dict[str, str]) -> Dict[str, Any]:
+    """The ``reg`` part: its kind, weight and target."""
+    kind = opts.pop("kind", "frobenius")
+    if kind not in REG_KINDS:
+        raise GraphRMAError(f"variant: reg kind must be one of {REG_KINDS}, got {kind!r}")
+    weight = _float(spec, "weight", opts.pop("weight", "0.01"), low=0.0)
+    target = opts.pop("target", "attention")
+    if target not in ("attention", "parameters", "outputs"):
+        raise GraphRMAError(f"variant: reg target must be attention, parameters or outputs, got {target!r}")
+    if opts:
+        raise GraphRMAError(f"variant: unknown option(s) {sorted(opts)} for 'reg' (kind, weight, target)")
+    return {"reg": kind, "reg_weight": weight, "reg_target": target}
+
+
+def _dropattn_fields(spec: str, opts: Dict[str, str]) -> Tuple[Tuple[str, Any], ...]:
+    """The ``dropattn`` part: ``p``, ``window``, ``mode``, ``rescale``."""
+    d: Dict[str, Any] = {"p": _float(spec, "p", opts.pop("p", "0.1"), low=0.0, high=1.0)}
+    d["window"] = _int(spec, "window", opts.pop("w", opts.pop("window", "1")), low=1)
+    mode = opts.pop("mode", "element")
+    if mode not in _MODE_ALIASES:
+        raise GraphRMAError(f"variant: dropattn mode must be element (e) or column (c), got {mode!r}")
+    d["mode"] = _MODE_ALIASES[mode]
+    d["rescale"] = opts.pop("rescale", "normalized")
+    if d["rescale"] not in ("normalized", "inverse"):
+        raise GraphRMAError(f"variant: dropattn rescale must be normalized or inverse, got {d['rescale']!r}")
+    if opts:
+        raise GraphRMAError(f"variant: unknown option(s) {sorted(opts)} for 'dropattn' (p, w, mode, rescale)")
+    return tuple(d.items())
 
 
 def make_sampler(variant: Union[str, Variant], model: nn.Module, seed: int = 0) -> Optional[ParticleSampler]:
