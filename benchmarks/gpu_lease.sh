@@ -12,7 +12,7 @@
 #    and turbo-gnn in memory, profile, peer and largest; the sampler and DropAttention in layers.
 # Each phase is bounded by its own timeout and writes its file as it ends, so a phase that overruns loses only itself.
 # Everything lands in $OUT: triton.json, fused_tests.log, junit_fused.xml, tests.log, junit.xml, suite.json, suite.md,
-# suite.log, turbo_build.log.
+# suite.log, turbo_build.log. Then, here: python -m benchmarks.record_gpu $OUT --machine "..." && python -m benchmarks.report
 set -u
 : "${OUT:?set OUT to the folder that comes back}"
 FUSED_SECONDS=${FUSED_SECONDS:-150}

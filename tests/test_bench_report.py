@@ -352,3 +352,53 @@ def test_gpu_kernel_names_drop_return_type_namespaces_and_templates():
         report_gpu.kernel_name("void at::native::indexFuncLargeIndex<float, at::native::(anonymous namespace)::R>(x)")
         == "indexFuncLargeIndex"
     )
+
+
+def test_a_lease_folder_is_recorded_with_its_conditions_and_test_outcomes(tmp_path):
+    """benchmarks/record_gpu.py: the lease's suite.json and JUnit files become one gpu.json run, which renders."""
+    import json
+
+    from benchmarks import record_gpu, report_gpu
+
+    out = tmp_path / "lease"
+    out.mkdir()
+    suite = {
+        "device": "NVIDIA H200",
+        "torch": "2.11.0+cu130",
+        "cuda": "13.0",
+        "pyg": "2.8.0",
+        "driver": "580",
+        "memory_gib": 139.8,
+        "triton": "3.5.0",
+        "smoke": False,
+        "command": "python -m benchmarks.gpu_suite --steps memory",
+        "bandwidth_gb_per_s": 4000.0,
+        "memory": [mem_row("stock", 1000, 10, 1.0), mem_row("fused", 50, 4, 0.4)],
+    }
+    (out / "suite.json").write_text(json.dumps(suite))
+    (out / "junit_fused.xml").write_text(
+        '<testsuites><testsuite><testcase classname="tests.test_lean_fused" name="test_a[8]"/>'
+        '<testcase classname="tests.test_lean_fused" name="test_b"><failure message="x"/></testcase>'
+        "</testsuite></testsuites>"
+    )
+    (out / "junit.xml").write_text(
+        '<testsuites><testsuite><testcase classname="tests.test_cuda" name="test_c"><skipped/></testcase>'
+        "</testsuite></testsuites>"
+    )
+    (out / "turbo_build.log").write_text("compiling\nturbo-gnn built in 120 s\nexit 0 after 125 s\n")
+    target = tmp_path / "gpu.json"
+    assert record_gpu.main([str(out), "--machine", "lent H200", "--file", str(target)]) == 0
+    (run,) = json.loads(target.read_text())
+    assert run["meta"]["device"] == "NVIDIA H200" and run["meta"]["triton"] == "3.5.0"
+    assert run["meta"]["machine"] == "lent H200" and run["meta"]["command"] == suite["command"]
+    assert "device" not in run["suite"] and run["suite"]["bandwidth_gb_per_s"] == 4000.0
+    assert run["tests"] == [
+        {"test": "tests/test_lean_fused.py::test_a[8]", "outcome": "passed"},
+        {"test": "tests/test_lean_fused.py::test_b", "outcome": "failed"},
+        {"test": "tests/test_cuda.py::test_c", "outcome": "skipped"},
+    ]
+    assert run["turbo_build"] == ["turbo-gnn built in 120 s", "exit 0 after 125 s"]
+    assert "1 of 3 CUDA tests passed on NVIDIA H200" in report_gpu.render_tests([run])
+    assert "4,000 GB/s (measured)" in report_gpu.render_memory([run]) and "Triton 3.5.0" in report_gpu.render_memory(
+        [run]
+    )
