@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib
 import warnings
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterable, List, Optional, Protocol, Sequence, Type, Union
+from typing import Callable, Dict, Iterable, List, Optional, Protocol, Sequence, Tuple, Type, Union
 
 import torch
 from torch import Tensor, nn
@@ -303,45 +303,9 @@ def find_particle_groups(
     if not isinstance(model, nn.Module):
         raise GraphRMAError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
     load_plugins(model)
-    named = list(model.named_modules())
-    if layers is None:
-        selected = [(n, m) for n, m in named if head_layout(m) is not None]
-    elif callable(layers) and not isinstance(layers, nn.Module):
-        selected = [(n, m) for n, m in named if head_layout(m) is not None and layers(n, m)]
-    else:
-        items = [layers] if isinstance(layers, (str, nn.Module)) else list(layers)
-        by_name = dict(named)
-        selected = []
-        for item in items:
-            if isinstance(item, str):
-                if item not in by_name:
-                    valid = [n for n, m in named if n and head_layout(m) is not None]
-                    shown = ", ".join(valid[:8]) + (", ..." if len(valid) > 8 else "") if valid else "none"
-                    raise GraphRMAError(
-                        f"layers: no module named {item!r} in the model (its attention layers: {shown})"
-                    )
-                pair = (item, by_name[item])
-            elif isinstance(item, nn.Module):
-                found = [n for n, m in named if m is item]
-                if not found:
-                    raise GraphRMAError(f"layers: module {type(item).__name__} is not part of the model")
-                pair = (found[0], item)
-            else:
-                raise GraphRMAError(f"layers: expected module names or modules, got {type(item).__name__}")
-            if head_layout(pair[1]) is None:
-                raise GraphRMAError(
-                    f"layers: {pair[0] or type(pair[1]).__name__!r} ({type(pair[1]).__name__}) has no head layout; "
-                    f"register one with graph_rma.register_head_layout"
-                )
-            if any(m is pair[1] for _, m in selected):
-                how = "by name" if isinstance(item, str) else "as a module"
-                raise GraphRMAError(
-                    f"layers: {pair[0]!r} is given twice (again {how}); each layer's heads form one particle group, "
-                    f"moved once per step: name each layer once"
-                )
-            selected.append(pair)
-
+    selected = _selected_layers(model, layers)
     wanted = None if roles is None else ({roles} if isinstance(roles, str) else set(roles))
+    named_explicitly = layers is not None and not callable(layers) or isinstance(layers, nn.Module)
     groups: List[ParticleGroup] = []
     known_roles: set = set()
     for name, module in selected:
@@ -349,21 +313,76 @@ def find_particle_groups(
         known_roles.update(p.role for p in params)
         if wanted is not None:
             params = [p for p in params if p.role in wanted]
-        if not params:
-            continue
-        counts = sorted({p.num_heads for p in params}, reverse=True)
-        for H in counts:  # one group per head count: grouped-query attention's query and key/value heads
-            share = [p for p in params if p.num_heads == H]
-            label = name if H == counts[0] else f"{name}:{'/'.join(sorted({p.role for p in share}))}"
-            if H < min_heads:
-                if layers is not None and not callable(layers) or isinstance(layers, nn.Module):  # asked for by name
-                    warnings.warn(
-                        f"{label or type(module).__name__}: {H} head(s), fewer than {min_heads}; not a particle group"
-                    )
-                continue
-            groups.append(ParticleGroup(label, module, H, share))
+        groups += _layer_groups(name, module, params, min_heads, warn=named_explicitly)
     if wanted is not None and not wanted <= known_roles:
         raise GraphRMAError(
             f"roles: unknown role(s) {sorted(wanted - known_roles)}; the selected layers have {sorted(known_roles)}"
         )
     return groups
+
+
+def _layer_groups(
+    name: str, module: nn.Module, params: List[HeadParam], min_heads: int, warn: bool
+) -> List[ParticleGroup]:
+    """One layer's particle groups: one per head count (grouped-query attention's query and key/value heads), the
+    one with the most heads named after the layer; a count under ``min_heads`` is skipped (with a warning when the
+    layer was asked for by name)."""
+    groups: List[ParticleGroup] = []
+    counts = sorted({p.num_heads for p in params}, reverse=True)
+    for H in counts:
+        share = [p for p in params if p.num_heads == H]
+        label = name if H == counts[0] else f"{name}:{'/'.join(sorted({p.role for p in share}))}"
+        if H < min_heads:
+            if warn:
+                warnings.warn(
+                    f"{label or type(module).__name__}: {H} head(s), fewer than {min_heads}; not a particle group"
+                )
+            continue
+        groups.append(ParticleGroup(label, module, H, share))
+    return groups
+
+
+def _selected_layers(model: nn.Module, layers: LayerSpec) -> List[Tuple[str, nn.Module]]:
+    """``(name, module)`` of the attention layers ``layers`` selects (see :func:`find_particle_groups`)."""
+    named = list(model.named_modules())
+    if layers is None:
+        return [(n, m) for n, m in named if head_layout(m) is not None]
+    if callable(layers) and not isinstance(layers, nn.Module):
+        return [(n, m) for n, m in named if head_layout(m) is not None and layers(n, m)]
+    items = [layers] if isinstance(layers, (str, nn.Module)) else list(layers)
+    selected: List[Tuple[str, nn.Module]] = []
+    for item in items:
+        pair = _named_layer(named, item)
+        if any(m is pair[1] for _, m in selected):
+            how = "by name" if isinstance(item, str) else "as a module"
+            raise GraphRMAError(
+                f"layers: {pair[0]!r} is given twice (again {how}); each layer's heads form one particle group, "
+                f"moved once per step: name each layer once"
+            )
+        selected.append(pair)
+    return selected
+
+
+def _named_layer(named: List[Tuple[str, nn.Module]], item: Union[str, nn.Module]) -> Tuple[str, nn.Module]:
+    """The ``(name, module)`` that ``item`` (a qualified name or a module of the model) names; it must have a head
+    layout."""
+    if isinstance(item, str):
+        by_name = dict(named)
+        if item not in by_name:
+            valid = [n for n, m in named if n and head_layout(m) is not None]
+            shown = ", ".join(valid[:8]) + (", ..." if len(valid) > 8 else "") if valid else "none"
+            raise GraphRMAError(f"layers: no module named {item!r} in the model (its attention layers: {shown})")
+        pair = (item, by_name[item])
+    elif isinstance(item, nn.Module):
+        found = [n for n, m in named if m is item]
+        if not found:
+            raise GraphRMAError(f"layers: module {type(item).__name__} is not part of the model")
+        pair = (found[0], item)
+    else:
+        raise GraphRMAError(f"layers: expected module names or modules, got {type(item).__name__}")
+    if head_layout(pair[1]) is None:
+        raise GraphRMAError(
+            f"layers: {pair[0] or type(pair[1]).__name__!r} ({type(pair[1]).__name__}) has no head layout; "
+            f"register one with graph_rma.register_head_layout"
+        )
+    return pair
