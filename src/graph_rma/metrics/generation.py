@@ -418,15 +418,7 @@ def evaluate_generation(
     hyps, refs, ents = _check_inputs(hypotheses, references, entities)
     require_text_metrics()
     Bleu = require("pycocoevalcap.bleu.bleu", "text-metrics", "BLEU").Bleu
-    Rouge = require("pycocoevalcap.rouge.rouge", "text-metrics", "ROUGE-L_coco").Rouge
-    RougeScorer = require("rouge_score.rouge_scorer", "text-metrics", "ROUGE").RougeScorer
-    if callable(tokenize):
-        tok = lambda s: [t.lower() for t in tokenize(s)]  # noqa: E731
-    elif tokenize in ("nltk", "split"):
-        mode = tokenize
-        tok = lambda s: _tokenize_text(s, mode)  # noqa: E731
-    else:
-        raise GraphRMAError(f"tokenize: expected 'nltk', 'split' or a callable, got {tokenize!r}")
+    tok = _tokenizer(tokenize)
     if not (isinstance(meteor, Meteor15) or meteor in METEOR_CHOICES):
         raise GraphRMAError(f"meteor: expected one of {METEOR_CHOICES} or a Meteor15 instance, got {meteor!r}")
 
@@ -439,43 +431,8 @@ def evaluate_generation(
     gts = {i: rs for i, rs in enumerate(ref_str)}
     bleu, _ = Bleu(4).compute_score(gts, res, verbose=0)
     out: Dict[str, object] = {f"BLEU-{n + 1}": 100.0 * b for n, b in enumerate(bleu)}
-
-    # METEOR
-    impl = meteor.impl if isinstance(meteor, Meteor15) else meteor
-    if impl == "auto":
-        impl = "meteor-1.5" if java_available() else "nltk"
-        if impl == "nltk":
-            warnings.warn(
-                "java not found: METEOR falls back to nltk's meteor_score, whose numbers are NOT "
-                "comparable with METEOR 1.5 (METEOR_impl='nltk')",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-    if impl == "meteor-1.5":
-        if isinstance(meteor, Meteor15):
-            m, _ = meteor.score(hyp_str, ref_str)
-        else:
-            with Meteor15() as scorer:
-                m, _ = scorer.score(hyp_str, ref_str)
-        out["METEOR"], out["METEOR_impl"] = 100.0 * m, "meteor-1.5"
-    elif impl == "nltk":
-        out["METEOR"], out["METEOR_impl"] = 100.0 * meteor_nltk(hyp_tok, ref_tok), "nltk"
-    else:
-        out["METEOR"], out["METEOR_impl"] = None, None
-
-    # ROUGE (rouge-score, no stemming, max F over references, mean over hypotheses)
-    scorer = RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=False)
-    sums = {"rouge1": 0.0, "rouge2": 0.0, "rougeL": 0.0}
-    for h, rs in zip(hyp_str, ref_str):
-        s = scorer.score_multi(rs, h)
-        for k in sums:
-            sums[k] += s[k].fmeasure
-    out["ROUGE-1"] = 100.0 * sums["rouge1"] / len(hyps)
-    out["ROUGE-2"] = 100.0 * sums["rouge2"] / len(hyps)
-    out["ROUGE-L"] = 100.0 * sums["rougeL"] / len(hyps)
-    rl_coco, _ = Rouge().compute_score(gts, res)
-    out["ROUGE-L_coco"] = 100.0 * float(rl_coco)
-
+    out["METEOR"], out["METEOR_impl"] = _meteor(meteor, hyp_tok, ref_tok, hyp_str, ref_str)
+    out.update(_rouge(hyp_str, ref_str, gts, res))
     if ents is not None:
         cov = entity_coverage(hyp_tok, [[tok(e) for e in es] for es in ents])
         out["entity_coverage"] = None if math.isnan(cov) else cov
@@ -484,3 +441,65 @@ def evaluate_generation(
     out["repetition"] = repetition(hyp_tok)
     out["n"] = len(hyps)
     return out
+
+
+def _tokenizer(tokenize: Union[str, Callable[[str], List[str]]]) -> Callable[[str], List[str]]:
+    """``tokenize`` (``"nltk"``, ``"split"`` or a callable) as a function ``str -> lower-cased tokens``."""
+    if callable(tokenize):
+        return lambda s: [t.lower() for t in tokenize(s)]
+    if tokenize in ("nltk", "split"):
+        mode = tokenize
+        return lambda s: _tokenize_text(s, mode)
+    raise GraphRMAError(f"tokenize: expected 'nltk', 'split' or a callable, got {tokenize!r}")
+
+
+def _meteor(
+    meteor: Union[str, Meteor15],
+    hyp_tok: List[List[str]],
+    ref_tok: List[List[List[str]]],
+    hyp_str: List[str],
+    ref_str: List[List[str]],
+) -> Tuple[Optional[float], Optional[str]]:
+    """``(METEOR, METEOR_impl)``: METEOR 1.5 (an open :class:`Meteor15`, or one started here), nltk's, or none;
+    ``"auto"`` is METEOR 1.5 when Java is found, else nltk with a warning."""
+    impl = meteor.impl if isinstance(meteor, Meteor15) else meteor
+    if impl == "auto":
+        impl = "meteor-1.5" if java_available() else "nltk"
+        if impl == "nltk":
+            warnings.warn(
+                "java not found: METEOR falls back to nltk's meteor_score, whose numbers are NOT "
+                "comparable with METEOR 1.5 (METEOR_impl='nltk')",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+    if impl == "meteor-1.5":
+        if isinstance(meteor, Meteor15):
+            m, _ = meteor.score(hyp_str, ref_str)
+        else:
+            with Meteor15() as scorer:
+                m, _ = scorer.score(hyp_str, ref_str)
+        return 100.0 * m, "meteor-1.5"
+    if impl == "nltk":
+        return 100.0 * meteor_nltk(hyp_tok, ref_tok), "nltk"
+    return None, None
+
+
+def _rouge(hyp_str: List[str], ref_str: List[List[str]], gts: Dict, res: Dict) -> Dict[str, float]:
+    """ROUGE-1/2/L (rouge-score, no stemming, the best F over the references, the mean over hypotheses) and
+    coco-caption's ROUGE-L."""
+    Rouge = require("pycocoevalcap.rouge.rouge", "text-metrics", "ROUGE-L_coco").Rouge
+    RougeScorer = require("rouge_score.rouge_scorer", "text-metrics", "ROUGE").RougeScorer
+    scorer = RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=False)
+    sums = {"rouge1": 0.0, "rouge2": 0.0, "rougeL": 0.0}
+    for h, rs in zip(hyp_str, ref_str):
+        s = scorer.score_multi(rs, h)
+        for k in sums:
+            sums[k] += s[k].fmeasure
+    n = len(hyp_str)
+    rl_coco, _ = Rouge().compute_score(gts, res)
+    return {
+        "ROUGE-1": 100.0 * sums["rouge1"] / n,
+        "ROUGE-2": 100.0 * sums["rouge2"] / n,
+        "ROUGE-L": 100.0 * sums["rougeL"] / n,
+        "ROUGE-L_coco": 100.0 * float(rl_coco),
+    }
