@@ -50,6 +50,37 @@ def generator_parser(
     (:data:`graph_rma.tasks.defaults.SCORERS`)."""
     p = Parser(prog=f"graph-rma {name}", description=description(doc))
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+    common = _common_parser(name, label, common_options)
+
+    def brief(cmd: str, what: str) -> str:  # a subcommand's --help: its options, not the parent's whole page again
+        return f"graph-rma {name} {cmd}: {what}.\nExamples, run folders and resuming: graph-rma {name} --help"
+
+    what = "train one variant into its run folder (resumes OUT/checkpoint.pt if present)"
+    t = sub.add_parser("train", parents=[common], description=brief("train", what), help=what)
+    _train_options(t, presets, preset_help or {}, unit, save_every)
+    for cmd in ("generate", "evaluate"):
+        what = (
+            "decode a split with OUT/best.pt"
+            if cmd == "generate"
+            else "score a split (decoding it first if OUT has no hypotheses for it)"
+        )
+        g = sub.add_parser(cmd, parents=[common], description=brief(cmd, what), help=what)
+        _decode_options(g, splits, unit)
+        if cmd == "evaluate":
+            g.add_argument(
+                "--meteor",
+                default="auto",
+                choices=METEOR_CHOICES,
+                help="METEOR implementation: auto (1.5 if java is found, else nltk), meteor-1.5, nltk, none",
+            )
+            g.add_argument("--regenerate", action="store_true", help="decode again even if OUT/hyp.SPLIT.txt exists")
+            if scorers:
+                g.add_argument("--scorer", default="coco", choices=SCORERS, help=SCORER_HELP)
+    return p, sub, common
+
+
+def _common_parser(name: str, label: str, common_options: Optional[Callable]) -> argparse.ArgumentParser:
+    """The options every subcommand shares: the variant, the run folder, the data, progress, threads, device."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--variant",
@@ -74,13 +105,14 @@ def generator_parser(
     )
     if common_options is not None:
         common_options(common)
+    return common
 
-    def brief(cmd: str, what: str) -> str:  # a subcommand's --help: its options, not the parent's whole page again
-        return f"graph-rma {name} {cmd}: {what}.\nExamples, run folders and resuming: graph-rma {name} --help"
 
-    what = "train one variant into its run folder (resumes OUT/checkpoint.pt if present)"
-    t = sub.add_parser("train", parents=[common], description=brief("train", what), help=what)
-    notes = preset_help or {}
+def _train_options(
+    t: argparse.ArgumentParser, presets: Dict[str, Dict[str, Any]], notes: Dict[str, str], unit: str, save_every: int
+) -> None:
+    """``train``'s options: the preset, the seed, the data limits, the checkpoint interval, one option per field of
+    :class:`~graph_rma.tasks.generator_config.GeneratorConfig`, ``--evaluate``."""
     t.add_argument(
         "--preset",
         default="cpu",
@@ -106,32 +138,17 @@ def generator_parser(
     )
     add_config_options(t, generator_fields(), "(default: the preset's)")  # one per field of GeneratorConfig
     t.add_argument("--evaluate", action="store_true", help="after training, decode and score the test split")
-    for cmd in ("generate", "evaluate"):
-        what = (
-            "decode a split with OUT/best.pt"
-            if cmd == "generate"
-            else "score a split (decoding it first if OUT has no hypotheses for it)"
-        )
-        g = sub.add_parser(cmd, parents=[common], description=brief(cmd, what), help=what)
-        g.add_argument("--split", default="test", choices=list(splits), help="the split")
-        g.add_argument("--checkpoint", type=Path, default=None, help="the model (default: OUT/best.pt)")
-        decoding = [f for f in generator_fields() if f.name in DECODING_FIELDS]
-        add_config_options(
-            g, decoding, "(default: the run's)"
-        )  # --beam, --max-len, --length-penalty, --no-repeat-ngram, --coverage-reward
-        g.add_argument("--batch-size", type=positive_int, default=32, help=f"{unit} decoded at once")
-        g.add_argument("--limit", type=positive_int, default=None, help=f"only the first N {unit} (default: all)")
-        if cmd == "evaluate":
-            g.add_argument(
-                "--meteor",
-                default="auto",
-                choices=METEOR_CHOICES,
-                help="METEOR implementation: auto (1.5 if java is found, else nltk), meteor-1.5, nltk, none",
-            )
-            g.add_argument("--regenerate", action="store_true", help="decode again even if OUT/hyp.SPLIT.txt exists")
-            if scorers:
-                g.add_argument("--scorer", default="coco", choices=SCORERS, help=SCORER_HELP)
-    return p, sub, common
+
+
+def _decode_options(g: argparse.ArgumentParser, splits: Sequence[str], unit: str) -> None:
+    """What ``generate`` and ``evaluate`` share: the split, the model, the decoding settings (the fields of
+    :data:`~graph_rma.tasks.generator_config.DECODING_FIELDS`), the batch size and the limit."""
+    g.add_argument("--split", default="test", choices=list(splits), help="the split")
+    g.add_argument("--checkpoint", type=Path, default=None, help="the model (default: OUT/best.pt)")
+    decoding = [f for f in generator_fields() if f.name in DECODING_FIELDS]
+    add_config_options(g, decoding, "(default: the run's)")  # --beam, --max-len, --length-penalty, ...
+    g.add_argument("--batch-size", type=positive_int, default=32, help=f"{unit} decoded at once")
+    g.add_argument("--limit", type=positive_int, default=None, help=f"only the first N {unit} (default: all)")
 
 
 def use_threads(args: argparse.Namespace) -> None:
