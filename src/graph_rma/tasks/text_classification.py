@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import html
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -356,77 +356,17 @@ def run_benchmark(
     """
     cfg = config if config is not None else Config(epochs=epochs)
     seeds = list(range(seeds)) if isinstance(seeds, int) else [int(s) for s in seeds]
-    if not seeds:
-        raise GraphRMAError("seeds: expected at least one seed")
-    if cfg.epochs < 1:
-        raise GraphRMAError(f"epochs: expected a positive integer, got {cfg.epochs}")
     datasets = [d.strip().lower() for d in datasets if d.strip()]
     models, variants = [m.strip() for m in models if m.strip()], [v.strip() for v in variants if v.strip()]
-    for m in models:
-        if m not in MODELS:
-            raise GraphRMAError(f"models: unknown model {m!r}; choose from {', '.join(MODELS)}")
-    for v in variants:
-        for m in models:
-            parse_variant(variant_spec(m, v))  # ValueError naming the bad part
-    for m in models:  # a bad size (e.g. heads that do not divide the width) is refused before any data is read
-        with torch.device("meta"):
-            build_model(m, 2, 2, **((model_kwargs or {}).get(m) or {}))
-    resolve_device(device)
-    out = Path(out)  # created by the first file written: a run that fails before leaves no empty folder
-    runs: List[Dict[str, Any]] = []
-    files: List[Path] = []
-    skipped: List[str] = []
-
-    def plot(draw: Callable[..., Path], *args: Any) -> None:
-        # the PNGs are optional (the plots extra): without matplotlib say so once and go on
-        try:
-            files.append(draw(*args))
-        except MissingExtraError as exc:
-            if not skipped and log is not None:
-                log(f"pictures skipped ({exc.module} not installed): {exc.hint}")
-            skipped.append(str(args[0]))
-
-    t_start = time.perf_counter()
+    _check_benchmark(cfg, seeds, models, variants, model_kwargs or {}, device)
+    bench = _Benchmark(
+        models, variants, seeds, cfg, Path(out), root, mr_fold, sentence, model_kwargs or {}, log, device
+    )  # out is created by the first file written: a run that fails before leaves no empty folder
     for d in datasets:
-        ds_train = load_text_dataset(d, "train", root=root, fold=mr_fold)
-        ds_test = load_text_dataset(d, "test", root=root, fold=mr_fold)
-        text = sentence or (DEFAULT_SENTENCE if d == "trec" else ds_test.sentences[0])
-        sent_tokens = tokenize(text)
-        for m in models:
-            panels: List[Tuple[str, Tensor]] = []
-            for v in variants:
-                for seed in seeds:
-                    metrics, model, vocab = train_one(
-                        m, v, ds_train, ds_test, seed, cfg, model_kwargs=(model_kwargs or {}).get(m), device=device
-                    )
-                    runs.append(
-                        {
-                            "dataset": ds_train.name,
-                            "model": m,
-                            "variant": v,
-                            "spec": str(parse_variant(variant_spec(m, v))),
-                            "seed": seed,
-                            "epochs": cfg.epochs,
-                            **metrics,
-                        }
-                    )
-                    if log is not None:
-                        log(
-                            f"{ds_train.name:5s} {m:11s} {v:11s} seed {seed}: test {100 * metrics['test_acc']:.2f} "
-                            f"(dev {100 * metrics['dev_acc']:.2f} @ep{metrics['best_epoch']}) head_cos "
-                            f"{metrics['head_cos']:.3f} frob {metrics['frob']:.3f} [{metrics['train_s']:.0f}s, "
-                            f"total {time.perf_counter() - t_start:.0f}s]"
-                        )
-                    if seed == seeds[0]:
-                        w = model.head_attention(vocab.batch([sent_tokens]))[0, :, : len(sent_tokens)]
-                        panels.append((f"{v} (seed {seed}, test acc {100 * metrics['test_acc']:.1f}%)", w))
-            if panels:
-                out.mkdir(parents=True, exist_ok=True)
-                title = f"{ds_train.name} / {m}: per-head attention on \u201c{text}\u201d"
-                plot(head_heatmap_png, out / f"heads_{d}_{m}.png", sent_tokens, panels)
-                files.append(head_heatmap_html(out / f"heads_{d}_{m}.html", sent_tokens, panels, title))
+        bench.run_dataset(d)
+    runs, files, out = bench.runs, bench.files, bench.out
     summary = summarize(runs)
-    total_s = time.perf_counter() - t_start
+    total_s = time.perf_counter() - bench.t_start
     record: Dict[str, Any] = {
         "epochs": cfg.epochs,
         "seeds": len(seeds),
@@ -442,5 +382,106 @@ def run_benchmark(
         write_csv(out / "summary.csv", summary),
     ]
     if summary:
-        plot(accuracy_plot, out / "accuracy.png", summary)
+        bench.plot(accuracy_plot, out / "accuracy.png", summary)
     return {"runs": runs, "summary": summary, "epochs": cfg.epochs, "seeds": seeds, "total_s": total_s, "files": files}
+
+
+def _check_benchmark(
+    cfg: Config,
+    seeds: List[int],
+    models: List[str],
+    variants: List[str],
+    model_kwargs: Dict[str, Dict[str, Any]],
+    device: Optional[str],
+) -> None:
+    """Every setting of :func:`run_benchmark` checked before any data is read."""
+    if not seeds:
+        raise GraphRMAError("seeds: expected at least one seed")
+    if cfg.epochs < 1:
+        raise GraphRMAError(f"epochs: expected a positive integer, got {cfg.epochs}")
+    for m in models:
+        if m not in MODELS:
+            raise GraphRMAError(f"models: unknown model {m!r}; choose from {', '.join(MODELS)}")
+    for v in variants:
+        for m in models:
+            parse_variant(variant_spec(m, v))  # GraphRMAError naming the bad part
+    for m in models:  # a bad size (e.g. heads that do not divide the width) is refused before any data is read
+        with torch.device("meta"):
+            build_model(m, 2, 2, **(model_kwargs.get(m) or {}))
+    resolve_device(device)
+
+
+@dataclass
+class _Benchmark:
+    """:func:`run_benchmark`'s settings and what it has produced so far (runs, files)."""
+
+    models: List[str]
+    variants: List[str]
+    seeds: List[int]
+    cfg: Config
+    out: Path
+    root: Optional[str]
+    mr_fold: int
+    sentence: Optional[str]
+    model_kwargs: Dict[str, Dict[str, Any]]
+    log: Optional[Callable[[str], None]]
+    device: Optional[str]
+    runs: List[Dict[str, Any]] = field(default_factory=list)
+    files: List[Path] = field(default_factory=list)
+    skipped: List[str] = field(default_factory=list)
+    t_start: float = field(default_factory=time.perf_counter)
+
+    def plot(self, draw: Callable[..., Path], *args: Any) -> None:
+        """A PNG, optional (the plots extra): without matplotlib say so once and go on."""
+        try:
+            self.files.append(draw(*args))
+        except MissingExtraError as exc:
+            if not self.skipped and self.log is not None:
+                self.log(f"pictures skipped ({exc.module} not installed): {exc.hint}")
+            self.skipped.append(str(args[0]))
+
+    def run_dataset(self, d: str) -> None:
+        """Every model, variant and seed on dataset ``d``; each model's heads on one sentence as heatmaps."""
+        ds_train = load_text_dataset(d, "train", root=self.root, fold=self.mr_fold)
+        ds_test = load_text_dataset(d, "test", root=self.root, fold=self.mr_fold)
+        text = self.sentence or (DEFAULT_SENTENCE if d == "trec" else ds_test.sentences[0])
+        sent_tokens = tokenize(text)
+        for m in self.models:
+            panels: List[Tuple[str, Tensor]] = []
+            for v in self.variants:
+                for seed in self.seeds:
+                    metrics, model, vocab = self.run_one(ds_train, ds_test, m, v, seed)
+                    if seed == self.seeds[0]:
+                        w = model.head_attention(vocab.batch([sent_tokens]))[0, :, : len(sent_tokens)]
+                        panels.append((f"{v} (seed {seed}, test acc {100 * metrics['test_acc']:.1f}%)", w))
+            if panels:
+                self.out.mkdir(parents=True, exist_ok=True)
+                title = f"{ds_train.name} / {m}: per-head attention on \u201c{text}\u201d"
+                self.plot(head_heatmap_png, self.out / f"heads_{d}_{m}.png", sent_tokens, panels)
+                self.files.append(head_heatmap_html(self.out / f"heads_{d}_{m}.html", sent_tokens, panels, title))
+
+    def run_one(self, ds_train, ds_test, m: str, v: str, seed: int):
+        """One run (:func:`train_one`), recorded and logged in one line."""
+        metrics, model, vocab = train_one(
+            m, v, ds_train, ds_test, seed, self.cfg, model_kwargs=self.model_kwargs.get(m), device=self.device
+        )
+        spec = str(parse_variant(variant_spec(m, v)))
+        self.runs.append(
+            {
+                "dataset": ds_train.name,
+                "model": m,
+                "variant": v,
+                "spec": spec,
+                "seed": seed,
+                "epochs": self.cfg.epochs,
+                **metrics,
+            }
+        )
+        if self.log is not None:
+            self.log(
+                f"{ds_train.name:5s} {m:11s} {v:11s} seed {seed}: test {100 * metrics['test_acc']:.2f} "
+                f"(dev {100 * metrics['dev_acc']:.2f} @ep{metrics['best_epoch']}) head_cos "
+                f"{metrics['head_cos']:.3f} frob {metrics['frob']:.3f} [{metrics['train_s']:.0f}s, "
+                f"total {time.perf_counter() - self.t_start:.0f}s]"
+            )
+        return metrics, model, vocab
