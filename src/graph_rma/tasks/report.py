@@ -340,22 +340,7 @@ def node_classification_report(
             if cap.outputs is None or cap.alpha is None:
                 raise GraphRMAError(f"layers: layer {name!r} was not called by model(x, edge_index)")
         skipped = {name: int(cap.heads) for name, cap in caps.items() if cap.heads < 2}  # nothing to compare
-        diversity: Dict[str, Any] = {}
-        for name, cap in caps.items():
-            if name in skipped:
-                continue
-            N = cap.outputs.size(0)
-            sel = mask[cap.index] if cap.index.max() < mask.numel() else None
-            d = head_diversity(
-                outputs=cap.outputs[idx] if N == mask.numel() else cap.outputs,
-                attn=cap.alpha if sel is None else cap.alpha[sel],
-                index=cap.index if sel is None else cap.index[sel],
-                num_nodes=max(N, mask.numel()),
-            )
-            deg = torch.bincount(cap.index, minlength=mask.numel()).double()
-            d["uniform_entropy"] = float(deg[idx].clamp(min=1).log().mean())
-            d["num_heads"] = cap.heads
-            diversity[name] = d
+        diversity = {name: _layer_diversity(cap, mask, idx) for name, cap in caps.items() if name not in skipped}
 
         def evaluate() -> float:
             return task_score(model(x, edge_index)[idx])
@@ -365,72 +350,96 @@ def node_classification_report(
     finally:
         model.train(was_training)
 
-    summary: Dict[str, Any] = dict(extra or {})
-    summary.update(
-        {
-            "num_nodes": int(idx.numel()),
-            "metric": metric,
-            "score": score,
-            "accuracy": acc,
-            "calibration": {
-                "num_bins": num_bins,
-                "ece": expected_calibration_error(bins),
-                "oe": overconfidence_error(bins),
-                "bins": bins.to_dict(),
-            },
-            "predictive_entropy": {
-                "mean": float(ent.mean()),
-                "median": float(ent.median()),
-                "max_possible": math.log(probs.size(1)),
-            },
-            "diversity": diversity,
-            "redundancy": redundancy.to_dict(),
-            "head_diagnostics_skipped": skipped,  # layer -> its heads (< 2): no diversity, no head masking
-        }
-    )
+    summary = {**(extra or {}), **_summary(idx, metric, score, acc, num_bins, bins, probs, ent)}
+    # head_diagnostics_skipped: layer -> its heads (< 2): no diversity, no head masking
+    summary.update(diversity=diversity, redundancy=redundancy.to_dict(), head_diagnostics_skipped=skipped)
     if out_dir is not None:
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        files = {}
-        if plots:
-            try:
-                require("matplotlib", "plots", "the report's pictures")
-            except MissingExtraError as exc:  # optional: the JSON summary is the report
-                print(f"plots skipped ({exc.module} not installed): {exc.hint}", file=sys.stderr)
-                plots = False
-        if plots:
-            from ..diagnostics.plots import (
-                plot_entropy_cdf,
-                plot_head_entropy,
-                plot_head_importance,
-                reliability_diagram,
-            )
-
-            on = f", {summary['dataset']}" if summary.get("dataset") else ""  # every title names the dataset
-            files["reliability"] = reliability_diagram(
-                bins, path=out / "reliability.png", title=f"Reliability diagram{on}"
-            )
-            if diversity:  # some layer has several heads
-                files["head_importance"] = plot_head_importance(
-                    redundancy.drops,
-                    path=out / "head_importance.png",
-                    metric="ROC AUC" if binary else "accuracy",
-                    title=f"Head importance{on}",
-                )
-                first = next(iter(diversity.values()))
-                files["head_entropy"] = plot_head_entropy(
-                    {k: v["entropy"] for k, v in diversity.items()},
-                    path=out / "head_entropy.png",
-                    uniform=first["uniform_entropy"],
-                    title=f"Attention entropy per head{on}",
-                )
-            files["entropy_cdf"] = plot_entropy_cdf(
-                {"test nodes": ent}, path=out / "entropy_cdf.png", title=f"Predictive entropy, empirical CDF{on}"
-            )
-        files["summary"] = out / "report.json"
-        summary["files"] = {k: str(v) for k, v in files.items()}
-        write_json(out / "report.json", summary)
+        _write_report(Path(out_dir), summary, plots, bins, ent, binary, redundancy.drops)
     return summary
+
+
+def _summary(idx: Tensor, metric: str, score: float, acc: float, num_bins: int, bins, probs: Tensor, ent: Tensor):
+    """The report's scores: the metric, accuracy, calibration (ECE, OE, bins) and predictive entropy."""
+    return {
+        "num_nodes": int(idx.numel()),
+        "metric": metric,
+        "score": score,
+        "accuracy": acc,
+        "calibration": {
+            "num_bins": num_bins,
+            "ece": expected_calibration_error(bins),
+            "oe": overconfidence_error(bins),
+            "bins": bins.to_dict(),
+        },
+        "predictive_entropy": {
+            "mean": float(ent.mean()),
+            "median": float(ent.median()),
+            "max_possible": math.log(probs.size(1)),
+        },
+    }
+
+
+def _layer_diversity(cap: HeadCapture, mask: Tensor, idx: Tensor) -> Dict[str, Any]:
+    """One layer's head diversity on the selected nodes (their per-head outputs, their incoming edges' attention),
+    the entropy of uniform attention over the same edges, and its number of heads."""
+    N = cap.outputs.size(0)
+    sel = mask[cap.index] if cap.index.max() < mask.numel() else None
+    d = head_diversity(
+        outputs=cap.outputs[idx] if N == mask.numel() else cap.outputs,
+        attn=cap.alpha if sel is None else cap.alpha[sel],
+        index=cap.index if sel is None else cap.index[sel],
+        num_nodes=max(N, mask.numel()),
+    )
+    deg = torch.bincount(cap.index, minlength=mask.numel()).double()
+    d["uniform_entropy"] = float(deg[idx].clamp(min=1).log().mean())
+    d["num_heads"] = cap.heads
+    return d
+
+
+def _write_report(out: Path, summary: Dict[str, Any], plots: bool, bins, ent: Tensor, binary: bool, drops) -> None:
+    """``report.json`` in ``out`` and (``plots``, when matplotlib is installed) the report's pictures; the summary
+    gets their paths under ``files``."""
+    out.mkdir(parents=True, exist_ok=True)
+    files = {}
+    if plots:
+        try:
+            require("matplotlib", "plots", "the report's pictures")
+        except MissingExtraError as exc:  # optional: the JSON summary is the report
+            print(f"plots skipped ({exc.module} not installed): {exc.hint}", file=sys.stderr)
+            plots = False
+    if plots:
+        files.update(_report_pictures(out, summary, bins, ent, binary, drops))
+    files["summary"] = out / "report.json"
+    summary["files"] = {k: str(v) for k, v in files.items()}
+    write_json(out / "report.json", summary)
+
+
+def _report_pictures(out: Path, summary: Dict[str, Any], bins, ent: Tensor, binary: bool, drops) -> Dict[str, Path]:
+    """The reliability diagram, head importance and attention entropy (when a layer has several heads) and the
+    predictive entropy's CDF, each title naming the dataset."""
+    from ..diagnostics.plots import plot_entropy_cdf, plot_head_entropy, plot_head_importance, reliability_diagram
+
+    diversity = summary["diversity"]
+    on = f", {summary['dataset']}" if summary.get("dataset") else ""  # every title names the dataset
+    files = {"reliability": reliability_diagram(bins, path=out / "reliability.png", title=f"Reliability diagram{on}")}
+    if diversity:  # some layer has several heads
+        files["head_importance"] = plot_head_importance(
+            drops,
+            path=out / "head_importance.png",
+            metric="ROC AUC" if binary else "accuracy",
+            title=f"Head importance{on}",
+        )
+        first = next(iter(diversity.values()))
+        files["head_entropy"] = plot_head_entropy(
+            {k: v["entropy"] for k, v in diversity.items()},
+            path=out / "head_entropy.png",
+            uniform=first["uniform_entropy"],
+            title=f"Attention entropy per head{on}",
+        )
+    files["entropy_cdf"] = plot_entropy_cdf(
+        {"test nodes": ent}, path=out / "entropy_cdf.png", title=f"Predictive entropy, empirical CDF{on}"
+    )
+    return files
 
 
 def graph_to_text_report(path: Union[str, Path], out: Union[str, Path]) -> Dict[str, Any]:
