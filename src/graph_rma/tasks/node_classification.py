@@ -155,6 +155,50 @@ def run_study(
     """
     from tqdm import tqdm
 
+    proto, ds_name, seeds, variants, dev = _study_settings(protocol, variants, seeds, dataset, root, threads, device)
+    graph = prepare_graph(load_node_graph(ds_name, root=root), proto)
+    config = _study_config(proto, ds_name, graph, dev)
+    out = Path(out)
+    results, todo = _plan(out, seeds, variants, config, resume)
+    interrupted = False
+    bar = tqdm(
+        todo, desc=f"{ds_name.lower()} runs", unit="run", file=sys.stderr, dynamic_ncols=True, disable=not progress
+    )
+    try:
+        with deferred_interrupt():  # Ctrl-C stops a run at the end of an epoch, saved there
+            for spec, seed, path, ckpt in bar:
+                if interrupt_requested():  # Ctrl-C came as the last run finished: no other starts
+                    raise KeyboardInterrupt
+                bar.set_postfix_str(f"{parse_variant(spec).name} seed {seed}")
+                record = _one_run(proto, graph, config, spec, seed, path, ckpt, out, resume, progress, dev)
+                results.append(record)
+                test = 100 * record["metrics"]["test_metric"]
+                bar.set_postfix_str(f"{parse_variant(spec).name} seed {seed}: test {test:.1f}")
+    except KeyboardInterrupt:
+        interrupted = True
+        again = "run it again to continue" if resume else "run it again with --resume (resume=True) to continue"
+        print(f"\ninterrupted: finished runs are saved, the one in progress where it stopped; {again}", file=sys.stderr)
+    finally:
+        bar.close()
+
+    results.sort(key=lambda r: (variants.index(r["variant"]), r["seed"]))
+    rows = summarize(results, variants)
+    files = _write_study(out, config, seeds, variants, rows, results, proto, make_plot) if rows else []
+    return {
+        "config": config,
+        "seeds": seeds,
+        "variants": variants,
+        "summary": rows,
+        "runs": results,
+        "table": format_table(rows, config["metric"]) if rows else "",
+        "files": files,
+        "interrupted": interrupted,
+    }
+
+
+def _study_settings(protocol, variants, seeds, dataset, root, threads, device):
+    """:func:`run_study`'s arguments checked before any data is read: ``(protocol, dataset name, seeds, canonical
+    variant specs, device)``; sets torch's threads."""
     _check_protocol(protocol)
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise GraphRMAError(f"threads: expected a positive integer, got {threads!r}")
@@ -169,8 +213,12 @@ def run_study(
     if len(set(variants)) != len(variants):
         raise GraphRMAError(f"variants: duplicates after parsing: {variants}")
     check_variant_layers(*model_settings(proto, 8, 3, "accuracy"), variants)  # layers= named: before the data
-    graph = prepare_graph(load_node_graph(ds_name, root=root), proto)
-    n_splits = 1 if graph.train_mask.dim() == 1 else graph.train_mask.size(1)  # Cora's [N] masks: one split
+    return proto, ds_name, seeds, variants, dev
+
+
+def _study_config(proto: Protocol, ds_name: str, graph, dev) -> Dict[str, Any]:
+    """What every run of the study depends on (the protocol's settings, the metric, the model and its arguments for
+    this graph), after checking that the model fits on ``dev``; what ``resume`` compares."""
     num_classes = int(graph.y.max()) + 1
     metric_name, rule = resolve_metric(proto, num_classes)
     model_name, model_kwargs = model_settings(proto, graph.num_features, num_classes, metric_name)
@@ -184,7 +232,7 @@ def run_study(
                 f"classes for {graph.y.size(0)} nodes)"
             ) from None
         raise
-    config = {
+    return {
         "dataset": ds_name,
         "protocol": proto.name,
         **proto.settings(),
@@ -193,11 +241,15 @@ def run_study(
         "model": model_name,
         "model_kwargs": model_kwargs,
     }
-    out = Path(out)
 
-    def flat(c: Dict[str, Any]) -> Dict[str, Any]:
-        return {**{k: v for k, v in c.items() if k != "model_kwargs"}, **c.get("model_kwargs", {})}
 
+def _flat(c: Dict[str, Any]) -> Dict[str, Any]:
+    return {**{k: v for k, v in c.items() if k != "model_kwargs"}, **c.get("model_kwargs", {})}
+
+
+def _plan(out: Path, seeds: List[int], variants: List[str], config: Dict[str, Any], resume: bool):
+    """``(finished runs reused from out, runs to do as (spec, seed, record path, checkpoint path))``, seed-major;
+    says on stderr what was reused and why other finished runs were not."""
     results: List[Dict[str, Any]] = []
     todo = []
     differing: Dict[str, None] = {}  # why finished runs in out were not reused (other settings), in order
@@ -206,25 +258,10 @@ def run_study(
             path = out / "runs" / slug(spec) / f"seed{seed}.json"
             ckpt = out / "checkpoints" / f"{slug(spec)}_seed{seed}.pt"
             if resume and path.is_file():
-                try:
-                    saved = read_json(path)
-                except (OSError, ValueError):
-                    saved = None
-                if (
-                    saved is not None
-                    and isinstance(saved.get("config"), dict)
-                    and _upgrade(saved["config"]) == _upgrade(config)
-                    and saved.get("variant") == spec
-                ):
-                    if ckpt.is_file():  # a run is finished only when everything it leaves behind is there
-                        results.append({**saved, "metrics": upgrade_metrics(saved.get("metrics", {}))})
-                        continue
-                    differing[f"checkpoint {ckpt.name} missing"] = None
-                elif saved is not None and isinstance(saved.get("config"), dict):
-                    try:
-                        check_resume(flat(_upgrade(saved["config"])), flat(_upgrade(config)), may_change=())
-                    except ResumeMismatchError as exc:
-                        differing.update(dict.fromkeys(f"{k} {o!r} -> {n!r}" for k, o, n in exc.differences))
+                reused = _reusable(path, ckpt, spec, config, differing)
+                if reused is not None:
+                    results.append(reused)
+                    continue
             todo.append((spec, seed, path, ckpt))
     if resume and results:
         print(f"resume: {len(results)} finished run(s) reused from {out}, {len(todo)} to do", file=sys.stderr)
@@ -233,90 +270,80 @@ def run_study(
             f"resume: runs in {out} made with other settings or incomplete ({', '.join(differing)}) are trained again",
             file=sys.stderr,
         )
+    return results, todo
 
-    interrupted = False
-    bar = tqdm(
-        todo, desc=f"{ds_name.lower()} runs", unit="run", file=sys.stderr, dynamic_ncols=True, disable=not progress
-    )
+
+def _reusable(path: Path, ckpt: Path, spec: str, config: Dict[str, Any], differing: Dict[str, None]):
+    """The finished run recorded in ``path`` when it has the study's settings and its checkpoint, else ``None``
+    (adding to ``differing`` what differs)."""
     try:
-        with deferred_interrupt():  # Ctrl-C stops a run at the end of an epoch, saved there
-            for spec, seed, path, ckpt in bar:
-                if interrupt_requested():  # Ctrl-C came as the last run finished: no other starts
-                    raise KeyboardInterrupt
-                bar.set_postfix_str(f"{parse_variant(spec).name} seed {seed}")
-                split = seed % n_splits  # a dataset with fixed splits: seed s trains on split s mod splits
-                data = select_split(graph, split)
-                partial = ckpt.with_name(f"{ckpt.stem}.partial.pt")
-                if not resume:
-                    partial.unlink(missing_ok=True)  # without --resume every run starts afresh
-                metrics, state, net = train_run(
-                    proto, data, spec, seed, progress=progress, device=str(dev), partial=partial
-                )
-                save_checkpoint(
-                    ckpt,
-                    {
-                        "task": "node",
-                        "dataset": ds_name,
-                        "split": split,
-                        "protocol": proto.name,
-                        "settings": proto.settings(),
-                        "model_name": model_name,
-                        "model_kwargs": net.model_kwargs,
-                        "variant": spec,
-                        "seed": seed,
-                        "model": state,
-                        "metrics": dict(metrics),
-                    },
-                )
-                record = {
-                    "variant": spec,
-                    "seed": seed,
-                    "split": split,
-                    "config": config,
-                    "metrics": metrics,
-                    "checkpoint": str(ckpt.relative_to(out)),
-                }
-                write_json(path, record)  # last: a run counts as finished only once its record exists
-                results.append(record)
-                bar.set_postfix_str(f"{parse_variant(spec).name} seed {seed}: test {100 * metrics['test_metric']:.1f}")
-    except KeyboardInterrupt:
-        interrupted = True
-        again = "run it again to continue" if resume else "run it again with --resume (resume=True) to continue"
-        print(f"\ninterrupted: finished runs are saved, the one in progress where it stopped; {again}", file=sys.stderr)
-    finally:
-        bar.close()
+        saved = read_json(path)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(saved.get("config"), dict):
+        return None
+    if _upgrade(saved["config"]) == _upgrade(config) and saved.get("variant") == spec:
+        if ckpt.is_file():  # a run is finished only when everything it leaves behind is there
+            return {**saved, "metrics": upgrade_metrics(saved.get("metrics", {}))}
+        differing[f"checkpoint {ckpt.name} missing"] = None
+        return None
+    try:
+        check_resume(_flat(_upgrade(saved["config"])), _flat(_upgrade(config)), may_change=())
+    except ResumeMismatchError as exc:
+        differing.update(dict.fromkeys(f"{k} {o!r} -> {n!r}" for k, o, n in exc.differences))
+    return None
 
-    results.sort(key=lambda r: (variants.index(r["variant"]), r["seed"]))
-    rows = summarize(results, variants)
-    files: List[Path] = []
-    if rows:
-        files.append(
-            write_json(
-                out / "results.json",
-                {"config": config, "seeds": seeds, "variants": variants, "summary": rows, "runs": results},
-            )
-        )
-        files.append(write_csv(out / "results.csv", rows))
-        if make_plot:
-            try:
-                files.append(
-                    plot(
-                        results,
-                        variants,
-                        out / "accuracy.png",
-                        title=f"{proto.model.upper()} on {ds_name} ({proto.name} protocol)",
-                        metric=metric_name,
-                    )
-                )
-            except MissingExtraError as exc:  # optional: the results are written, the run goes on
-                print(f"plot skipped ({exc.module} not installed): {exc.hint}", file=sys.stderr)
-    return {
+
+def _one_run(proto, graph, config, spec, seed, path, ckpt, out, resume, progress, dev) -> Dict[str, Any]:
+    """Train one variant on one seed (on split ``seed mod splits``), save its checkpoint, then its record (last: a
+    run counts as finished only once its record exists)."""
+    split = seed % (1 if graph.train_mask.dim() == 1 else graph.train_mask.size(1))  # Cora's [N] masks: one split
+    data = select_split(graph, split)
+    partial = ckpt.with_name(f"{ckpt.stem}.partial.pt")
+    if not resume:
+        partial.unlink(missing_ok=True)  # without --resume every run starts afresh
+    metrics, state, net = train_run(proto, data, spec, seed, progress=progress, device=str(dev), partial=partial)
+    save_checkpoint(
+        ckpt,
+        {
+            "task": "node",
+            "dataset": config["dataset"],
+            "split": split,
+            "protocol": proto.name,
+            "settings": proto.settings(),
+            "model_name": config["model"],
+            "model_kwargs": net.model_kwargs,
+            "variant": spec,
+            "seed": seed,
+            "model": state,
+            "metrics": dict(metrics),
+        },
+    )
+    record = {
+        "variant": spec,
+        "seed": seed,
+        "split": split,
         "config": config,
-        "seeds": seeds,
-        "variants": variants,
-        "summary": rows,
-        "runs": results,
-        "table": format_table(rows, metric_name) if rows else "",
-        "files": files,
-        "interrupted": interrupted,
+        "metrics": metrics,
+        "checkpoint": str(ckpt.relative_to(out)),
     }
+    write_json(path, record)
+    return record
+
+
+def _write_study(out, config, seeds, variants, rows, results, proto, make_plot) -> List[Path]:
+    """``results.json``, ``results.csv`` and (``make_plot``, with matplotlib) the plot of the study."""
+    files = [
+        write_json(
+            out / "results.json",
+            {"config": config, "seeds": seeds, "variants": variants, "summary": rows, "runs": results},
+        ),
+        write_csv(out / "results.csv", rows),
+    ]
+    if make_plot:
+        try:
+            title = f"{proto.model.upper()} on {config['dataset']} ({proto.name} protocol)"
+            files.append(plot(results, variants, out / "accuracy.png", title=title, metric=config["metric"]))
+        except MissingExtraError as exc:  # optional: the results are written, the run goes on
+            print(f"plot skipped ({exc.module} not installed): {exc.hint}", file=sys.stderr)
+    return files
