@@ -31,7 +31,7 @@ entries, and their TER on all entries (docs/webnlg.md says how this was checked)
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Optional, Sequence, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from .._errors import GraphRMAError
 from ..engine.optional import require
@@ -110,15 +110,7 @@ def score_webnlg2017(
         without TER).
     """
     hyps, refs, _ = _check_inputs(hypotheses, references, None)
-    if not isinstance(max_references, int) or isinstance(max_references, bool) or max_references < 1:
-        raise GraphRMAError(f"max_references: expected a positive integer, got {max_references!r}")
-    if isinstance(meteor, Meteor15):
-        if not meteor.norm:
-            raise GraphRMAError(
-                "meteor: the webnlg2017 scorer needs METEOR 1.5 started with -norm (Meteor15(norm=True))"
-            )
-    elif meteor not in METEOR_CHOICES or meteor == "nltk":
-        raise GraphRMAError(f"meteor: expected 'auto', 'meteor-1.5', 'none' or a Meteor15 instance, got {meteor!r}")
+    _check_settings(meteor, max_references)
     require_webnlg2017()
     metrics = require("sacrebleu.metrics", "text-metrics", "the webnlg2017 scorer")
 
@@ -146,18 +138,7 @@ def score_webnlg2017(
         "ref_len": int(bleu.ref_len),
     }
 
-    impl = meteor.impl if isinstance(meteor, Meteor15) else meteor
-    if impl == "auto":
-        impl = "meteor-1.5" if java_available() else "none"
-    if impl == "meteor-1.5":
-        if isinstance(meteor, Meteor15):
-            m, _ = meteor.score(hyp_tok, ref_tok)
-        else:
-            with Meteor15(norm=True) as scorer:
-                m, _ = scorer.score(hyp_tok, ref_tok)
-        out["METEOR"], out["METEOR_impl"] = 100.0 * m, "meteor-1.5 -norm"
-    else:
-        out["METEOR"], out["METEOR_impl"] = None, None
+    out["METEOR"], out["METEOR_impl"] = _meteor_norm(meteor, hyp_tok, ref_tok)
     out["TER"] = float(ter_score.score) if ter_score else None
     out["n"] = len(hyps)
     out["max_references"] = max_references
@@ -166,6 +147,37 @@ def score_webnlg2017(
         signature["TER"] = str(ter_metric.get_signature())
     out["signature"] = signature
     return out
+
+
+def _check_settings(meteor: Union[str, Meteor15], max_references: int) -> None:
+    """:func:`score_webnlg2017`'s ``meteor`` (METEOR 1.5 with ``-norm`` only) and ``max_references``, checked."""
+    if not isinstance(max_references, int) or isinstance(max_references, bool) or max_references < 1:
+        raise GraphRMAError(f"max_references: expected a positive integer, got {max_references!r}")
+    if isinstance(meteor, Meteor15):
+        if not meteor.norm:
+            raise GraphRMAError(
+                "meteor: the webnlg2017 scorer needs METEOR 1.5 started with -norm (Meteor15(norm=True))"
+            )
+    elif meteor not in METEOR_CHOICES or meteor == "nltk":
+        raise GraphRMAError(f"meteor: expected 'auto', 'meteor-1.5', 'none' or a Meteor15 instance, got {meteor!r}")
+
+
+def _meteor_norm(
+    meteor: Union[str, Meteor15], hyp_tok: List[str], ref_tok: List[List[str]]
+) -> Tuple[Optional[float], Optional[str]]:
+    """``(METEOR, METEOR_impl)``: METEOR 1.5 with ``-norm`` (an open scorer or one started here), or ``(None,
+    None)`` for ``"none"`` and for ``"auto"`` without Java."""
+    impl = meteor.impl if isinstance(meteor, Meteor15) else meteor
+    if impl == "auto":
+        impl = "meteor-1.5" if java_available() else "none"
+    if impl != "meteor-1.5":
+        return None, None
+    if isinstance(meteor, Meteor15):
+        m, _ = meteor.score(hyp_tok, ref_tok)
+    else:
+        with Meteor15(norm=True) as scorer:
+            m, _ = scorer.score(hyp_tok, ref_tok)
+    return 100.0 * m, "meteor-1.5 -norm"
 
 
 __all__ = ["MAX_REFERENCES", "MAX_TER_TOKENS", "require_webnlg2017", "score_webnlg2017", "tokenize_webnlg2017"]
