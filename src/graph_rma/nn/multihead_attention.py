@@ -42,6 +42,24 @@ from .._errors import GraphRMAError
 __all__ = ["RepulsiveMultiheadAttention", "record_attention"]
 
 
+def _checked_masks(attn_mask, key_padding_mask, dtype, L: int, S: int, B: int, H: int):
+    """``attn_mask`` as a float ``[1 or B*H, L, S]`` mask and ``key_padding_mask`` as a float ``[B, S]`` one (each
+    ``None`` when not given), their shapes checked."""
+    mask = _float_mask(attn_mask, "attn_mask", dtype)
+    kpm = _float_mask(key_padding_mask, "key_padding_mask", dtype)
+    if mask is not None:
+        if mask.dim() == 2 and mask.shape != (L, S):
+            raise GraphRMAError(f"attn_mask: expected shape {(L, S)} (2-D), got {tuple(mask.shape)}")
+        if mask.dim() == 3 and mask.shape != (B * H, L, S):
+            raise GraphRMAError(f"attn_mask: expected shape {(B * H, L, S)} (3-D), got {tuple(mask.shape)}")
+        if mask.dim() not in (2, 3):
+            raise GraphRMAError(f"attn_mask: expected a 2-D or 3-D mask, got {mask.dim()}-D")
+        mask = mask.reshape(-1, L, S)
+    if kpm is not None and kpm.shape != (B, S):
+        raise GraphRMAError(f"key_padding_mask: expected shape {(B, S)}, got {tuple(kpm.shape)}")
+    return mask, kpm
+
+
 def _float_mask(mask: Optional[Tensor], name: str, dtype: torch.dtype) -> Optional[Tensor]:
     """A boolean (``True`` = masked) or additive float mask as an additive float mask of ``dtype``."""
     if mask is None:
@@ -241,19 +259,7 @@ class RepulsiveMultiheadAttention(nn.MultiheadAttention):
         b_q, b_k, b_v = self.in_proj_bias.chunk(3) if self.in_proj_bias is not None else (None, None, None)
         q, k, v = F.linear(query, w_q, b_q), F.linear(key, w_k, b_k), F.linear(value, w_v, b_v)
 
-        mask = _float_mask(attn_mask, "attn_mask", q.dtype)
-        kpm = _float_mask(key_padding_mask, "key_padding_mask", q.dtype)
-        S = k.size(0)
-        if mask is not None:
-            if mask.dim() == 2 and mask.shape != (L, S):
-                raise GraphRMAError(f"attn_mask: expected shape {(L, S)} (2-D), got {tuple(mask.shape)}")
-            if mask.dim() == 3 and mask.shape != (B * H, L, S):
-                raise GraphRMAError(f"attn_mask: expected shape {(B * H, L, S)} (3-D), got {tuple(mask.shape)}")
-            if mask.dim() not in (2, 3):
-                raise GraphRMAError(f"attn_mask: expected a 2-D or 3-D mask, got {mask.dim()}-D")
-            mask = mask.reshape(-1, L, S)
-        if kpm is not None and kpm.shape != (B, S):
-            raise GraphRMAError(f"key_padding_mask: expected shape {(B, S)}, got {tuple(kpm.shape)}")
+        mask, kpm = _checked_masks(attn_mask, key_padding_mask, q.dtype, L, k.size(0), B, H)
         if self.bias_k is not None:
             k = torch.cat([k, self.bias_k.repeat(1, B, 1)])
             v = torch.cat([v, self.bias_v.repeat(1, B, 1)])
@@ -276,17 +282,7 @@ class RepulsiveMultiheadAttention(nn.MultiheadAttention):
         if mask is not None:
             scores = scores + mask
         scores = scores.view(B, H, L, S)
-        plain = torch.softmax(scores, dim=-1) if self.store_attention or not self._dropping() else None
-        self.last_attention = plain if self.store_attention else None
-        if self._dropping():
-            # Softmax over the surviving keys: the same weights as renormalising after the drop, but stable
-            # for very peaked rows (see DropAttention.dense_softmax).
-            dense_softmax = getattr(self.drop_attention, "dense_softmax", None)
-            attn = (
-                dense_softmax(scores) if dense_softmax is not None else self.drop_attention(torch.softmax(scores, -1))
-            )
-        else:
-            attn = plain
+        attn = self._weights(scores)
         if self.dropout > 0.0 and self.training:
             attn = F.dropout(attn, p=self.dropout)
         out = torch.bmm(attn.reshape(B * H, L, S), v)  # [B*H, L, d]
@@ -302,6 +298,18 @@ class RepulsiveMultiheadAttention(nn.MultiheadAttention):
         elif self.batch_first:
             out = out.transpose(0, 1)
         return out, weights
+
+    def _weights(self, scores: Tensor) -> Tensor:
+        """The attention weights ``[B, H, L, S]`` of ``scores``: the softmax (kept in ``last_attention`` when
+        ``store_attention``), then DropAttention when it drops."""
+        plain = torch.softmax(scores, dim=-1) if self.store_attention or not self._dropping() else None
+        self.last_attention = plain if self.store_attention else None
+        if not self._dropping():
+            return plain
+        # Softmax over the surviving keys: the same weights as renormalising after the drop, but stable for very
+        # peaked rows (see DropAttention.dense_softmax).
+        dense_softmax = getattr(self.drop_attention, "dense_softmax", None)
+        return dense_softmax(scores) if dense_softmax is not None else self.drop_attention(torch.softmax(scores, -1))
 
     def extra_repr(self) -> str:
         s = f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, batch_first={self.batch_first}"
