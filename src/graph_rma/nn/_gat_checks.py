@@ -9,7 +9,7 @@ PyG's layer.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import Any, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -61,7 +61,15 @@ def _check_inputs(
     lin_src: Optional[torch.nn.Module],
     lin_dst: Optional[torch.nn.Module],
 ) -> None:
-    # Node features.
+    num_src, num_dst = _node_counts(module, x, edge_index, size, lin_src, lin_dst)
+    num_edges = _check_adjacency(module, edge_index, num_src, num_dst)
+    if edge_attr is not None and module.lin_edge is not None:
+        _check_edge_attr(module, edge_attr, num_edges)
+
+
+def _node_counts(module, x: Any, edge_index: Any, size: Size, lin_src, lin_dst) -> Tuple[Optional[int], Optional[int]]:
+    """The node features checked (sizes, dtypes); ``(num_src, num_dst)`` as the layer counts them (``size`` first,
+    then the features; ``None`` when only a sparse adjacency can say)."""
     if isinstance(x, Tensor):
         _check_features("x", x, _channels(lin_src))
         _check_features("x", x, _channels(lin_dst))
@@ -89,12 +97,14 @@ def _check_inputs(
         num_dst = num_src
     if module.flow == "target_to_source":
         num_src, num_dst = num_dst, num_src
+    return num_src, num_dst
 
-    # Adjacency.
-    num_edges: Optional[int] = None
+
+def _check_adjacency(module, edge_index: Any, num_src: Optional[int], num_dst: Optional[int]) -> Optional[int]:
+    """``edge_index`` checked (shape, dtype, node range); its number of edges (``None`` for a sparse adjacency)."""
     if isinstance(edge_index, SparseTensor):
-        pass
-    elif isinstance(edge_index, Tensor) and is_torch_sparse_tensor(edge_index):
+        return None
+    if isinstance(edge_index, Tensor) and is_torch_sparse_tensor(edge_index):
         # [num_dst, num_src] (destinations x sources); an unknown count is read from the adjacency.
         expected = (
             edge_index.size(0) if num_dst is None else num_dst,
@@ -105,49 +115,51 @@ def _check_inputs(
                 f"edge_index: expected a sparse adjacency of shape [{expected[0]}, {expected[1]}] "
                 f"(destinations x sources), got {list(edge_index.shape)}"
             )
-    elif isinstance(edge_index, Tensor):
-        if (
-            edge_index.dim() != 2
-            or edge_index.size(0) != 2
-            or edge_index.is_floating_point()
-            or edge_index.dtype == torch.bool
-        ):
-            raise GraphRMAError(
-                f"edge_index: expected an integer tensor of shape [2, num_edges], got "
-                f"{edge_index.dtype} tensor of shape {list(edge_index.shape)}"
-            )
-        num_edges = edge_index.size(1)
-        if torch.compiler.is_compiling() and num_edges > 0:
-            # inside a compiled graph a Python check would break it: an assert op checks the range instead (its
-            # message, one line, is raised as a RuntimeError before any out-of-range gather runs)
-            i, j = (1, 0) if module.flow == "source_to_target" else (0, 1)
-            ok = edge_index.min() >= 0
-            if num_src is not None:
-                ok = ok & (edge_index[j].max() < num_src)
-            if num_dst is not None:
-                ok = ok & (edge_index[i].max() < num_dst)
-            torch._assert_async(
-                ok, "edge_index: node ids out of range: expected sources and destinations in [0, the node counts of x)"
-            )
-        elif num_edges > 0:
-            _check_range(edge_index, module.flow, num_src, num_dst)
-    else:
+        return None
+    if not isinstance(edge_index, Tensor):
         raise GraphRMAError(
             f"edge_index: expected a [2, num_edges] tensor, a torch sparse tensor or a SparseTensor, got "
             f"{type(edge_index).__name__}"
         )
+    if (
+        edge_index.dim() != 2
+        or edge_index.size(0) != 2
+        or edge_index.is_floating_point()
+        or edge_index.dtype == torch.bool
+    ):
+        raise GraphRMAError(
+            f"edge_index: expected an integer tensor of shape [2, num_edges], got "
+            f"{edge_index.dtype} tensor of shape {list(edge_index.shape)}"
+        )
+    num_edges = edge_index.size(1)
+    if torch.compiler.is_compiling() and num_edges > 0:
+        # inside a compiled graph a Python check would break it: an assert op checks the range instead (its
+        # message, one line, is raised as a RuntimeError before any out-of-range gather runs)
+        i, j = (1, 0) if module.flow == "source_to_target" else (0, 1)
+        ok = edge_index.min() >= 0
+        if num_src is not None:
+            ok = ok & (edge_index[j].max() < num_src)
+        if num_dst is not None:
+            ok = ok & (edge_index[i].max() < num_dst)
+        torch._assert_async(
+            ok, "edge_index: node ids out of range: expected sources and destinations in [0, the node counts of x)"
+        )
+    elif num_edges > 0:
+        _check_range(edge_index, module.flow, num_src, num_dst)
+    return num_edges
 
-    # Edge features.
-    if edge_attr is not None and module.lin_edge is not None:
-        if not isinstance(edge_attr, Tensor) or edge_attr.dim() not in (1, 2):
-            raise GraphRMAError(f"edge_attr: expected a tensor of shape [num_edges, {module.edge_dim}]")
-        dim = 1 if edge_attr.dim() == 1 else edge_attr.size(1)
-        if module.edge_dim is not None and dim != module.edge_dim:
-            raise GraphRMAError(f"edge_attr: expected {module.edge_dim} features per edge (edge_dim), got {dim}")
-        if num_edges is not None and edge_attr.size(0) != num_edges:
-            raise GraphRMAError(
-                f"edge_attr: expected {num_edges} rows (one per edge of edge_index), got {edge_attr.size(0)}"
-            )
+
+def _check_edge_attr(module, edge_attr: Any, num_edges: Optional[int]) -> None:
+    """``edge_attr`` of a layer with edge features: one row per edge, ``edge_dim`` features."""
+    if not isinstance(edge_attr, Tensor) or edge_attr.dim() not in (1, 2):
+        raise GraphRMAError(f"edge_attr: expected a tensor of shape [num_edges, {module.edge_dim}]")
+    dim = 1 if edge_attr.dim() == 1 else edge_attr.size(1)
+    if module.edge_dim is not None and dim != module.edge_dim:
+        raise GraphRMAError(f"edge_attr: expected {module.edge_dim} features per edge (edge_dim), got {dim}")
+    if num_edges is not None and edge_attr.size(0) != num_edges:
+        raise GraphRMAError(
+            f"edge_attr: expected {num_edges} rows (one per edge of edge_index), got {edge_attr.size(0)}"
+        )
 
 
 # edge_index tensors whose node range was checked: tensor -> (its version counter, num_src, num_dst, flow)
