@@ -71,7 +71,7 @@ def test_every_field_is_a_train_option_and_every_setting_option_a_field(name):
         if f.metadata["kind"] == "choice":
             assert tuple(action.choices) == f.metadata["choices"]
     settings = {f.name for f in generator_fields()}
-    others = {"help", "variant", "out", "root", "quiet", "device", "protocol", "preset", "seed", "max_train"}
+    others = {"help", "variant", "out", "root", "quiet", "device", "threads", "protocol", "preset", "seed", "max_train"}
     others |= {"max_dev", "save_every", "evaluate"}
     assert set(train) - others == settings - {"lr_schedule"}
     for cmd in ("generate", "evaluate"):
