@@ -256,13 +256,17 @@ def collect(out: Path, plots: bool = False) -> Dict:
     return results
 
 
+def _png(key: str, arm: str) -> str:
+    return f"{key}-reliability-{slug(arm)[:-7]}.png"
+
+
 def _plots(key: str, pooled: Dict, pooled_ood: Dict) -> None:
-    folder = REPO / "docs" / "calibration"
+    folder = COMMITTED.parent
     for arm, parts in pooled.items():
         if len(parts) == len(FINAL_SEEDS):
             probs, y = torch.cat([p for p, _, _ in parts]), torch.cat([y for _, y, _ in parts])
             title = f"{DATA[key][0]}: {arm}, {len(parts)} seeds pooled"
-            diag.reliability_diagram(probs, y, folder / f"{key}-reliability-{slug(arm)[:-7]}.png", BINS, title)
+            diag.reliability_diagram(probs, y, folder / _png(key, arm), BINS, title)
     if pooled_ood and all(len(v) == len(FINAL_SEEDS) for v in pooled_ood.values()):
         ent = {
             f"{arm}, held-out classes": torch.cat([diag.predictive_entropy(p[o]) for p, _, o in v])
@@ -434,11 +438,23 @@ def render_status(results: Dict) -> str:
     return "\n".join(lines) + f"\n\nRuns: {results.get('conditions', '–')}."
 
 
+def render_plots(key: str, results: Dict) -> str:
+    """The reliability diagrams of the arms with every final seed, and the entropy CDFs once every arm has them."""
+    entry = results.get(key, {})
+    arms = [a for a, runs in (entry.get("final") or {}).items() if len(runs) == len(FINAL_SEEDS)]
+    pics = [f"![{a}](calibration/{_png(key, a)})" for a in arms]
+    ood = entry.get("ood") or {}
+    if len(ood) == len(ARMS) + 1 and all(len(v) == len(FINAL_SEEDS) for v in ood.values()):
+        pics.append(f"![entropy CDF](calibration/{key}-entropy-cdf.png)")
+    return "\n".join(pics) or "No plot yet: an arm is drawn once it has every final seed."
+
+
 BLOCKS = {"calibration-status": render_status, "calibration-plan": render_plan}
 for _key in DATA:
     BLOCKS[f"calibration-{_key}-select"] = functools.partial(render_select, _key)
     BLOCKS[f"calibration-{_key}-final"] = functools.partial(render_final, _key)
     BLOCKS[f"calibration-{_key}-ood"] = functools.partial(render_ood, _key)
+    BLOCKS[f"calibration-{_key}-plots"] = functools.partial(render_plots, _key)
 render = renderer(BLOCKS)
 
 

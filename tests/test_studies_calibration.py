@@ -71,7 +71,6 @@ def test_a_tiny_study_end_to_end(tmp_path, monkeypatch):
     monkeypatch.setattr(study, "FINAL_SEEDS", [0, 1])
     monkeypatch.setattr(study, "MEMBERS", 2)
     monkeypatch.setattr(study, "COMMITTED", tmp_path / "none.json")
-    monkeypatch.setattr(study, "_plots", lambda *a: None)
     out = tmp_path / "runs"
     study.run(out, ["cora-select", "cora-final", "cora-ood"])
     files = sorted(out.rglob("seed*.json"))
@@ -88,7 +87,10 @@ def test_a_tiny_study_end_to_end(tmp_path, monkeypatch):
     assert len(ood["val"]["logits"][0]) == 5 and len(ood["test"]["y"]) == 1000
     assert torch.equal(torch.tensor(ood["test"]["ood"]), y == -1) and 0 < int((y == -1).sum()) < 1000
 
-    results = study.collect(out)
+    results = study.collect(out, plots=True)
+    pngs = sorted(p.name for p in tmp_path.glob("*.png"))  # beside the results file: every arm, both seeds pooled
+    assert len(pngs) == 6 and "cora-entropy-cdf.png" in pngs and "cora-reliability-ensemble_of_5_plain.png" in pngs
+    assert all((tmp_path / n).read_bytes()[:4] == b"\x89PNG" for n in pngs)
     cora = results["cora"]
     assert set(cora["final"]) == set(study.ARMS) | {study.ENSEMBLE}
     assert all(sorted(map(int, v)) == [0, 1] for v in cora["final"].values())
@@ -105,3 +107,4 @@ def test_a_tiny_study_end_to_end(tmp_path, monkeypatch):
     assert "| ensemble of 5 plain | `ma [epochs=2]` | 2 |" in text and "| svgd − plain |" in text
     assert "**Cora, calibration** (2 paired seeds, complete): SVGD − plain ECE" in text
     assert "**chameleon_filtered, calibration**: pending" in text
+    assert "![svgd+TS](calibration/cora-reliability-svgd_TS.png)" in text and "cora-entropy-cdf.png" in text
