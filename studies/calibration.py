@@ -292,8 +292,9 @@ def _pair(a: Dict, b: Dict, lower: bool) -> Dict:
     return pc
 
 
-def _cell(pc: Dict) -> str:
-    return f"{pc['mean']:+.2f} ± {pc['se']:.2f} ({pc['wins']}/{pc['ties']}/{pc['losses']}), {pc['verdict']}"
+def _cell(pc: Dict, digits: int = 2) -> str:
+    m, se = f"{pc['mean']:+.{digits}f}", f"{pc['se']:.{digits}f}"
+    return f"{m} ± {se} ({pc['wins']}/{pc['ties']}/{pc['losses']}), {pc['verdict']}"
 
 
 def _planned(key: str, choice: Dict) -> int:
@@ -349,48 +350,37 @@ def render_select(key: str, results: Dict) -> str:
 COMPARE = [("svgd", "plain"), ("svgd+TS", "plain+TS"), ("plain+TS", "plain"), ("svgd+TS", ENSEMBLE), ("svgd", ENSEMBLE)]
 
 
-def render_final(key: str, results: Dict) -> str:
-    final = results.get(key, {}).get("final") or {}
-    if not final:
+OOD_SCORES = [("auroc", "entropy AUROC %, held-out vs seen classes", False), ("accuracy", "accuracy % (seen)", False)]
+PARTS = {"final": (SCORES, ["accuracy", "ece", "nll", "brier"]), "ood": (OOD_SCORES, ["auroc"])}
+
+
+def _per(part: Dict, arm: str, k: str) -> Dict:
+    return {s: r[k] for s, r in part.get(arm, {}).items()}
+
+
+def render_part(part: str, key: str, results: Dict) -> str:
+    """One condition's table (mean ± std per arm) and its paired comparisons."""
+    arms = results.get(key, {}).get(part) or {}
+    if not arms:
         return "Not run yet."
-    head = " | ".join(label for _, label, _ in SCORES)
-    lines = [f"| arm | setting | seeds | {head} |", "| --- | --- | ---: |" + " ---: |" * len(SCORES)]
-    choice = results[key]["choice"]
-    for arm, runs in final.items():
-        setting = choice["plain"] if arm == ENSEMBLE else choice[arm]
-        cells = [_ms([r[k] for r in runs.values()], 3 if k in ("nll", "brier") else 2) for k, _, _ in SCORES]
-        lines.append(f"| {arm} | `{setting}` | {len(runs)} | {' | '.join(cells)} |")
-    lines += [
-        "",
-        "| paired, first − second (± SE; W/T/L: the first better / tied / worse) | accuracy % | ECE % | NLL | Brier |",
+    columns, paired = PARTS[part]
+    label, lower = {k: lab for k, lab, _ in columns}, {k: lo for k, _, lo in columns}
+    lines = [
+        f"| arm | setting | seeds | {' | '.join(label.values())} |",
+        "| --- | --- | ---: |" + " ---: |" * len(label),
     ]
-    lines.append("| --- | ---: | ---: | ---: | ---: |")
+    choice = results[key]["choice"]
+    for arm, runs in arms.items():
+        cells = [_ms([r[k] for r in runs.values()], 3 if k in ("nll", "brier") else 2) for k in label]
+        lines.append(f"| {arm} | `{choice['plain' if arm == ENSEMBLE else arm]}` | {len(runs)} | {' | '.join(cells)} |")
+    head = " | ".join(label[k] for k in paired)
+    lines += ["", f"| paired, first − second (± SE; W/T/L: the first better / tied / worse) | {head} |"]
+    lines.append("| --- |" + " ---: |" * len(paired))
     for a, b in COMPARE:
-        if a in final and b in final:
-            cells = [
-                _cell(_pair({s: r[k] for s, r in final[b].items()}, {s: r[k] for s, r in final[a].items()}, lo))
-                for k, lo in (("accuracy", False), ("ece", True), ("nll", True), ("brier", True))
-            ]
+        if a in arms and b in arms:
+            pcs = {k: _pair(_per(arms, b, k), _per(arms, a, k), lower[k]) for k in paired}
+            cells = [_cell(pc, 3 if k in ("nll", "brier") else 2) for k, pc in pcs.items()]
             lines.append(f"| {a} − {b} | {' | '.join(cells)} |")
-    return "\n".join(lines)
-
-
-def render_ood(key: str, results: Dict) -> str:
-    ood = results.get(key, {}).get("ood") or {}
-    if not ood:
-        return "Not run yet."
-    lines = ["| arm | seeds | entropy AUROC %, held-out vs seen classes | accuracy % on seen classes |"]
-    lines.append("| --- | ---: | ---: | ---: |")
-    for arm, runs in ood.items():
-        lines.append(
-            f"| {arm} | {len(runs)} | {_ms([r['auroc'] for r in runs.values()], 1)} | "
-            f"{_ms([r['accuracy'] for r in runs.values()], 1)} |"
-        )
-    lines += ["", "| paired, first − second (± SE; W/T/L) | AUROC points |", "| --- | ---: |"]
-    for a, b in COMPARE:
-        if a in ood and b in ood:
-            pc = _pair({s: r["auroc"] for s, r in ood[b].items()}, {s: r["auroc"] for s, r in ood[a].items()}, False)
-            lines.append(f"| {a} − {b} | {_cell(pc)} |")
     return "\n".join(lines)
 
 
@@ -399,20 +389,17 @@ def verdicts(results: Dict, key: str) -> Dict[str, str]:
     them over the seeds it has (at least 2), its number stated."""
     entry, out = results.get(key, {}), {}
 
-    def per(part, arm, k):
-        return {s: r[k] for s, r in part.get(arm, {}).items()}
-
     for claim, part, k, lower in (("calibration", "final", "ece", True), ("ood", "ood", "auroc", False)):
         runs = entry.get(part) or {}
         if not all(len(runs.get(arm, {})) == len(FINAL_SEEDS) for arm in ARMS):
             continue
         sv, ts = (
-            _pair(per(runs, a, k), per(runs, b, k), lower) for a, b in (("plain", "svgd"), ("plain+TS", "svgd+TS"))
+            _pair(_per(runs, a, k), _per(runs, b, k), lower) for a, b in (("plain", "svgd"), ("plain+TS", "svgd+TS"))
         )
         label = "ECE" if claim == "calibration" else "entropy AUROC"
         text = f"SVGD − plain {label} {_cell(sv)}; SVGD+TS − plain+TS {_cell(ts)}"
         other = "svgd+TS" if claim == "calibration" else "svgd"
-        en = _pair(per(runs, ENSEMBLE, k), per(runs, other, k), lower)
+        en = _pair(_per(runs, ENSEMBLE, k), _per(runs, other, k), lower)
         if en["n"] >= 2:
             text += f"; {other} − ensemble ({en['n']} paired seeds) {_cell(en)}"
         out[claim] = text
@@ -452,8 +439,8 @@ def render_plots(key: str, results: Dict) -> str:
 BLOCKS = {"calibration-status": render_status, "calibration-plan": render_plan}
 for _key in DATA:
     BLOCKS[f"calibration-{_key}-select"] = functools.partial(render_select, _key)
-    BLOCKS[f"calibration-{_key}-final"] = functools.partial(render_final, _key)
-    BLOCKS[f"calibration-{_key}-ood"] = functools.partial(render_ood, _key)
+    BLOCKS[f"calibration-{_key}-final"] = functools.partial(render_part, "final", _key)
+    BLOCKS[f"calibration-{_key}-ood"] = functools.partial(render_part, "ood", _key)
     BLOCKS[f"calibration-{_key}-plots"] = functools.partial(render_plots, _key)
 render = renderer(BLOCKS)
 
