@@ -294,6 +294,8 @@ def _pair(a: Dict, b: Dict, lower: bool) -> Dict:
 
 def _cell(pc: Dict, digits: int = 2) -> str:
     m, se = f"{pc['mean']:+.{digits}f}", f"{pc['se']:.{digits}f}"
+    if pc["n"] < 2:
+        return f"{m} (one seed: no spread)"
     return f"{m} ± {se} ({pc['wins']}/{pc['ties']}/{pc['losses']}), {pc['verdict']}"
 
 
@@ -402,6 +404,9 @@ def verdicts(results: Dict, key: str) -> Dict[str, str]:
         en = _pair(_per(runs, ENSEMBLE, k), _per(runs, other, k), lower)
         if en["n"] >= 2:
             text += f"; {other} − ensemble ({en['n']} paired seeds) {_cell(en)}"
+        if claim == "calibration":  # T < 1: the raw model is underconfident, > 1: overconfident
+            temps = [mean_std(list(_per(runs, arm, "temperature").values()))[0] for arm in ("plain+TS", "svgd+TS")]
+            text += f" (fitted temperature, mean: plain {temps[0]:.2f}, SVGD {temps[1]:.2f})"
         out[claim] = text
     return out
 
