@@ -125,7 +125,7 @@ def _spread(results: Dict, command: Optional[str], link: str) -> str:
     pc = paired_comparison(*({r["seed"]: r[arm]["test_acc"] for r in runs} for arm in ARMS))
     se = "" if len(runs) < 2 else f" ± {pc['se']:.2f} SE"
     return (
-        f"seeds {seeds} ({f'`{command} --seeds {seeds}`, ' if command else ''}[results]({link})): accuracy "
+        f"seeds and splits {seeds} ({f'`{command} --seeds {seeds}`, ' if command else ''}[results]({link})): accuracy "
         f"{acc['plain'][0]:.1f} ± {acc['plain'][1]:.1f} vs {acc['repulsive'][0]:.1f} ± {acc['repulsive'][1]:.1f} % "
         f"(paired {pc['mean']:+.2f}{se}, {pc['wins']}/{pc['ties']}/{pc['losses']}), head distance "
         f"{dist['plain'][0]:.2f} ± {dist['plain'][1]:.2f} vs {dist['repulsive'][0]:.2f} ± {dist['repulsive'][1]:.2f}"
@@ -148,7 +148,8 @@ def render(results: Dict, run: Optional[Dict] = None, quick: Optional[Dict] = No
     if quick is not None and len(quick["runs"]) >= MIN_QUICK_SEEDS:
         text += "this schedule over "
         text += _spread(quick, None, f"{link}quickstart/quick/results.json") + "; "
-    text += "the protocol's (lr 0.005, 1500 epochs, patience 100) over "
+    s = results["settings"]
+    text += f"the protocol's (lr {s['lr']}, {s['epochs']} epochs, patience {s['patience']}) over "
     text += _spread(results, "examples/quickstart_vs_stock.py", f"{link}quickstart/results.json") + "."
     return "\n".join(textwrap.wrap(text, width=120, break_long_words=False, break_on_hyphens=False))
 

@@ -62,3 +62,19 @@ def test_the_hf_example_with_a_model_it_cannot_load_is_one_line(tmp_path):
     err = [ln for ln in proc.stderr.strip().splitlines() if "Warning" not in ln and "warn(" not in ln]
     assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert err[-1].startswith("hf_text_classification.py: --model: cannot load '/nonexistent'"), err
+
+
+def test_ctrl_c_inside_a_command_import_is_held_until_the_import_ends(tmp_path, monkeypatch):
+    """A SIGINT that lands inside an import (as inside Triton's native one, which then aborts the interpreter) is
+    held: the module finishes importing, then KeyboardInterrupt is raised and Python's handler is back."""
+    from graph_rma import cli
+
+    (tmp_path / "interrupted_import.py").write_text(
+        "import os, signal\nos.kill(os.getpid(), signal.SIGINT)\nfor _ in range(1000):\n    pass\nFINISHED = True\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(KeyboardInterrupt):
+        cli._import_holding_ctrl_c("interrupted_import")
+    assert sys.modules["interrupted_import"].FINISHED  # the import ran to its end before the interrupt
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    sys.modules.pop("interrupted_import")

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import signal
 import sys
+import threading
+from types import ModuleType
 from typing import List, Optional
 
 
@@ -58,8 +61,28 @@ def _main(argv: Optional[List[str]]) -> int:
     if name not in names:
         print(f"graph-rma: unknown command {name!r}; choose from {', '.join(names)}", file=sys.stderr)
         return 2
-    module = importlib.import_module(f"{__name__}.{name}")
+    preload = () if name == "score" or {"-h", "--help"} & set(rest) else ("torch._dynamo",)
+    module = _import_holding_ctrl_c(f"{__name__}.{name}", *preload)
     return int(module.main(rest) or 0)
+
+
+def _import_holding_ctrl_c(name: str, *preload: str) -> ModuleType:
+    """Import ``preload`` (what the command imports later anyway: ``torch._dynamo`` brings Triton) and a command's
+    module with Ctrl-C held until the imports end, then raise :class:`KeyboardInterrupt`: an interrupt inside a native
+    extension's import (Triton's) aborts the interpreter instead of raising."""
+    if threading.current_thread() is not threading.main_thread():
+        return importlib.import_module(name)
+    held: List[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    try:
+        for heavy in preload:
+            importlib.import_module(heavy)
+        module = importlib.import_module(name)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if held:
+        raise KeyboardInterrupt
+    return module
 
 
 if __name__ == "__main__":  # pragma: no cover
